@@ -1,0 +1,98 @@
+"""`fwbench-agent`: starts one agent process for one installed framework plugin.
+
+Started by the collector's launchers (or by hand, or as a container's command). Binds to
+loopback unless told otherwise. With --ports-file, writes {"grpc": PORT, "metrics": PORT,
+"pid": PID} atomically once serving, so a launcher can use port 0 without races."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from fwbench.runtime.registry import PluginInvalid, PluginNotFound, load_plugin
+from fwbench.runtime.server import create_server
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fwbench-agent", description=__doc__)
+    p.add_argument("--plugin", required=True, help="entry-point name, e.g. torch")
+    p.add_argument("--name", help="agent name reported in Describe (default: the plugin)")
+    p.add_argument("--variant", default="", help="variant label, e.g. cpu, cu12, mkl")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
+    p.add_argument("--port", type=int, default=0, help="gRPC port, 0 = any free port")
+    p.add_argument("--metrics-port", type=int, default=0, help="/metrics port, 0 = any")
+    p.add_argument("--no-metrics", action="store_true", help="disable the /metrics endpoint")
+    p.add_argument("--reflection", action="store_true", help="enable gRPC server reflection")
+    p.add_argument("--ports-file", type=Path, help="write bound ports here as JSON")
+    p.add_argument(
+        "--exit-with-parent",
+        type=int,
+        metavar="PID",
+        help="exit when process PID is gone (the launcher died)",
+    )
+    p.add_argument(
+        "--memory-limit-bytes",
+        type=int,
+        help="address-space limit; allocations beyond it fail as out of memory",
+    )
+    return p
+
+
+def _watch_parent(pid: int, stop: threading.Event) -> None:
+    while not stop.wait(1.0):
+        if os.getppid() != pid:
+            stop.set()
+
+
+def _write_ports(path: Path, grpc_port: int, metrics_port: int) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"grpc": grpc_port, "metrics": metrics_port, "pid": os.getpid()}))
+    tmp.replace(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.memory_limit_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (args.memory_limit_bytes, args.memory_limit_bytes))
+    try:
+        plugin = load_plugin(args.plugin)
+    except (PluginNotFound, PluginInvalid) as error:
+        print(f"fwbench-agent: {error}", file=sys.stderr)
+        return 2
+    agent = create_server(
+        plugin,
+        name=args.name or args.plugin,
+        variant=args.variant,
+        host=args.host,
+        port=args.port,
+        metrics_port=None if args.no_metrics else args.metrics_port,
+        reflection_enabled=args.reflection,
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    if args.exit_with_parent:
+        threading.Thread(
+            target=_watch_parent, args=(args.exit_with_parent, stop), daemon=True
+        ).start()
+    if args.ports_file:
+        _write_ports(args.ports_file, agent.port, agent.metrics_port)
+    print(
+        f"fwbench-agent {args.name or args.plugin} serving on {args.host}:{agent.port} "
+        f"(metrics {agent.metrics_port})",
+        file=sys.stderr,
+        flush=True,
+    )
+    stop.wait()
+    agent.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

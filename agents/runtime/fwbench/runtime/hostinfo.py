@@ -1,0 +1,66 @@
+"""Facts about the host that can distort a measurement, read once at agent start-up."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+from pathlib import Path
+
+import psutil
+
+from fwbench.agent.v1 import agent_pb2
+
+# Variables that change how frameworks thread or which devices they see; reported in
+# Describe next to the plugin's own switches.
+THREAD_AND_DEVICE_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "KMP_AFFINITY",
+    "KMP_BLOCKTIME",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_VISIBLE_DEVICES",
+    "FWBENCH_DEVICE",
+)
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def cpu_model() -> str:
+    for line in _read("/proc/cpuinfo").splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def in_container() -> bool:
+    cgroup = _read("/proc/1/cgroup")
+    return (
+        Path("/.dockerenv").exists()
+        or "container" in os.environ
+        or any(word in cgroup for word in ("docker", "containerd", "kubepods", "lxc"))
+    )
+
+
+def host_info() -> agent_pb2.HostInfo:
+    return agent_pb2.HostInfo(
+        hostname=socket.gethostname(),
+        cpu_model=cpu_model(),
+        logical_cores=os.cpu_count() or 0,
+        physical_cores=psutil.cpu_count(logical=False) or 0,
+        usable_cores=len(os.sched_getaffinity(0)),
+        memory_total_bytes=psutil.virtual_memory().total,
+        os=f"{platform.system()} {platform.release()}",
+        cpu_governor=_read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+        in_container=in_container(),
+    )
+
+
+def environment_switches() -> dict[str, str]:
+    return {name: os.environ[name] for name in THREAD_AND_DEVICE_VARIABLES if name in os.environ}

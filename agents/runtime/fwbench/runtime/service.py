@@ -1,0 +1,225 @@
+"""The AgentService implementation: Describe, Run (streaming) and Cancel.
+
+Runs execute on one long-lived measurement thread, so framework thread settings and device
+contexts stay put between runs, and at most one run measures at a time: a second Run while
+one is in progress is refused with FAILED_PRECONDITION instead of sharing the machine."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import grpc
+
+from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
+from fwbench.runtime.errors import status_for
+from fwbench.runtime.hostinfo import environment_switches, host_info
+from fwbench.runtime.metrics import AgentMetrics
+from fwbench.runtime.plugin import FrameworkPlugin, PluginDescription, WorkloadSpec
+from fwbench.runtime.requests import DTYPE_VALUES, PHASE_VALUES, loop_plan, workload_spec
+from fwbench.runtime.timing import LoopPlan, Measurement, measure
+from fwbench.spec import SPEC_VERSION, Catalogue
+
+_STAGES = {
+    "build": agent_pb2.STAGE_BUILD,
+    "first_iteration": agent_pb2.STAGE_FIRST_ITERATION,
+    "warmup": agent_pb2.STAGE_WARMUP,
+    "measure": agent_pb2.STAGE_MEASURE,
+}
+_DEVICE_KINDS = {"cpu": agent_pb2.DEVICE_KIND_CPU, "gpu": agent_pb2.DEVICE_KIND_GPU}
+
+
+@dataclass
+class _ActiveRun:
+    run_id: str
+    cancel: threading.Event
+
+
+class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
+    def __init__(
+        self,
+        plugin: FrameworkPlugin,
+        catalogue: Catalogue,
+        identity: agent_pb2.AgentIdentity,
+        metrics: AgentMetrics,
+    ) -> None:
+        self._plugin = plugin
+        self._catalogue = catalogue
+        self._description: PluginDescription = plugin.describe()
+        self._identity = identity
+        self._metrics = metrics
+        self._host = host_info()
+        self._busy = threading.Lock()
+        self._active: _ActiveRun | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fwbench-measure")
+        self.metrics_port = 0
+
+    def Describe(  # noqa: N802 (gRPC method name)
+        self, request: agent_pb2.DescribeRequest, context: grpc.ServicerContext
+    ) -> agent_pb2.DescribeResponse:
+        d = self._description
+        return agent_pb2.DescribeResponse(
+            spec_version=SPEC_VERSION,
+            identity=self._identity,
+            libraries=dict(d.libraries),
+            environment={**environment_switches(), **d.environment},
+            devices=[
+                agent_pb2.Device(
+                    kind=_DEVICE_KINDS[dev.kind],
+                    index=dev.index,
+                    name=dev.name,
+                    memory_total_bytes=dev.memory_total_bytes,
+                )
+                for dev in d.devices
+            ],
+            host=self._host,
+            threads=agent_pb2.ThreadSettings(
+                intra_op_threads=d.intra_op_threads, inter_op_threads=d.inter_op_threads
+            ),
+            workloads=self._workload_support(),
+            metrics_port=self.metrics_port,
+            pid=os.getpid(),
+        )
+
+    def _workload_support(self) -> list[agent_pb2.WorkloadSupport]:
+        supported = []
+        for name, capability in self._description.capabilities.items():
+            workload = self._catalogue.get(name)
+            supported.append(
+                agent_pb2.WorkloadSupport(
+                    name=name,
+                    phases=[PHASE_VALUES[p] for p in capability.phases],
+                    dtypes=[DTYPE_VALUES[t] for t in capability.dtypes],
+                    modes=list(capability.modes),
+                    max_batch_size=workload.max_batch_size,
+                    params=[
+                        agent_pb2.ParamLimit(
+                            name=p.name,
+                            default_value=p.default,
+                            min_value=p.min,
+                            max_value=p.max,
+                            multiple_of=p.multiple_of,
+                        )
+                        for p in workload.params.values()
+                    ],
+                )
+            )
+        return supported
+
+    def Run(  # noqa: N802
+        self, request: agent_pb2.RunRequest, context: grpc.ServicerContext
+    ) -> Iterator[agent_pb2.RunResponse]:
+        run_id = request.run_id or uuid.uuid4().hex
+        try:
+            spec = workload_spec(request, self._catalogue, dict(self._description.capabilities))
+            plan = loop_plan(request, self._catalogue)
+        except Exception as error:  # noqa: BLE001 (mapped to a status, never swallowed)
+            self._metrics.runs.labels(status="refused").inc()
+            context.abort(*status_for(error))
+        if not self._busy.acquire(blocking=False):
+            busy_with = self._active.run_id if self._active else "another run"
+            self._metrics.runs.labels(status="refused").inc()
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"agent is busy with run {busy_with}; it measures one workload at a time",
+            )
+        active = _ActiveRun(run_id, threading.Event())
+        self._active = active
+        context.add_callback(active.cancel.set)  # client gone or deadline passed: stop work
+        events: queue.Queue[object] = queue.Queue()
+        self._executor.submit(self._execute, spec, plan, active, events)
+        yield from self._relay(run_id, events, context)
+
+    def _relay(
+        self, run_id: str, events: queue.Queue[object], context: grpc.ServicerContext
+    ) -> Iterator[agent_pb2.RunResponse]:
+        while True:
+            event = events.get()
+            if isinstance(event, agent_pb2.Progress):
+                yield agent_pb2.RunResponse(progress=event)
+            elif isinstance(event, agent_pb2.RunResult):
+                yield agent_pb2.RunResponse(result=event)
+                return
+            elif isinstance(event, BaseException):
+                context.abort(*status_for(event))
+
+    def _execute(
+        self,
+        spec: WorkloadSpec,
+        plan: LoopPlan,
+        active: _ActiveRun,
+        events: queue.Queue[object],
+    ) -> None:
+        """Runs on the measurement thread; always releases the agent for the next run."""
+        iterations = self._metrics.iterations.labels(workload=spec.workload.name, phase=spec.phase)
+        counted: list[object] = ["", 0]  # stage, iterations already counted in it
+
+        def on_progress(stage: str, done: int) -> None:
+            previous = counted[1] if counted[0] == stage else 0
+            iterations.inc(done - int(previous))  # type: ignore[call-overload]
+            counted[:] = [stage, done]
+            events.put(
+                agent_pb2.Progress(run_id=active.run_id, stage=_STAGES[stage], iterations_done=done)
+            )
+
+        self._metrics.running.set(1)
+        try:
+            result = measure(
+                lambda: self._plugin.build(spec),
+                self._plugin.synchronize,
+                plan,
+                active.cancel,
+                on_progress,
+            )
+            events.put(_result_message(active.run_id, spec, result))
+            self._metrics.runs.labels(status="ok").inc()
+        except BaseException as error:  # noqa: BLE001 (reported to the client as a status)
+            code, _ = status_for(error)
+            self._metrics.runs.labels(status=code.name.lower()).inc()
+            events.put(error)
+        finally:
+            self._metrics.running.set(0)
+            self._active = None
+            self._busy.release()
+
+    def Cancel(  # noqa: N802
+        self, request: agent_pb2.CancelRequest, context: grpc.ServicerContext
+    ) -> agent_pb2.CancelResponse:
+        active = self._active
+        if active is None or (request.run_id and request.run_id != active.run_id):
+            return agent_pb2.CancelResponse(cancelled=False, run_id=request.run_id)
+        active.cancel.set()
+        return agent_pb2.CancelResponse(cancelled=True, run_id=active.run_id)
+
+    def shutdown(self) -> None:
+        if self._active is not None:
+            self._active.cancel.set()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _result_message(run_id: str, spec: WorkloadSpec, m: Measurement) -> agent_pb2.RunResult:
+    s = m.built.settings
+    return agent_pb2.RunResult(
+        run_id=run_id,
+        sample_nanoseconds=m.samples_ns,
+        first_iteration_nanoseconds=m.first_iteration_ns,
+        build_nanoseconds=m.build_ns,
+        warmup_iterations=m.warmup_iterations,
+        settings=agent_pb2.EffectiveSettings(
+            dtype=DTYPE_VALUES[s.dtype],
+            intra_op_threads=s.intra_op_threads,
+            inter_op_threads=s.inter_op_threads,
+            mode=s.mode,
+            layout=s.layout,
+            device=s.device,
+            params=dict(spec.params),
+            extra=dict(s.extra),
+        ),
+        measure_started_unix_nanoseconds=m.measure_started_unix_ns,
+        measure_ended_unix_nanoseconds=m.measure_ended_unix_ns,
+    )

@@ -1,0 +1,170 @@
+"""TorchPlugin: the PyTorch framework plugin (eager mode), on CPU or the first CUDA device."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+
+import torch
+
+from fwbench.runtime.hostinfo import cpu_model
+from fwbench.runtime.plugin import (
+    BuiltStep,
+    Capability,
+    DeviceInfo,
+    PluginDescription,
+    Settings,
+    UnsupportedWorkload,
+    WorkloadSpec,
+)
+from fwbench.torch_plugin import models
+from fwbench.torch_plugin.ops import build_conv2d, build_gemm
+
+PLUGIN_VERSION = "0.1.0"
+_DTYPES = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+}
+_OPS = {"gemm": build_gemm, "conv2d": build_conv2d}
+# Variables that change what torch does; reported when set.
+_TORCH_VARIABLES = ("TORCH_NUM_THREADS", "ATEN_CPU_CAPABILITY", "TORCH_CUDNN_V8_API_ENABLED")
+
+
+def torch_libraries() -> dict[str, str]:
+    """BLAS, oneDNN, OpenMP, CUDA and cuDNN versions as torch reports them."""
+    config = torch.__config__.show()
+    libraries = {"torch_cxx11_abi": str(torch.compiled_with_cxx11_abi())}
+    patterns = {
+        "blas": r"BLAS_INFO=(\w+)",
+        "lapack": r"LAPACK_INFO=(\w+)",
+        "mkl": r"Math Kernel Library Version ([\w.]+)",
+        "onednn": r"(?:MKL-DNN|oneDNN) v([\w.]+)",
+        "openmp": r"OpenMP (\d+)",
+        "cpu_capability": r"CPU capability usage: (\w+)",
+    }
+    for key, pattern in patterns.items():
+        match = re.search(pattern, config)
+        if match:
+            libraries[key] = match.group(1)
+    if torch.version.cuda:
+        libraries["cuda"] = torch.version.cuda
+    if torch.backends.cudnn.is_available():
+        libraries["cudnn"] = str(torch.backends.cudnn.version())
+    return libraries
+
+
+def select_device(requested: str) -> torch.device:
+    """FWBENCH_DEVICE: "cpu", "cuda" or "auto" (CUDA when available). A CUDA agent on a host
+    without CUDA must fail loudly, not measure the CPU under a CUDA label."""
+    if requested == "cpu":
+        return torch.device("cpu")
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("FWBENCH_DEVICE=cuda but torch sees no CUDA device")
+    if requested not in ("cuda", "auto"):
+        raise RuntimeError(f"FWBENCH_DEVICE={requested!r}: expected cpu, cuda or auto")
+    return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+
+
+class TorchPlugin:
+    def __init__(self) -> None:
+        self.device = select_device(os.environ.get("FWBENCH_DEVICE", "auto"))
+
+    def describe(self) -> PluginDescription:
+        cuda = self.device.type == "cuda"
+        dtypes = ("float32", "float16", "bfloat16") if cuda else ("float32", "bfloat16", "float64")
+        capability = Capability(phases=("train", "infer"), dtypes=dtypes, modes=("eager",))
+        names = (*_OPS, *models.MODEL_NAMES)
+        return PluginDescription(
+            framework="torch",
+            framework_version=torch.__version__,
+            plugin_version=PLUGIN_VERSION,
+            libraries=torch_libraries(),
+            environment={k: os.environ[k] for k in _TORCH_VARIABLES if k in os.environ},
+            devices=self._devices(),
+            intra_op_threads=torch.get_num_threads(),
+            inter_op_threads=torch.get_num_interop_threads(),
+            capabilities={name: capability for name in names},
+        )
+
+    def _devices(self) -> tuple[DeviceInfo, ...]:
+        import psutil
+
+        devices = [DeviceInfo("cpu", 0, cpu_model(), psutil.virtual_memory().total)]
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            devices.append(DeviceInfo("gpu", index, props.name, props.total_memory))
+        return tuple(devices)
+
+    def build(self, spec: WorkloadSpec) -> BuiltStep:
+        if spec.threads:
+            torch.set_num_threads(spec.threads)
+        torch.manual_seed(spec.seed)
+        generator = torch.Generator(device=self.device).manual_seed(spec.seed)
+        dtype = _DTYPES[spec.dtype]
+        train = spec.phase == "train"
+        name = spec.workload.name
+        if name in _OPS:
+            step = _OPS[name](spec.batch_size, spec.params, dtype, self.device, generator, train)
+        elif name in models.MODEL_NAMES:
+            step = self._model_step(spec, dtype, generator, train)
+        else:
+            raise UnsupportedWorkload(f"torch plugin has no workload {name}")
+        return BuiltStep(step=step, settings=self._settings(spec, name))
+
+    def _model_step(
+        self, spec: WorkloadSpec, dtype: torch.dtype, generator: torch.Generator, train: bool
+    ) -> Callable[[], object]:
+        name = spec.workload.name
+        model = models.build_model(name).to(device=self.device, dtype=dtype)
+        inputs, labels = models.example_batch(
+            name,
+            spec.batch_size,
+            image_size=spec.params.get("image_size", 224),
+            seq_len=spec.params.get("seq_len", 200),
+            dtype=dtype,
+            device=self.device,
+            generator=generator,
+        )
+        if not train:
+            model.eval()
+
+            def infer() -> object:
+                with torch.inference_mode():
+                    return model(inputs)
+
+            return infer
+        model.train()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        loss_fn = torch.nn.CrossEntropyLoss()
+
+        def train_step() -> object:
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(inputs), labels)
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        return train_step
+
+    def _settings(self, spec: WorkloadSpec, name: str) -> Settings:
+        extra = {"mkldnn_enabled": str(torch.backends.mkldnn.enabled)}
+        if self.device.type == "cuda":
+            extra["tf32_matmul"] = str(torch.backends.cuda.matmul.allow_tf32)
+            extra["tf32_cudnn"] = str(torch.backends.cudnn.allow_tf32)
+        image_like = name == "conv2d" or "image_size" in spec.workload.params or name == "lenet"
+        return Settings(
+            dtype=spec.dtype,
+            intra_op_threads=torch.get_num_threads(),
+            inter_op_threads=torch.get_num_interop_threads(),
+            mode=spec.mode,
+            layout="NCHW" if image_like else "",
+            device=str(self.device),
+            extra=extra,
+        )
+
+    def synchronize(self, output: object) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)

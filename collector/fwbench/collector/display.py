@@ -1,0 +1,129 @@
+"""What the user sees during a run: a Rich progress bar per agent, one line per finished
+cell, and a summary table at the end."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from fwbench.collector.plan import Cell
+
+
+def _cell_label(cell: Cell) -> str:
+    threads = f" t={cell.threads}" if cell.threads else ""
+    return f"{cell.workload} {cell.phase} bs={cell.batch_size} {cell.dtype}{threads}"
+
+
+def _seconds(value: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if value < 1e-3:
+        return f"{value * 1e6:.1f} µs"
+    if value < 1:
+        return f"{value * 1e3:.2f} ms"
+    return f"{value:.3f} s"
+
+
+def describe_row(row: dict[str, Any]) -> str:
+    if row["status"] != "ok":
+        return f"{row['status']}: {row.get('error') or ''}"
+    text = f"{_seconds(row['median_seconds'])} median (CV {row['cv'] * 100:.1f}%, n={row['n']})"
+    gflops = row.get("gflops_per_second")
+    if gflops and not math.isnan(gflops):
+        text += f", {gflops:.1f} GFLOP/s"
+    return text
+
+
+class RichDisplay:
+    def __init__(self, console: Console, cells_per_agent: dict[str, int]) -> None:
+        self.console = console
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.fields[agent]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=console,
+        )
+        self._tasks: dict[str, TaskID] = {
+            agent: self.progress.add_task("waiting", total=total, agent=agent)
+            for agent, total in cells_per_agent.items()
+        }
+        self._labels: dict[str, str] = {}
+
+    def __enter__(self) -> RichDisplay:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def cell_started(self, agent: str, cell: Cell) -> None:
+        self._labels[agent] = _cell_label(cell)
+        self.progress.update(self._tasks[agent], description=self._labels[agent])
+
+    def cell_progress(self, agent: str, stage: str, iterations: int) -> None:
+        done = f" {iterations} it" if iterations else ""
+        self.progress.update(
+            self._tasks[agent], description=f"{self._labels[agent]} · {stage}{done}"
+        )
+
+    def cell_finished(self, agent: str, row: dict[str, Any]) -> None:
+        mark = {"ok": "[green]✓", "unsupported": "[yellow]-", "cancelled": "[yellow]✗"}.get(
+            row["status"], "[red]✗"
+        )
+        self.progress.console.print(
+            f"{mark}[/] {agent} {self._labels[agent]}: {describe_row(row)}", highlight=False
+        )
+        self.progress.advance(self._tasks[agent])
+        if self.progress.tasks[self._tasks[agent]].finished:
+            self.progress.update(self._tasks[agent], description="done")
+
+
+def summary_table(results: pd.DataFrame, title: str) -> Table:
+    table = Table(title=title, show_lines=False)
+    for header in (
+        "agent",
+        "workload",
+        "phase",
+        "bs",
+        "dtype",
+        "median",
+        "CV",
+        "items/s",
+        "GFLOP/s",
+        "first iter",
+        "status",
+    ):
+        justify = "left" if header in ("agent", "workload", "phase", "dtype", "status") else "right"
+        table.add_column(header, justify=justify)  # type: ignore[arg-type]
+    for row in results.to_dict("records"):
+        ok = row["status"] == "ok"
+        table.add_row(
+            row["agent"],
+            row["workload"],
+            row["phase"],
+            str(row["batch_size"]),
+            row["dtype"],
+            _seconds(row["median_seconds"]) if ok else "-",
+            f"{row['cv'] * 100:.1f}%" if ok else "-",
+            f"{row['items_per_second']:,.1f}" if ok else "-",
+            f"{row['gflops_per_second']:,.1f}" if ok else "-",
+            _seconds(row["first_iteration_seconds"]) if ok else "-",
+            "ok" if ok else f"{row['status']} ({row['error_code']})",
+        )
+    return table

@@ -1,0 +1,173 @@
+"""Launchers: how an agent process comes to exist and goes away.
+
+- local: the agent's virtual environment (made from its manifest, see envs.py), the agent as
+  its own process on free loopback ports, health-checked, and always stopped at the end.
+- attached: `name@host:port`, an agent someone else runs; nothing is started or stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fwbench.collector.client import AgentClient, AgentUnavailable
+from fwbench.collector.envs import environment_for
+from fwbench.collector.manifest import AgentManifest
+
+START_TIMEOUT_SECONDS = 180.0
+
+
+@dataclass
+class AgentHandle:
+    """A reachable agent. `process` is None for attached agents."""
+
+    name: str
+    launcher: str
+    address: str
+    client: AgentClient
+    process: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+    manifest: AgentManifest | None = None
+    env_path: Path | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def alive(self) -> bool:
+        if self.process is not None:
+            return self.process.poll() is None
+        return self.client.healthy()
+
+    def exit_reason(self) -> str:
+        """Why the agent is gone, with the tail of its log when there is one."""
+        if self.process is None:
+            return f"agent at {self.address} stopped answering"
+        code = self.process.poll()
+        if code is None:
+            return "agent process is running but not answering"
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        return f"agent process {how}{self._log_tail()}"
+
+    def _log_tail(self) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line]
+        return f"; last log line: {lines[-1][:300]}" if lines else ""
+
+    def stop(self, grace_seconds: float = 10.0) -> None:
+        """Stops a local agent (SIGTERM, then SIGKILL after the grace period). Idempotent."""
+        self.client.close()
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(grace_seconds)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def parse_attached(spec: str) -> tuple[str, str] | None:
+    """`name@host:port` -> (name, "host:port"); None when spec is a plain agent name."""
+    name, sep, address = spec.partition("@")
+    if not sep:
+        return None
+    host, colon, port = address.rpartition(":")
+    if not name or not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"invalid agent address {spec!r}: expected NAME@HOST:PORT")
+    return name, address
+
+
+def attach(name: str, address: str, timeout_seconds: float = 10.0) -> AgentHandle:
+    client = AgentClient(name, address)
+    try:
+        client.wait_healthy(timeout_seconds)
+    except AgentUnavailable:
+        client.close()
+        raise
+    return AgentHandle(name=name, launcher="attached", address=address, client=client)
+
+
+def start_local(
+    manifest: AgentManifest,
+    log_dir: Path,
+    report: Callable[[str], None] = lambda _: None,
+    timeout_seconds: float = START_TIMEOUT_SECONDS,
+) -> AgentHandle:
+    """Prepares the environment if needed and starts the agent; raises AgentUnavailable or
+    EnvironmentBuildError. The process is in its own session, so a Ctrl-C in the terminal
+    reaches only the collector, which then stops it in order."""
+    env = environment_for(manifest)
+    env.ensure(report)
+    log_path = log_dir / f"{manifest.name}.log"
+    ports_file = Path(tempfile.mkdtemp(prefix="fwbench-ports-")) / f"{manifest.name}.json"
+    command = [
+        str(env.python),
+        "-m",
+        "fwbench.runtime.cli",
+        "--plugin",
+        manifest.plugin,
+        "--name",
+        manifest.name,
+        "--variant",
+        manifest.variant,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--ports-file",
+        str(ports_file),
+        "--exit-with-parent",
+        str(os.getpid()),
+    ]
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **manifest.env},
+            start_new_session=True,
+        )
+    handle = AgentHandle(
+        name=manifest.name,
+        launcher="local",
+        address="",
+        process=process,
+        client=AgentClient(manifest.name, "unset"),
+        log_path=log_path,
+        manifest=manifest,
+        env_path=env.path,
+    )
+    try:
+        ports = _wait_for_ports(handle, ports_file, timeout_seconds)
+        handle.address = f"127.0.0.1:{ports['grpc']}"
+        handle.client = AgentClient(manifest.name, handle.address)
+        handle.client.wait_healthy(timeout_seconds, alive=handle.alive)
+    except BaseException:
+        handle.stop()
+        raise
+    return handle
+
+
+def _wait_for_ports(handle: AgentHandle, ports_file: Path, timeout: float) -> dict[str, int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ports_file.exists():
+            ports: dict[str, int] = json.loads(ports_file.read_text())
+            ports_file.unlink()
+            ports_file.parent.rmdir()
+            return ports
+        if not handle.alive():
+            raise AgentUnavailable(f"agent {handle.name} failed to start: {handle.exit_reason()}")
+        time.sleep(0.1)
+    raise AgentUnavailable(
+        f"agent {handle.name} did not start within {timeout:.0f} s (log: {handle.log_path})"
+    )

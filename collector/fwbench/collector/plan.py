@@ -1,0 +1,221 @@
+"""What to run: the user's selection, validated against the catalogue before anything
+starts, expanded into cells per agent and filtered by what each agent's Describe says."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.spec import Catalogue, CatalogueError
+from fwbench.spec.catalogue import DTYPES, PHASES
+
+PHASE_VALUES = {"train": agent_pb2.PHASE_TRAIN, "infer": agent_pb2.PHASE_INFER}
+DTYPE_VALUES = {
+    "float32": agent_pb2.DTYPE_FLOAT32,
+    "float16": agent_pb2.DTYPE_FLOAT16,
+    "bfloat16": agent_pb2.DTYPE_BFLOAT16,
+    "float64": agent_pb2.DTYPE_FLOAT64,
+}
+
+
+class SelectionError(ValueError):
+    """Bad user input; the message is one line naming the problem and the valid choices."""
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    warmup_iterations: int | None = None  # None = catalogue default
+    min_iterations: int = 0  # 0 = catalogue default
+    min_seconds: float | None = None
+    max_iterations: int = 0
+
+
+@dataclass(frozen=True)
+class Selection:
+    workloads: tuple[str, ...]
+    phases: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
+    dtypes: tuple[str, ...] = ("float32",)
+    threads: tuple[int, ...] = (0,)
+    params: Mapping[str, int] = field(default_factory=dict)
+    loop: LoopSettings = LoopSettings()
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Cell:
+    agent: str
+    workload: str
+    phase: str
+    batch_size: int
+    dtype: str
+    threads: int
+    params: Mapping[str, int]  # resolved, defaults filled in
+    unsupported_reason: str = ""  # non-empty: recorded as unsupported, not run
+
+
+def split_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def _choices(kind: str, given: list[str], valid: tuple[str, ...]) -> tuple[str, ...]:
+    if not given:
+        raise SelectionError(f"no {kind} given; valid: {', '.join(valid)}")
+    for item in given:
+        if item not in valid:
+            raise SelectionError(f"unknown {kind[:-1]} {item!r}; valid: {', '.join(valid)}")
+    return tuple(dict.fromkeys(given))
+
+
+def _integers(kind: str, given: list[str], minimum: int) -> tuple[int, ...]:
+    values = []
+    for item in given:
+        try:
+            value = int(item)
+        except ValueError:
+            raise SelectionError(f"invalid {kind} {item!r}: must be an integer") from None
+        if value < minimum:
+            raise SelectionError(f"invalid {kind} {value}: must be >= {minimum}")
+        values.append(value)
+    if not values:
+        raise SelectionError(f"no {kind} given")
+    return tuple(dict.fromkeys(values))
+
+
+def build_selection(
+    catalogue: Catalogue,
+    *,
+    workloads: str,
+    phases: str,
+    batch_sizes: str,
+    dtypes: str = "float32",
+    threads: str = "0",
+    params: list[str] | None = None,
+    loop: LoopSettings = LoopSettings(),
+    seed: int = 0,
+) -> Selection:
+    """Parses comma-separated CLI values; raises SelectionError on anything invalid."""
+    selection = Selection(
+        workloads=_choices("workloads", split_list(workloads), tuple(catalogue.workloads)),
+        phases=_choices("phases", split_list(phases), PHASES),
+        batch_sizes=_integers("batch size", split_list(batch_sizes), 1),
+        dtypes=_choices("dtypes", split_list(dtypes), DTYPES),
+        threads=_integers("thread count", split_list(threads), 0),
+        params=_parse_params(params or []),
+        loop=loop,
+        seed=seed,
+    )
+    _check_limits(catalogue, selection)
+    return selection
+
+
+def _parse_params(items: list[str]) -> dict[str, int]:
+    parsed = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SelectionError(f"invalid --param {item!r}: expected NAME=INTEGER")
+        try:
+            parsed[key.strip()] = int(value)
+        except ValueError:
+            raise SelectionError(f"invalid --param {item!r}: value must be an integer") from None
+    return parsed
+
+
+def _check_limits(catalogue: Catalogue, selection: Selection) -> None:
+    known = {p for name in selection.workloads for p in catalogue.get(name).params}
+    for key in selection.params:
+        if key not in known:
+            raise SelectionError(
+                f"--param {key} applies to none of the selected workloads; "
+                f"their parameters: {', '.join(sorted(known)) or 'none'}"
+            )
+    try:
+        for name in selection.workloads:
+            workload = catalogue.get(name)
+            for size in selection.batch_sizes:
+                limit = workload.max_batch_size
+                if size > limit:
+                    raise SelectionError(f"invalid batch size {size} for {name}: max {limit}")
+            workload.resolve_params(_params_for(catalogue, name, selection.params))
+        _check_loop(catalogue, selection.loop)
+    except CatalogueError as error:
+        raise SelectionError(str(error)) from None
+
+
+def _check_loop(catalogue: Catalogue, loop: LoopSettings) -> None:
+    limits = catalogue.run_limits
+    if loop.warmup_iterations is not None:
+        limits["warmup_iterations"].check(loop.warmup_iterations)
+    if loop.min_iterations:
+        limits["min_iterations"].check(loop.min_iterations)
+    if loop.max_iterations:
+        limits["max_iterations"].check(loop.max_iterations)
+    if loop.min_seconds is not None and not 0 <= loop.min_seconds <= catalogue.min_seconds_max:
+        raise SelectionError(
+            f"invalid min seconds {loop.min_seconds}: allowed 0..{catalogue.min_seconds_max}"
+        )
+
+
+def _params_for(catalogue: Catalogue, workload: str, params: Mapping[str, int]) -> dict[str, int]:
+    own = catalogue.get(workload).params
+    return {k: v for k, v in params.items() if k in own}
+
+
+def loop_request(loop: LoopSettings) -> dict[str, object]:
+    """RunRequest fields for the measurement loop (unset fields take the agent's defaults)."""
+    fields: dict[str, object] = {
+        "min_iterations": loop.min_iterations,
+        "max_iterations": loop.max_iterations,
+    }
+    if loop.warmup_iterations is not None:
+        fields["warmup_iterations"] = loop.warmup_iterations
+    if loop.min_seconds is not None:
+        fields["min_seconds"] = loop.min_seconds
+    return fields
+
+
+def plan_cells(
+    agent: str, describe: agent_pb2.DescribeResponse, catalogue: Catalogue, selection: Selection
+) -> list[Cell]:
+    """The cross product for one agent, in a stable order; cells the agent does not support
+    carry the reason instead of being dropped."""
+    support = {w.name: w for w in describe.workloads}
+    cells = []
+    for workload, phase, batch, dtype, threads in itertools.product(
+        selection.workloads,
+        selection.phases,
+        selection.batch_sizes,
+        selection.dtypes,
+        selection.threads,
+    ):
+        params = catalogue.get(workload).resolve_params(
+            _params_for(catalogue, workload, selection.params)
+        )
+        cells.append(
+            Cell(
+                agent,
+                workload,
+                phase,
+                batch,
+                dtype,
+                threads,
+                params,
+                _unsupported(support.get(workload), workload, phase, dtype),
+            )
+        )
+    return cells
+
+
+def _unsupported(
+    support: agent_pb2.WorkloadSupport | None, workload: str, phase: str, dtype: str
+) -> str:
+    if support is None:
+        return f"agent does not implement {workload}"
+    if PHASE_VALUES[phase] not in support.phases:
+        return f"agent does not support phase {phase} for {workload}"
+    if DTYPE_VALUES[dtype] not in support.dtypes:
+        return f"agent does not support dtype {dtype} for {workload}"
+    return ""

@@ -1,0 +1,227 @@
+"""One `collector run`, start to end: launch or attach agents, check them, plan, measure,
+persist, and always stop what was started. Nothing is written before every agent is up."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import secrets
+import shutil
+import socket
+import sys
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+from rich.console import Console
+
+from fwbench.collector import __version__
+from fwbench.collector.display import RichDisplay
+from fwbench.collector.launch import AgentHandle, attach, parse_attached, start_local
+from fwbench.collector.manifest import AgentManifest
+from fwbench.collector.plan import Selection, SelectionError, plan_cells
+from fwbench.collector.runner import AgentWork, RunContext, run_all
+from fwbench.collector.schema import SCHEMA_VERSION
+from fwbench.collector.store import PersistenceError, ResultStore, RunFolder
+from fwbench.spec import SPEC_VERSION, Catalogue
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    agents: tuple[str, ...]
+    out_dir: Path | None
+    store_path: Path
+    cell_timeout_seconds: float | None
+    start_timeout_seconds: float
+    command_line: str
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    out_dir: Path
+    statuses: dict[str, int]
+    interrupted: bool
+
+
+def new_run_id() -> str:
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat()
+
+
+def resolve_agents(specs: Sequence[str], manifests: dict[str, AgentManifest]) -> None:
+    """Raises SelectionError for an unknown agent or a malformed address, before any start."""
+    if not specs:
+        raise SelectionError(f"no agents given; declared agents: {', '.join(manifests)}")
+    for spec in specs:
+        try:
+            attached = parse_attached(spec)
+        except ValueError as error:
+            raise SelectionError(str(error)) from None
+        if attached is None and spec not in manifests:
+            raise SelectionError(
+                f"unknown agent {spec!r}; declared agents: "
+                f"{', '.join(manifests) or 'none'} (or use NAME@HOST:PORT)"
+            )
+
+
+def launch_all(
+    specs: Sequence[str],
+    manifests: dict[str, AgentManifest],
+    log_dir: Path,
+    console: Console,
+    timeout: float,
+) -> list[AgentHandle]:
+    """Starts or attaches every agent side by side; on any failure stops those started and
+    re-raises."""
+
+    def one(spec: str) -> AgentHandle:
+        attached = parse_attached(spec)
+        if attached:
+            return attach(*attached, timeout_seconds=min(timeout, 10.0))
+        return start_local(manifests[spec], log_dir, report=console.print, timeout_seconds=timeout)
+
+    with ThreadPoolExecutor(max_workers=len(specs)) as pool:
+        futures = [pool.submit(one, spec) for spec in specs]
+    handles, errors = [], []
+    for future in futures:
+        try:
+            handles.append(future.result())
+        except Exception as error:  # noqa: BLE001 (collected, re-raised below)
+            errors.append(error)
+    if errors:
+        for handle in handles:
+            handle.stop()
+        raise errors[0]
+    return handles
+
+
+def host_metadata() -> dict[str, Any]:
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "collector_version": __version__,
+        "spec_version": SPEC_VERSION,
+    }
+
+
+def execute_run(
+    options: RunOptions,
+    selection: Selection,
+    catalogue: Catalogue,
+    manifests: dict[str, AgentManifest],
+    console: Console,
+) -> RunSummary:
+    run_id = new_run_id()
+    out_dir = options.out_dir or Path("fwbench-results") / run_id
+    if (out_dir / "run.json").exists():
+        raise SelectionError(f"{out_dir} already holds a run; choose another --out")
+    log_dir = Path(tempfile.mkdtemp(prefix="fwbench-logs-"))
+    handles = launch_all(options.agents, manifests, log_dir, console, options.start_timeout_seconds)
+    try:
+        work = [AgentWork(h, h.client.describe(), []) for h in handles]
+        for item in work:
+            item.cells = plan_cells(item.handle.name, item.describe, catalogue, selection)
+        return _measure(run_id, out_dir, work, options, selection, catalogue, console)
+    finally:
+        for handle in handles:
+            handle.stop()
+        if out_dir.exists():
+            _keep_logs(log_dir, out_dir)
+
+
+def _measure(
+    run_id: str,
+    out_dir: Path,
+    work: list[AgentWork],
+    options: RunOptions,
+    selection: Selection,
+    catalogue: Catalogue,
+    console: Console,
+) -> RunSummary:
+    metadata: dict[str, Any] = {
+        "run_id": run_id,
+        "schema_version": SCHEMA_VERSION,
+        "command": options.command_line,
+        "started_at": _now(),
+        "status": "running",
+        "host": host_metadata(),
+        "selection": json.loads(json.dumps(selection, default=lambda o: o.__dict__)),
+        "agents": {item.handle.name: _agent_metadata(item) for item in work},
+    }
+    folder = RunFolder(out_dir)
+    folder.create()
+    store = ResultStore(options.store_path)
+    store.start_run(run_id, out_dir.resolve(), metadata["started_at"], metadata)
+    folder.write_metadata(metadata)
+    recorder = _Recorder(run_id, store, folder)
+    cells = {item.handle.name: len(item.cells) for item in work}
+    ctx = RunContext(
+        run_id,
+        catalogue,
+        selection,
+        recorder,
+        RichDisplay(console, cells),
+        options.cell_timeout_seconds,
+    )
+    interrupted = False
+    try:
+        with ctx.display:  # type: ignore[attr-defined]
+            run_all(work, ctx)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        failed = ctx.statuses.get("failed", 0) or ctx.statuses.get("cancelled", 0)
+        metadata.update(
+            finished_at=_now(),
+            statuses=ctx.statuses,
+            status="interrupted" if interrupted else ("failed" if failed else "ok"),
+        )
+        with contextlib.suppress(PersistenceError):  # the original error matters more
+            store.finish_run(run_id, metadata["status"], metadata["finished_at"], metadata)
+            folder.write_metadata(metadata)
+        store.close()
+    return RunSummary(run_id, out_dir, ctx.statuses, interrupted)
+
+
+def _agent_metadata(item: AgentWork) -> dict[str, Any]:
+    handle = item.handle
+    return {
+        "launcher": handle.launcher,
+        "address": handle.address,
+        "manifest": str(handle.manifest.path) if handle.manifest else None,
+        "environment_path": str(handle.env_path) if handle.env_path else None,
+        "describe": MessageToDict(item.describe, preserving_proto_field_name=True),
+    }
+
+
+class _Recorder:
+    def __init__(self, run_id: str, store: ResultStore, folder: RunFolder) -> None:
+        self.run_id, self.store, self.folder = run_id, store, folder
+
+    def record(self, row: dict[str, Any], samples_ns: Sequence[int]) -> None:
+        self.store.add_result(self.run_id, row, samples_ns)
+        self.folder.write_tables(self.store.results(self.run_id), self.store.samples(self.run_id))
+
+
+def _keep_logs(log_dir: Path, out_dir: Path) -> None:
+    target = out_dir / "logs"
+    try:
+        target.mkdir(exist_ok=True)
+        for log in log_dir.glob("*.log"):
+            shutil.copy2(log, target / log.name)
+        shutil.rmtree(log_dir, ignore_errors=True)
+    except OSError as error:
+        print(f"warning: agent logs left in {log_dir}: {error}", file=sys.stderr)

@@ -1,0 +1,188 @@
+"""Persistence: every result is committed to an embedded SQLite store the moment it arrives,
+and the run's folder (results.parquet, results.csv, samples.parquet, run.json) is rewritten
+atomically after it, so a crash or a kill loses nothing already measured."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fwbench.collector.schema import SCHEMA_VERSION, to_frame
+
+STORE_VARIABLE = "FWBENCH_STORE"
+_TABLES = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    schema_version INTEGER NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    out_dir TEXT NOT NULL,
+    metadata_json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS results (
+    run_id TEXT NOT NULL REFERENCES runs(run_id),
+    cell INTEGER NOT NULL,
+    row_json TEXT NOT NULL,
+    PRIMARY KEY (run_id, cell)
+);
+CREATE TABLE IF NOT EXISTS samples (
+    run_id TEXT NOT NULL,
+    cell INTEGER NOT NULL,
+    sample_nanoseconds BLOB NOT NULL,  -- little-endian int64 array
+    PRIMARY KEY (run_id, cell)
+);
+"""
+
+
+class PersistenceError(RuntimeError):
+    """Results could not be saved (disk full, permissions); the message says where the data
+    measured so far is."""
+
+
+def default_store_path() -> Path:
+    home = Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share"))
+    return Path(os.environ.get(STORE_VARIABLE, home / "fwbench" / "results.sqlite"))
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, pd.Timestamp):
+        return value.isoformat()
+    if isinstance(value, np.integer | np.floating | np.bool_):
+        return value.item()
+    raise TypeError(f"cannot store {type(value).__name__}")
+
+
+def _clean(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+
+
+@contextmanager
+def _saving(where: str) -> Iterator[None]:
+    try:
+        yield
+    except (OSError, sqlite3.Error) as error:
+        raise PersistenceError(f"cannot save results to {where}: {error}") from error
+
+
+class ResultStore:
+    """The embedded store of every run (SQLite, one file)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        with _saving(str(path)):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(_TABLES)
+
+    def start_run(
+        self, run_id: str, out_dir: Path, started_at: str, metadata: Mapping[str, Any]
+    ) -> None:
+        with _saving(str(self.path)):
+            self._db.execute(
+                "INSERT INTO runs VALUES (?, ?, ?, NULL, 'running', ?, ?)",
+                (run_id, SCHEMA_VERSION, started_at, str(out_dir), json.dumps(metadata)),
+            )
+
+    def add_result(self, run_id: str, row: Mapping[str, Any], samples_ns: Sequence[int]) -> None:
+        """Commits one row and its raw samples in one transaction."""
+        blob = np.asarray(samples_ns, dtype="<i8").tobytes()
+        text = json.dumps(_clean(row), default=_json_default)
+        with _saving(str(self.path)):
+            self._db.execute("BEGIN")
+            try:
+                self._db.execute(
+                    "INSERT INTO results VALUES (?, ?, ?)", (run_id, row["cell"], text)
+                )
+                self._db.execute(
+                    "INSERT INTO samples VALUES (?, ?, ?)", (run_id, row["cell"], blob)
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def finish_run(
+        self, run_id: str, status: str, finished_at: str, metadata: Mapping[str, Any]
+    ) -> None:
+        with _saving(str(self.path)):
+            self._db.execute(
+                "UPDATE runs SET status = ?, finished_at = ?, metadata_json = ? WHERE run_id = ?",
+                (status, finished_at, json.dumps(metadata), run_id),
+            )
+
+    def runs(self) -> pd.DataFrame:
+        query = """SELECT r.run_id, r.started_at, r.finished_at, r.status, r.out_dir,
+                          COUNT(s.cell) AS cells
+                   FROM runs r LEFT JOIN results s ON s.run_id = r.run_id
+                   GROUP BY r.run_id ORDER BY r.started_at"""
+        return pd.read_sql_query(query, self._db)
+
+    def run_metadata(self, run_id: str) -> dict[str, Any] | None:
+        found = self._db.execute(
+            "SELECT metadata_json FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return json.loads(found[0]) if found else None
+
+    def results(self, run_id: str) -> pd.DataFrame:
+        rows = self._db.execute(
+            "SELECT row_json FROM results WHERE run_id = ? ORDER BY cell", (run_id,)
+        ).fetchall()
+        return to_frame(json.loads(text) for (text,) in rows)
+
+    def samples(self, run_id: str) -> pd.DataFrame:
+        """Long format: one row per raw sample (cell, iteration, seconds)."""
+        rows = self._db.execute(
+            "SELECT cell, sample_nanoseconds FROM samples WHERE run_id = ? ORDER BY cell", (run_id,)
+        ).fetchall()
+        frames = [
+            pd.DataFrame({"cell": cell, "iteration": np.arange(len(ns)), "seconds": ns / 1e9})
+            for cell, blob in rows
+            for ns in [np.frombuffer(blob, dtype="<i8")]
+        ]
+        if not frames:
+            return pd.DataFrame({"cell": [], "iteration": [], "seconds": []})
+        return pd.concat(frames, ignore_index=True)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+class RunFolder:
+    """The run's output folder, rewritten from the store after every result."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def create(self) -> None:
+        with _saving(str(self.path)):
+            self.path.mkdir(parents=True, exist_ok=True)
+
+    def write_metadata(self, metadata: Mapping[str, Any]) -> None:
+        with _saving(str(self.path)):
+            write_atomic(
+                self.path / "run.json",
+                json.dumps(metadata, indent=2, default=_json_default).encode(),
+            )
+
+    def write_tables(self, results: pd.DataFrame, samples: pd.DataFrame) -> None:
+        with _saving(str(self.path)):
+            write_atomic(self.path / "results.parquet", results.to_parquet(index=False))
+            write_atomic(self.path / "results.csv", results.to_csv(index=False).encode())
+            write_atomic(self.path / "samples.parquet", samples.to_parquet(index=False))

@@ -1,0 +1,309 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Phase(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PHASE_UNSPECIFIED: _ClassVar[Phase]
+    PHASE_TRAIN: _ClassVar[Phase]
+    PHASE_INFER: _ClassVar[Phase]
+
+class DType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DTYPE_UNSPECIFIED: _ClassVar[DType]
+    DTYPE_FLOAT32: _ClassVar[DType]
+    DTYPE_FLOAT16: _ClassVar[DType]
+    DTYPE_BFLOAT16: _ClassVar[DType]
+    DTYPE_FLOAT64: _ClassVar[DType]
+
+class DeviceKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DEVICE_KIND_UNSPECIFIED: _ClassVar[DeviceKind]
+    DEVICE_KIND_CPU: _ClassVar[DeviceKind]
+    DEVICE_KIND_GPU: _ClassVar[DeviceKind]
+
+class Stage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    STAGE_UNSPECIFIED: _ClassVar[Stage]
+    STAGE_BUILD: _ClassVar[Stage]
+    STAGE_FIRST_ITERATION: _ClassVar[Stage]
+    STAGE_WARMUP: _ClassVar[Stage]
+    STAGE_MEASURE: _ClassVar[Stage]
+PHASE_UNSPECIFIED: Phase
+PHASE_TRAIN: Phase
+PHASE_INFER: Phase
+DTYPE_UNSPECIFIED: DType
+DTYPE_FLOAT32: DType
+DTYPE_FLOAT16: DType
+DTYPE_BFLOAT16: DType
+DTYPE_FLOAT64: DType
+DEVICE_KIND_UNSPECIFIED: DeviceKind
+DEVICE_KIND_CPU: DeviceKind
+DEVICE_KIND_GPU: DeviceKind
+STAGE_UNSPECIFIED: Stage
+STAGE_BUILD: Stage
+STAGE_FIRST_ITERATION: Stage
+STAGE_WARMUP: Stage
+STAGE_MEASURE: Stage
+
+class DescribeRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeResponse(_message.Message):
+    __slots__ = ("spec_version", "identity", "libraries", "environment", "devices", "host", "threads", "workloads", "metrics_port", "pid")
+    class LibrariesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class EnvironmentEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SPEC_VERSION_FIELD_NUMBER: _ClassVar[int]
+    IDENTITY_FIELD_NUMBER: _ClassVar[int]
+    LIBRARIES_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
+    DEVICES_FIELD_NUMBER: _ClassVar[int]
+    HOST_FIELD_NUMBER: _ClassVar[int]
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    WORKLOADS_FIELD_NUMBER: _ClassVar[int]
+    METRICS_PORT_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
+    spec_version: str
+    identity: AgentIdentity
+    libraries: _containers.ScalarMap[str, str]
+    environment: _containers.ScalarMap[str, str]
+    devices: _containers.RepeatedCompositeFieldContainer[Device]
+    host: HostInfo
+    threads: ThreadSettings
+    workloads: _containers.RepeatedCompositeFieldContainer[WorkloadSupport]
+    metrics_port: int
+    pid: int
+    def __init__(self, spec_version: _Optional[str] = ..., identity: _Optional[_Union[AgentIdentity, _Mapping]] = ..., libraries: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., host: _Optional[_Union[HostInfo, _Mapping]] = ..., threads: _Optional[_Union[ThreadSettings, _Mapping]] = ..., workloads: _Optional[_Iterable[_Union[WorkloadSupport, _Mapping]]] = ..., metrics_port: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
+
+class AgentIdentity(_message.Message):
+    __slots__ = ("name", "framework", "framework_version", "variant", "plugin_version", "runtime_version", "python_version")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    VARIANT_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PYTHON_VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    framework: str
+    framework_version: str
+    variant: str
+    plugin_version: str
+    runtime_version: str
+    python_version: str
+    def __init__(self, name: _Optional[str] = ..., framework: _Optional[str] = ..., framework_version: _Optional[str] = ..., variant: _Optional[str] = ..., plugin_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., python_version: _Optional[str] = ...) -> None: ...
+
+class Device(_message.Message):
+    __slots__ = ("kind", "index", "name", "memory_total_bytes")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    kind: DeviceKind
+    index: int
+    name: str
+    memory_total_bytes: int
+    def __init__(self, kind: _Optional[_Union[DeviceKind, str]] = ..., index: _Optional[int] = ..., name: _Optional[str] = ..., memory_total_bytes: _Optional[int] = ...) -> None: ...
+
+class HostInfo(_message.Message):
+    __slots__ = ("hostname", "cpu_model", "logical_cores", "physical_cores", "usable_cores", "memory_total_bytes", "os", "cpu_governor", "in_container")
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
+    CPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    LOGICAL_CORES_FIELD_NUMBER: _ClassVar[int]
+    PHYSICAL_CORES_FIELD_NUMBER: _ClassVar[int]
+    USABLE_CORES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OS_FIELD_NUMBER: _ClassVar[int]
+    CPU_GOVERNOR_FIELD_NUMBER: _ClassVar[int]
+    IN_CONTAINER_FIELD_NUMBER: _ClassVar[int]
+    hostname: str
+    cpu_model: str
+    logical_cores: int
+    physical_cores: int
+    usable_cores: int
+    memory_total_bytes: int
+    os: str
+    cpu_governor: str
+    in_container: bool
+    def __init__(self, hostname: _Optional[str] = ..., cpu_model: _Optional[str] = ..., logical_cores: _Optional[int] = ..., physical_cores: _Optional[int] = ..., usable_cores: _Optional[int] = ..., memory_total_bytes: _Optional[int] = ..., os: _Optional[str] = ..., cpu_governor: _Optional[str] = ..., in_container: bool = ...) -> None: ...
+
+class ThreadSettings(_message.Message):
+    __slots__ = ("intra_op_threads", "inter_op_threads")
+    INTRA_OP_THREADS_FIELD_NUMBER: _ClassVar[int]
+    INTER_OP_THREADS_FIELD_NUMBER: _ClassVar[int]
+    intra_op_threads: int
+    inter_op_threads: int
+    def __init__(self, intra_op_threads: _Optional[int] = ..., inter_op_threads: _Optional[int] = ...) -> None: ...
+
+class WorkloadSupport(_message.Message):
+    __slots__ = ("name", "phases", "dtypes", "modes", "max_batch_size", "params")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PHASES_FIELD_NUMBER: _ClassVar[int]
+    DTYPES_FIELD_NUMBER: _ClassVar[int]
+    MODES_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    phases: _containers.RepeatedScalarFieldContainer[Phase]
+    dtypes: _containers.RepeatedScalarFieldContainer[DType]
+    modes: _containers.RepeatedScalarFieldContainer[str]
+    max_batch_size: int
+    params: _containers.RepeatedCompositeFieldContainer[ParamLimit]
+    def __init__(self, name: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[Phase, str]]] = ..., dtypes: _Optional[_Iterable[_Union[DType, str]]] = ..., modes: _Optional[_Iterable[str]] = ..., max_batch_size: _Optional[int] = ..., params: _Optional[_Iterable[_Union[ParamLimit, _Mapping]]] = ...) -> None: ...
+
+class ParamLimit(_message.Message):
+    __slots__ = ("name", "default_value", "min_value", "max_value", "multiple_of")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    MIN_VALUE_FIELD_NUMBER: _ClassVar[int]
+    MAX_VALUE_FIELD_NUMBER: _ClassVar[int]
+    MULTIPLE_OF_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    default_value: int
+    min_value: int
+    max_value: int
+    multiple_of: int
+    def __init__(self, name: _Optional[str] = ..., default_value: _Optional[int] = ..., min_value: _Optional[int] = ..., max_value: _Optional[int] = ..., multiple_of: _Optional[int] = ...) -> None: ...
+
+class RunRequest(_message.Message):
+    __slots__ = ("run_id", "workload", "phase", "batch_size", "dtype", "params", "threads", "warmup_iterations", "min_iterations", "min_seconds", "max_iterations", "seed", "mode")
+    class ParamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    THREADS_FIELD_NUMBER: _ClassVar[int]
+    WARMUP_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    MIN_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    MIN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MAX_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    workload: str
+    phase: Phase
+    batch_size: int
+    dtype: DType
+    params: _containers.ScalarMap[str, int]
+    threads: int
+    warmup_iterations: int
+    min_iterations: int
+    min_seconds: float
+    max_iterations: int
+    seed: int
+    mode: str
+    def __init__(self, run_id: _Optional[str] = ..., workload: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., batch_size: _Optional[int] = ..., dtype: _Optional[_Union[DType, str]] = ..., params: _Optional[_Mapping[str, int]] = ..., threads: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., min_iterations: _Optional[int] = ..., min_seconds: _Optional[float] = ..., max_iterations: _Optional[int] = ..., seed: _Optional[int] = ..., mode: _Optional[str] = ...) -> None: ...
+
+class RunResponse(_message.Message):
+    __slots__ = ("progress", "result")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    progress: Progress
+    result: RunResult
+    def __init__(self, progress: _Optional[_Union[Progress, _Mapping]] = ..., result: _Optional[_Union[RunResult, _Mapping]] = ...) -> None: ...
+
+class Progress(_message.Message):
+    __slots__ = ("run_id", "stage", "iterations_done", "elapsed_seconds")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    ITERATIONS_DONE_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    stage: Stage
+    iterations_done: int
+    elapsed_seconds: float
+    def __init__(self, run_id: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., iterations_done: _Optional[int] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
+
+class RunResult(_message.Message):
+    __slots__ = ("run_id", "sample_nanoseconds", "first_iteration_nanoseconds", "build_nanoseconds", "warmup_iterations", "settings", "measure_started_unix_nanoseconds", "measure_ended_unix_nanoseconds")
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    SAMPLE_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_ITERATION_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    BUILD_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    WARMUP_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    MEASURE_STARTED_UNIX_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    MEASURE_ENDED_UNIX_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    sample_nanoseconds: _containers.RepeatedScalarFieldContainer[int]
+    first_iteration_nanoseconds: int
+    build_nanoseconds: int
+    warmup_iterations: int
+    settings: EffectiveSettings
+    measure_started_unix_nanoseconds: int
+    measure_ended_unix_nanoseconds: int
+    def __init__(self, run_id: _Optional[str] = ..., sample_nanoseconds: _Optional[_Iterable[int]] = ..., first_iteration_nanoseconds: _Optional[int] = ..., build_nanoseconds: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., settings: _Optional[_Union[EffectiveSettings, _Mapping]] = ..., measure_started_unix_nanoseconds: _Optional[int] = ..., measure_ended_unix_nanoseconds: _Optional[int] = ...) -> None: ...
+
+class EffectiveSettings(_message.Message):
+    __slots__ = ("dtype", "intra_op_threads", "inter_op_threads", "mode", "layout", "device", "params", "extra")
+    class ParamsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    class ExtraEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    INTRA_OP_THREADS_FIELD_NUMBER: _ClassVar[int]
+    INTER_OP_THREADS_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_FIELD_NUMBER: _ClassVar[int]
+    dtype: DType
+    intra_op_threads: int
+    inter_op_threads: int
+    mode: str
+    layout: str
+    device: str
+    params: _containers.ScalarMap[str, int]
+    extra: _containers.ScalarMap[str, str]
+    def __init__(self, dtype: _Optional[_Union[DType, str]] = ..., intra_op_threads: _Optional[int] = ..., inter_op_threads: _Optional[int] = ..., mode: _Optional[str] = ..., layout: _Optional[str] = ..., device: _Optional[str] = ..., params: _Optional[_Mapping[str, int]] = ..., extra: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class CancelRequest(_message.Message):
+    __slots__ = ("run_id",)
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    run_id: str
+    def __init__(self, run_id: _Optional[str] = ...) -> None: ...
+
+class CancelResponse(_message.Message):
+    __slots__ = ("cancelled", "run_id")
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    RUN_ID_FIELD_NUMBER: _ClassVar[int]
+    cancelled: bool
+    run_id: str
+    def __init__(self, cancelled: bool = ..., run_id: _Optional[str] = ...) -> None: ...

@@ -1,0 +1,196 @@
+"""The workload catalogue: one TOML file (workloads.toml) read by collector and agents alike.
+
+It names every standard workload with its kind, phases, shape parameters and their limits,
+and the forward FLOPs of one item as an arithmetic expression over those parameters. FLOPs
+count multiply-accumulates of convolutions, dense layers and matmuls as 2 each; a training
+step counts `train_flops_factor` times the forward pass (backward is about twice forward).
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+PHASES = ("train", "infer")
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+_CATALOGUE_FILE = "workloads.toml"
+SUPPORTED_SCHEMA_VERSION = 1
+
+
+class CatalogueError(ValueError):
+    """A bad catalogue entry or a request outside the catalogue's limits.
+
+    `field` names the offending field ("batch_size", "params.m", ...) or is empty."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class UnknownWorkload(CatalogueError):
+    """The workload name is not in the catalogue."""
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """An integer parameter: min <= value <= max and value % multiple_of == 0."""
+
+    name: str
+    default: int
+    min: int
+    max: int
+    multiple_of: int = 1
+
+    def describe_range(self) -> str:
+        step = f", multiple of {self.multiple_of}" if self.multiple_of > 1 else ""
+        return f"{self.min}..{self.max}{step}"
+
+    def check(self, value: int, field_name: str | None = None) -> None:
+        """Raises CatalogueError naming the field and the allowed range."""
+        if not (self.min <= value <= self.max) or value % self.multiple_of:
+            name = field_name or self.name
+            raise CatalogueError(
+                f"{name}={value} is out of range: allowed {self.describe_range()}", name
+            )
+
+
+_BINOPS: dict[type[ast.operator], Any] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Pow: operator.pow,
+}
+
+
+def evaluate_expression(expression: str, names: Mapping[str, int]) -> float:
+    """Evaluates +, -, *, /, //, ** over numbers and `names`; anything else is an error."""
+
+    def walk(node: ast.AST) -> float:
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in names:
+            return names[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -walk(node.operand)
+        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+            return float(_BINOPS[type(node.op)](walk(node.left), walk(node.right)))
+        raise CatalogueError(f"unsupported element {ast.dump(node)} in {expression!r}")
+
+    return float(walk(ast.parse(expression, mode="eval")))
+
+
+@dataclass(frozen=True)
+class WorkloadDef:
+    name: str
+    kind: str  # "op" or "model"
+    description: str
+    item: str  # what one item of a batch is
+    phases: tuple[str, ...]
+    max_batch_size: int
+    flops_forward: str
+    params: Mapping[str, ParamSpec] = field(default_factory=dict)
+
+    def resolve_params(self, given: Mapping[str, int]) -> dict[str, int]:
+        """All parameters with defaults filled in; raises CatalogueError on unknown names or
+        values out of range."""
+        unknown = sorted(set(given) - set(self.params))
+        if unknown:
+            valid = ", ".join(self.params) or "none"
+            raise CatalogueError(
+                f"unknown parameter {unknown[0]!r} for {self.name}; valid: {valid}",
+                f"params.{unknown[0]}",
+            )
+        resolved = {name: given.get(name, spec.default) for name, spec in self.params.items()}
+        for name, spec in self.params.items():
+            spec.check(resolved[name], f"params.{name}")
+        return resolved
+
+    def forward_flops_per_item(self, params: Mapping[str, int]) -> float:
+        return evaluate_expression(self.flops_forward, self.resolve_params(params))
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    schema_version: int
+    train_flops_factor: float
+    run_limits: Mapping[str, ParamSpec]  # warmup_iterations, min_iterations, ...
+    min_seconds_default: float
+    min_seconds_max: float
+    workloads: Mapping[str, WorkloadDef]
+
+    def get(self, name: str) -> WorkloadDef:
+        try:
+            return self.workloads[name]
+        except KeyError:
+            valid = ", ".join(self.workloads)
+            raise UnknownWorkload(
+                f"unknown workload {name!r}; valid: {valid}", "workload"
+            ) from None
+
+    def flops_per_item(self, name: str, phase: str, params: Mapping[str, int]) -> float:
+        forward = self.get(name).forward_flops_per_item(params)
+        return forward * (self.train_flops_factor if phase == "train" else 1.0)
+
+    def check_batch_size(self, name: str, batch_size: int) -> None:
+        ParamSpec("batch_size", 1, 1, self.get(name).max_batch_size).check(batch_size)
+
+
+def _param(name: str, raw: Mapping[str, Any]) -> ParamSpec:
+    spec = ParamSpec(
+        name, int(raw["default"]), int(raw["min"]), int(raw["max"]), int(raw.get("multiple_of", 1))
+    )
+    spec.check(spec.default)
+    return spec
+
+
+def _workload(name: str, raw: Mapping[str, Any]) -> WorkloadDef:
+    phases = tuple(raw["phases"])
+    if not phases or set(phases) - set(PHASES):
+        raise CatalogueError(f"workload {name}: phases must be a subset of {PHASES}")
+    params = {key: _param(key, value) for key, value in raw.get("params", {}).items()}
+    workload = WorkloadDef(
+        name=name,
+        kind=raw["kind"],
+        description=raw["description"],
+        item=raw["item"],
+        phases=phases,
+        max_batch_size=int(raw["max_batch_size"]),
+        flops_forward=raw["flops_forward"],
+        params=params,
+    )
+    workload.forward_flops_per_item({})  # fails now, not mid-run, on a bad expression
+    return workload
+
+
+def parse_catalogue(text: str) -> Catalogue:
+    """Parses and validates catalogue TOML; raises CatalogueError or KeyError on bad input."""
+    raw = tomllib.loads(text)
+    if raw.get("schema_version") != SUPPORTED_SCHEMA_VERSION:
+        raise CatalogueError(f"catalogue schema_version must be {SUPPORTED_SCHEMA_VERSION}")
+    run = raw["run"]
+    return Catalogue(
+        schema_version=raw["schema_version"],
+        train_flops_factor=float(raw["train_flops_factor"]),
+        run_limits={
+            key: _param(key, run[key])
+            for key in ("warmup_iterations", "min_iterations", "max_iterations")
+        },
+        min_seconds_default=float(run["min_seconds"]["default"]),
+        min_seconds_max=float(run["min_seconds"]["max"]),
+        workloads={name: _workload(name, value) for name, value in raw["workloads"].items()},
+    )
+
+
+def load_catalogue() -> Catalogue:
+    """The catalogue shipped with this package."""
+    text = resources.files("fwbench.spec").joinpath(_CATALOGUE_FILE).read_text("utf-8")
+    return parse_catalogue(text)
