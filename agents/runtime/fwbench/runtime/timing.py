@@ -60,11 +60,13 @@ def measure(
     start = clock()
     synchronize(built.step())
     first_ns = clock() - start
+    on_progress("first_iteration", 1)
 
     on_progress("warmup", 0)
     for _ in range(plan.warmup_iterations):
         _check(cancel)
         synchronize(built.step())
+    on_progress("warmup", plan.warmup_iterations)
 
     result = Measurement(built, build_ns, first_ns, plan.warmup_iterations)
     result.measure_started_unix_ns = time.time_ns()

@@ -1,0 +1,176 @@
+"""`collector run` end to end, as a user runs it: the real console script, real agent
+processes, results on disk; crashes, interrupts and incompatible agents included."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import pandas as pd
+import pytest
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
+from fwbench.collector.schema import COLUMN_NAMES
+
+COLLECTOR = str(Path(os.sys.executable).parent / "collector")
+SMALL_GEMM = ["--param", "m=128", "--param", "n=128", "--param", "k=128"]
+QUICK = ["--warmup", "1", "--iterations", "3", "--min-seconds", "0"]
+
+
+def collector(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([COLLECTOR, *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+
+
+def agent_pids(out: Path) -> list[int]:
+    meta = json.loads((out / "run.json").read_text())
+    return [int(a["describe"]["pid"]) for a in meta["agents"].values()]
+
+
+def process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_collector_run_measures_and_persists_everything(torch_env, tmp_path, isolated_store):
+    out = tmp_path / "run"
+    done = collector("run", "--agents", "torch-cpu", "--workloads", "gemm,lenet", "--phases",
+                     "train,infer", "--batch-sizes", "1,2", *SMALL_GEMM, *QUICK, "--out", str(out),
+                     cwd=tmp_path)
+    assert done.returncode == 0, done.stderr + done.stdout
+    results = pd.read_parquet(out / "results.parquet")
+    assert list(results.columns) == list(COLUMN_NAMES)
+    assert len(results) == 8 and set(results.status) == {"ok"}
+    assert set(results.workload) == {"gemm", "lenet"} and set(results.batch_size) == {1, 2}
+    assert (results.n >= 3).all() and (results.median_seconds > 0).all()
+    assert results.launcher.eq("local").all() and results.framework.eq("torch").all()
+    gemm = results[results.workload == "gemm"].iloc[0]
+    assert gemm.flops_per_item == 3 * 2 * 128**3  # train phase first, 3x forward
+    samples = pd.read_parquet(out / "samples.parquet")
+    assert len(samples) == results.n.sum()
+    assert len(pd.read_csv(out / "results.csv")) == 8
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["status"] == "ok" and meta["host"]["hostname"]
+    assert meta["agents"]["torch-cpu"]["describe"]["identity"]["framework"] == "torch"
+    assert (out / "logs" / "torch-cpu.log").exists()
+    assert all(process_gone(pid) for pid in agent_pids(out))
+    listed = collector("results", cwd=tmp_path)
+    assert meta["run_id"] in listed.stdout
+
+
+def test_collector_run_attaches_to_running_agent(torch_agent, tmp_path, isolated_store):
+    out = tmp_path / "run"
+    done = collector("run", "--agents", f"torch-cpu@{torch_agent.address}", "--workloads", "gemm",
+                     "--phases", "infer", "--batch-sizes", "1", *SMALL_GEMM, *QUICK,
+                     "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    results = pd.read_parquet(out / "results.parquet")
+    assert results.launcher.tolist() == ["attached"]
+    assert torch_agent.alive()  # an attached agent is not ours to stop
+
+
+def wait_for_rows(store: Path, count: int, process: subprocess.Popen, timeout: float = 300):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        if store.exists():
+            with sqlite3.connect(store) as db:
+                try:
+                    if db.execute("SELECT COUNT(*) FROM results").fetchone()[0] >= count:
+                        return
+                except sqlite3.OperationalError:
+                    pass  # tables not created yet
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {count} results after {timeout} s")
+
+
+def start_long_run(tmp_path: Path, out: Path) -> subprocess.Popen:
+    """Six gemm cells of about 1.5 s each."""
+    return subprocess.Popen(
+        [COLLECTOR, "run", "--agents", "torch-cpu", "--workloads", "gemm", "--phases", "infer",
+         "--batch-sizes", "1,2,3,4,5,6", "--param", "m=256", "--param", "n=256", "--param",
+         "k=256", "--warmup", "0", "--min-seconds", "1.5", "--out", str(out)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def test_collector_run_survives_agent_killed_mid_run(torch_env, tmp_path, isolated_store):
+    out = tmp_path / "run"
+    process = start_long_run(tmp_path, out)
+    wait_for_rows(isolated_store, 2, process)
+    [pid] = agent_pids(out)
+    os.kill(pid, signal.SIGKILL)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1, stderr
+    results = pd.read_parquet(out / "results.parquet")
+    assert len(results) == 6
+    ok = results[results.status == "ok"]
+    failed = results[results.status == "failed"]
+    assert len(ok) >= 2 and len(ok) + len(failed) == 6
+    assert ok.batch_size.tolist() == list(range(1, len(ok) + 1))  # measured first, kept intact
+    assert (ok.n > 0).all()
+    assert failed.error.str.contains("SIGKILL").all()
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+
+
+def test_collector_run_interrupt_stops_agents_and_keeps_results(torch_env, tmp_path,
+                                                                 isolated_store):
+    out = tmp_path / "run"
+    process = start_long_run(tmp_path, out)
+    wait_for_rows(isolated_store, 1, process)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr
+    results = pd.read_parquet(out / "results.parquet")
+    assert (results.status == "ok").sum() >= 1
+    assert results.status.iloc[-1] == "cancelled"
+    assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
+    assert all(process_gone(pid) for pid in agent_pids(out))
+
+
+class FutureAgent(agent_pb2_grpc.AgentServiceServicer):
+    """An agent from a future major version of the protocol."""
+
+    def Describe(self, request, context):  # noqa: N802
+        return agent_pb2.DescribeResponse(spec_version="2.0")
+
+
+@pytest.fixture
+def future_agent_address():
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    agent_pb2_grpc.add_AgentServiceServicer_to_server(FutureAgent(), server)
+    health_pb2_grpc.add_HealthServicer_to_server(health.HealthServicer(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield f"127.0.0.1:{port}"
+    server.stop(0)
+
+
+def test_collector_run_refuses_incompatible_agent(future_agent_address, tmp_path,
+                                                  isolated_store):
+    out = tmp_path / "run"
+    done = collector("run", "--agents", f"future@{future_agent_address}", "--out", str(out),
+                     cwd=tmp_path)
+    assert done.returncode == 2
+    assert "speaks protocol '2.0'; this collector speaks 1.0" in done.stderr
+    assert not out.exists() and not isolated_store.exists()
+
+
+def test_collector_describe_prints_agent_report(torch_env, tmp_path):
+    done = collector("describe", "torch-cpu", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    reply = json.loads(done.stdout)
+    assert reply["identity"]["framework"] == "torch"
+    assert reply["spec_version"] == "1.0"

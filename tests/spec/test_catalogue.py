@@ -1,0 +1,226 @@
+"""Tests for fwbench.spec: the shipped workload catalogue, its parser and the version rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from fwbench.spec import Catalogue, CatalogueError, load_catalogue, versions_compatible
+from fwbench.spec.catalogue import UnknownWorkload, parse_catalogue
+
+EXPECTED_WORKLOADS = (
+    "gemm",
+    "conv2d",
+    "lenet",
+    "resnet18",
+    "resnet50",
+    "resnet152",
+    "vgg16",
+    "mobilenet_v2",
+    "efficientnet_b0",
+    "lstm",
+)
+
+
+@pytest.fixture(scope="module")
+def catalogue() -> Catalogue:
+    return load_catalogue()
+
+
+def catalogue_text(
+    *,
+    schema_version: int = 1,
+    flops: str = "2 * m",
+    default: int = 4,
+) -> str:
+    """A minimal catalogue with one workload `w` and one parameter `m` (1..16)."""
+    return f"""
+schema_version = {schema_version}
+train_flops_factor = 3
+
+[run]
+warmup_iterations = {{ default = 5, min = 0, max = 100 }}
+min_iterations = {{ default = 10, min = 1, max = 100 }}
+max_iterations = {{ default = 100, min = 1, max = 1000 }}
+min_seconds = {{ default = 1.0, max = 60.0 }}
+
+[workloads.w]
+kind = "op"
+description = "test workload"
+item = "one thing"
+phases = ["train", "infer"]
+max_batch_size = 8
+flops_forward = "{flops}"
+params.m = {{ default = {default}, min = 1, max = 16 }}
+"""
+
+
+def conv_output_size(size: int, kernel: int, padding: int, stride: int = 1) -> int:
+    """The output size of a convolution, as every framework computes it."""
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+# --- the shipped catalogue -------------------------------------------------------------------
+
+
+def test_load_catalogue_lists_the_standard_workloads(catalogue: Catalogue) -> None:
+    assert tuple(catalogue.workloads) == EXPECTED_WORKLOADS
+
+
+def test_load_catalogue_workloads_are_ops_or_models_with_both_phases(catalogue: Catalogue) -> None:
+    for name, workload in catalogue.workloads.items():
+        assert workload.name == name
+        assert workload.kind in ("op", "model")
+        assert set(workload.phases) == {"train", "infer"}
+        assert workload.max_batch_size >= 1
+
+
+def test_gemm_flops_default_is_2mnk(catalogue: Catalogue) -> None:
+    assert catalogue.flops_per_item("gemm", "infer", {}) == 2 * 2048 * 2048 * 2048
+
+
+def test_gemm_flops_custom_shape_is_2mnk(catalogue: Catalogue) -> None:
+    flops = catalogue.flops_per_item("gemm", "infer", {"m": 3, "n": 5, "k": 7})
+    assert flops == 2 * 3 * 5 * 7
+
+
+def test_conv2d_flops_default_shape(catalogue: Catalogue) -> None:
+    assert catalogue.flops_per_item("conv2d", "infer", {}) == 2 * 64 * 64 * 9 * 56 * 56
+
+
+def test_conv2d_flops_even_kernel_uses_real_output_size(catalogue: Catalogue) -> None:
+    # padding kernel//2 = 2 with kernel 4: the output grows to 57 x 57 (H + 1).
+    out = conv_output_size(56, kernel=4, padding=4 // 2)
+    assert out == 56 + 1
+    flops = catalogue.flops_per_item("conv2d", "infer", {"kernel": 4})
+    assert flops == 2 * 64 * 64 * 4**2 * out * out
+
+
+def test_conv2d_flops_non_square_odd_kernel(catalogue: Catalogue) -> None:
+    params = {"channels_in": 3, "channels_out": 8, "height": 10, "width": 20, "kernel": 5}
+    flops = catalogue.flops_per_item("conv2d", "infer", params)
+    assert flops == 2 * 3 * 8 * 25 * 10 * 20
+
+
+@pytest.mark.parametrize("name", EXPECTED_WORKLOADS)
+def test_flops_per_item_train_is_three_times_infer(catalogue: Catalogue, name: str) -> None:
+    infer = catalogue.flops_per_item(name, "infer", {})
+    assert infer > 0
+    assert catalogue.flops_per_item(name, "train", {}) == 3 * infer
+
+
+def test_resolve_params_fills_defaults(catalogue: Catalogue) -> None:
+    assert catalogue.get("gemm").resolve_params({"m": 64}) == {"m": 64, "n": 2048, "k": 2048}
+    assert catalogue.get("lenet").resolve_params({}) == {}
+
+
+@pytest.mark.parametrize("value", [0, 32769])
+def test_resolve_params_out_of_range_names_field_and_range(
+    catalogue: Catalogue, value: int
+) -> None:
+    with pytest.raises(CatalogueError) as caught:
+        catalogue.get("gemm").resolve_params({"m": value})
+    assert caught.value.field == "params.m"
+    assert "params.m" in str(caught.value)
+    assert "1..32768" in str(caught.value)
+
+
+def test_resolve_params_unknown_name_lists_valid_ones(catalogue: Catalogue) -> None:
+    with pytest.raises(CatalogueError) as caught:
+        catalogue.get("gemm").resolve_params({"image_size": 64})
+    message = str(caught.value)
+    assert caught.value.field == "params.image_size"
+    assert "'image_size'" in message
+    assert "valid: m, n, k" in message
+
+
+def test_resolve_params_unknown_name_for_workload_without_params(catalogue: Catalogue) -> None:
+    with pytest.raises(CatalogueError, match="valid: none"):
+        catalogue.get("lenet").resolve_params({"m": 1})
+
+
+def test_resolve_params_enforces_multiple_of(catalogue: Catalogue) -> None:
+    resnet = catalogue.get("resnet18")
+    assert resnet.resolve_params({"image_size": 96}) == {"image_size": 96}
+    with pytest.raises(CatalogueError) as caught:
+        resnet.resolve_params({"image_size": 100})
+    assert caught.value.field == "params.image_size"
+    assert "multiple of 32" in str(caught.value)
+
+
+def test_catalogue_get_unknown_lists_valid_names(catalogue: Catalogue) -> None:
+    with pytest.raises(UnknownWorkload) as caught:
+        catalogue.get("nope")
+    message = str(caught.value)
+    assert "'nope'" in message
+    for name in EXPECTED_WORKLOADS:
+        assert name in message
+    assert isinstance(caught.value, CatalogueError)
+    assert caught.value.field == "workload"
+
+
+def test_check_batch_size_accepts_limits(catalogue: Catalogue) -> None:
+    catalogue.check_batch_size("gemm", 1)
+    catalogue.check_batch_size("gemm", catalogue.get("gemm").max_batch_size)
+
+
+@pytest.mark.parametrize("name", ["gemm", "lenet"])
+def test_check_batch_size_rejects_zero_and_over_max(catalogue: Catalogue, name: str) -> None:
+    limit = catalogue.get(name).max_batch_size
+    for size in (0, limit + 1):
+        with pytest.raises(CatalogueError) as caught:
+            catalogue.check_batch_size(name, size)
+        assert caught.value.field == "batch_size"
+        assert f"1..{limit}" in str(caught.value)
+
+
+# --- parse_catalogue --------------------------------------------------------------------------
+
+
+def test_parse_catalogue_accepts_minimal_text() -> None:
+    parsed = parse_catalogue(catalogue_text())
+    assert tuple(parsed.workloads) == ("w",)
+    assert parsed.flops_per_item("w", "train", {"m": 5}) == 3 * 10
+
+
+def test_parse_catalogue_rejects_wrong_schema_version() -> None:
+    with pytest.raises(CatalogueError, match="schema_version"):
+        parse_catalogue(catalogue_text(schema_version=2))
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "__import__('os')",
+        "__import__('os').system('true')",
+        "m.real",
+        "abs(m)",
+        "m if m else 1",
+        "unknown_name * 2",
+    ],
+)
+def test_parse_catalogue_rejects_unsafe_flops_expression(expression: str) -> None:
+    with pytest.raises(CatalogueError, match="unsupported element"):
+        parse_catalogue(catalogue_text(flops=expression))
+
+
+def test_parse_catalogue_rejects_default_out_of_its_range() -> None:
+    with pytest.raises(CatalogueError) as caught:
+        parse_catalogue(catalogue_text(default=17))
+    assert "m=17" in str(caught.value)
+    assert "1..16" in str(caught.value)
+
+
+# --- versions ---------------------------------------------------------------------------------
+
+
+def test_versions_compatible_same_major() -> None:
+    assert versions_compatible("1.0", "1.3")
+
+
+def test_versions_compatible_other_major() -> None:
+    assert not versions_compatible("1.0", "2.0")
+
+
+@pytest.mark.parametrize("theirs", ["", "1", "1.", ".1", "v1.0", "1.0.0", "one.zero"])
+def test_versions_compatible_malformed_is_false(theirs: str) -> None:
+    assert not versions_compatible("1.0", theirs)
