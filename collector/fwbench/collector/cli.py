@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import tempfile
 import signal
 import sys
 from pathlib import Path
@@ -211,7 +212,7 @@ def describe(
             if attached
             else start_local(
                 declared[agent],
-                Path(typer.get_app_dir("fwbench")),
+                Path(tempfile.mkdtemp(prefix="fwbench-logs-")),
                 report=lambda line: errors.print(line),
             )
         )
