@@ -192,7 +192,9 @@ def test_build_selection_param_for_workloads_without_params(catalogue: Catalogue
         ("m=40000", "params.m=40000 is out of range: allowed 1..32768"),
     ],
 )
-def test_build_selection_param_out_of_range(catalogue: Catalogue, param: str, expected: str) -> None:
+def test_build_selection_param_out_of_range(
+    catalogue: Catalogue, param: str, expected: str
+) -> None:
     assert selection_error(catalogue, params=[param]) == expected
 
 

@@ -47,10 +47,21 @@ def _start_agent_process(
     """A bare agent process (no launcher), for options the launcher does not use."""
     ports = tmp / "ports.json"
     process = subprocess.Popen(
-        [str(env.python), "-m", "fwbench.runtime.cli", "--plugin", "torch", "--name", "torch-cpu",
-         "--ports-file", str(ports), *args],
+        [
+            str(env.python),
+            "-m",
+            "fwbench.runtime.cli",
+            "--plugin",
+            "torch",
+            "--name",
+            "torch-cpu",
+            "--ports-file",
+            str(ports),
+            *args,
+        ],
         env={**os.environ, "FWBENCH_DEVICE": "cpu"},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 120
     while not ports.exists():

@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 import pandas as pd
 import pytest
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2_grpc
 
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
 from fwbench.collector.schema import COLUMN_NAMES
@@ -26,8 +26,14 @@ QUICK = ["--warmup", "1", "--iterations", "3", "--min-seconds", "0"]
 
 
 def collector(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([COLLECTOR, *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "COLUMNS": "200"})
+    return subprocess.run(
+        [COLLECTOR, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def agent_pids(out: Path) -> list[int]:
@@ -45,9 +51,22 @@ def process_gone(pid: int) -> bool:
 
 def test_collector_run_measures_and_persists_everything(torch_env, tmp_path, isolated_store):
     out = tmp_path / "run"
-    done = collector("run", "--agents", "torch-cpu", "--workloads", "gemm,lenet", "--phases",
-                     "train,infer", "--batch-sizes", "1,2", *SMALL_GEMM, *QUICK, "--out", str(out),
-                     cwd=tmp_path)
+    done = collector(
+        "run",
+        "--agents",
+        "torch-cpu",
+        "--workloads",
+        "gemm,lenet",
+        "--phases",
+        "train,infer",
+        "--batch-sizes",
+        "1,2",
+        *SMALL_GEMM,
+        *QUICK,
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr + done.stdout
     results = pd.read_parquet(out / "results.parquet")
     assert list(results.columns) == list(COLUMN_NAMES)
@@ -71,9 +90,22 @@ def test_collector_run_measures_and_persists_everything(torch_env, tmp_path, iso
 
 def test_collector_run_attaches_to_running_agent(torch_agent, tmp_path, isolated_store):
     out = tmp_path / "run"
-    done = collector("run", "--agents", f"torch-cpu@{torch_agent.address}", "--workloads", "gemm",
-                     "--phases", "infer", "--batch-sizes", "1", *SMALL_GEMM, *QUICK,
-                     "--out", str(out), cwd=tmp_path)
+    done = collector(
+        "run",
+        "--agents",
+        f"torch-cpu@{torch_agent.address}",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1",
+        *SMALL_GEMM,
+        *QUICK,
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     results = pd.read_parquet(out / "results.parquet")
     assert results.launcher.tolist() == ["attached"]
@@ -98,10 +130,34 @@ def wait_for_rows(store: Path, count: int, process: subprocess.Popen, timeout: f
 def start_long_run(tmp_path: Path, out: Path) -> subprocess.Popen:
     """Six gemm cells of about 1.5 s each."""
     return subprocess.Popen(
-        [COLLECTOR, "run", "--agents", "torch-cpu", "--workloads", "gemm", "--phases", "infer",
-         "--batch-sizes", "1,2,3,4,5,6", "--param", "m=256", "--param", "n=256", "--param",
-         "k=256", "--warmup", "0", "--min-seconds", "1.5", "--out", str(out)],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        [
+            COLLECTOR,
+            "run",
+            "--agents",
+            "torch-cpu",
+            "--workloads",
+            "gemm",
+            "--phases",
+            "infer",
+            "--batch-sizes",
+            "1,2,3,4,5,6",
+            "--param",
+            "m=256",
+            "--param",
+            "n=256",
+            "--param",
+            "k=256",
+            "--warmup",
+            "0",
+            "--min-seconds",
+            "1.5",
+            "--out",
+            str(out),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -124,8 +180,9 @@ def test_collector_run_survives_agent_killed_mid_run(torch_env, tmp_path, isolat
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
 
 
-def test_collector_run_interrupt_stops_agents_and_keeps_results(torch_env, tmp_path,
-                                                                 isolated_store):
+def test_collector_run_interrupt_stops_agents_and_keeps_results(
+    torch_env, tmp_path, isolated_store
+):
     out = tmp_path / "run"
     process = start_long_run(tmp_path, out)
     wait_for_rows(isolated_store, 1, process)
@@ -158,11 +215,11 @@ def future_agent_address():
     server.stop(0)
 
 
-def test_collector_run_refuses_incompatible_agent(future_agent_address, tmp_path,
-                                                  isolated_store):
+def test_collector_run_refuses_incompatible_agent(future_agent_address, tmp_path, isolated_store):
     out = tmp_path / "run"
-    done = collector("run", "--agents", f"future@{future_agent_address}", "--out", str(out),
-                     cwd=tmp_path)
+    done = collector(
+        "run", "--agents", f"future@{future_agent_address}", "--out", str(out), cwd=tmp_path
+    )
     assert done.returncode == 2
     assert "speaks protocol '2.0'; this collector speaks 1.0" in done.stderr
     assert not out.exists() and not isolated_store.exists()

@@ -23,10 +23,12 @@ SMALL_PARAMS = {
 
 
 def small_request(workload: str, phase: int, **fields) -> agent_pb2.RunRequest:
-    params = SMALL_PARAMS.get(workload, {"image_size": 32} if "image_size" in
-                              CATALOGUE.get(workload).params else {})
-    return agent_pb2.RunRequest(workload=workload, phase=phase, batch_size=2, params=params,
-                                **{**QUICK, **fields})
+    params = SMALL_PARAMS.get(
+        workload, {"image_size": 32} if "image_size" in CATALOGUE.get(workload).params else {}
+    )
+    return agent_pb2.RunRequest(
+        workload=workload, phase=phase, batch_size=2, params=params, **{**QUICK, **fields}
+    )
 
 
 def result_of(client: AgentClient, req: agent_pb2.RunRequest, timeout: float = 300):
@@ -71,17 +73,30 @@ def rpc_error(client: AgentClient, req: agent_pb2.RunRequest) -> grpc.RpcError:
 @pytest.mark.parametrize(
     ("req", "code", "text"),
     [
-        (agent_pb2.RunRequest(workload="alexnet", phase=1, batch_size=1),
-         grpc.StatusCode.NOT_FOUND, "unknown workload 'alexnet'"),
-        (agent_pb2.RunRequest(workload="resnet18", phase=1, batch_size=0),
-         grpc.StatusCode.INVALID_ARGUMENT, "batch_size=0 is out of range: allowed 1..4096"),
-        (agent_pb2.RunRequest(workload="resnet18", phase=1, batch_size=1,
-                              params={"image_size": 33}),
-         grpc.StatusCode.INVALID_ARGUMENT, "params.image_size=33 is out of range: allowed "
-                                           "32..512, multiple of 32"),
-        (agent_pb2.RunRequest(workload="gemm", phase=1, batch_size=1,
-                              dtype=agent_pb2.DTYPE_FLOAT16),
-         grpc.StatusCode.UNIMPLEMENTED, "does not support dtype float16"),
+        (
+            agent_pb2.RunRequest(workload="alexnet", phase=1, batch_size=1),
+            grpc.StatusCode.NOT_FOUND,
+            "unknown workload 'alexnet'",
+        ),
+        (
+            agent_pb2.RunRequest(workload="resnet18", phase=1, batch_size=0),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "batch_size=0 is out of range: allowed 1..4096",
+        ),
+        (
+            agent_pb2.RunRequest(
+                workload="resnet18", phase=1, batch_size=1, params={"image_size": 33}
+            ),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "params.image_size=33 is out of range: allowed 32..512, multiple of 32",
+        ),
+        (
+            agent_pb2.RunRequest(
+                workload="gemm", phase=1, batch_size=1, dtype=agent_pb2.DTYPE_FLOAT16
+            ),
+            grpc.StatusCode.UNIMPLEMENTED,
+            "does not support dtype float16",
+        ),
     ],
 )
 def test_torch_agent_refuses_with_precise_status(torch_agent, req, code, text):
@@ -90,15 +105,22 @@ def test_torch_agent_refuses_with_precise_status(torch_agent, req, code, text):
     assert text in error.details()
 
 
-def test_torch_agent_out_of_memory_is_resource_exhausted(torch_env, tmp_path, agent_process_starter):
+def test_torch_agent_out_of_memory_is_resource_exhausted(
+    torch_env, tmp_path, agent_process_starter
+):
     limit = 8 * 1024**3
     _, port = agent_process_starter(torch_env, tmp_path, f"--memory-limit-bytes={limit}")
     client = AgentClient("torch-cpu", f"127.0.0.1:{port}")
     try:
         client.wait_healthy(60)
-        req = agent_pb2.RunRequest(workload="gemm", phase=agent_pb2.PHASE_INFER, batch_size=1,
-                                   dtype=agent_pb2.DTYPE_FLOAT64,
-                                   params={"m": 32768, "n": 32768, "k": 32768}, **QUICK)
+        req = agent_pb2.RunRequest(
+            workload="gemm",
+            phase=agent_pb2.PHASE_INFER,
+            batch_size=1,
+            dtype=agent_pb2.DTYPE_FLOAT64,
+            params={"m": 32768, "n": 32768, "k": 32768},
+            **QUICK,
+        )
         error = rpc_error(client, req)  # one 8 GiB matrix cannot fit an 8 GiB address space
         assert error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert "out of memory" in error.details()
@@ -108,9 +130,15 @@ def test_torch_agent_out_of_memory_is_resource_exhausted(torch_env, tmp_path, ag
 
 
 def start_long_run(client: AgentClient, run_id: str):
-    req = agent_pb2.RunRequest(workload="resnet18", phase=agent_pb2.PHASE_TRAIN, batch_size=4,
-                               params={"image_size": 64}, run_id=run_id, warmup_iterations=0,
-                               min_seconds=600.0)
+    req = agent_pb2.RunRequest(
+        workload="resnet18",
+        phase=agent_pb2.PHASE_TRAIN,
+        batch_size=4,
+        params={"image_size": 64},
+        run_id=run_id,
+        warmup_iterations=0,
+        min_seconds=600.0,
+    )
     stream = client.run(req, 120)
     measuring = threading.Event()
     outcome: dict[str, object] = {}
@@ -159,8 +187,13 @@ def test_torch_agent_refuses_concurrent_run_and_cancel_stops_work(torch_agent):
 
 def test_torch_agent_deadline_stops_work(torch_agent):
     client = torch_agent.client
-    req = agent_pb2.RunRequest(workload="resnet18", phase=agent_pb2.PHASE_TRAIN, batch_size=4,
-                               params={"image_size": 64}, min_seconds=600.0)
+    req = agent_pb2.RunRequest(
+        workload="resnet18",
+        phase=agent_pb2.PHASE_TRAIN,
+        batch_size=4,
+        params={"image_size": 64},
+        min_seconds=600.0,
+    )
     with pytest.raises(grpc.RpcError) as caught:
         list(client.run(req, 3.0))
     assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED

@@ -8,10 +8,10 @@ import grpc
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fake_plugin import FakePlugin  # noqa: E402
+from fake_plugin import FakePlugin
 
-from fwbench.agent.v1 import agent_pb2_grpc  # noqa: E402
-from fwbench.runtime.server import AgentServer, create_server  # noqa: E402
+from fwbench.agent.v1 import agent_pb2_grpc
+from fwbench.runtime.server import AgentServer, create_server
 
 
 @pytest.fixture

@@ -19,8 +19,9 @@ FAST = {"warmup_iterations": 1, "min_iterations": 3, "min_seconds": 0.0}
 
 
 def request(workload="gemm", phase=agent_pb2.PHASE_INFER, batch_size=1, **fields):
-    return agent_pb2.RunRequest(workload=workload, phase=phase, batch_size=batch_size,
-                                **{**FAST, **fields})
+    return agent_pb2.RunRequest(
+        workload=workload, phase=phase, batch_size=batch_size, **{**FAST, **fields}
+    )
 
 
 def run_to_end(stub, req, timeout=30):
@@ -38,7 +39,10 @@ def test_describe_reports_identity_version_and_limits(stub, agent):
     reply = stub.Describe(agent_pb2.DescribeRequest(), timeout=5)
     assert reply.spec_version == SPEC_VERSION
     assert (reply.identity.name, reply.identity.framework, reply.identity.variant) == (
-        "fake-cpu", "fake", "cpu")
+        "fake-cpu",
+        "fake",
+        "cpu",
+    )
     assert reply.libraries["blas"] == "none"
     assert reply.environment["FAKE_SWITCH"] == "on"
     assert reply.host.logical_cores >= 1 and reply.host.cpu_model
@@ -52,8 +56,12 @@ def test_describe_reports_identity_version_and_limits(stub, agent):
 def test_run_streams_progress_then_every_raw_sample(stub):
     progress, result = run_to_end(stub, request(params={"m": 200}, min_iterations=5))
     stages = list(dict.fromkeys(e.progress.stage for e in progress))
-    assert stages == [agent_pb2.STAGE_BUILD, agent_pb2.STAGE_FIRST_ITERATION,
-                          agent_pb2.STAGE_WARMUP, agent_pb2.STAGE_MEASURE]
+    assert stages == [
+        agent_pb2.STAGE_BUILD,
+        agent_pb2.STAGE_FIRST_ITERATION,
+        agent_pb2.STAGE_WARMUP,
+        agent_pb2.STAGE_MEASURE,
+    ]
     assert len(result.sample_nanoseconds) == 5
     assert all(s >= 200_000 for s in result.sample_nanoseconds)  # each step sleeps 200 µs
     assert result.first_iteration_nanoseconds >= 200_000
@@ -184,22 +192,29 @@ def test_health_reports_serving_for_server_and_service(channel, agent):
 
 def test_reflection_lists_the_agent_service(channel):
     stub = reflection_pb2_grpc.ServerReflectionStub(channel)
-    replies = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(
-        list_services="")]), timeout=5)
+    replies = stub.ServerReflectionInfo(
+        iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=5
+    )
     names = {s.name for r in replies for s in r.list_services_response.service}
     assert {"fwbench.agent.v1.AgentService", "grpc.health.v1.Health"} <= names
 
 
 def test_metrics_expose_process_identity_and_workload_counters(stub, agent):
     run_to_end(stub, request(params={"m": 10}, min_iterations=4))
-    body = urllib.request.urlopen(f"http://127.0.0.1:{agent.metrics_port}/metrics",
-                                  timeout=5).read().decode()
+    body = (
+        urllib.request.urlopen(f"http://127.0.0.1:{agent.metrics_port}/metrics", timeout=5)
+        .read()
+        .decode()
+    )
     assert "process_cpu_seconds_total" in body
     assert "process_resident_memory_bytes" in body
     assert 'fwbench_agent_info{agent="fake-cpu",framework="fake"' in body
     assert 'fwbench_workload_runs_total{status="ok"} 1.0' in body
-    counted = [line for line in body.splitlines()
-               if line.startswith('fwbench_workload_iterations_total{phase="infer"')]
+    counted = [
+        line
+        for line in body.splitlines()
+        if line.startswith('fwbench_workload_iterations_total{phase="infer"')
+    ]
     assert counted and float(counted[0].split()[-1]) == 1 + 1 + 4  # first, warm-up, timed
 
 

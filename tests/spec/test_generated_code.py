@@ -18,7 +18,9 @@ PACKAGE_DIR = Path("fwbench", "agent", "v1")
 
 @pytest.fixture(scope="module")
 def generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("fwbench_proto_generate", PROTO_ROOT / "generate.py")
+    spec = importlib.util.spec_from_file_location(
+        "fwbench_proto_generate", PROTO_ROOT / "generate.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

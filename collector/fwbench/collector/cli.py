@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import shlex
-import tempfile
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -16,6 +16,7 @@ import pandas as pd
 import typer
 from google.protobuf.json_format import MessageToDict
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fwbench.collector.client import AgentUnavailable, IncompatibleAgent
@@ -44,7 +45,12 @@ def export_table(frame: pd.DataFrame, path: Path) -> None:
     elif path.suffix == ".parquet":
         frame.to_parquet(path, index=False)
     elif path.suffix == ".jsonl":
-        frame.to_json(path, orient="records", lines=True, date_format="iso")
+        # pandas 3.1's to_json drops nanoseconds even with date_unit="ns": format them here.
+        stamps = frame.select_dtypes("datetimetz").columns
+        text = frame.astype({c: object for c in stamps})
+        for column in stamps:
+            text[column] = frame[column].map(lambda t: None if pd.isna(t) else t.isoformat())
+        text.to_json(path, orient="records", lines=True)
     else:
         path.write_text(str(frame.to_markdown(index=False)) + "\n")
 
@@ -67,7 +73,7 @@ StorePath = Annotated[
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
-    errors.print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
+    errors.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

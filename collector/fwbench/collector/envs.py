@@ -39,10 +39,11 @@ def sources_key(manifest: AgentManifest) -> str:
     digest = hashlib.sha256()
     for package in manifest.local_packages:
         for path in sorted(package.rglob("*")):
+            relative = path.relative_to(package)
             if path.is_file() and not any(
-                part in _SKIP_PARTS or part.endswith(".egg-info") for part in path.parts
+                part in _SKIP_PARTS or part.endswith(".egg-info") for part in relative.parts
             ):
-                digest.update(str(path.relative_to(package)).encode())
+                digest.update(str(relative).encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 

@@ -86,7 +86,9 @@ def to_frame(rows: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame.from_records(records, columns=list(COLUMN_NAMES))
     for column in COLUMNS:
         if column.dtype.startswith("datetime"):
-            frame[column.name] = pd.to_datetime(frame[column.name], utc=True)
+            # to_datetime picks its unit from the data; the schema fixes it.
+            stamps = pd.to_datetime(frame[column.name], utc=True)
+            frame[column.name] = stamps.astype(column.dtype)  # type: ignore[call-overload]
         else:
             frame[column.name] = frame[column.name].astype(column.dtype)  # type: ignore[call-overload]
     return frame

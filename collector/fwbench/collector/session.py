@@ -129,7 +129,13 @@ def execute_run(
     if (out_dir / "run.json").exists():
         raise SelectionError(f"{out_dir} already holds a run; choose another --out")
     log_dir = Path(tempfile.mkdtemp(prefix="fwbench-logs-"))
-    handles = launch_all(options.agents, manifests, log_dir, console, options.start_timeout_seconds)
+    try:
+        handles = launch_all(
+            options.agents, manifests, log_dir, console, options.start_timeout_seconds
+        )
+    except BaseException:
+        shutil.rmtree(log_dir, ignore_errors=True)  # failures carry the log's last line
+        raise
     try:
         work = [AgentWork(h, h.client.describe(), []) for h in handles]
         for item in work:
@@ -140,6 +146,8 @@ def execute_run(
             handle.stop()
         if out_dir.exists():
             _keep_logs(log_dir, out_dir)
+        else:
+            shutil.rmtree(log_dir, ignore_errors=True)
 
 
 def _measure(
