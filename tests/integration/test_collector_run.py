@@ -192,7 +192,10 @@ def test_collector_run_interrupt_stops_agents_and_keeps_results(
     assert "interrupted" in stderr
     results = pd.read_parquet(out / "results.parquet")
     assert (results.status == "ok").sum() >= 1
-    assert results.status.iloc[-1] == "cancelled"
+    # The cell in progress is recorded as cancelled, unless the interrupt landed between two
+    # cells (while the last result was being saved).
+    assert set(results.status) <= {"ok", "cancelled"}
+    assert results.status.iloc[:-1].eq("ok").all()
     assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
     assert all(process_gone(pid) for pid in agent_pids(out))
 

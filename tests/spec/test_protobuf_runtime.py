@@ -11,6 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 OLDEST = ("protobuf==6.31.1", "grpcio==1.74.0")
 PROBE = """
+import sys
 sys.path.insert(0, sys.argv[1])
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
 request = agent_pb2.RunRequest(workload="gemm", batch_size=8, params={"m": 64},

@@ -199,6 +199,8 @@ def _measure(
         )
         with contextlib.suppress(PersistenceError):  # the original error matters more
             store.finish_run(run_id, metadata["status"], metadata["finished_at"], metadata)
+            # An interrupt can land between a row's commit and the folder's rewrite: sync.
+            folder.write_tables(store.results(run_id), store.samples(run_id))
             folder.write_metadata(metadata)
         store.close()
     return RunSummary(run_id, out_dir, ctx.statuses, interrupted)
