@@ -12,13 +12,7 @@ from fwbench.collector.plan import Cell
 from fwbench.collector.schema import SCHEMA_VERSION
 from fwbench.collector.stats import sample_stats, throughput
 from fwbench.spec import Catalogue
-
-_DTYPE_NAMES = {
-    agent_pb2.DTYPE_FLOAT32: "float32",
-    agent_pb2.DTYPE_FLOAT16: "float16",
-    agent_pb2.DTYPE_BFLOAT16: "bfloat16",
-    agent_pb2.DTYPE_FLOAT64: "float64",
-}
+from fwbench.spec.enums import DTYPE_NAMES
 
 
 def identity_columns(
@@ -78,7 +72,7 @@ def result_row(
     )
     row.update(
         {
-            "dtype": _DTYPE_NAMES.get(settings.dtype, identity["dtype"]),
+            "dtype": DTYPE_NAMES.get(settings.dtype, identity["dtype"]),
             "mode": settings.mode,
             "layout": settings.layout,
             "device": settings.device,

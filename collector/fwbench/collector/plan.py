@@ -10,14 +10,7 @@ from dataclasses import dataclass, field
 from fwbench.agent.v1 import agent_pb2
 from fwbench.spec import Catalogue, CatalogueError
 from fwbench.spec.catalogue import DTYPES, PHASES
-
-PHASE_VALUES = {"train": agent_pb2.PHASE_TRAIN, "infer": agent_pb2.PHASE_INFER}
-DTYPE_VALUES = {
-    "float32": agent_pb2.DTYPE_FLOAT32,
-    "float16": agent_pb2.DTYPE_FLOAT16,
-    "bfloat16": agent_pb2.DTYPE_BFLOAT16,
-    "float64": agent_pb2.DTYPE_FLOAT64,
-}
+from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
 
 class SelectionError(ValueError):

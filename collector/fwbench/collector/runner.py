@@ -15,8 +15,9 @@ import grpc
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.launch import AgentHandle
 from fwbench.collector.normalize import failure_row, identity_columns, result_row
-from fwbench.collector.plan import DTYPE_VALUES, PHASE_VALUES, Cell, Selection, loop_request
+from fwbench.collector.plan import Cell, Selection, loop_request
 from fwbench.spec import Catalogue
+from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
 BUSY_GRACE_SECONDS = 30.0
 _STAGE_NAMES = {

@@ -6,17 +6,8 @@ from fwbench.agent.v1 import agent_pb2
 from fwbench.runtime.plugin import Capability, UnsupportedWorkload, WorkloadSpec
 from fwbench.runtime.timing import LoopPlan
 from fwbench.spec.catalogue import Catalogue, CatalogueError, ParamSpec
+from fwbench.spec.enums import DTYPE_NAMES, PHASE_NAMES
 
-PHASE_NAMES = {agent_pb2.PHASE_TRAIN: "train", agent_pb2.PHASE_INFER: "infer"}
-DTYPE_NAMES = {
-    agent_pb2.DTYPE_UNSPECIFIED: "float32",
-    agent_pb2.DTYPE_FLOAT32: "float32",
-    agent_pb2.DTYPE_FLOAT16: "float16",
-    agent_pb2.DTYPE_BFLOAT16: "bfloat16",
-    agent_pb2.DTYPE_FLOAT64: "float64",
-}
-DTYPE_VALUES = {name: value for value, name in DTYPE_NAMES.items() if value}
-PHASE_VALUES = {name: value for value, name in PHASE_NAMES.items()}
 MAX_THREADS = 1024
 
 

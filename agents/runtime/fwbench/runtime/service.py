@@ -21,9 +21,10 @@ from fwbench.runtime.errors import status_for
 from fwbench.runtime.hostinfo import environment_switches, host_info
 from fwbench.runtime.metrics import AgentMetrics
 from fwbench.runtime.plugin import FrameworkPlugin, PluginDescription, WorkloadSpec
-from fwbench.runtime.requests import DTYPE_VALUES, PHASE_VALUES, loop_plan, workload_spec
+from fwbench.runtime.requests import loop_plan, workload_spec
 from fwbench.runtime.timing import LoopPlan, Measurement, measure
 from fwbench.spec import SPEC_VERSION, Catalogue
+from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
 _STAGES = {
     "build": agent_pb2.STAGE_BUILD,
