@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib import resources
+
 import pytest
 
 from fwbench.spec import Catalogue, CatalogueError, load_catalogue, versions_compatible
@@ -18,6 +20,7 @@ EXPECTED_WORKLOADS = (
     "mobilenet_v2",
     "efficientnet_b0",
     "lstm",
+    "train_to_accuracy",
 )
 
 
@@ -69,9 +72,35 @@ def test_load_catalogue_lists_the_standard_workloads(catalogue: Catalogue) -> No
 def test_load_catalogue_workloads_are_ops_or_models_with_both_phases(catalogue: Catalogue) -> None:
     for name, workload in catalogue.workloads.items():
         assert workload.name == name
+        if workload.kind == "accuracy":
+            continue
         assert workload.kind in ("op", "model")
         assert set(workload.phases) == {"train", "infer"}
         assert workload.max_batch_size >= 1
+
+
+def test_accuracy_workload_trains_a_catalogue_model(catalogue: Catalogue) -> None:
+    workload = catalogue.get("train_to_accuracy")
+    assert workload.kind == "accuracy"
+    assert workload.phases == ("train",)
+    assert catalogue.get(workload.model).kind == "model"
+    assert workload.resolve_params({})["target_accuracy_permille"] == 970
+    assert workload.forward_flops_per_item({}) == catalogue.get("lenet").forward_flops_per_item({})
+
+
+def test_kind_must_be_known_and_accuracy_needs_a_model() -> None:
+    text = (resources.files("fwbench.spec") / "workloads.toml").read_text("utf-8")
+    base = text.split("[workloads.gemm]")[0]
+    entry = (
+        '[workloads.x]\nkind = "{kind}"\n{model}description = "d"\nitem = "i"\n'
+        'phases = ["train"]\nmax_batch_size = 1\nflops_forward = "1"\n'
+    )
+    with pytest.raises(CatalogueError, match="kind must be one of"):
+        parse_catalogue(base + entry.format(kind="oops", model=""))
+    with pytest.raises(CatalogueError, match="'model' is required"):
+        parse_catalogue(base + entry.format(kind="accuracy", model=""))
+    with pytest.raises(CatalogueError, match="'model' is required"):
+        parse_catalogue(base + entry.format(kind="op", model='model = "lenet"\n'))
 
 
 def test_gemm_flops_default_is_2mnk(catalogue: Catalogue) -> None:

@@ -98,6 +98,12 @@ def run(
     batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "1,8",
     dtypes: Annotated[str, typer.Option(help="Comma-separated dtypes.")] = "float32",
     threads: Annotated[str, typer.Option(help="Intra-op thread counts, 0 = agent default.")] = "0",
+    modes: Annotated[
+        str,
+        typer.Option(
+            help="Execution modes: default, all, or names (eager, compile, function, xla, jit)."
+        ),
+    ] = "default",
     param: Annotated[
         list[str] | None,
         typer.Option(
@@ -136,6 +142,7 @@ def run(
             batch_sizes=batch_sizes,
             dtypes=dtypes,
             threads=threads,
+            modes=modes,
             params=param,
             loop=LoopSettings(warmup, iterations, min_seconds, max_iterations),
             seed=seed,

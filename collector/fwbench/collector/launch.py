@@ -37,6 +37,7 @@ class AgentHandle:
     manifest: AgentManifest | None = None
     env_path: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    threads: int = 0  # FWBENCH_THREADS it was started with; 0 = framework default
 
     def alive(self) -> bool:
         if self.process is not None:
@@ -98,13 +99,20 @@ def start_local(
     log_dir: Path,
     report: Callable[[str], None] = lambda _: None,
     timeout_seconds: float = START_TIMEOUT_SECONDS,
+    threads: int = 0,
 ) -> AgentHandle:
     """Prepares the environment if needed and starts the agent; raises AgentUnavailable or
     EnvironmentBuildError. The process is in its own session, so a Ctrl-C in the terminal
-    reaches only the collector, which then stops it in order."""
+    reaches only the collector, which then stops it in order. `threads` > 0 starts it with
+    FWBENCH_THREADS, for frameworks that size their thread pools at start-up."""
     env = environment_for(manifest)
     env.ensure(report)
-    log_path = log_dir / f"{manifest.name}.log"
+    variables = {**os.environ, **manifest.env}
+    suffix = ""
+    if threads:
+        variables["FWBENCH_THREADS"] = str(threads)
+        suffix = f"-threads{threads}"
+    log_path = log_dir / f"{manifest.name}{suffix}.log"
     ports_file = Path(tempfile.mkdtemp(prefix="fwbench-ports-")) / f"{manifest.name}.json"
     command = [
         str(env.python),
@@ -133,7 +141,7 @@ def start_local(
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, **manifest.env},
+            env=variables,
             start_new_session=True,
         )
     handle = AgentHandle(
@@ -145,6 +153,7 @@ def start_local(
         log_path=log_path,
         manifest=manifest,
         env_path=env.path,
+        threads=threads,
     )
     try:
         ports = _wait_for_ports(handle, ports_file, timeout_seconds)

@@ -50,6 +50,7 @@ def identity_columns(
         "phase": cell.phase,
         "batch_size": cell.batch_size,
         "dtype": cell.dtype,
+        "mode": cell.mode,
         "threads_requested": cell.threads,
         "params": json.dumps(dict(sorted(cell.params.items()))),
         "flops_per_item": catalogue.flops_per_item(cell.workload, cell.phase, cell.params),
@@ -67,9 +68,8 @@ def result_row(
     stats = sample_stats(list(result.sample_nanoseconds))
     row = dict(identity)
     row.update(stats)
-    row.update(
-        throughput(identity["batch_size"], stats["median_seconds"], identity["flops_per_item"])
-    )
+    items = result.items_per_sample or identity["batch_size"]
+    row.update(throughput(items, stats["median_seconds"], identity["flops_per_item"]))
     row.update(
         {
             "dtype": DTYPE_NAMES.get(settings.dtype, identity["dtype"]),
@@ -85,10 +85,37 @@ def result_row(
             "warmup_iterations": result.warmup_iterations,
             "measure_started_at": pd.Timestamp(result.measure_started_unix_nanoseconds, tz="UTC"),
             "measure_ended_at": pd.Timestamp(result.measure_ended_unix_nanoseconds, tz="UTC"),
+            "settings": json.dumps(dict(sorted(settings.extra.items()))),
+            "items_per_sample": items,
             "status": "ok",
         }
     )
+    if result.HasField("accuracy"):
+        row.update(accuracy_columns(result.accuracy))
     return row
+
+
+def accuracy_columns(accuracy: agent_pb2.AccuracyResult) -> dict[str, Any]:
+    history = [
+        {
+            "epoch": e.epoch,
+            "train_seconds": e.train_nanoseconds / 1e9,
+            "eval_seconds": e.eval_nanoseconds / 1e9,
+            "validation_accuracy": e.validation_accuracy,
+        }
+        for e in accuracy.history
+    ]
+    return {
+        "target_accuracy": accuracy.target_accuracy,
+        "reached_target": accuracy.reached,
+        "time_to_target_seconds": (
+            accuracy.time_to_target_nanoseconds / 1e9 if accuracy.reached else None
+        ),
+        "epochs_to_target": accuracy.epochs_to_target if accuracy.reached else None,
+        "epochs": accuracy.epochs,
+        "final_accuracy": accuracy.final_accuracy,
+        "accuracy_history": json.dumps(history),
+    }
 
 
 def failure_row(

@@ -32,6 +32,9 @@ class Selection:
     batch_sizes: tuple[int, ...]
     dtypes: tuple[str, ...] = ("float32",)
     threads: tuple[int, ...] = (0,)
+    # Execution modes: "default" (each agent's own default), "all" (every mode each agent
+    # offers for the workload) or explicit names such as eager, compile, function, xla, jit.
+    modes: tuple[str, ...] = ("default",)
     params: Mapping[str, int] = field(default_factory=dict)
     loop: LoopSettings = LoopSettings()
     seed: int = 0
@@ -47,6 +50,7 @@ class Cell:
     threads: int
     params: Mapping[str, int]  # resolved, defaults filled in
     unsupported_reason: str = ""  # non-empty: recorded as unsupported, not run
+    mode: str = ""  # "" = the agent's default mode
 
 
 def split_list(text: str) -> list[str]:
@@ -85,6 +89,7 @@ def build_selection(
     batch_sizes: str,
     dtypes: str = "float32",
     threads: str = "0",
+    modes: str = "default",
     params: list[str] | None = None,
     loop: LoopSettings = LoopSettings(),
     seed: int = 0,
@@ -96,12 +101,24 @@ def build_selection(
         batch_sizes=_integers("batch size", split_list(batch_sizes), 1),
         dtypes=_choices("dtypes", split_list(dtypes), DTYPES),
         threads=_integers("thread count", split_list(threads), 0),
+        modes=_modes(split_list(modes)),
         params=_parse_params(params or []),
         loop=loop,
         seed=seed,
     )
     _check_limits(catalogue, selection)
     return selection
+
+
+def _modes(given: list[str]) -> tuple[str, ...]:
+    if not given:
+        raise SelectionError("no mode given; use default, all or mode names (eager, jit, ...)")
+    for mode in given:
+        if not mode.replace("_", "").replace("-", "").isalnum():
+            raise SelectionError(f"invalid mode {mode!r}")
+    if len(given) > 1 and {"default", "all"} & set(given):
+        raise SelectionError("--modes default or all cannot be combined with other modes")
+    return tuple(dict.fromkeys(given))
 
 
 def _parse_params(items: list[str]) -> dict[str, int]:
@@ -174,7 +191,8 @@ def plan_cells(
     agent: str, describe: agent_pb2.DescribeResponse, catalogue: Catalogue, selection: Selection
 ) -> list[Cell]:
     """The cross product for one agent, in a stable order; cells the agent does not support
-    carry the reason instead of being dropped."""
+    carry the reason instead of being dropped. For an agent that sizes its thread pools at
+    start-up, the thread count is the outermost loop, so each count needs one agent start."""
     support = {w.name: w for w in describe.workloads}
     cells = []
     for workload, phase, batch, dtype, threads in itertools.product(
@@ -187,19 +205,43 @@ def plan_cells(
         params = catalogue.get(workload).resolve_params(
             _params_for(catalogue, workload, selection.params)
         )
-        cells.append(
-            Cell(
-                agent,
-                workload,
-                phase,
-                batch,
-                dtype,
-                threads,
-                params,
-                _unsupported(support.get(workload), workload, phase, dtype),
+        found = support.get(workload)
+        reason = _unsupported(found, workload, phase, dtype)
+        for mode, mode_reason in _cell_modes(found, workload, selection.modes):
+            cells.append(
+                Cell(
+                    agent,
+                    workload,
+                    phase,
+                    batch,
+                    dtype,
+                    threads,
+                    params,
+                    reason or mode_reason,
+                    mode,
+                )
             )
-        )
+    if describe.threads.fixed_at_startup:
+        cells.sort(key=lambda cell: selection.threads.index(cell.threads))  # stable
     return cells
+
+
+def _cell_modes(
+    support: agent_pb2.WorkloadSupport | None, workload: str, modes: tuple[str, ...]
+) -> list[tuple[str, str]]:
+    """(mode, unsupported reason) pairs; "" is the agent's default mode. Of explicitly named
+    modes, an agent runs those it offers (so `--modes compile,xla,jit` gives each framework its
+    compiled mode); one that offers none of them gets a single unsupported cell."""
+    offered = list(support.modes) if support else []
+    if modes == ("default",) or not offered:
+        return [("", "")]
+    if modes == ("all",):
+        return [(mode, "") for mode in offered]
+    chosen = [mode for mode in modes if mode in offered]
+    if chosen:
+        return [(mode, "") for mode in chosen]
+    reason = f"agent offers none of the modes {', '.join(modes)} for {workload}"
+    return [(modes[0], f"{reason} (it offers {', '.join(offered)})")]
 
 
 def _unsupported(

@@ -4,9 +4,10 @@ one cell at a time, each result persisted before the next cell starts."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,6 +49,24 @@ class AgentWork:
     handle: AgentHandle
     describe: agent_pb2.DescribeResponse
     cells: list[Cell]
+    # Starts a fresh instance of this agent with FWBENCH_THREADS=N (local launcher only).
+    restart: Callable[[int], AgentHandle] | None = None
+
+    def ensure_threads(self, threads: int) -> str:
+        """For an agent that sizes its thread pools at start-up, swaps in an instance started
+        with `threads` when needed. Returns why the cell cannot run, or "". Raises what
+        starting an agent raises."""
+        if not self.describe.threads.fixed_at_startup or threads == self.handle.threads:
+            return ""
+        if self.restart is None:
+            return (
+                f"{self.handle.name} sizes its thread pools at start-up and was not started "
+                f"by the collector; start it with FWBENCH_THREADS={threads}"
+            )
+        self.handle.stop()
+        self.handle = self.restart(threads)
+        self.describe = self.handle.client.describe()
+        return ""
 
 
 @dataclass
@@ -71,6 +90,15 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
         for cell in item.cells:
             index = ctx.next_index
             ctx.next_index += 1
+            if not crashed and not cell.unsupported_reason:
+                try:
+                    reason = item.ensure_threads(cell.threads)
+                except Exception as error:  # noqa: BLE001 (a failed restart fails the rest)
+                    crashed = f"restarting {item.handle.name} with {cell.threads} threads failed"
+                    crashed += f": {error}"
+                    reason = ""
+                if reason:
+                    cell = dataclasses.replace(cell, unsupported_reason=reason)
             identity = identity_columns(
                 ctx.run_id,
                 index,
@@ -126,6 +154,7 @@ def _request(cell: Cell, run_id: str, ctx: RunContext) -> agent_pb2.RunRequest:
         params=dict(cell.params),
         threads=cell.threads,
         seed=ctx.selection.seed,
+        mode=cell.mode,
         **loop_request(ctx.selection.loop),  # type: ignore[arg-type]
     )
 

@@ -9,7 +9,9 @@ from typing import Any
 
 import pandas as pd
 
-SCHEMA_VERSION = 1
+# 2 (fwbench 0.2): settings, items_per_sample and the accuracy columns; version 1 rows load
+# with those columns empty.
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "failed", "unsupported", "cancelled")
 
 
@@ -40,16 +42,27 @@ COLUMNS: tuple[Column, ...] = (
     Column("usable_cores", "Int64", "CPU cores in the agent's affinity mask"),
     Column("in_container", "boolean", "Whether the agent ran inside a container"),
     Column("workload", "string", "Catalogue workload name"),
-    Column("kind", "string", "op or model"),
+    Column("kind", "string", "op, model or accuracy"),
     Column("phase", "string", "train (forward, backward, optimizer step) or infer"),
     Column("batch_size", "Int64", "Items per step"),
     Column("dtype", "string", "Data type actually used"),
-    Column("mode", "string", "Execution mode (eager, compile, graph, xla, jit)"),
+    Column(
+        "mode",
+        "string",
+        "Execution mode actually used (torch eager/compile, tensorflow function/xla/eager, "
+        "jax jit); on rows that did not run, the mode asked for (empty = agent default)",
+    ),
     Column("layout", "string", "Data layout (NCHW, NHWC) where it applies"),
     Column("intra_op_threads", "Int64", "Intra-op threads in effect"),
     Column("inter_op_threads", "Int64", "Inter-op threads in effect"),
     Column("threads_requested", "Int64", "Intra-op threads requested, 0 = agent default"),
     Column("params", "string", "JSON object of the workload's shape parameters"),
+    Column(
+        "settings",
+        "string",
+        "JSON object of framework facts that decide fairness, as the agent reports them "
+        "(oneDNN on/off, TF32, autocast or dtype policy, compiler backend, XLA)",
+    ),
     Column("seed", "Int64", "Seed of synthetic inputs and weights"),
     Column("n", "Int64", "Number of timed samples"),
     Column("median_seconds", "Float64", "Median step time"),
@@ -60,7 +73,12 @@ COLUMNS: tuple[Column, ...] = (
     Column("p5_seconds", "Float64", "5th percentile of step time"),
     Column("p95_seconds", "Float64", "95th percentile of step time"),
     Column("cv", "Float64", "Coefficient of variation (stdev / mean)"),
-    Column("items_per_second", "Float64", "batch_size / median_seconds"),
+    Column(
+        "items_per_sample",
+        "Int64",
+        "Items one sample covers: batch_size for a step; a whole epoch for accuracy workloads",
+    ),
+    Column("items_per_second", "Float64", "items_per_sample / median_seconds"),
     Column("flops_per_item", "Float64", "FLOPs of one item for this phase (catalogue formula)"),
     Column("gflops_per_second", "Float64", "Achieved GFLOP/s at the median step time"),
     Column("first_iteration_seconds", "Float64", "First step, timed alone (set-up, compile)"),
@@ -68,6 +86,22 @@ COLUMNS: tuple[Column, ...] = (
     Column("warmup_iterations", "Int64", "Discarded iterations after the first"),
     Column("measure_started_at", "datetime64[ns, UTC]", "Wall-clock start of the timed loop"),
     Column("measure_ended_at", "datetime64[ns, UTC]", "Wall-clock end of the timed loop"),
+    Column("target_accuracy", "Float64", "Accuracy workloads: target validation accuracy"),
+    Column("reached_target", "boolean", "Accuracy workloads: whether the target was reached"),
+    Column(
+        "time_to_target_seconds",
+        "Float64",
+        "Accuracy workloads: training time (evaluation excluded, epoch 1 included) to target",
+    ),
+    Column("epochs_to_target", "Int64", "Accuracy workloads: epoch that reached the target"),
+    Column("epochs", "Int64", "Accuracy workloads: epochs run"),
+    Column("final_accuracy", "Float64", "Accuracy workloads: validation accuracy at the end"),
+    Column(
+        "accuracy_history",
+        "string",
+        "Accuracy workloads: JSON list of {epoch, train_seconds, eval_seconds, "
+        "validation_accuracy}",
+    ),
     Column("status", "string", "ok, failed, unsupported or cancelled"),
     Column("error_code", "string", "gRPC status code name when not ok"),
     Column("error", "string", "One-line reason when not ok"),

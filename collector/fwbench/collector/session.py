@@ -13,7 +13,7 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,6 +106,21 @@ def launch_all(
     return handles
 
 
+def _restarter(
+    manifest: AgentManifest, log_dir: Path, console: Console, options: RunOptions
+) -> Callable[[int], AgentHandle]:
+    def restart(threads: int) -> AgentHandle:
+        return start_local(
+            manifest,
+            log_dir,
+            report=console.print,
+            timeout_seconds=options.start_timeout_seconds,
+            threads=threads,
+        )
+
+    return restart
+
+
 def host_metadata() -> dict[str, Any]:
     return {
         "hostname": socket.gethostname(),
@@ -136,14 +151,19 @@ def execute_run(
     except BaseException:
         shutil.rmtree(log_dir, ignore_errors=True)  # failures carry the log's last line
         raise
+    work: list[AgentWork] = []
     try:
-        work = [AgentWork(h, h.client.describe(), []) for h in handles]
+        for handle in handles:
+            restart = None
+            if handle.manifest is not None:
+                restart = _restarter(handle.manifest, log_dir, console, options)
+            work.append(AgentWork(handle, handle.client.describe(), [], restart))
         for item in work:
             item.cells = plan_cells(item.handle.name, item.describe, catalogue, selection)
         return _measure(run_id, out_dir, work, options, selection, catalogue, console)
     finally:
-        for handle in handles:
-            handle.stop()
+        for handle in [*handles, *(item.handle for item in work)]:
+            handle.stop()  # idempotent; restarted instances are in `work`
         if out_dir.exists():
             _keep_logs(log_dir, out_dir)
         else:

@@ -18,6 +18,7 @@ from typing import Any
 
 PHASES = ("train", "infer")
 DTYPES = ("float32", "float16", "bfloat16", "float64")
+KINDS = ("op", "model", "accuracy")
 _CATALOGUE_FILE = "workloads.toml"
 SUPPORTED_SCHEMA_VERSION = 1
 
@@ -91,13 +92,14 @@ def evaluate_expression(expression: str, names: Mapping[str, int]) -> float:
 @dataclass(frozen=True)
 class WorkloadDef:
     name: str
-    kind: str  # "op" or "model"
+    kind: str  # "op", "model" or "accuracy"
     description: str
     item: str  # what one item of a batch is
     phases: tuple[str, ...]
     max_batch_size: int
     flops_forward: str
     params: Mapping[str, ParamSpec] = field(default_factory=dict)
+    model: str = ""  # kind "accuracy": the catalogue model that is trained
 
     def resolve_params(self, given: Mapping[str, int]) -> dict[str, int]:
         """All parameters with defaults filled in; raises CatalogueError on unknown names or
@@ -166,7 +168,12 @@ def _workload(name: str, raw: Mapping[str, Any]) -> WorkloadDef:
         max_batch_size=int(raw["max_batch_size"]),
         flops_forward=raw["flops_forward"],
         params=params,
+        model=raw.get("model", ""),
     )
+    if workload.kind not in KINDS:
+        raise CatalogueError(f"workload {name}: kind must be one of {KINDS}")
+    if (workload.kind == "accuracy") != bool(workload.model):
+        raise CatalogueError(f"workload {name}: 'model' is required for, and only for, accuracy")
     workload.forward_flops_per_item({})  # fails now, not mid-run, on a bad expression
     return workload
 

@@ -76,6 +76,10 @@ class PluginDescription:
     intra_op_threads: int
     inter_op_threads: int
     capabilities: Mapping[str, Capability]  # keyed by catalogue workload name
+    # True when the framework sizes its thread pools once, at start-up (TensorFlow, XLA): a
+    # different thread count then needs a new agent process started with FWBENCH_THREADS=N,
+    # and build() raises UnsupportedWorkload for any other nonzero `WorkloadSpec.threads`.
+    threads_fixed_at_startup: bool = False
 
 
 @runtime_checkable

@@ -10,17 +10,26 @@ import os
 import queue
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import grpc
 
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
+from fwbench.runtime.accuracy import DATASET, OPTIMIZER, AccuracyRun, train_to_accuracy
 from fwbench.runtime.errors import status_for
 from fwbench.runtime.hostinfo import environment_switches, host_info
 from fwbench.runtime.metrics import AgentMetrics
-from fwbench.runtime.plugin import FrameworkPlugin, PluginDescription, WorkloadSpec
+from fwbench.runtime.plugin import (
+    Capability,
+    FrameworkPlugin,
+    PluginDescription,
+    Settings,
+    UnsupportedWorkload,
+    WorkloadSpec,
+)
+from fwbench.runtime.reference import ReferencePlugin
 from fwbench.runtime.requests import loop_plan, workload_spec
 from fwbench.runtime.timing import LoopPlan, Measurement, measure
 from fwbench.spec import SPEC_VERSION, Catalogue
@@ -52,6 +61,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._plugin = plugin
         self._catalogue = catalogue
         self._description: PluginDescription = plugin.describe()
+        self._capabilities = capabilities(plugin, self._description, catalogue)
         self._identity = identity
         self._metrics = metrics
         self._host = host_info()
@@ -80,7 +90,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             ],
             host=self._host,
             threads=agent_pb2.ThreadSettings(
-                intra_op_threads=d.intra_op_threads, inter_op_threads=d.inter_op_threads
+                intra_op_threads=d.intra_op_threads,
+                inter_op_threads=d.inter_op_threads,
+                fixed_at_startup=d.threads_fixed_at_startup,
             ),
             workloads=self._workload_support(),
             metrics_port=self.metrics_port,
@@ -89,7 +101,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
     def _workload_support(self) -> list[agent_pb2.WorkloadSupport]:
         supported = []
-        for name, capability in self._description.capabilities.items():
+        for name, capability in self._capabilities.items():
             workload = self._catalogue.get(name)
             supported.append(
                 agent_pb2.WorkloadSupport(
@@ -117,7 +129,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> Iterator[agent_pb2.RunResponse]:
         run_id = request.run_id or uuid.uuid4().hex
         try:
-            spec = workload_spec(request, self._catalogue, dict(self._description.capabilities))
+            spec = workload_spec(request, self._catalogue, self._capabilities)
             plan = loop_plan(request, self._catalogue)
         except Exception as error:  # noqa: BLE001 (mapped to a status, never swallowed)
             self._metrics.runs.labels(status="refused").inc()
@@ -170,14 +182,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
         self._metrics.running.set(1)
         try:
-            result = measure(
-                lambda: self._plugin.build(spec),
-                self._plugin.synchronize,
-                plan,
-                active.cancel,
-                on_progress,
-            )
-            events.put(_result_message(active.run_id, spec, result))
+            events.put(self._measure(spec, plan, active, on_progress))
             self._metrics.runs.labels(status="ok").inc()
         except BaseException as error:  # noqa: BLE001 (reported to the client as a status)
             code, _ = status_for(error)
@@ -187,6 +192,24 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             self._metrics.running.set(0)
             self._active = None
             self._busy.release()
+
+    def _measure(
+        self,
+        spec: WorkloadSpec,
+        plan: LoopPlan,
+        active: _ActiveRun,
+        on_progress: Callable[[str, int], None],
+    ) -> agent_pb2.RunResult:
+        if spec.workload.kind != "accuracy":
+            build = lambda: self._plugin.build(spec)  # noqa: E731
+            result = measure(build, self._plugin.synchronize, plan, active.cancel, on_progress)
+            return _result_message(active.run_id, spec, result)
+        if not isinstance(self._plugin, ReferencePlugin):  # capabilities() already excludes it
+            raise UnsupportedWorkload(f"{spec.workload.name} needs a ReferencePlugin")
+        run = train_to_accuracy(
+            self._plugin, spec, self._plugin.synchronize, active.cancel, on_progress
+        )
+        return _accuracy_message(active.run_id, spec, run)
 
     def Cancel(  # noqa: N802
         self, request: agent_pb2.CancelRequest, context: grpc.ServicerContext
@@ -203,24 +226,80 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._executor.shutdown(wait=False, cancel_futures=True)
 
 
+def capabilities(
+    plugin: FrameworkPlugin, description: PluginDescription, catalogue: Catalogue
+) -> dict[str, Capability]:
+    """The plugin's own capabilities, plus every accuracy workload whose model it runs, when it
+    also implements ReferencePlugin (the runtime drives those; same dtypes and modes as the
+    model's training step)."""
+    result = dict(description.capabilities)
+    if isinstance(plugin, ReferencePlugin):
+        for name, workload in catalogue.workloads.items():
+            model = result.get(workload.model)
+            if workload.kind == "accuracy" and model is not None and "train" in model.phases:
+                result[name] = Capability(("train",), model.dtypes, model.modes)
+    return result
+
+
+def _settings_message(spec: WorkloadSpec, s: Settings) -> agent_pb2.EffectiveSettings:
+    return agent_pb2.EffectiveSettings(
+        dtype=DTYPE_VALUES[s.dtype],
+        intra_op_threads=s.intra_op_threads,
+        inter_op_threads=s.inter_op_threads,
+        mode=s.mode,
+        layout=s.layout,
+        device=s.device,
+        params=dict(spec.params),
+        extra=dict(s.extra),
+    )
+
+
 def _result_message(run_id: str, spec: WorkloadSpec, m: Measurement) -> agent_pb2.RunResult:
-    s = m.built.settings
     return agent_pb2.RunResult(
         run_id=run_id,
         sample_nanoseconds=m.samples_ns,
         first_iteration_nanoseconds=m.first_iteration_ns,
         build_nanoseconds=m.build_ns,
         warmup_iterations=m.warmup_iterations,
-        settings=agent_pb2.EffectiveSettings(
-            dtype=DTYPE_VALUES[s.dtype],
-            intra_op_threads=s.intra_op_threads,
-            inter_op_threads=s.inter_op_threads,
-            mode=s.mode,
-            layout=s.layout,
-            device=s.device,
-            params=dict(spec.params),
-            extra=dict(s.extra),
-        ),
+        settings=_settings_message(spec, m.built.settings),
         measure_started_unix_nanoseconds=m.measure_started_unix_ns,
         measure_ended_unix_nanoseconds=m.measure_ended_unix_ns,
+    )
+
+
+def _accuracy_message(run_id: str, spec: WorkloadSpec, run: AccuracyRun) -> agent_pb2.RunResult:
+    """Epoch 1 is the first iteration; later epochs are the samples."""
+    epochs = run.epochs
+    return agent_pb2.RunResult(
+        run_id=run_id,
+        sample_nanoseconds=[e.train_ns for e in epochs[1:]],
+        first_iteration_nanoseconds=epochs[0].train_ns if epochs else 0,
+        build_nanoseconds=run.build_ns,
+        warmup_iterations=0,
+        settings=_settings_message(spec, run.settings),
+        measure_started_unix_nanoseconds=run.measure_started_unix_ns,
+        measure_ended_unix_nanoseconds=run.measure_ended_unix_ns,
+        items_per_sample=run.items_per_epoch,
+        accuracy=agent_pb2.AccuracyResult(
+            target_accuracy=run.target_accuracy,
+            reached=bool(run.reached_at),
+            time_to_target_nanoseconds=run.time_to_target_ns,
+            epochs_to_target=run.reached_at,
+            epochs=len(epochs),
+            final_accuracy=epochs[-1].validation_accuracy if epochs else 0.0,
+            train_examples=run.train_examples,
+            validation_examples=run.validation_examples,
+            dataset=DATASET,
+            learning_rate=OPTIMIZER.learning_rate,
+            momentum=OPTIMIZER.momentum,
+            history=[
+                agent_pb2.EpochRecord(
+                    epoch=e.epoch,
+                    train_nanoseconds=e.train_ns,
+                    eval_nanoseconds=e.eval_ns,
+                    validation_accuracy=e.validation_accuracy,
+                )
+                for e in epochs
+            ],
+        ),
     )

@@ -408,19 +408,46 @@ class EfficientNet(nn.Module):
 # ---------------------------------------------------------------------------------------- LSTM
 
 
+class SingleBiasLSTM(nn.Module):
+    """One-layer, batch-first LSTM with one bias vector, as Keras and Flax build it.
+
+    ``nn.LSTM`` carries two (``bias_ih`` and ``bias_hh``, the cuDNN convention), which gives it
+    4*hidden more parameters than the same layer in TensorFlow or JAX. This module keeps one
+    trainable bias and passes a zero, non-trainable second bias to the same ATen kernel
+    (``torch.lstm``) that ``nn.LSTM`` calls, so speed is unchanged and parameter counts agree.
+    Gate order is input, forget, cell, output.
+    """
+
+    def __init__(self, input_size: int, hidden_size: int) -> None:
+        super().__init__()
+        self.hidden_size = hidden_size
+        bound = hidden_size**-0.5  # nn.LSTM's default initialisation
+        self.weight_ih_l0 = nn.Parameter(torch.empty(4 * hidden_size, input_size))
+        self.weight_hh_l0 = nn.Parameter(torch.empty(4 * hidden_size, hidden_size))
+        self.bias_l0 = nn.Parameter(torch.empty(4 * hidden_size))
+        for weight in (self.weight_ih_l0, self.weight_hh_l0, self.bias_l0):
+            nn.init.uniform_(weight, -bound, bound)
+        self.register_buffer("zero_bias", torch.zeros(4 * hidden_size), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Returns the last time step's hidden state, shape (batch, hidden)."""
+        zeros = x.new_zeros(1, x.shape[0], self.hidden_size)
+        weights = [self.weight_ih_l0, self.weight_hh_l0, self.bias_l0, self.zero_bias]
+        _, h_n, _ = torch.lstm(x, (zeros, zeros), weights, True, 1, 0.0, self.training, False, True)
+        return h_n[-1]
+
+
 class LSTMClassifier(nn.Module):
     """IMDB-style sentiment model: embedding -> one-layer LSTM -> last hidden state -> linear."""
 
     def __init__(self, num_classes: int = 2):
         super().__init__()
         self.embedding = nn.Embedding(LSTM_VOCAB_SIZE, LSTM_EMBED_DIM)
-        self.lstm = nn.LSTM(LSTM_EMBED_DIM, LSTM_HIDDEN_SIZE, batch_first=True)
+        self.lstm = SingleBiasLSTM(LSTM_EMBED_DIM, LSTM_HIDDEN_SIZE)
         self.fc = nn.Linear(LSTM_HIDDEN_SIZE, num_classes)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        # h_n[-1] is the last time step's hidden state (one layer, unidirectional, no padding).
-        _, (h_n, _) = self.lstm(self.embedding(tokens))
-        return self.fc(h_n[-1])
+        return self.fc(self.lstm(self.embedding(tokens)))
 
 
 # ------------------------------------------------------------------------------------ public API

@@ -32,6 +32,13 @@ def _train_step(
     return step
 
 
+Wrap = Callable[[Callable[..., torch.Tensor]], Callable[..., torch.Tensor]]
+
+
+def _eager(fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    return fn
+
+
 def build_gemm(
     batch: int,
     params: Mapping[str, int],
@@ -39,15 +46,17 @@ def build_gemm(
     device: torch.device,
     generator: torch.Generator,
     train: bool,
+    wrap: Wrap = _eager,
 ) -> Callable[[], object]:
     m, n, k = params["m"], params["n"], params["k"]
     lead = (batch,) if batch > 1 else ()
     a = _randn((*lead, m, k), dtype, device, generator, train)
     b = _randn((*lead, k, n), dtype, device, generator, train)
+    matmul = wrap(lambda x, y: torch.matmul(x, y))
     if not train:
-        return lambda: torch.matmul(a, b)
+        return lambda: matmul(a, b)
     grad = torch.ones((*lead, m, n), dtype=dtype, device=device)
-    return _train_step(lambda: torch.matmul(a, b), (a, b), grad)
+    return _train_step(lambda: matmul(a, b), (a, b), grad)
 
 
 def build_conv2d(
@@ -57,6 +66,7 @@ def build_conv2d(
     device: torch.device,
     generator: torch.Generator,
     train: bool,
+    wrap: Wrap = _eager,
 ) -> Callable[[], object]:
     k = params["kernel"]
     x = _randn(
@@ -70,8 +80,10 @@ def build_conv2d(
         (params["channels_out"], params["channels_in"], k, k), dtype, device, generator, train
     )
 
+    conv = wrap(lambda x, w: torch.nn.functional.conv2d(x, w, padding=k // 2))
+
     def forward() -> torch.Tensor:
-        return torch.nn.functional.conv2d(x, w, padding=k // 2)
+        return conv(x, w)
 
     if not train:
         return forward

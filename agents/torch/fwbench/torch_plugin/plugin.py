@@ -1,12 +1,18 @@
-"""TorchPlugin: the PyTorch framework plugin (eager mode), on CPU or the first CUDA device."""
+"""TorchPlugin: the PyTorch framework plugin, on CPU or the first CUDA device.
+
+Modes: "eager" (the default) and "compile" (``torch.compile`` with the inductor backend, its
+default mode). Compilation happens lazily on the first call, so it lands in the first-iteration
+figure, never in the steady-state samples."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+import numpy as np
 import torch
+from torch import nn
 
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.plugin import (
@@ -18,7 +24,8 @@ from fwbench.runtime.plugin import (
     UnsupportedWorkload,
     WorkloadSpec,
 )
-from fwbench.torch_plugin import models
+from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec
+from fwbench.torch_plugin import models, reference
 from fwbench.torch_plugin.ops import build_conv2d, build_gemm
 
 PLUGIN_VERSION = "0.1.0"
@@ -29,8 +36,24 @@ _DTYPES = {
     "float64": torch.float64,
 }
 _OPS = {"gemm": build_gemm, "conv2d": build_conv2d}
+MODES = ("eager", "compile")
 # Variables that change what torch does; reported when set.
-_TORCH_VARIABLES = ("TORCH_NUM_THREADS", "ATEN_CPU_CAPABILITY", "TORCH_CUDNN_V8_API_ENABLED")
+_TORCH_VARIABLES = (
+    "FWBENCH_THREADS",
+    "OMP_NUM_THREADS",
+    "TORCH_NUM_THREADS",
+    "ATEN_CPU_CAPABILITY",
+    "TORCH_CUDNN_V8_API_ENABLED",
+)
+
+
+def wrapper(mode: str) -> Callable[[Callable[..., torch.Tensor]], Callable[..., torch.Tensor]]:
+    """Identity in eager mode; torch.compile (inductor, default mode) in compile mode. Dynamo's
+    caches are reset first so that one agent can compile many workloads in a row."""
+    if mode == "eager":
+        return lambda fn: fn
+    torch._dynamo.reset()
+    return lambda fn: torch.compile(fn)  # type: ignore[return-value]
 
 
 def torch_libraries() -> dict[str, str]:
@@ -71,11 +94,14 @@ def select_device(requested: str) -> torch.device:
 class TorchPlugin:
     def __init__(self) -> None:
         self.device = select_device(os.environ.get("FWBENCH_DEVICE", "auto"))
+        threads = int(os.environ.get("FWBENCH_THREADS", "0") or 0)
+        if threads:
+            torch.set_num_threads(threads)
 
     def describe(self) -> PluginDescription:
         cuda = self.device.type == "cuda"
         dtypes = ("float32", "float16", "bfloat16") if cuda else ("float32", "bfloat16", "float64")
-        capability = Capability(phases=("train", "infer"), dtypes=dtypes, modes=("eager",))
+        capability = Capability(phases=("train", "infer"), dtypes=dtypes, modes=MODES)
         names = (*_OPS, *models.MODEL_NAMES)
         return PluginDescription(
             framework="torch",
@@ -107,7 +133,15 @@ class TorchPlugin:
         train = spec.phase == "train"
         name = spec.workload.name
         if name in _OPS:
-            step = _OPS[name](spec.batch_size, spec.params, dtype, self.device, generator, train)
+            step = _OPS[name](
+                spec.batch_size,
+                spec.params,
+                dtype,
+                self.device,
+                generator,
+                train,
+                wrapper(spec.mode),
+            )
         elif name in models.MODEL_NAMES:
             step = self._model_step(spec, dtype, generator, train)
         else:
@@ -119,6 +153,7 @@ class TorchPlugin:
     ) -> Callable[[], object]:
         name = spec.workload.name
         model = models.build_model(name).to(device=self.device, dtype=dtype)
+        forward = wrapper(spec.mode)(model)
         inputs, labels = models.example_batch(
             name,
             spec.batch_size,
@@ -133,7 +168,7 @@ class TorchPlugin:
 
             def infer() -> object:
                 with torch.inference_mode():
-                    return model(inputs)
+                    return forward(inputs)
 
             return infer
         model.train()
@@ -142,7 +177,7 @@ class TorchPlugin:
 
         def train_step() -> object:
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(inputs), labels)
+            loss = loss_fn(forward(inputs), labels)
             loss.backward()
             optimizer.step()
             return loss
@@ -151,6 +186,9 @@ class TorchPlugin:
 
     def _settings(self, spec: WorkloadSpec, name: str) -> Settings:
         extra = {"mkldnn_enabled": str(torch.backends.mkldnn.enabled)}
+        if spec.mode == "compile":
+            extra["compile_backend"] = "inductor"
+            extra["compile_mode"] = "default"
         if self.device.type == "cuda":
             extra["tf32_matmul"] = str(torch.backends.cuda.matmul.allow_tf32)
             extra["tf32_cudnn"] = str(torch.backends.cudnn.allow_tf32)
@@ -163,6 +201,34 @@ class TorchPlugin:
             layout="NCHW" if image_like else "",
             device=str(self.device),
             extra=extra,
+        )
+
+    # ReferencePlugin: canonical weights are the state_dict, on CPU in float32.
+
+    def canonical_weights(self, model: str, seed: int) -> dict[str, np.ndarray]:
+        return reference.canonical_weights(model, seed)
+
+    def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
+        return reference.equivalence(case)
+
+    def trainer(
+        self,
+        model: str,
+        weights: Mapping[str, np.ndarray],
+        optimizer: OptimizerSpec,
+        spec: WorkloadSpec,
+    ) -> reference.TorchTrainer:
+        if spec.threads:
+            torch.set_num_threads(spec.threads)
+        torch.manual_seed(spec.seed)
+        module: nn.Module = reference.load(model, weights)
+        return reference.TorchTrainer(
+            module,
+            optimizer,
+            self.device,
+            _DTYPES[spec.dtype],
+            wrapper(spec.mode),
+            self._settings(spec, model),
         )
 
     def synchronize(self, output: object) -> None:

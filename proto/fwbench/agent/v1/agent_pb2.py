@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x66wbench/agent/v1/agent.proto\x12\x10\x66wbench.agent.v1\"\x11\n\x0f\x44\x65scribeRequest\"\xb2\x04\n\x10\x44\x65scribeResponse\x12\x14\n\x0cspec_version\x18\x01 \x01(\t\x12\x31\n\x08identity\x18\x02 \x01(\x0b\x32\x1f.fwbench.agent.v1.AgentIdentity\x12\x44\n\tlibraries\x18\x03 \x03(\x0b\x32\x31.fwbench.agent.v1.DescribeResponse.LibrariesEntry\x12H\n\x0b\x65nvironment\x18\x04 \x03(\x0b\x32\x33.fwbench.agent.v1.DescribeResponse.EnvironmentEntry\x12)\n\x07\x64\x65vices\x18\x05 \x03(\x0b\x32\x18.fwbench.agent.v1.Device\x12(\n\x04host\x18\x06 \x01(\x0b\x32\x1a.fwbench.agent.v1.HostInfo\x12\x31\n\x07threads\x18\x07 \x01(\x0b\x32 .fwbench.agent.v1.ThreadSettings\x12\x34\n\tworkloads\x18\x08 \x03(\x0b\x32!.fwbench.agent.v1.WorkloadSupport\x12\x14\n\x0cmetrics_port\x18\t \x01(\r\x12\x0b\n\x03pid\x18\n \x01(\r\x1a\x30\n\x0eLibrariesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x45nvironmentEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa5\x01\n\rAgentIdentity\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tframework\x18\x02 \x01(\t\x12\x19\n\x11\x66ramework_version\x18\x03 \x01(\t\x12\x0f\n\x07variant\x18\x04 \x01(\t\x12\x16\n\x0eplugin_version\x18\x05 \x01(\t\x12\x17\n\x0fruntime_version\x18\x06 \x01(\t\x12\x16\n\x0epython_version\x18\x07 \x01(\t\"m\n\x06\x44\x65vice\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.fwbench.agent.v1.DeviceKind\x12\r\n\x05index\x18\x02 \x01(\r\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x1a\n\x12memory_total_bytes\x18\x04 \x01(\x04\"\xc8\x01\n\x08HostInfo\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x11\n\tcpu_model\x18\x02 \x01(\t\x12\x15\n\rlogical_cores\x18\x03 \x01(\r\x12\x16\n\x0ephysical_cores\x18\x04 \x01(\r\x12\x14\n\x0cusable_cores\x18\x05 \x01(\r\x12\x1a\n\x12memory_total_bytes\x18\x06 \x01(\x04\x12\n\n\x02os\x18\x07 \x01(\t\x12\x14\n\x0c\x63pu_governor\x18\x08 \x01(\t\x12\x14\n\x0cin_container\x18\t \x01(\x08\"D\n\x0eThreadSettings\x12\x18\n\x10intra_op_threads\x18\x01 \x01(\r\x12\x18\n\x10inter_op_threads\x18\x02 \x01(\r\"\xc6\x01\n\x0fWorkloadSupport\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x06phases\x18\x02 \x03(\x0e\x32\x17.fwbench.agent.v1.Phase\x12\'\n\x06\x64types\x18\x03 \x03(\x0e\x32\x17.fwbench.agent.v1.DType\x12\r\n\x05modes\x18\x04 \x03(\t\x12\x16\n\x0emax_batch_size\x18\x05 \x01(\r\x12,\n\x06params\x18\x06 \x03(\x0b\x32\x1c.fwbench.agent.v1.ParamLimit\"l\n\nParamLimit\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rdefault_value\x18\x02 \x01(\x03\x12\x11\n\tmin_value\x18\x03 \x01(\x03\x12\x11\n\tmax_value\x18\x04 \x01(\x03\x12\x13\n\x0bmultiple_of\x18\x05 \x01(\x03\"\xb8\x03\n\nRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08workload\x18\x02 \x01(\t\x12&\n\x05phase\x18\x03 \x01(\x0e\x32\x17.fwbench.agent.v1.Phase\x12\x12\n\nbatch_size\x18\x04 \x01(\r\x12&\n\x05\x64type\x18\x05 \x01(\x0e\x32\x17.fwbench.agent.v1.DType\x12\x38\n\x06params\x18\x06 \x03(\x0b\x32(.fwbench.agent.v1.RunRequest.ParamsEntry\x12\x0f\n\x07threads\x18\x07 \x01(\r\x12\x1e\n\x11warmup_iterations\x18\x08 \x01(\rH\x00\x88\x01\x01\x12\x16\n\x0emin_iterations\x18\t \x01(\r\x12\x18\n\x0bmin_seconds\x18\n \x01(\x01H\x01\x88\x01\x01\x12\x16\n\x0emax_iterations\x18\x0b \x01(\r\x12\x0c\n\x04seed\x18\x0c \x01(\x04\x12\x0c\n\x04mode\x18\r \x01(\t\x1a-\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x42\x14\n\x12_warmup_iterationsB\x0e\n\x0c_min_seconds\"u\n\x0bRunResponse\x12.\n\x08progress\x18\x01 \x01(\x0b\x32\x1a.fwbench.agent.v1.ProgressH\x00\x12-\n\x06result\x18\x02 \x01(\x0b\x32\x1b.fwbench.agent.v1.RunResultH\x00\x42\x07\n\x05\x65vent\"t\n\x08Progress\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12&\n\x05stage\x18\x02 \x01(\x0e\x32\x17.fwbench.agent.v1.Stage\x12\x17\n\x0fiterations_done\x18\x03 \x01(\r\x12\x17\n\x0f\x65lapsed_seconds\x18\x04 \x01(\x01\"\x9b\x02\n\tRunResult\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x1a\n\x12sample_nanoseconds\x18\x02 \x03(\x03\x12#\n\x1b\x66irst_iteration_nanoseconds\x18\x03 \x01(\x03\x12\x19\n\x11\x62uild_nanoseconds\x18\x04 \x01(\x03\x12\x19\n\x11warmup_iterations\x18\x05 \x01(\r\x12\x35\n\x08settings\x18\x06 \x01(\x0b\x32#.fwbench.agent.v1.EffectiveSettings\x12(\n measure_started_unix_nanoseconds\x18\x07 \x01(\x03\x12&\n\x1emeasure_ended_unix_nanoseconds\x18\x08 \x01(\x03\"\xfa\x02\n\x11\x45\x66\x66\x65\x63tiveSettings\x12&\n\x05\x64type\x18\x01 \x01(\x0e\x32\x17.fwbench.agent.v1.DType\x12\x18\n\x10intra_op_threads\x18\x02 \x01(\r\x12\x18\n\x10inter_op_threads\x18\x03 \x01(\r\x12\x0c\n\x04mode\x18\x04 \x01(\t\x12\x0e\n\x06layout\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x06 \x01(\t\x12?\n\x06params\x18\x07 \x03(\x0b\x32/.fwbench.agent.v1.EffectiveSettings.ParamsEntry\x12=\n\x05\x65xtra\x18\x08 \x03(\x0b\x32..fwbench.agent.v1.EffectiveSettings.ExtraEntry\x1a-\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a,\n\nExtraEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x1f\n\rCancelRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"3\n\x0e\x43\x61ncelResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x08\x12\x0e\n\x06run_id\x18\x02 \x01(\t*@\n\x05Phase\x12\x15\n\x11PHASE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bPHASE_TRAIN\x10\x01\x12\x0f\n\x0bPHASE_INFER\x10\x02*k\n\x05\x44Type\x12\x15\n\x11\x44TYPE_UNSPECIFIED\x10\x00\x12\x11\n\rDTYPE_FLOAT32\x10\x01\x12\x11\n\rDTYPE_FLOAT16\x10\x02\x12\x12\n\x0e\x44TYPE_BFLOAT16\x10\x03\x12\x11\n\rDTYPE_FLOAT64\x10\x04*S\n\nDeviceKind\x12\x1b\n\x17\x44\x45VICE_KIND_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x44\x45VICE_KIND_CPU\x10\x01\x12\x13\n\x0f\x44\x45VICE_KIND_GPU\x10\x02*o\n\x05Stage\x12\x15\n\x11STAGE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bSTAGE_BUILD\x10\x01\x12\x19\n\x15STAGE_FIRST_ITERATION\x10\x02\x12\x10\n\x0cSTAGE_WARMUP\x10\x03\x12\x11\n\rSTAGE_MEASURE\x10\x04\x32\xf4\x01\n\x0c\x41gentService\x12Q\n\x08\x44\x65scribe\x12!.fwbench.agent.v1.DescribeRequest\x1a\".fwbench.agent.v1.DescribeResponse\x12\x44\n\x03Run\x12\x1c.fwbench.agent.v1.RunRequest\x1a\x1d.fwbench.agent.v1.RunResponse0\x01\x12K\n\x06\x43\x61ncel\x12\x1f.fwbench.agent.v1.CancelRequest\x1a .fwbench.agent.v1.CancelResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1c\x66wbench/agent/v1/agent.proto\x12\x10\x66wbench.agent.v1\"\x11\n\x0f\x44\x65scribeRequest\"\xb2\x04\n\x10\x44\x65scribeResponse\x12\x14\n\x0cspec_version\x18\x01 \x01(\t\x12\x31\n\x08identity\x18\x02 \x01(\x0b\x32\x1f.fwbench.agent.v1.AgentIdentity\x12\x44\n\tlibraries\x18\x03 \x03(\x0b\x32\x31.fwbench.agent.v1.DescribeResponse.LibrariesEntry\x12H\n\x0b\x65nvironment\x18\x04 \x03(\x0b\x32\x33.fwbench.agent.v1.DescribeResponse.EnvironmentEntry\x12)\n\x07\x64\x65vices\x18\x05 \x03(\x0b\x32\x18.fwbench.agent.v1.Device\x12(\n\x04host\x18\x06 \x01(\x0b\x32\x1a.fwbench.agent.v1.HostInfo\x12\x31\n\x07threads\x18\x07 \x01(\x0b\x32 .fwbench.agent.v1.ThreadSettings\x12\x34\n\tworkloads\x18\x08 \x03(\x0b\x32!.fwbench.agent.v1.WorkloadSupport\x12\x14\n\x0cmetrics_port\x18\t \x01(\r\x12\x0b\n\x03pid\x18\n \x01(\r\x1a\x30\n\x0eLibrariesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a\x32\n\x10\x45nvironmentEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xa5\x01\n\rAgentIdentity\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x11\n\tframework\x18\x02 \x01(\t\x12\x19\n\x11\x66ramework_version\x18\x03 \x01(\t\x12\x0f\n\x07variant\x18\x04 \x01(\t\x12\x16\n\x0eplugin_version\x18\x05 \x01(\t\x12\x17\n\x0fruntime_version\x18\x06 \x01(\t\x12\x16\n\x0epython_version\x18\x07 \x01(\t\"m\n\x06\x44\x65vice\x12*\n\x04kind\x18\x01 \x01(\x0e\x32\x1c.fwbench.agent.v1.DeviceKind\x12\r\n\x05index\x18\x02 \x01(\r\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x1a\n\x12memory_total_bytes\x18\x04 \x01(\x04\"\xc8\x01\n\x08HostInfo\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x11\n\tcpu_model\x18\x02 \x01(\t\x12\x15\n\rlogical_cores\x18\x03 \x01(\r\x12\x16\n\x0ephysical_cores\x18\x04 \x01(\r\x12\x14\n\x0cusable_cores\x18\x05 \x01(\r\x12\x1a\n\x12memory_total_bytes\x18\x06 \x01(\x04\x12\n\n\x02os\x18\x07 \x01(\t\x12\x14\n\x0c\x63pu_governor\x18\x08 \x01(\t\x12\x14\n\x0cin_container\x18\t \x01(\x08\"^\n\x0eThreadSettings\x12\x18\n\x10intra_op_threads\x18\x01 \x01(\r\x12\x18\n\x10inter_op_threads\x18\x02 \x01(\r\x12\x18\n\x10\x66ixed_at_startup\x18\x03 \x01(\x08\"\xc6\x01\n\x0fWorkloadSupport\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\'\n\x06phases\x18\x02 \x03(\x0e\x32\x17.fwbench.agent.v1.Phase\x12\'\n\x06\x64types\x18\x03 \x03(\x0e\x32\x17.fwbench.agent.v1.DType\x12\r\n\x05modes\x18\x04 \x03(\t\x12\x16\n\x0emax_batch_size\x18\x05 \x01(\r\x12,\n\x06params\x18\x06 \x03(\x0b\x32\x1c.fwbench.agent.v1.ParamLimit\"l\n\nParamLimit\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rdefault_value\x18\x02 \x01(\x03\x12\x11\n\tmin_value\x18\x03 \x01(\x03\x12\x11\n\tmax_value\x18\x04 \x01(\x03\x12\x13\n\x0bmultiple_of\x18\x05 \x01(\x03\"\xb8\x03\n\nRunRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x10\n\x08workload\x18\x02 \x01(\t\x12&\n\x05phase\x18\x03 \x01(\x0e\x32\x17.fwbench.agent.v1.Phase\x12\x12\n\nbatch_size\x18\x04 \x01(\r\x12&\n\x05\x64type\x18\x05 \x01(\x0e\x32\x17.fwbench.agent.v1.DType\x12\x38\n\x06params\x18\x06 \x03(\x0b\x32(.fwbench.agent.v1.RunRequest.ParamsEntry\x12\x0f\n\x07threads\x18\x07 \x01(\r\x12\x1e\n\x11warmup_iterations\x18\x08 \x01(\rH\x00\x88\x01\x01\x12\x16\n\x0emin_iterations\x18\t \x01(\r\x12\x18\n\x0bmin_seconds\x18\n \x01(\x01H\x01\x88\x01\x01\x12\x16\n\x0emax_iterations\x18\x0b \x01(\r\x12\x0c\n\x04seed\x18\x0c \x01(\x04\x12\x0c\n\x04mode\x18\r \x01(\t\x1a-\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x42\x14\n\x12_warmup_iterationsB\x0e\n\x0c_min_seconds\"u\n\x0bRunResponse\x12.\n\x08progress\x18\x01 \x01(\x0b\x32\x1a.fwbench.agent.v1.ProgressH\x00\x12-\n\x06result\x18\x02 \x01(\x0b\x32\x1b.fwbench.agent.v1.RunResultH\x00\x42\x07\n\x05\x65vent\"t\n\x08Progress\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12&\n\x05stage\x18\x02 \x01(\x0e\x32\x17.fwbench.agent.v1.Stage\x12\x17\n\x0fiterations_done\x18\x03 \x01(\r\x12\x17\n\x0f\x65lapsed_seconds\x18\x04 \x01(\x01\"\xe9\x02\n\tRunResult\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x1a\n\x12sample_nanoseconds\x18\x02 \x03(\x03\x12#\n\x1b\x66irst_iteration_nanoseconds\x18\x03 \x01(\x03\x12\x19\n\x11\x62uild_nanoseconds\x18\x04 \x01(\x03\x12\x19\n\x11warmup_iterations\x18\x05 \x01(\r\x12\x35\n\x08settings\x18\x06 \x01(\x0b\x32#.fwbench.agent.v1.EffectiveSettings\x12(\n measure_started_unix_nanoseconds\x18\x07 \x01(\x03\x12&\n\x1emeasure_ended_unix_nanoseconds\x18\x08 \x01(\x03\x12\x18\n\x10items_per_sample\x18\t \x01(\x04\x12\x32\n\x08\x61\x63\x63uracy\x18\n \x01(\x0b\x32 .fwbench.agent.v1.AccuracyResult\"\xbf\x02\n\x0e\x41\x63\x63uracyResult\x12\x17\n\x0ftarget_accuracy\x18\x01 \x01(\x01\x12\x0f\n\x07reached\x18\x02 \x01(\x08\x12\"\n\x1atime_to_target_nanoseconds\x18\x03 \x01(\x03\x12\x18\n\x10\x65pochs_to_target\x18\x04 \x01(\r\x12\x0e\n\x06\x65pochs\x18\x05 \x01(\r\x12\x16\n\x0e\x66inal_accuracy\x18\x06 \x01(\x01\x12\x16\n\x0etrain_examples\x18\x07 \x01(\r\x12\x1b\n\x13validation_examples\x18\x08 \x01(\r\x12\x0f\n\x07\x64\x61taset\x18\t \x01(\t\x12\x15\n\rlearning_rate\x18\n \x01(\x01\x12\x10\n\x08momentum\x18\x0b \x01(\x01\x12.\n\x07history\x18\x0c \x03(\x0b\x32\x1d.fwbench.agent.v1.EpochRecord\"n\n\x0b\x45pochRecord\x12\r\n\x05\x65poch\x18\x01 \x01(\r\x12\x19\n\x11train_nanoseconds\x18\x02 \x01(\x03\x12\x18\n\x10\x65val_nanoseconds\x18\x03 \x01(\x03\x12\x1b\n\x13validation_accuracy\x18\x04 \x01(\x01\"\xfa\x02\n\x11\x45\x66\x66\x65\x63tiveSettings\x12&\n\x05\x64type\x18\x01 \x01(\x0e\x32\x17.fwbench.agent.v1.DType\x12\x18\n\x10intra_op_threads\x18\x02 \x01(\r\x12\x18\n\x10inter_op_threads\x18\x03 \x01(\r\x12\x0c\n\x04mode\x18\x04 \x01(\t\x12\x0e\n\x06layout\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x06 \x01(\t\x12?\n\x06params\x18\x07 \x03(\x0b\x32/.fwbench.agent.v1.EffectiveSettings.ParamsEntry\x12=\n\x05\x65xtra\x18\x08 \x03(\x0b\x32..fwbench.agent.v1.EffectiveSettings.ExtraEntry\x1a-\n\x0bParamsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\x1a,\n\nExtraEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x1f\n\rCancelRequest\x12\x0e\n\x06run_id\x18\x01 \x01(\t\"3\n\x0e\x43\x61ncelResponse\x12\x11\n\tcancelled\x18\x01 \x01(\x08\x12\x0e\n\x06run_id\x18\x02 \x01(\t*@\n\x05Phase\x12\x15\n\x11PHASE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bPHASE_TRAIN\x10\x01\x12\x0f\n\x0bPHASE_INFER\x10\x02*k\n\x05\x44Type\x12\x15\n\x11\x44TYPE_UNSPECIFIED\x10\x00\x12\x11\n\rDTYPE_FLOAT32\x10\x01\x12\x11\n\rDTYPE_FLOAT16\x10\x02\x12\x12\n\x0e\x44TYPE_BFLOAT16\x10\x03\x12\x11\n\rDTYPE_FLOAT64\x10\x04*S\n\nDeviceKind\x12\x1b\n\x17\x44\x45VICE_KIND_UNSPECIFIED\x10\x00\x12\x13\n\x0f\x44\x45VICE_KIND_CPU\x10\x01\x12\x13\n\x0f\x44\x45VICE_KIND_GPU\x10\x02*o\n\x05Stage\x12\x15\n\x11STAGE_UNSPECIFIED\x10\x00\x12\x0f\n\x0bSTAGE_BUILD\x10\x01\x12\x19\n\x15STAGE_FIRST_ITERATION\x10\x02\x12\x10\n\x0cSTAGE_WARMUP\x10\x03\x12\x11\n\rSTAGE_MEASURE\x10\x04\x32\xf4\x01\n\x0c\x41gentService\x12Q\n\x08\x44\x65scribe\x12!.fwbench.agent.v1.DescribeRequest\x1a\".fwbench.agent.v1.DescribeResponse\x12\x44\n\x03Run\x12\x1c.fwbench.agent.v1.RunRequest\x1a\x1d.fwbench.agent.v1.RunResponse0\x01\x12K\n\x06\x43\x61ncel\x12\x1f.fwbench.agent.v1.CancelRequest\x1a .fwbench.agent.v1.CancelResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -41,14 +41,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EFFECTIVESETTINGS_PARAMSENTRY']._serialized_options = b'8\001'
   _globals['_EFFECTIVESETTINGS_EXTRAENTRY']._loaded_options = None
   _globals['_EFFECTIVESETTINGS_EXTRAENTRY']._serialized_options = b'8\001'
-  _globals['_PHASE']._serialized_start=2930
-  _globals['_PHASE']._serialized_end=2994
-  _globals['_DTYPE']._serialized_start=2996
-  _globals['_DTYPE']._serialized_end=3103
-  _globals['_DEVICEKIND']._serialized_start=3105
-  _globals['_DEVICEKIND']._serialized_end=3188
-  _globals['_STAGE']._serialized_start=3190
-  _globals['_STAGE']._serialized_end=3301
+  _globals['_PHASE']._serialized_start=3468
+  _globals['_PHASE']._serialized_end=3532
+  _globals['_DTYPE']._serialized_start=3534
+  _globals['_DTYPE']._serialized_end=3641
+  _globals['_DEVICEKIND']._serialized_start=3643
+  _globals['_DEVICEKIND']._serialized_end=3726
+  _globals['_STAGE']._serialized_start=3728
+  _globals['_STAGE']._serialized_end=3839
   _globals['_DESCRIBEREQUEST']._serialized_start=50
   _globals['_DESCRIBEREQUEST']._serialized_end=67
   _globals['_DESCRIBERESPONSE']._serialized_start=70
@@ -64,31 +64,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_HOSTINFO']._serialized_start=914
   _globals['_HOSTINFO']._serialized_end=1114
   _globals['_THREADSETTINGS']._serialized_start=1116
-  _globals['_THREADSETTINGS']._serialized_end=1184
-  _globals['_WORKLOADSUPPORT']._serialized_start=1187
-  _globals['_WORKLOADSUPPORT']._serialized_end=1385
-  _globals['_PARAMLIMIT']._serialized_start=1387
-  _globals['_PARAMLIMIT']._serialized_end=1495
-  _globals['_RUNREQUEST']._serialized_start=1498
-  _globals['_RUNREQUEST']._serialized_end=1938
-  _globals['_RUNREQUEST_PARAMSENTRY']._serialized_start=1855
-  _globals['_RUNREQUEST_PARAMSENTRY']._serialized_end=1900
-  _globals['_RUNRESPONSE']._serialized_start=1940
-  _globals['_RUNRESPONSE']._serialized_end=2057
-  _globals['_PROGRESS']._serialized_start=2059
-  _globals['_PROGRESS']._serialized_end=2175
-  _globals['_RUNRESULT']._serialized_start=2178
-  _globals['_RUNRESULT']._serialized_end=2461
-  _globals['_EFFECTIVESETTINGS']._serialized_start=2464
-  _globals['_EFFECTIVESETTINGS']._serialized_end=2842
-  _globals['_EFFECTIVESETTINGS_PARAMSENTRY']._serialized_start=1855
-  _globals['_EFFECTIVESETTINGS_PARAMSENTRY']._serialized_end=1900
-  _globals['_EFFECTIVESETTINGS_EXTRAENTRY']._serialized_start=2798
-  _globals['_EFFECTIVESETTINGS_EXTRAENTRY']._serialized_end=2842
-  _globals['_CANCELREQUEST']._serialized_start=2844
-  _globals['_CANCELREQUEST']._serialized_end=2875
-  _globals['_CANCELRESPONSE']._serialized_start=2877
-  _globals['_CANCELRESPONSE']._serialized_end=2928
-  _globals['_AGENTSERVICE']._serialized_start=3304
-  _globals['_AGENTSERVICE']._serialized_end=3548
+  _globals['_THREADSETTINGS']._serialized_end=1210
+  _globals['_WORKLOADSUPPORT']._serialized_start=1213
+  _globals['_WORKLOADSUPPORT']._serialized_end=1411
+  _globals['_PARAMLIMIT']._serialized_start=1413
+  _globals['_PARAMLIMIT']._serialized_end=1521
+  _globals['_RUNREQUEST']._serialized_start=1524
+  _globals['_RUNREQUEST']._serialized_end=1964
+  _globals['_RUNREQUEST_PARAMSENTRY']._serialized_start=1881
+  _globals['_RUNREQUEST_PARAMSENTRY']._serialized_end=1926
+  _globals['_RUNRESPONSE']._serialized_start=1966
+  _globals['_RUNRESPONSE']._serialized_end=2083
+  _globals['_PROGRESS']._serialized_start=2085
+  _globals['_PROGRESS']._serialized_end=2201
+  _globals['_RUNRESULT']._serialized_start=2204
+  _globals['_RUNRESULT']._serialized_end=2565
+  _globals['_ACCURACYRESULT']._serialized_start=2568
+  _globals['_ACCURACYRESULT']._serialized_end=2887
+  _globals['_EPOCHRECORD']._serialized_start=2889
+  _globals['_EPOCHRECORD']._serialized_end=2999
+  _globals['_EFFECTIVESETTINGS']._serialized_start=3002
+  _globals['_EFFECTIVESETTINGS']._serialized_end=3380
+  _globals['_EFFECTIVESETTINGS_PARAMSENTRY']._serialized_start=1881
+  _globals['_EFFECTIVESETTINGS_PARAMSENTRY']._serialized_end=1926
+  _globals['_EFFECTIVESETTINGS_EXTRAENTRY']._serialized_start=3336
+  _globals['_EFFECTIVESETTINGS_EXTRAENTRY']._serialized_end=3380
+  _globals['_CANCELREQUEST']._serialized_start=3382
+  _globals['_CANCELREQUEST']._serialized_end=3413
+  _globals['_CANCELRESPONSE']._serialized_start=3415
+  _globals['_CANCELRESPONSE']._serialized_end=3466
+  _globals['_AGENTSERVICE']._serialized_start=3842
+  _globals['_AGENTSERVICE']._serialized_end=4086
 # @@protoc_insertion_point(module_scope)

@@ -146,12 +146,14 @@ class HostInfo(_message.Message):
     def __init__(self, hostname: _Optional[str] = ..., cpu_model: _Optional[str] = ..., logical_cores: _Optional[int] = ..., physical_cores: _Optional[int] = ..., usable_cores: _Optional[int] = ..., memory_total_bytes: _Optional[int] = ..., os: _Optional[str] = ..., cpu_governor: _Optional[str] = ..., in_container: bool = ...) -> None: ...
 
 class ThreadSettings(_message.Message):
-    __slots__ = ("intra_op_threads", "inter_op_threads")
+    __slots__ = ("intra_op_threads", "inter_op_threads", "fixed_at_startup")
     INTRA_OP_THREADS_FIELD_NUMBER: _ClassVar[int]
     INTER_OP_THREADS_FIELD_NUMBER: _ClassVar[int]
+    FIXED_AT_STARTUP_FIELD_NUMBER: _ClassVar[int]
     intra_op_threads: int
     inter_op_threads: int
-    def __init__(self, intra_op_threads: _Optional[int] = ..., inter_op_threads: _Optional[int] = ...) -> None: ...
+    fixed_at_startup: bool
+    def __init__(self, intra_op_threads: _Optional[int] = ..., inter_op_threads: _Optional[int] = ..., fixed_at_startup: bool = ...) -> None: ...
 
 class WorkloadSupport(_message.Message):
     __slots__ = ("name", "phases", "dtypes", "modes", "max_batch_size", "params")
@@ -241,7 +243,7 @@ class Progress(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., iterations_done: _Optional[int] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
 
 class RunResult(_message.Message):
-    __slots__ = ("run_id", "sample_nanoseconds", "first_iteration_nanoseconds", "build_nanoseconds", "warmup_iterations", "settings", "measure_started_unix_nanoseconds", "measure_ended_unix_nanoseconds")
+    __slots__ = ("run_id", "sample_nanoseconds", "first_iteration_nanoseconds", "build_nanoseconds", "warmup_iterations", "settings", "measure_started_unix_nanoseconds", "measure_ended_unix_nanoseconds", "items_per_sample", "accuracy")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
     FIRST_ITERATION_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -250,6 +252,8 @@ class RunResult(_message.Message):
     SETTINGS_FIELD_NUMBER: _ClassVar[int]
     MEASURE_STARTED_UNIX_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
     MEASURE_ENDED_UNIX_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_PER_SAMPLE_FIELD_NUMBER: _ClassVar[int]
+    ACCURACY_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     sample_nanoseconds: _containers.RepeatedScalarFieldContainer[int]
     first_iteration_nanoseconds: int
@@ -258,7 +262,49 @@ class RunResult(_message.Message):
     settings: EffectiveSettings
     measure_started_unix_nanoseconds: int
     measure_ended_unix_nanoseconds: int
-    def __init__(self, run_id: _Optional[str] = ..., sample_nanoseconds: _Optional[_Iterable[int]] = ..., first_iteration_nanoseconds: _Optional[int] = ..., build_nanoseconds: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., settings: _Optional[_Union[EffectiveSettings, _Mapping]] = ..., measure_started_unix_nanoseconds: _Optional[int] = ..., measure_ended_unix_nanoseconds: _Optional[int] = ...) -> None: ...
+    items_per_sample: int
+    accuracy: AccuracyResult
+    def __init__(self, run_id: _Optional[str] = ..., sample_nanoseconds: _Optional[_Iterable[int]] = ..., first_iteration_nanoseconds: _Optional[int] = ..., build_nanoseconds: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., settings: _Optional[_Union[EffectiveSettings, _Mapping]] = ..., measure_started_unix_nanoseconds: _Optional[int] = ..., measure_ended_unix_nanoseconds: _Optional[int] = ..., items_per_sample: _Optional[int] = ..., accuracy: _Optional[_Union[AccuracyResult, _Mapping]] = ...) -> None: ...
+
+class AccuracyResult(_message.Message):
+    __slots__ = ("target_accuracy", "reached", "time_to_target_nanoseconds", "epochs_to_target", "epochs", "final_accuracy", "train_examples", "validation_examples", "dataset", "learning_rate", "momentum", "history")
+    TARGET_ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    REACHED_FIELD_NUMBER: _ClassVar[int]
+    TIME_TO_TARGET_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_TO_TARGET_FIELD_NUMBER: _ClassVar[int]
+    EPOCHS_FIELD_NUMBER: _ClassVar[int]
+    FINAL_ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    TRAIN_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    VALIDATION_EXAMPLES_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    LEARNING_RATE_FIELD_NUMBER: _ClassVar[int]
+    MOMENTUM_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    target_accuracy: float
+    reached: bool
+    time_to_target_nanoseconds: int
+    epochs_to_target: int
+    epochs: int
+    final_accuracy: float
+    train_examples: int
+    validation_examples: int
+    dataset: str
+    learning_rate: float
+    momentum: float
+    history: _containers.RepeatedCompositeFieldContainer[EpochRecord]
+    def __init__(self, target_accuracy: _Optional[float] = ..., reached: bool = ..., time_to_target_nanoseconds: _Optional[int] = ..., epochs_to_target: _Optional[int] = ..., epochs: _Optional[int] = ..., final_accuracy: _Optional[float] = ..., train_examples: _Optional[int] = ..., validation_examples: _Optional[int] = ..., dataset: _Optional[str] = ..., learning_rate: _Optional[float] = ..., momentum: _Optional[float] = ..., history: _Optional[_Iterable[_Union[EpochRecord, _Mapping]]] = ...) -> None: ...
+
+class EpochRecord(_message.Message):
+    __slots__ = ("epoch", "train_nanoseconds", "eval_nanoseconds", "validation_accuracy")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    TRAIN_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    EVAL_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATION_ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    train_nanoseconds: int
+    eval_nanoseconds: int
+    validation_accuracy: float
+    def __init__(self, epoch: _Optional[int] = ..., train_nanoseconds: _Optional[int] = ..., eval_nanoseconds: _Optional[int] = ..., validation_accuracy: _Optional[float] = ...) -> None: ...
 
 class EffectiveSettings(_message.Message):
     __slots__ = ("dtype", "intra_op_threads", "inter_op_threads", "mode", "layout", "device", "params", "extra")

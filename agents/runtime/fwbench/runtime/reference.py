@@ -1,0 +1,116 @@
+"""The second, optional interface of a framework plugin: models as *reference* nets.
+
+Benchmarks only need `FrameworkPlugin`. Proving that the "same" model really is the same in
+every framework, and training one to a target accuracy on identical data, needs three more
+methods, declared here as `ReferencePlugin`. They all speak one framework-neutral currency:
+
+**Canonical weights** -- a ``dict[str, numpy.ndarray]`` keyed by the PyTorch ``state_dict``
+names of the catalogue models (``agents/torch/fwbench/torch_plugin/models.py``), float32, in
+PyTorch layouts:
+
+- convolution ``(out, in/groups, kh, kw)``; dense ``(out, in)``; biases ``(out,)``;
+- a dense layer fed by a flattened feature map (lenet ``classifier.0``, vgg16
+  ``classifier.0``) expects the features flattened in (C, H, W) order;
+- BatchNorm ``weight``, ``bias``, ``running_mean``, ``running_var`` (``num_batches_tracked`` is
+  not a weight and never appears);
+- embedding ``(vocab, dim)``;
+- LSTM with ONE bias vector (the Keras/Flax convention, which PyTorch reproduces with a zero
+  second bias): ``lstm.weight_ih_l0 (4H, in)``, ``lstm.weight_hh_l0 (4H, H)``,
+  ``lstm.bias_l0 (4H,)``, gates stacked in the order input, forget, cell, output.
+
+**Canonical inputs** -- images ``(batch, channels, height, width)`` float32 (NCHW, whatever
+layout the framework computes in), token ids ``(batch, seq_len)`` int64, labels ``(batch,)``
+int64.
+
+The loss is always mean softmax cross-entropy on logits; the optimizer is SGD with classical
+momentum (``v = momentum * v + grad; w -= lr * v``; no dampening, no weight decay, no Nesterov).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from fwbench.runtime.plugin import Settings, WorkloadSpec
+
+Weights = Mapping[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    learning_rate: float
+    momentum: float
+
+
+@dataclass(frozen=True)
+class EquivalenceCase:
+    """One model, one set of canonical weights, one batch.
+
+    The plugin builds `model` in float32 with every dropout rate at 0, loads `weights` (every
+    key must be used and every model variable assigned, else it raises), and then:
+
+    1. ``eval_logits``: the forward pass in inference mode (BatchNorm uses running stats);
+    2. ``loss_before``: the loss of a training-mode forward pass (BatchNorm uses the batch's
+       statistics) on the same batch;
+    3. one optimizer step (`optimizer`) from that loss's gradients on every trainable weight;
+    4. ``loss_after``: the training-mode loss on the same batch with the updated weights.
+    """
+
+    model: str
+    weights: Weights
+    inputs: np.ndarray
+    labels: np.ndarray
+    optimizer: OptimizerSpec
+
+
+@dataclass(frozen=True)
+class EquivalenceResult:
+    param_count: int  # trainable parameters (BatchNorm running statistics excluded)
+    eval_logits: np.ndarray  # (batch, classes) float32
+    loss_before: float
+    loss_after: float
+
+
+class Trainer(Protocol):
+    """A model being trained on host batches the runtime hands over, in the runtime's order."""
+
+    settings: Settings  # what the training steps actually run with
+
+    def train_step(self, images: np.ndarray, labels: np.ndarray) -> object:
+        """One optimizer step on this batch; returns what `FrameworkPlugin.synchronize` needs."""
+        ...
+
+    def predict(self, images: np.ndarray) -> np.ndarray:
+        """Class ids (int64, shape (batch,)) in inference mode."""
+        ...
+
+
+@runtime_checkable
+class ReferencePlugin(Protocol):
+    def canonical_weights(self, model: str, seed: int) -> dict[str, np.ndarray]:
+        """A freshly initialised `model` (the framework's own initialisers, seeded) exported as
+        canonical weights: names, shapes and layouts must equal PyTorch's."""
+        ...
+
+    def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
+        """Runs the steps documented on `EquivalenceCase`."""
+        ...
+
+    def trainer(
+        self, model: str, weights: Weights, optimizer: OptimizerSpec, spec: WorkloadSpec
+    ) -> Trainer:
+        """`model` loaded with canonical `weights`, ready to train with `optimizer` in
+        `spec.mode`, `spec.dtype` and `spec.threads`."""
+        ...
+
+
+def param_count(weights: Weights) -> int:
+    """Trainable parameters among canonical weights (everything but BatchNorm statistics)."""
+    return sum(
+        int(np.prod(array.shape))
+        for name, array in weights.items()
+        if not name.endswith(("running_mean", "running_var"))
+    )
