@@ -30,13 +30,20 @@ proto: setup
 	$(BIN)/python proto/generate.py
 
 # Plugin unit tests run inside the plugin's own agent environment, where its framework is.
+# Each plugin's own tests run inside its agent's environment (AGENT:FOLDER pairs).
+PLUGIN_TESTS := torch-cpu:tests/torch_plugin tf-mkl:tests/tf_plugin jax-cpu:tests/jax_plugin
+
 test-plugins: setup
-	torch_python=$$($(BIN)/collector env torch-cpu) && \
-	$$torch_python -m pip install --quiet pytest pytest-timeout && \
-	$$torch_python -m pytest -p no:cacheprovider tests/torch_plugin
+	set -e; for pair in $(PLUGIN_TESTS); do \
+		agent=$${pair%%:*}; folder=$${pair#*:}; \
+		python=$$($(BIN)/collector env $$agent); \
+		$$python -m pip install --quiet pytest pytest-timeout; \
+		echo "== $$folder in the $$agent environment"; \
+		$$python -m pytest -p no:cacheprovider $$folder; \
+	done
 
 test-main: setup
-	$(BIN)/pytest --ignore=tests/torch_plugin
+	$(BIN)/pytest $(foreach pair,$(PLUGIN_TESTS),--ignore=$(lastword $(subst :, ,$(pair))))
 
 test: lint test-plugins test-main
 

@@ -304,3 +304,77 @@ def test_plan_cells_resolves_params_per_workload(
         "lenet": {},
         "resnet18": {"image_size": 224},
     }
+
+
+def _moded_agent(modes: list[str], fixed: bool = False) -> agent_pb2.DescribeResponse:
+    return agent_pb2.DescribeResponse(
+        spec_version="1.1",
+        threads=agent_pb2.ThreadSettings(intra_op_threads=2, fixed_at_startup=fixed),
+        workloads=[
+            agent_pb2.WorkloadSupport(
+                name="gemm",
+                phases=[agent_pb2.PHASE_INFER, agent_pb2.PHASE_TRAIN],
+                dtypes=[agent_pb2.DTYPE_FLOAT32],
+                modes=modes,
+                max_batch_size=1024,
+            )
+        ],
+    )
+
+
+def test_build_selection_modes(catalogue: Catalogue) -> None:
+    assert select(catalogue).modes == ("default",)
+    assert select(catalogue, modes="eager, compile,eager").modes == ("eager", "compile")
+    assert "cannot be combined" in selection_error(catalogue, modes="all,eager")
+    assert "no mode" in selection_error(catalogue, modes=" , ")
+    assert "invalid mode" in selection_error(catalogue, modes="x;rm")
+
+
+@pytest.mark.parametrize(
+    ("modes", "expected"),
+    [
+        ("default", [("", "")]),
+        ("all", [("eager", ""), ("compile", "")]),
+        ("compile,xla,jit", [("compile", "")]),  # each agent runs the modes it offers
+        ("compile,eager", [("compile", ""), ("eager", "")]),
+    ],
+)
+def test_plan_cells_expands_modes_per_agent(
+    catalogue: Catalogue, modes: str, expected: list[tuple[str, str]]
+) -> None:
+    cells = plan_cells(
+        "a", _moded_agent(["eager", "compile"]), catalogue, select(catalogue, modes=modes)
+    )
+    assert [(c.mode, c.unsupported_reason) for c in cells] == expected
+
+
+def test_plan_cells_agent_offering_none_of_the_modes_gets_one_unsupported_cell(
+    catalogue: Catalogue,
+) -> None:
+    cells = plan_cells(
+        "a", _moded_agent(["jit"]), catalogue, select(catalogue, modes="xla,compile")
+    )
+    assert len(cells) == 1
+    assert cells[0].mode == "xla"
+    assert "offers none of the modes xla, compile" in cells[0].unsupported_reason
+    assert "it offers jit" in cells[0].unsupported_reason
+
+
+def test_plan_cells_groups_threads_outermost_for_agents_with_fixed_pools(
+    catalogue: Catalogue,
+) -> None:
+    selection = select(catalogue, phases="infer,train", threads="2,1")
+    fixed = plan_cells("a", _moded_agent(["jit"], fixed=True), catalogue, selection)
+    assert [(c.threads, c.phase) for c in fixed] == [
+        (2, "infer"),
+        (2, "train"),
+        (1, "infer"),
+        (1, "train"),
+    ]
+    flexible = plan_cells("a", _moded_agent(["eager"]), catalogue, selection)
+    assert [(c.threads, c.phase) for c in flexible] == [
+        (2, "infer"),
+        (1, "infer"),
+        (2, "train"),
+        (1, "train"),
+    ]

@@ -9,10 +9,9 @@ Layout: activations NHWC, convolution kernels HWIO, dense kernels (in, out) -- X
 path on CPU. The PyTorch (canonical) layouts differ; each parameter carries a `Layout` that
 converts between the two.
 
-Initialisers reproduce PyTorch's defaults with ``jax.nn.initializers`` (the brief's benchmarks
-do not depend on them, but equal distributions keep the first losses comparable): kaiming-
-uniform(a=sqrt(5)) weights, i.e. U(+-1/sqrt(fan_in)), biases U(+-1/sqrt(fan_in)), BatchNorm
-weight 1 and bias 0, embedding N(0, 1).
+Initial distributions are PyTorch's defaults (speed does not depend on them, but equal
+distributions keep first losses comparable across frameworks): weights and biases
+U(+-1/sqrt(fan_in)), BatchNorm weight 1 and bias 0, embedding N(0, 1).
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ import numpy as np
 from jax import lax
 
 Array = jax.Array
-Initializer = Callable[[Array, tuple[int, ...]], Array]  # (key, shape) -> float32 array
 
 BN_MOMENTUM = 0.1  # PyTorch's BatchNorm default: running = (1 - m) * running + m * batch
 _CONV_DIMENSIONS = ("NHWC", "HWIO", "NHWC")
@@ -105,22 +103,27 @@ DENSE = DenseLayout()
 
 # -------------------------------------------------------------------------------- initialisers
 
-# variance_scaling(1/3, fan_in, uniform) bounds at sqrt(3 * (1/3) / fan_in) = 1/sqrt(fan_in),
-# which is PyTorch's kaiming_uniform_(a=sqrt(5)). Default axes (in=-2, out=-1) suit both HWIO
-# and (in, out) kernels; the receptive field (kh*kw) multiplies fan_in as in PyTorch.
-KERNEL_INIT: Initializer = jax.nn.initializers.variance_scaling(1 / 3, "fan_in", "uniform")
-EMBEDDING_INIT: Initializer = jax.nn.initializers.normal(1.0)
-ONES: Initializer = jax.nn.initializers.ones
-ZEROS: Initializer = jax.nn.initializers.zeros
+
+@dataclass(frozen=True)
+class Init:
+    """A variable's initial distribution: U(-scale, scale), N(0, scale^2) or the constant
+    `scale`. Declarative rather than a function so that a whole model is drawn from one
+    random stream per distribution (see models.init_variables): hundreds of separate random
+    ops would each dispatch and compile."""
+
+    distribution: str  # "uniform", "normal" or "constant"
+    scale: float
 
 
-def uniform_init(bound: float) -> Initializer:
-    """U(-bound, bound), PyTorch's bias (and LSTM) initialiser."""
+def fan_in_uniform(fan_in: int) -> Init:
+    """U(+-1/sqrt(fan_in)): PyTorch's kaiming_uniform_(a=sqrt(5)) for conv and linear weights
+    (its gain sqrt(1/3) times sqrt(3/fan_in)) and its bias initialiser alike."""
+    return Init("uniform", fan_in**-0.5)
 
-    def init(key: Array, shape: tuple[int, ...]) -> Array:
-        return jax.random.uniform(key, shape, jnp.float32, -bound, bound)
 
-    return init
+ONES = Init("constant", 1.0)
+ZEROS = Init("constant", 0.0)
+EMBEDDING_INIT = Init("normal", 1.0)  # nn.Embedding's N(0, 1)
 
 
 # ------------------------------------------------------------------------------------- scopes
@@ -129,7 +132,7 @@ def uniform_init(bound: float) -> Initializer:
 @dataclass(frozen=True)
 class ParamSpec:
     shape: tuple[int, ...]
-    init: Initializer
+    init: Init
     layout: Layout
     trainable: bool  # False for BatchNorm running statistics
 
@@ -177,13 +180,13 @@ class Scope:
         return jnp.zeros(spec.shape, self._frame.dtype)
 
     def param(
-        self, name: str, shape: tuple[int, ...], init: Initializer, layout: Layout = IDENTITY
+        self, name: str, shape: tuple[int, ...], init: Init, layout: Layout = IDENTITY
     ) -> Array:
         if self._frame.collecting:
             return self._declare(name, ParamSpec(shape, init, layout, trainable=True))
         return self._frame.params[self._prefix + name]
 
-    def state(self, name: str, shape: tuple[int, ...], init: Initializer) -> Array:
+    def state(self, name: str, shape: tuple[int, ...], init: Init) -> Array:
         """A non-trainable variable (BatchNorm running statistics)."""
         if self._frame.collecting:
             return self._declare(name, ParamSpec(shape, init, IDENTITY, trainable=False))
@@ -243,7 +246,8 @@ def conv2d(
     asymmetrically (more at the end), which would shift every window against PyTorch."""
     in_ch = x.shape[-1]
     shape = (kernel, kernel, in_ch // groups, out_ch)
-    w = scope.param("weight", shape, KERNEL_INIT, CONV)
+    fan_in = in_ch // groups * kernel * kernel
+    w = scope.param("weight", shape, fan_in_uniform(fan_in), CONV)
     y = lax.conv_general_dilated(
         x,
         w,
@@ -253,16 +257,15 @@ def conv2d(
         feature_group_count=groups,
     )
     if bias:
-        fan_in = in_ch // groups * kernel * kernel
-        y = y + scope.param("bias", (out_ch,), uniform_init(fan_in**-0.5))
+        y = y + scope.param("bias", (out_ch,), fan_in_uniform(fan_in))
     return y
 
 
 def dense(scope: Scope, x: Array, out: int, layout: Layout = DENSE) -> Array:
     """PyTorch's Linear; `layout` is FlatDenseLayout when x is a flattened feature map."""
     fan_in = x.shape[-1]
-    w = scope.param("weight", (fan_in, out), KERNEL_INIT, layout)
-    b = scope.param("bias", (out,), uniform_init(fan_in**-0.5))
+    w = scope.param("weight", (fan_in, out), fan_in_uniform(fan_in), layout)
+    b = scope.param("bias", (out,), fan_in_uniform(fan_in))
     return x @ w + b
 
 
@@ -299,7 +302,8 @@ def _moving_average(running: Array, batch: Array) -> Array:
 def max_pool(x: Array, kernel: int, stride: int, padding: int = 0) -> Array:
     """PyTorch's MaxPool2d (floor mode): padded positions hold -inf, so they never win."""
     pad = ((0, 0), (padding, padding), (padding, padding), (0, 0))
-    init = jnp.array(-jnp.inf, x.dtype)
+    # A concrete (numpy) identity lets JAX recognise the max monoid, which it can differentiate.
+    init = np.array(-np.inf, x.dtype)
     return lax.reduce_window(x, init, lax.max, (1, kernel, kernel, 1), (1, stride, stride, 1), pad)
 
 
@@ -352,10 +356,10 @@ def lstm_last_hidden(scope: Scope, x: Array, hidden: int) -> Array:
     """One-layer LSTM over (batch, time, features) with ONE bias, gates i, f, g, o; returns
     the last hidden state. The input projection of every step is one matmul up front (as
     ATen's CPU LSTM does); only the recurrent matmul runs inside the scan."""
-    bound = hidden**-0.5  # nn.LSTM's default initialisation
-    w_ih = scope.param("weight_ih_l0", (x.shape[-1], 4 * hidden), uniform_init(bound), DENSE)
-    w_hh = scope.param("weight_hh_l0", (hidden, 4 * hidden), uniform_init(bound), DENSE)
-    bias = scope.param("bias_l0", (4 * hidden,), uniform_init(bound))
+    init = fan_in_uniform(hidden)  # nn.LSTM's U(+-1/sqrt(hidden)) for every weight
+    w_ih = scope.param("weight_ih_l0", (x.shape[-1], 4 * hidden), init, DENSE)
+    w_hh = scope.param("weight_hh_l0", (hidden, 4 * hidden), init, DENSE)
+    bias = scope.param("bias_l0", (4 * hidden,), init)
     projected = jnp.einsum("bti,ig->tbg", x, w_ih) + bias
 
     def cell(carry: tuple[Array, Array], gates_x: Array) -> tuple[tuple[Array, Array], None]:

@@ -86,20 +86,21 @@ def _downsample(s: Scope, x: Array, out_ch: int, stride: int) -> Array:
 
 
 def _basic_block(s: Scope, x: Array, planes: int, stride: int, project: bool) -> Array:
-    identity = _downsample(s, x, planes, stride) if project else x
     out = conv2d(s.child("conv1"), x, planes, 3, stride=stride, padding=1)
     out = jax.nn.relu(batch_norm(s.child("bn1"), out))
     out = batch_norm(s.child("bn2"), conv2d(s.child("conv2"), out, planes, 3, padding=1))
+    # The shortcut is declared after the main path, keeping PyTorch's state_dict order.
+    identity = _downsample(s, x, planes, stride) if project else x
     return jax.nn.relu(out + identity)
 
 
 def _bottleneck(s: Scope, x: Array, planes: int, stride: int, project: bool) -> Array:
     """ResNet v1.5, as torchvision: the stride sits on the 3x3 conv."""
-    identity = _downsample(s, x, planes * 4, stride) if project else x
     out = jax.nn.relu(batch_norm(s.child("bn1"), conv2d(s.child("conv1"), x, planes, 1)))
     out = conv2d(s.child("conv2"), out, planes, 3, stride=stride, padding=1)
     out = jax.nn.relu(batch_norm(s.child("bn2"), out))
     out = batch_norm(s.child("bn3"), conv2d(s.child("conv3"), out, planes * 4, 1))
+    identity = _downsample(s, x, planes * 4, stride) if project else x
     return jax.nn.relu(out + identity)
 
 
@@ -312,9 +313,8 @@ class Model:
         return NUM_CLASSES[self.name]
 
     def init(self, key: Array, dtype: object = jnp.float32) -> tuple[Variables, Variables]:
-        """(trainable params, BatchNorm running statistics), each variable drawn from its own
-        key folded from `key`, then cast to `dtype`."""
-        return _split(self.name, _init_jit(self.name, jnp.dtype(dtype))(key))
+        """(trainable params, BatchNorm running statistics), freshly drawn from `key`."""
+        return _split(self.name, init_variables(self.specs, key, dtype))
 
     def apply(
         self,
@@ -360,19 +360,33 @@ class Model:
         return _split(self.name, arrays)
 
 
-@functools.cache
-def _init_jit(name: str, dtype: jnp.dtype) -> Callable[[Array], Variables]:
-    # One jitted function for all variables: hundreds of eager random ops would dispatch (and
-    # compile per shape) one by one.
-    specs = param_specs(name)
-
-    def init(key: Array) -> Variables:
-        return {
-            var: spec.init(jax.random.fold_in(key, i), spec.shape).astype(dtype)
-            for i, (var, spec) in enumerate(specs.items())
-        }
-
-    return jax.jit(init)
+def init_variables(specs: Mapping[str, ParamSpec], key: Array, dtype: object) -> Variables:
+    """Draws every variable of `specs` from `key`: one uniform and one normal stream, cut in
+    declaration order and scaled per variable, then placed on the default device as `dtype`.
+    Drawing two long streams and slicing them on the host is seconds faster than compiling
+    one random op per variable shape (or one XLA program with hundreds of outputs)."""
+    counts = {"uniform": 0, "normal": 0}
+    for spec in specs.values():
+        if spec.init.distribution in counts:
+            counts[spec.init.distribution] += int(np.prod(spec.shape))
+    uniform_key, normal_key = jax.random.split(key)
+    streams = {
+        "uniform": np.asarray(jax.random.uniform(uniform_key, (counts["uniform"],), minval=-1)),
+        "normal": np.asarray(jax.random.normal(normal_key, (counts["normal"],))),
+    }
+    offsets = dict.fromkeys(streams, 0)
+    variables: Variables = {}
+    for name, spec in specs.items():
+        init = spec.init
+        if init.distribution == "constant":
+            host = np.full(spec.shape, init.scale, np.float32)
+        else:
+            size, start = int(np.prod(spec.shape)), offsets[init.distribution]
+            offsets[init.distribution] = start + size
+            host = streams[init.distribution][start : start + size].reshape(spec.shape)
+            host = host * np.float32(init.scale)
+        variables[name] = jnp.asarray(host, dtype)
+    return variables
 
 
 def _split(name: str, variables: Mapping[str, Array]) -> tuple[Variables, Variables]:

@@ -2,8 +2,12 @@
 cross-framework equivalence tests. Arrays travel as .npz files, so no two frameworks ever
 share a process:
 
-    fwbench-reference --plugin torch export --model resnet18 --seed 0 --out weights.npz
-    fwbench-reference --plugin jax check --case case.npz --out result.npz
+    fwbench-reference --plugin torch export --models lenet,resnet18 --seed 0 --out-dir W
+    fwbench-reference --plugin jax shapes --models lenet,resnet18 --out shapes.json
+    fwbench-reference --plugin jax check CASE.npz [CASE.npz ...] --out-dir R
+
+export writes W/<model>.npz; check writes R/<case file name>; shapes writes
+{model: {canonical name: shape}} of freshly initialised models.
 
 A case file holds ``model`` (string), ``inputs``, ``labels``, ``learning_rate``, ``momentum``
 and one ``weights/<canonical name>`` array per weight. A result file holds ``param_count``,
@@ -13,6 +17,7 @@ and one ``weights/<canonical name>`` array per weight. A result file holds ``par
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -82,16 +87,21 @@ def read_result(path: Path) -> EquivalenceResult:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fwbench-reference", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="fwbench-reference", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
     p.add_argument("--plugin", required=True, help="entry-point name, e.g. torch")
     sub = p.add_subparsers(dest="command", required=True)
-    export = sub.add_parser("export", help="write a freshly initialised model's weights")
-    export.add_argument("--model", required=True)
+    export = sub.add_parser("export", help="write freshly initialised models' weights")
+    export.add_argument("--models", required=True, help="comma-separated model names")
     export.add_argument("--seed", type=int, default=0)
-    export.add_argument("--out", type=Path, required=True)
-    check = sub.add_parser("check", help="run an equivalence case")
-    check.add_argument("--case", type=Path, required=True)
-    check.add_argument("--out", type=Path, required=True)
+    export.add_argument("--out-dir", type=Path, required=True)
+    shapes = sub.add_parser("shapes", help="write canonical weight shapes as JSON")
+    shapes.add_argument("--models", required=True, help="comma-separated model names")
+    shapes.add_argument("--out", type=Path, required=True)
+    check = sub.add_parser("check", help="run equivalence cases")
+    check.add_argument("cases", type=Path, nargs="+")
+    check.add_argument("--out-dir", type=Path, required=True)
     return p
 
 
@@ -101,10 +111,20 @@ def main(argv: list[str] | None = None) -> int:
     if not isinstance(plugin, ReferencePlugin):
         print(f"fwbench-reference: plugin {args.plugin!r} has no reference models", file=sys.stderr)
         return 2
+    if args.command == "shapes":
+        shapes = {
+            model: {k: list(v.shape) for k, v in plugin.canonical_weights(model, 0).items()}
+            for model in args.models.split(",")
+        }
+        args.out.write_text(json.dumps(shapes))
+        return 0
+    args.out_dir.mkdir(parents=True, exist_ok=True)
     if args.command == "export":
-        save_arrays(args.out, plugin.canonical_weights(args.model, args.seed))
+        for model in args.models.split(","):
+            save_arrays(args.out_dir / f"{model}.npz", plugin.canonical_weights(model, args.seed))
     else:
-        write_result(args.out, plugin.equivalence(read_case(args.case)))
+        for case in args.cases:
+            write_result(args.out_dir / case.name, plugin.equivalence(read_case(case)))
     return 0
 
 

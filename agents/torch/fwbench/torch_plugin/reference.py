@@ -75,7 +75,7 @@ def equivalence(case: EquivalenceCase) -> EquivalenceResult:
     return EquivalenceResult(
         param_count=param_count(case.weights),
         eval_logits=logits.numpy(),
-        loss_before=float(loss),
+        loss_before=float(loss.detach()),
         loss_after=float(after),
     )
 

@@ -1,0 +1,264 @@
+"""JaxPlugin: the JAX framework plugin (whole steps jit-compiled by XLA), on CPU or one GPU.
+
+Construction order matters: FWBENCH_THREADS is applied (as a CPU-affinity mask, see
+threads.py) before anything creates a jax backend, because XLA sizes its CPU thread pool only
+then. Models live in models.py, single ops in ops.py, the reference-net methods in
+reference.py.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+from collections.abc import Callable
+
+import jax
+import jax.extend.backend
+import jax.numpy as jnp
+import numpy as np
+
+from fwbench.jax_plugin import models, ops, reference
+from fwbench.jax_plugin.threads import THREADS_VARIABLE, limit_cpu_threads, requested_threads
+from fwbench.jax_plugin.training import MODES, TrainLoop, compile_fn, make_infer_fn, sgd
+from fwbench.runtime.hostinfo import cpu_model
+from fwbench.runtime.plugin import (
+    BuiltStep,
+    Capability,
+    DeviceInfo,
+    PluginDescription,
+    Settings,
+    UnsupportedWorkload,
+    WorkloadSpec,
+)
+from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
+
+PLUGIN_VERSION = "0.1.0"
+_OPS = {"gemm": ops.build_gemm, "conv2d": ops.build_conv2d}
+_JNP_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+# float64 is absent: it needs jax_enable_x64, a process-wide switch that changes every
+# default integer and float type.
+_CPU_DTYPES = ("float32", "bfloat16")
+_GPU_DTYPES = ("float32", "float16", "bfloat16")
+# Variables that change what jax/XLA does; reported when set.
+_JAX_VARIABLES = (
+    "XLA_FLAGS",
+    "JAX_PLATFORMS",
+    "JAX_DEFAULT_MATMUL_PRECISION",
+    "JAX_ENABLE_X64",
+    "XLA_PYTHON_CLIENT_PREALLOCATE",
+    "XLA_PYTHON_CLIENT_MEM_FRACTION",
+    "XLA_PYTHON_CLIENT_ALLOCATOR",
+    "TF_CPP_MIN_LOG_LEVEL",
+    THREADS_VARIABLE,
+)
+# One seed, separate streams: weights from PRNGKey(seed) itself (as canonical_weights),
+# inputs and the dropout key from folds of it.
+_DATA_STREAM, _DROPOUT_STREAM = 1, 2
+
+
+def _backends_initialized() -> bool:
+    # Private, but the only way to know whether XLA has already sized its thread pool.
+    from jax._src import xla_bridge
+
+    return bool(xla_bridge.backends_are_initialized())
+
+
+def _gpu_devices() -> list[jax.Device]:
+    try:
+        return list(jax.devices("gpu"))
+    except RuntimeError:  # no GPU backend in this jaxlib or JAX_PLATFORMS excludes it
+        return []
+
+
+def select_device(requested: str) -> jax.Device:
+    """FWBENCH_DEVICE: "cpu", "cuda" or "auto" (the first GPU when there is one). A CUDA agent
+    on a host without a GPU must fail loudly, not measure the CPU under a CUDA label."""
+    if requested not in ("cpu", "cuda", "auto"):
+        raise RuntimeError(f"FWBENCH_DEVICE={requested!r}: expected cpu, cuda or auto")
+    gpus = [] if requested == "cpu" else _gpu_devices()
+    if requested == "cuda" and not gpus:
+        raise RuntimeError("FWBENCH_DEVICE=cuda but jax sees no GPU")
+    return gpus[0] if gpus else jax.devices("cpu")[0]
+
+
+def jax_libraries(device: jax.Device) -> dict[str, str]:
+    """jaxlib, optax, numpy, the XLA backend and, on GPUs, the CUDA libraries jax loaded."""
+    backend = jax.extend.backend.get_backend(device.platform)
+    libraries = {
+        "jaxlib": importlib.metadata.version("jaxlib"),
+        "optax": importlib.metadata.version("optax"),
+        "numpy": np.__version__,
+        "backend": backend.platform,
+        "backend_version": backend.platform_version,
+    }
+    if device.platform == "gpu":
+        libraries |= _cuda_versions()
+    return libraries
+
+
+def _cuda_versions() -> dict[str, str]:
+    from jax._src.lib import cuda_versions  # None without the CUDA plugin
+
+    found: dict[str, str] = {}
+    for key, getter in (
+        ("cuda", "cuda_runtime_get_version"),
+        ("cudnn", "cudnn_get_version"),
+        ("cublas", "cublas_get_version"),
+    ):
+        function = getattr(cuda_versions, getter, None)
+        if function is not None:
+            found[key] = str(function())
+    return found
+
+
+class JaxPlugin:
+    def __init__(self) -> None:
+        threads = requested_threads(os.environ)
+        if threads and _backends_initialized():
+            raise RuntimeError(
+                f"{THREADS_VARIABLE}={threads} cannot apply: jax already created its backend"
+            )
+        self._threads = limit_cpu_threads(threads)  # before the backend exists
+        self.device = select_device(os.environ.get("FWBENCH_DEVICE", "auto"))
+        self._gpu = self.device.platform == "gpu"
+
+    # ----------------------------------------------------------------------- FrameworkPlugin
+
+    def describe(self) -> PluginDescription:
+        capability = Capability(
+            phases=("train", "infer"),
+            dtypes=_GPU_DTYPES if self._gpu else _CPU_DTYPES,
+            modes=MODES,
+        )
+        return PluginDescription(
+            framework="jax",
+            framework_version=jax.__version__,
+            plugin_version=PLUGIN_VERSION,
+            libraries=jax_libraries(self.device),
+            environment={k: os.environ[k] for k in _JAX_VARIABLES if k in os.environ},
+            devices=self._devices(),
+            intra_op_threads=self._threads,
+            inter_op_threads=1,  # see Settings: XLA has no separate inter-op pool
+            capabilities={name: capability for name in (*_OPS, *models.MODEL_NAMES)},
+            threads_fixed_at_startup=True,
+        )
+
+    def _devices(self) -> tuple[DeviceInfo, ...]:
+        import psutil
+
+        devices = [DeviceInfo("cpu", 0, cpu_model(), psutil.virtual_memory().total)]
+        for gpu in _gpu_devices():
+            stats = gpu.memory_stats() or {}
+            devices.append(DeviceInfo("gpu", gpu.id, gpu.device_kind, stats.get("bytes_limit", 0)))
+        return tuple(devices)
+
+    def _check(self, spec_threads: int, dtype: str, mode: str) -> jnp.dtype:
+        if spec_threads and spec_threads != self._threads:
+            raise UnsupportedWorkload(
+                "XLA sizes its CPU thread pool at start-up; start the agent with "
+                f"{THREADS_VARIABLE}={spec_threads} (this one runs {self._threads})"
+            )
+        allowed = _GPU_DTYPES if self._gpu else _CPU_DTYPES
+        if dtype not in allowed:
+            raise UnsupportedWorkload(f"jax plugin on {self.device.platform}: no {dtype}")
+        if mode not in MODES:
+            raise UnsupportedWorkload(f"jax plugin has no mode {mode!r}; modes: {MODES}")
+        return jnp.dtype(_JNP_DTYPES[dtype])
+
+    def build(self, spec: WorkloadSpec) -> BuiltStep:
+        dtype = self._check(spec.threads, spec.dtype, spec.mode)
+        name = spec.workload.name
+        train = spec.phase == "train"
+        key = jax.random.PRNGKey(spec.seed)
+        with jax.default_device(self.device):
+            if name in _OPS:
+                data_key = jax.random.fold_in(key, _DATA_STREAM)
+                step = _OPS[name](spec.batch_size, spec.params, dtype, data_key, train, spec.mode)
+            elif name in models.MODEL_NAMES:
+                step = self._model_step(spec, dtype, key, train)
+            else:
+                raise UnsupportedWorkload(f"jax plugin has no workload {name}")
+        return BuiltStep(step=step, settings=self._settings(spec, name, train))
+
+    def _model_step(
+        self, spec: WorkloadSpec, dtype: jnp.dtype, key: jax.Array, train: bool
+    ) -> Callable[[], object]:
+        model = models.Model(spec.workload.name)
+        params, state = model.init(key, dtype)
+        inputs, labels = models.example_batch(
+            model.name,
+            spec.batch_size,
+            jax.random.fold_in(key, _DATA_STREAM),
+            image_size=spec.params.get("image_size", 224),
+            seq_len=spec.params.get("seq_len", 200),
+            dtype=dtype,
+        )
+        # Everything exists before the first timed call, which then measures compilation
+        # (under jit) and the step, not the tail of asynchronous initialisation.
+        jax.block_until_ready((params, state, inputs, labels))
+        if not train:
+            infer = compile_fn(make_infer_fn(model), spec.mode)
+            return lambda: infer(params, state, inputs)
+        dropout_key = jax.random.fold_in(key, _DROPOUT_STREAM)
+        loop = TrainLoop(model, params, state, sgd(0.01, 0.9), dropout_key, spec.mode)
+        jax.block_until_ready(loop.params)
+        return lambda: loop(inputs, labels)
+
+    def _settings(self, spec: WorkloadSpec, name: str, train: bool) -> Settings:
+        precision = jax.config.jax_default_matmul_precision
+        extra = {
+            "matmul_precision": precision or "default",
+            "compiled": "whole step, one XLA program" if spec.mode == "jit" else "op by op",
+            "cpu_affinity": _cpu_list(),
+        }
+        if spec.mode == "jit" and train and name in models.MODEL_NAMES:
+            extra["donated"] = "params, BatchNorm state, optimizer state, dropout key"
+        if self._gpu and not precision:
+            extra["tf32"] = "XLA's default: float32 matmuls and convolutions may use TF32"
+        if spec.dtype != "float32" and name in models.MODEL_NAMES:
+            extra["mixed"] = (
+                f"params and activations {spec.dtype}; BatchNorm statistics and loss float32"
+            )
+        image_like = name == "conv2d" or name == "lenet" or "image_size" in spec.workload.params
+        return Settings(
+            dtype=spec.dtype,
+            intra_op_threads=self._threads,
+            # XLA runs independent operations of one program concurrently on the same
+            # intra-op pool; there is no second, inter-op pool to size.
+            inter_op_threads=1,
+            mode=spec.mode,
+            layout="NHWC" if image_like else "",
+            device=str(self.device),
+            extra=extra,
+        )
+
+    def synchronize(self, output: object) -> None:
+        jax.block_until_ready(output)
+
+    # ---------------------------------------------------------------------- ReferencePlugin
+
+    def canonical_weights(self, model: str, seed: int) -> dict[str, np.ndarray]:
+        with jax.default_device(self.device):
+            return reference.canonical_weights(model, seed)
+
+    def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
+        with jax.default_device(self.device):
+            return reference.equivalence(case)
+
+    def trainer(
+        self, model: str, weights: Weights, optimizer: OptimizerSpec, spec: WorkloadSpec
+    ) -> reference.JaxTrainer:
+        dtype = self._check(spec.threads, spec.dtype, spec.mode)
+        return reference.JaxTrainer(
+            model,
+            weights,
+            optimizer,
+            dtype=dtype,
+            mode=spec.mode,
+            device=self.device,
+            seed=spec.seed,
+        )
+
+
+def _cpu_list() -> str:
+    return ",".join(str(cpu) for cpu in sorted(os.sched_getaffinity(0)))

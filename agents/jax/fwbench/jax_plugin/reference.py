@@ -1,0 +1,120 @@
+"""The ReferencePlugin half: canonical weights, the equivalence check and a host-fed trainer.
+
+Canonical inputs are NCHW images (or token ids) and int64 labels; the models compute in NHWC
+with int32 labels (JAX's default without x64), so conversions happen here, at the boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from fwbench.jax_plugin.models import Model, Variables
+from fwbench.jax_plugin.training import TrainLoop, compile_fn, cross_entropy, make_infer_fn
+from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
+
+Array = jax.Array
+
+
+def canonical_weights(name: str, seed: int) -> dict[str, np.ndarray]:
+    model = Model(name)
+    params, state = model.init(jax.random.PRNGKey(seed))
+    return model.to_canonical(params, state)
+
+
+def to_model_input(model: Model, inputs: np.ndarray | Array, dtype: object) -> Array:
+    """Canonical inputs -> what the model takes: NCHW images become NHWC in `dtype`; token ids
+    become int32 (every id is below the vocabulary size, so nothing is lost)."""
+    if model.name == "lstm":
+        return jnp.asarray(inputs, jnp.int32)
+    return jnp.transpose(jnp.asarray(inputs, dtype), (0, 2, 3, 1))
+
+
+def _labels(labels: np.ndarray) -> Array:
+    return jnp.asarray(np.asarray(labels).astype(np.int32))
+
+
+def _optimizer(spec: OptimizerSpec) -> optax.GradientTransformation:
+    return optax.sgd(spec.learning_rate, momentum=spec.momentum)
+
+
+def _equivalence_fn(
+    model: Model, optimizer: optax.GradientTransformation
+) -> Callable[[Variables, Variables, Array, Array], tuple[Array, Array, Array]]:
+    """EquivalenceCase steps 1-4 as one function; no dropout key, so dropout is off."""
+
+    def loss_fn(params: Variables, state: Variables, x: Array, labels: Array) -> Array:
+        logits, _ = model.apply(params, state, x, train=True)  # batch statistics
+        return cross_entropy(logits, labels)
+
+    def run(
+        params: Variables, state: Variables, x: Array, labels: Array
+    ) -> tuple[Array, Array, Array]:
+        eval_logits, _ = model.apply(params, state, x, train=False)
+        loss_before, grads = jax.value_and_grad(loss_fn)(params, state, x, labels)
+        updates, _ = optimizer.update(grads, optimizer.init(params), params)
+        loss_after = loss_fn(optax.apply_updates(params, updates), state, x, labels)
+        return eval_logits, loss_before, loss_after
+
+    return run
+
+
+def equivalence(case: EquivalenceCase) -> EquivalenceResult:
+    model = Model(case.model)
+    params, state = model.from_canonical(case.weights)
+    run = jax.jit(_equivalence_fn(model, _optimizer(case.optimizer)))
+    x = to_model_input(model, case.inputs, jnp.float32)
+    eval_logits, loss_before, loss_after = run(params, state, x, _labels(case.labels))
+    return EquivalenceResult(
+        param_count=model.trainable_count(),
+        eval_logits=np.asarray(eval_logits, np.float32),
+        loss_before=float(loss_before),
+        loss_after=float(loss_after),
+    )
+
+
+class JaxTrainer:
+    """Trains on host batches; both steps are compiled once (every batch has one shape)."""
+
+    def __init__(
+        self,
+        name: str,
+        weights: Weights,
+        optimizer: OptimizerSpec,
+        *,
+        dtype: jnp.dtype,
+        mode: str,
+        device: jax.Device,
+        seed: int,
+    ) -> None:
+        self._model = Model(name)
+        self._dtype = dtype
+        self._device = device
+        with jax.default_device(device):
+            params, state = self._model.from_canonical(weights, dtype)
+            key = jax.random.PRNGKey(seed)  # dropout, for models that have it
+        self._loop = TrainLoop(self._model, params, state, _optimizer(optimizer), key, mode)
+        self._predict = compile_fn(self._predict_fn(), mode)
+
+    def _predict_fn(self) -> Callable[[Variables, Variables, Array], Array]:
+        infer = make_infer_fn(self._model)
+
+        def predict(params: Variables, state: Variables, x: Array) -> Array:
+            return jnp.argmax(infer(params, state, x), axis=-1)
+
+        return predict
+
+    def _inputs(self, images: np.ndarray) -> Array:
+        return to_model_input(self._model, jax.device_put(images, self._device), self._dtype)
+
+    def train_step(self, images: np.ndarray, labels: np.ndarray) -> object:
+        labels_on_device = jax.device_put(np.asarray(labels).astype(np.int32), self._device)
+        return self._loop(self._inputs(images), labels_on_device)
+
+    def predict(self, images: np.ndarray) -> np.ndarray:
+        classes = self._predict(self._loop.params, self._loop.state, self._inputs(images))
+        return np.asarray(classes).astype(np.int64)

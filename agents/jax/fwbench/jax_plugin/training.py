@@ -1,0 +1,103 @@
+"""Loss, optimizer and step functions shared by the benchmarks and the reference trainer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from fwbench.jax_plugin.models import Model, Variables
+
+Array = jax.Array
+MODES: tuple[str, ...] = ("jit", "eager")  # the first is the default
+# What a train step carries from one call to the next; donated to the next call under jit.
+Carry = tuple[Variables, Variables, optax.OptState, Array]
+TrainFn = Callable[[Variables, Variables, optax.OptState, Array, Array, Array], tuple]
+
+
+def cross_entropy(logits: Array, labels: Array) -> Array:
+    """Mean softmax cross-entropy, always computed in float32 (also for bfloat16 logits)."""
+    losses = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels)
+    return jnp.mean(losses)
+
+
+def sgd(learning_rate: float = 0.01, momentum: float = 0.9) -> optax.GradientTransformation:
+    """Classical momentum (v = momentum * v + g; w -= lr * v), which is PyTorch's SGD without
+    dampening: optax starts v at zero, so its first v is g, as PyTorch's."""
+    return optax.sgd(learning_rate, momentum=momentum)
+
+
+def compile_fn(
+    fn: Callable[..., object], mode: str, donate_argnums: Sequence[int] = ()
+) -> Callable[..., object]:
+    """"jit": the whole function is one XLA program (compiled on its first call);
+    "eager": JAX dispatches its operations one by one."""
+    if mode == "jit":
+        return jax.jit(fn, donate_argnums=tuple(donate_argnums))
+    if mode == "eager":
+        return fn
+    raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+
+
+def make_infer_fn(model: Model) -> Callable[[Variables, Variables, Array], Array]:
+    def infer(params: Variables, state: Variables, x: Array) -> Array:
+        return model.apply(params, state, x, train=False)[0]
+
+    return infer
+
+
+def make_train_fn(model: Model, optimizer: optax.GradientTransformation) -> TrainFn:
+    """One SGD step: forward in training mode, loss, gradients of every trainable weight,
+    update; BatchNorm running statistics and the dropout key move on as well."""
+
+    def train(
+        params: Variables,
+        state: Variables,
+        opt_state: optax.OptState,
+        key: Array,
+        x: Array,
+        labels: Array,
+    ) -> tuple[Variables, Variables, optax.OptState, Array, Array]:
+        key, dropout_key = jax.random.split(key)
+
+        def loss_fn(p: Variables) -> tuple[Array, Variables]:
+            logits, new_state = model.apply(p, state, x, train=True, rng=dropout_key)
+            return cross_entropy(logits, labels), new_state
+
+        (loss, new_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), new_state, opt_state, key, loss
+
+    return train
+
+
+class TrainLoop:
+    """Keeps params, BatchNorm state, optimizer state and dropout key between steps. Under
+    jit their buffers are donated to each step, which updates them in place."""
+
+    def __init__(
+        self,
+        model: Model,
+        params: Variables,
+        state: Variables,
+        optimizer: optax.GradientTransformation,
+        key: Array,
+        mode: str,
+    ) -> None:
+        self._step = compile_fn(make_train_fn(model, optimizer), mode, donate_argnums=(0, 1, 2, 3))
+        self._carry: Carry = (params, state, optimizer.init(params), key)
+
+    def __call__(self, x: Array, labels: Array) -> Array:
+        params, state, opt_state, key, loss = self._step(*self._carry, x, labels)  # type: ignore[misc]
+        self._carry = (params, state, opt_state, key)
+        return loss
+
+    @property
+    def params(self) -> Variables:
+        return self._carry[0]
+
+    @property
+    def state(self) -> Variables:
+        return self._carry[1]

@@ -1,0 +1,207 @@
+"""TensorFlowPlugin: the TensorFlow framework plugin, on the CPU (oneDNN or Eigen kernels, as
+the agent's TF_ENABLE_ONEDNN_OPTS says) or the first GPU; modes tf.function (default), XLA and
+eager."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import keras
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.util import _pywrap_util_port
+
+from fwbench.runtime.hostinfo import cpu_model
+from fwbench.runtime.plugin import (
+    BuiltStep,
+    Capability,
+    DeviceInfo,
+    PluginDescription,
+    Settings,
+    UnsupportedWorkload,
+    WorkloadSpec,
+)
+from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
+from fwbench.tf_plugin import environment, models, reference
+from fwbench.tf_plugin.ops import build_gemm, build_conv2d
+from fwbench.tf_plugin.training import MODES, ModelProgram, compile_fn
+
+PLUGIN_VERSION = "0.1.0"
+_DTYPES = {
+    "float32": tf.float32,
+    "float16": tf.float16,
+    "bfloat16": tf.bfloat16,
+    "float64": tf.float64,
+}
+# float16 only on a GPU: on the CPU it runs, but mostly through slow emulation, and neither
+# the PyTorch nor this plugin advertises it there. float64 has no GPU use worth measuring.
+_CPU_DTYPES = ("float32", "bfloat16", "float64")
+_GPU_DTYPES = ("float32", "float16", "bfloat16")
+_OPS = {"gemm": build_gemm, "conv2d": build_conv2d}
+_IMAGE_WORKLOADS = frozenset({"conv2d", *models.MODEL_NAMES} - {"lstm"})
+_DTYPE_POLICY = {
+    "float32": "float32",
+    "float64": "float64 (BatchNorm unfused: FusedBatchNormV3 has no float64 kernel)",
+    # Like torch's model.to(dtype), not Keras' "mixed_*" policies (float32 master weights).
+    "bfloat16": "bfloat16 pure: weights, activations and gradients in bfloat16; BatchNorm "
+    "scale/offset/statistics float32 (FusedBatchNormV3 requires it); softmax loss in float32",
+    "float16": "float16 pure: weights, activations and gradients in float16; BatchNorm "
+    "scale/offset/statistics float32 (FusedBatchNormV3 requires it); softmax loss in float32",
+}
+THREADS_FIXED_MESSAGE = (
+    "TensorFlow sizes its thread pools at start-up; start the agent with FWBENCH_THREADS={n}"
+)
+
+
+class TensorFlowPlugin:
+    def __init__(self) -> None:
+        # Order matters: thread pools and visible devices must be set before the first op,
+        # and the oneDNN check runs ops.
+        self.threads = environment.configure_threads()
+        self.device = environment.select_device(os.environ.get("FWBENCH_DEVICE", "auto"))
+        self.onednn = environment.verify_onednn()
+        self.on_gpu = self.device.startswith("/GPU")
+        self.dtypes = _GPU_DTYPES if self.on_gpu else _CPU_DTYPES
+
+    # ------------------------------------------------------------------ FrameworkPlugin
+
+    def describe(self) -> PluginDescription:
+        capability = Capability(phases=("train", "infer"), dtypes=self.dtypes, modes=MODES)
+        return PluginDescription(
+            framework="tensorflow",
+            framework_version=tf.__version__,
+            plugin_version=PLUGIN_VERSION,
+            libraries=self._libraries(),
+            environment=environment.reported_environment(),
+            devices=self._devices(),
+            intra_op_threads=self.threads.intra_op,
+            inter_op_threads=self.threads.inter_op,
+            capabilities={name: capability for name in (*_OPS, *models.MODEL_NAMES)},
+            threads_fixed_at_startup=True,
+        )
+
+    def _libraries(self) -> dict[str, str]:
+        build = tf.sysconfig.get_build_info()
+        libraries = {
+            "tensorflow_git": tf.version.GIT_VERSION,
+            "compiler": tf.version.COMPILER_VERSION,
+            "keras": keras.__version__,
+            "numpy": np.__version__,
+            "onednn_enabled": str(self.onednn).lower(),
+            "xla": str(_pywrap_util_port.IsBuiltWithXLA()).lower(),
+            "cuda_build": str(build.get("is_cuda_build", False)).lower(),
+        }
+        for key in ("cuda_version", "cudnn_version"):
+            if build.get(key):
+                libraries[key.removesuffix("_version")] = str(build[key])
+        return libraries
+
+    def _devices(self) -> tuple[DeviceInfo, ...]:
+        import psutil
+
+        devices = [DeviceInfo("cpu", 0, cpu_model(), psutil.virtual_memory().total)]
+        for index, gpu in enumerate(tf.config.get_visible_devices("GPU")):
+            details = tf.config.experimental.get_device_details(gpu)
+            devices.append(DeviceInfo("gpu", index, str(details.get("device_name", gpu.name))))
+        return tuple(devices)
+
+    def build(self, spec: WorkloadSpec) -> BuiltStep:
+        dtype = self.check(spec)
+        name = spec.workload.name
+        train = spec.phase == "train"
+        with tf.device(self.device):
+            if name in _OPS:
+                raw = _OPS[name](spec.batch_size, spec.params, dtype, spec.seed, train)
+                step = compile_fn(raw, spec.mode)
+            elif name in models.MODEL_NAMES:
+                step = self._model_step(spec, dtype, train)
+            else:
+                raise UnsupportedWorkload(f"tensorflow plugin has no workload {name}")
+        return BuiltStep(step=step, settings=self._settings(spec, name))
+
+    def check(self, spec: WorkloadSpec) -> tf.DType:
+        """Rejects what this agent cannot run as asked; returns the TensorFlow dtype."""
+        if spec.dtype not in self.dtypes:
+            where = "a GPU" if self.on_gpu else "the CPU"
+            raise UnsupportedWorkload(f"dtype {spec.dtype} is not supported on {where}")
+        if spec.mode not in MODES:
+            raise UnsupportedWorkload(f"mode {spec.mode!r}; valid: {', '.join(MODES)}")
+        if spec.phase not in ("train", "infer"):
+            raise UnsupportedWorkload(f"phase {spec.phase!r}")
+        if spec.threads and spec.threads != self.threads.intra_op:
+            raise UnsupportedWorkload(THREADS_FIXED_MESSAGE.format(n=spec.threads))
+        return _DTYPES[spec.dtype]
+
+    def _model_step(self, spec: WorkloadSpec, dtype: tf.DType, train: bool) -> Callable[[], object]:
+        name = spec.workload.name
+        model = models.build_model(name, dtype=dtype, seed=spec.seed, device=self.device)
+        batch = models.example_batch(
+            name,
+            spec.batch_size,
+            image_size=spec.params.get("image_size", 224),
+            seq_len=spec.params.get("seq_len", 200),
+            dtype=dtype,
+            seed=spec.seed,
+            device=self.device,
+        )
+        if not train:
+            program = ModelProgram(model, spec.mode)
+            return lambda: program.logits(batch.inputs)
+        program = ModelProgram.for_training(model, spec.mode)
+        return lambda: program.train_step(batch.inputs, batch.labels)
+
+    def _settings(self, spec: WorkloadSpec, name: str) -> Settings:
+        """`name` is the workload, or for a trainer the model being trained."""
+        model = name in models.MODEL_NAMES
+        extra = {
+            "jit_compile": str(spec.mode == "xla").lower(),
+            "onednn_enabled": str(self.onednn).lower(),
+            "dtype_policy": _DTYPE_POLICY[spec.dtype],
+        }
+        if model:
+            extra["optimizer"] = "ResourceApplyMomentum (fused SGD momentum)" if spec.phase == "train" else ""
+            extra["batch_norm"] = "unfused (moments)" if spec.dtype == "float64" else "FusedBatchNormV3"
+        if self.on_gpu:
+            extra["tf32"] = str(tf.config.experimental.tensor_float_32_execution_enabled()).lower()
+        return Settings(
+            dtype=spec.dtype,
+            intra_op_threads=self.threads.intra_op,
+            inter_op_threads=self.threads.inter_op,
+            mode=spec.mode,
+            layout="NHWC" if name in _IMAGE_WORKLOADS else "",
+            device=self.device,
+            extra={k: v for k, v in extra.items() if v},
+        )
+
+    def synchronize(self, output: object) -> None:
+        """On the CPU, eager ops and tf.function calls return only once their kernels are done
+        (TensorFlow's default executor is synchronous), so there is nothing to wait for. GPU
+        kernels run asynchronously on CUDA streams: wait for every device."""
+        if not self.on_gpu:
+            return
+        sync_devices = getattr(tf.test.experimental, "sync_devices", None)
+        if sync_devices is not None:
+            sync_devices()
+            return
+        for tensor in tf.nest.flatten(output):  # older TensorFlow: read one value back
+            if isinstance(tensor, tf.Tensor) and tensor.shape.num_elements():
+                tf.reshape(tensor, [-1])[0].numpy()
+                return
+
+    # ------------------------------------------------------------------ ReferencePlugin
+
+    def canonical_weights(self, model: str, seed: int) -> dict[str, np.ndarray]:
+        return reference.canonical_weights(model, seed, self.device)
+
+    def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
+        return reference.equivalence(case, self.device)
+
+    def trainer(
+        self, model: str, weights: Weights, optimizer: OptimizerSpec, spec: WorkloadSpec
+    ) -> reference.ProgramTrainer:
+        dtype = self.check(spec)
+        settings = self._settings(spec, model)
+        return reference.trainer(
+            model, weights, optimizer, dtype, spec.mode, self.device, settings
+        )

@@ -1,0 +1,147 @@
+"""The same model is the same in every framework: every catalogue model is built by the torch,
+TensorFlow and JAX plugins, each in its own agent environment and process, and compared.
+
+1. Architecture: the canonical weight names and shapes each framework exports for a freshly
+   initialised model equal PyTorch's (so parameter counts agree too), and match the checked-in
+   tests/equivalence/canonical_shapes.json.
+2. Numerics: weights exported once from PyTorch (BatchNorm statistics perturbed, so that they
+   matter) are loaded by every framework; inference logits must agree within `LOGIT_RTOL` of
+   the logits' scale, the training-mode loss within `LOSS_RTOL`, and one SGD-momentum step must
+   move the loss by the same amount within `DELTA_RTOL` of the move (see docs/equivalence.md).
+FLOPs need no test here: every framework is charged by the one catalogue formula, which
+tests/torch_plugin checks against PyTorch's FlopCounterMode.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fwbench.collector.envs import environment_for
+from fwbench.collector.manifest import discover_manifests, manifest_dirs
+from fwbench.runtime.reference import EquivalenceCase, OptimizerSpec
+from fwbench.runtime.reference_cli import read_result, write_case
+
+HERE = Path(__file__).parent
+MODELS = (
+    "lenet",
+    "resnet18",
+    "resnet50",
+    "resnet152",
+    "vgg16",
+    "mobilenet_v2",
+    "efficientnet_b0",
+    "lstm",
+)
+# plugin -> the agent whose environment runs it
+AGENTS = {"torch": "torch-cpu", "tensorflow": "tf-mkl", "jax": "jax-cpu"}
+OTHERS = ("tensorflow", "jax")
+BATCH, IMAGE_SIZE, SEQ_LEN = 2, 64, 8
+OPTIMIZER = OptimizerSpec(learning_rate=0.01, momentum=0.9)
+LOGIT_RTOL = 2e-4  # of max |logit|
+LOSS_RTOL = 1e-4
+DELTA_RTOL = 2e-2  # of the loss change one step makes
+
+
+def _python(plugin: str) -> Path:
+    env = environment_for(discover_manifests(manifest_dirs())[AGENTS[plugin]])
+    env.ensure()
+    return env.python
+
+
+def _reference(plugin: str, *args: str) -> None:
+    command = [str(_python(plugin)), "-m", "fwbench.runtime.reference_cli", "--plugin", plugin]
+    completed = subprocess.run([*command, *args], capture_output=True, text=True, timeout=1200)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+
+
+def _inputs(model: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    if model == "lstm":
+        return rng.integers(0, 20_000, (BATCH, SEQ_LEN)), rng.integers(0, 2, BATCH)
+    channels, size, classes = (1, 28, 10) if model == "lenet" else (3, IMAGE_SIZE, 1000)
+    images = rng.standard_normal((BATCH, channels, size, size)).astype(np.float32)
+    return images, rng.integers(0, classes, BATCH)
+
+
+def _perturb_batch_norm(weights: dict[str, np.ndarray], rng: np.random.Generator) -> None:
+    """Fresh BatchNorm is the identity (mean 0, var 1, gamma 1, beta 0), which would hide
+    a wrong epsilon or a swapped statistic: give every BN layer non-trivial values."""
+    for key in [k for k in weights if k.endswith(".running_mean")]:
+        prefix = key.removesuffix(".running_mean")
+        n = weights[key].shape[0]
+        weights[key] = rng.normal(0.0, 0.1, n).astype(np.float32)
+        weights[f"{prefix}.running_var"] = rng.uniform(0.5, 1.5, n).astype(np.float32)
+        weights[f"{prefix}.weight"] = (1 + rng.normal(0.0, 0.1, n)).astype(np.float32)
+        weights[f"{prefix}.bias"] = rng.normal(0.0, 0.1, n).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    folder = tmp_path_factory.mktemp("shapes")
+    found = {}
+    for plugin in AGENTS:
+        _reference(plugin, "shapes", "--models", ",".join(MODELS), "--out", str(folder / plugin))
+        found[plugin] = json.loads((folder / plugin).read_text())
+    return found
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """{plugin: {model: EquivalenceResult}} from one case per model."""
+    root = tmp_path_factory.mktemp("equivalence")
+    _reference("torch", "export", "--models", ",".join(MODELS), "--out-dir", str(root / "w"))
+    rng = np.random.default_rng(2024)
+    cases = []
+    for model in MODELS:
+        with np.load(root / "w" / f"{model}.npz") as data:
+            weights = {k: data[k] for k in data.files}
+        _perturb_batch_norm(weights, rng)
+        inputs, labels = _inputs(model, rng)
+        case = root / f"{model}.npz"
+        write_case(case, EquivalenceCase(model, weights, inputs, labels, OPTIMIZER))
+        cases.append(str(case))
+        (root / "w" / f"{model}.npz").unlink()
+    found = {}
+    for plugin in AGENTS:
+        _reference(plugin, "check", *cases, "--out-dir", str(root / plugin))
+        found[plugin] = {m: read_result(root / plugin / f"{m}.npz") for m in MODELS}
+    return found
+
+
+@pytest.mark.parametrize("plugin", AGENTS)
+def test_canonical_shapes_match_the_checked_in_reference(shapes, plugin):
+    reference = json.loads((HERE / "canonical_shapes.json").read_text())
+    for model in MODELS:
+        assert shapes[plugin][model] == reference[model], f"{plugin} {model}"
+
+
+@pytest.mark.parametrize("plugin", OTHERS)
+@pytest.mark.parametrize("model", MODELS)
+def test_same_parameter_count_and_output_shape(results, plugin, model):
+    torch_result, other = results["torch"][model], results[plugin][model]
+    assert other.param_count == torch_result.param_count
+    assert other.eval_logits.shape == torch_result.eval_logits.shape
+
+
+@pytest.mark.parametrize("plugin", OTHERS)
+@pytest.mark.parametrize("model", MODELS)
+def test_same_weights_give_the_same_inference_logits(results, plugin, model):
+    expected, actual = results["torch"][model].eval_logits, results[plugin][model].eval_logits
+    scale = float(np.abs(expected).max())
+    error = float(np.abs(actual - expected).max())
+    assert error <= LOGIT_RTOL * scale, f"max |diff| {error:.3g} vs logit scale {scale:.3g}"
+
+
+@pytest.mark.parametrize("plugin", OTHERS)
+@pytest.mark.parametrize("model", MODELS)
+def test_one_training_step_moves_the_loss_the_same_way(results, plugin, model):
+    expected, actual = results["torch"][model], results[plugin][model]
+    assert actual.loss_before == pytest.approx(expected.loss_before, rel=LOSS_RTOL)
+    expected_delta = expected.loss_after - expected.loss_before
+    actual_delta = actual.loss_after - actual.loss_before
+    assert expected_delta < 0, "one SGD step on the batch should lower its loss"
+    assert actual_delta == pytest.approx(expected_delta, rel=DELTA_RTOL, abs=1e-6)

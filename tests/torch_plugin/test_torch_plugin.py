@@ -1,0 +1,140 @@
+"""The torch plugin beyond its models: modes, reference (canonical weights, equivalence,
+trainer) and start-up thread settings. Runs inside the torch-cpu agent environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from fwbench.runtime import digits
+from fwbench.runtime.plugin import WorkloadSpec
+from fwbench.runtime.reference import EquivalenceCase, OptimizerSpec, param_count
+from fwbench.spec import load_catalogue
+from fwbench.torch_plugin import models, reference
+from fwbench.torch_plugin.plugin import TorchPlugin
+
+CATALOGUE = load_catalogue()
+# torch.compile imports modules that still use torch.jit.script_method internally.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"
+)
+
+
+@pytest.fixture(scope="module")
+def plugin() -> TorchPlugin:
+    os.environ["FWBENCH_DEVICE"] = "cpu"
+    return TorchPlugin()
+
+
+def spec(workload: str, phase: str, mode: str, batch: int = 2, **params: int) -> WorkloadSpec:
+    w = CATALOGUE.get(workload)
+    return WorkloadSpec(w, phase, batch, "float32", w.resolve_params(params), 0, 0, mode)
+
+
+def test_describe_offers_eager_first_then_compile(plugin):
+    capabilities = plugin.describe().capabilities
+    assert all(c.modes == ("eager", "compile") for c in capabilities.values())
+
+
+@pytest.mark.parametrize("phase", ["infer", "train"])
+def test_compile_mode_computes_what_eager_computes(plugin, phase):
+    small = {"m": 64, "n": 32, "k": 48}
+    eager = plugin.build(spec("gemm", phase, "eager", **small))
+    compiled = plugin.build(spec("gemm", phase, "compile", **small))
+    assert compiled.settings.mode == "compile"
+    assert compiled.settings.extra["compile_backend"] == "inductor"
+    torch.testing.assert_close(compiled.step(), eager.step())  # same seed, same inputs
+
+
+def test_compile_mode_trains_a_model(plugin):
+    built = plugin.build(spec("lenet", "train", "compile", batch=4))
+    losses = [float(built.step().detach()) for _ in range(5)]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+def test_single_bias_lstm_equals_nn_lstm_with_a_zero_second_bias():
+    torch.manual_seed(0)
+    ours = models.SingleBiasLSTM(5, 7)
+    theirs = nn.LSTM(5, 7, batch_first=True)
+    with torch.no_grad():
+        theirs.weight_ih_l0.copy_(ours.weight_ih_l0)
+        theirs.weight_hh_l0.copy_(ours.weight_hh_l0)
+        theirs.bias_ih_l0.copy_(ours.bias_l0)
+        theirs.bias_hh_l0.zero_()
+    x = torch.randn(3, 4, 5)
+    _, (h_n, _) = theirs(x)
+    torch.testing.assert_close(ours(x), h_n[-1])
+    assert sum(p.numel() for p in ours.parameters()) == 4 * 7 * (5 + 7 + 1)
+
+
+@pytest.mark.parametrize("name", ["lenet", "mobilenet_v2", "lstm"])
+def test_canonical_weights_round_trip_through_load(name):
+    weights = reference.canonical_weights(name, seed=4)
+    assert "num_batches_tracked" not in " ".join(weights)
+    again = reference.export(reference.load(name, weights))
+    assert weights.keys() == again.keys()
+    for key in weights:
+        np.testing.assert_array_equal(weights[key], again[key])
+    assert reference.canonical_weights(name, seed=4)[next(iter(weights))].tolist() == (
+        weights[next(iter(weights))].tolist()
+    )
+
+
+def test_load_rejects_missing_or_unexpected_weights():
+    weights = reference.canonical_weights("lenet", 0)
+    weights.pop("features.0.bias")
+    with pytest.raises(ValueError, match=r"missing \['features.0.bias'\]"):
+        reference.load("lenet", weights)
+    weights = reference.canonical_weights("lenet", 0) | {"extra.weight": np.zeros(1, np.float32)}
+    with pytest.raises(ValueError, match="unexpected"):
+        reference.load("lenet", weights)
+
+
+def test_equivalence_reports_counts_logits_and_a_falling_loss():
+    weights = reference.canonical_weights("resnet18", 1)
+    rng = np.random.default_rng(0)
+    case = EquivalenceCase(
+        "resnet18",
+        weights,
+        rng.standard_normal((2, 3, 64, 64)).astype(np.float32),
+        np.array([3, 7]),
+        OptimizerSpec(0.01, 0.9),
+    )
+    result = reference.equivalence(case)
+    assert result.param_count == param_count(weights) == 11_689_512
+    assert result.eval_logits.shape == (2, 1000)
+    assert result.loss_after < result.loss_before
+
+
+def test_trainer_learns_digits(plugin):
+    data = digits.load_digits()
+    shapes = {k: v.shape for k, v in plugin.canonical_weights("lenet", 0).items()}
+    trainer = plugin.trainer(
+        "lenet",
+        digits.initial_weights(shapes, 0),
+        OptimizerSpec(0.01, 0.9),
+        spec("train_to_accuracy", "train", "eager", batch=32),
+    )
+    assert trainer.settings.layout == "NCHW"
+    for epoch in (1, 2, 3, 4, 5):
+        for index in digits.epoch_batches(len(data.train.labels), 32, 0, epoch):
+            trainer.train_step(data.train.images[index], data.train.labels[index])
+    predicted = trainer.predict(data.validation.images)
+    assert predicted.dtype == np.int64
+    assert np.mean(predicted == data.validation.labels) > 0.8
+
+
+def test_fwbench_threads_sets_torch_threads_at_start_up():
+    code = (
+        "from fwbench.torch_plugin.plugin import TorchPlugin;"
+        "print(TorchPlugin().describe().intra_op_threads)"
+    )
+    env = {**os.environ, "FWBENCH_THREADS": "1", "FWBENCH_DEVICE": "cpu"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "1", out.stderr
