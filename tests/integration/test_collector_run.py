@@ -234,3 +234,38 @@ def test_collector_describe_prints_agent_report(torch_env, tmp_path):
     reply = json.loads(done.stdout)
     assert reply["identity"]["framework"] == "torch"
     assert reply["spec_version"] == "1.0"
+
+
+def test_collector_sweep_records_out_of_memory_cell_and_goes_on(
+    torch_env, tmp_path, isolated_store, agent_process_starter
+):
+    """A batch size too large for memory is a RESOURCE_EXHAUSTED row; the sweep continues."""
+    _, port = agent_process_starter(torch_env, tmp_path, f"--memory-limit-bytes={6 * 1024**3}")
+    out = tmp_path / "run"
+    done = collector(
+        "run",
+        "--agents",
+        f"torch-cpu@127.0.0.1:{port}",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1,1024,2",  # 1024 x three 4096^2 fp32 matrices = 192 GiB
+        "--param",
+        "m=4096",
+        "--param",
+        "n=4096",
+        "--param",
+        "k=4096",
+        *QUICK,
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr  # one cell failed
+    table = pd.read_parquet(out / "results.parquet").sort_values("cell")
+    assert list(table["batch_size"]) == [1, 1024, 2]
+    assert list(table["status"]) == ["ok", "failed", "ok"]
+    assert table["error_code"].iloc[1] == "RESOURCE_EXHAUSTED"
+    assert "out of memory" in table["error"].iloc[1]

@@ -138,3 +138,13 @@ def test_fwbench_threads_sets_torch_threads_at_start_up():
     env = {**os.environ, "FWBENCH_THREADS": "1", "FWBENCH_DEVICE": "cpu"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "1", out.stderr
+
+
+def test_zero_threads_restores_the_default_after_a_thread_sweep(plugin):
+    default = plugin.default_threads
+    one = plugin.build(
+        WorkloadSpec(**{**spec("gemm", "infer", "eager", m=8, n=8, k=8).__dict__, "threads": 1})
+    )
+    assert one.settings.intra_op_threads == 1
+    again = plugin.build(spec("gemm", "infer", "eager", m=8, n=8, k=8))
+    assert again.settings.intra_op_threads == default

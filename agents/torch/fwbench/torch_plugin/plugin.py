@@ -97,6 +97,11 @@ class TorchPlugin:
         threads = int(os.environ.get("FWBENCH_THREADS", "0") or 0)
         if threads:
             torch.set_num_threads(threads)
+        # A request for 0 threads means this default, not whatever the previous run left.
+        self.default_threads = torch.get_num_threads()
+
+    def _apply_threads(self, requested: int) -> None:
+        torch.set_num_threads(requested or self.default_threads)
 
     def describe(self) -> PluginDescription:
         cuda = self.device.type == "cuda"
@@ -125,8 +130,7 @@ class TorchPlugin:
         return tuple(devices)
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
-        if spec.threads:
-            torch.set_num_threads(spec.threads)
+        self._apply_threads(spec.threads)
         torch.manual_seed(spec.seed)
         generator = torch.Generator(device=self.device).manual_seed(spec.seed)
         dtype = _DTYPES[spec.dtype]
@@ -218,8 +222,7 @@ class TorchPlugin:
         optimizer: OptimizerSpec,
         spec: WorkloadSpec,
     ) -> reference.TorchTrainer:
-        if spec.threads:
-            torch.set_num_threads(spec.threads)
+        self._apply_threads(spec.threads)
         torch.manual_seed(spec.seed)
         module: nn.Module = reference.load(model, weights)
         return reference.TorchTrainer(
