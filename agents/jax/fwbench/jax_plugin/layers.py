@@ -145,7 +145,6 @@ class _Frame:
     params: Mapping[str, Array]
     state: Mapping[str, Array]
     train: bool
-    dtype: jnp.dtype
     rng: Array | None  # dropout key; None disables dropout
     specs: dict[str, ParamSpec] = field(default_factory=dict)
     new_state: dict[str, Array] = field(default_factory=dict)
@@ -164,10 +163,6 @@ class Scope:
     def train(self) -> bool:
         return self._frame.train
 
-    @property
-    def dtype(self) -> jnp.dtype:
-        return self._frame.dtype
-
     def child(self, *parts: str | int) -> Scope:
         path = ".".join(str(part) for part in parts)
         return Scope(self._frame, f"{self._prefix}{path}.")
@@ -177,7 +172,7 @@ class Scope:
         if full in self._frame.specs:
             raise ValueError(f"parameter {full} declared twice")
         self._frame.specs[full] = spec
-        return jnp.zeros(spec.shape, self._frame.dtype)
+        return jnp.zeros(spec.shape, jnp.float32)
 
     def param(
         self, name: str, shape: tuple[int, ...], init: Init, layout: Layout = IDENTITY
@@ -207,7 +202,7 @@ def collect_specs(
     forward: Callable[[Scope, Array], Array], example: jax.ShapeDtypeStruct
 ) -> dict[str, ParamSpec]:
     """Every variable `forward` declares, in declaration order; traces shapes only."""
-    frame = _Frame(True, {}, {}, train=False, dtype=jnp.dtype(jnp.float32), rng=None)
+    frame = _Frame(True, {}, {}, train=False, rng=None)
     jax.eval_shape(lambda x: forward(Scope(frame), x), example)
     return frame.specs
 
@@ -222,8 +217,7 @@ def run_forward(
     rng: Array | None,
 ) -> tuple[Array, dict[str, Array]]:
     """(logits, state after the pass): training updates BatchNorm running statistics."""
-    dtype = next(iter(params.values())).dtype
-    frame = _Frame(False, params, state, train=train, dtype=dtype, rng=rng)
+    frame = _Frame(False, params, state, train=train, rng=rng)
     logits = forward(Scope(frame), x)
     return logits, {**state, **frame.new_state}
 
@@ -304,7 +298,9 @@ def max_pool(x: Array, kernel: int, stride: int, padding: int = 0) -> Array:
     pad = ((0, 0), (padding, padding), (padding, padding), (0, 0))
     # A concrete (numpy) identity lets JAX recognise the max monoid, which it can differentiate.
     init = np.array(-np.inf, x.dtype)
-    return lax.reduce_window(x, init, lax.max, (1, kernel, kernel, 1), (1, stride, stride, 1), pad)
+    window, strides = (1, kernel, kernel, 1), (1, stride, stride, 1)
+    pooled: Array = lax.reduce_window(x, init, lax.max, window, strides, pad)
+    return pooled
 
 
 def global_avg_pool(x: Array) -> Array:

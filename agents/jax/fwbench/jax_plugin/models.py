@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import DTypeLike
 
 from fwbench.jax_plugin.layers import (
     Array,
@@ -276,7 +277,12 @@ _FORWARDS: dict[str, Forward] = {
 
 
 def input_struct(
-    name: str, batch_size: int, *, image_size: int = 224, seq_len: int = 200, dtype: object = None
+    name: str,
+    batch_size: int,
+    *,
+    image_size: int = 224,
+    seq_len: int = 200,
+    dtype: DTypeLike | None = None,
 ) -> jax.ShapeDtypeStruct:
     """Shape and dtype of a model's input batch: NHWC images or (batch, seq_len) token ids."""
     _check_name(name)
@@ -312,7 +318,7 @@ class Model:
     def num_classes(self) -> int:
         return NUM_CLASSES[self.name]
 
-    def init(self, key: Array, dtype: object = jnp.float32) -> tuple[Variables, Variables]:
+    def init(self, key: Array, dtype: DTypeLike = jnp.float32) -> tuple[Variables, Variables]:
         """(trainable params, BatchNorm running statistics), freshly drawn from `key`."""
         return _split(self.name, init_variables(self.specs, key, dtype))
 
@@ -342,7 +348,7 @@ class Model:
         }
 
     def from_canonical(
-        self, weights: Mapping[str, np.ndarray], dtype: object = jnp.float32
+        self, weights: Mapping[str, np.ndarray], dtype: DTypeLike = jnp.float32
     ) -> tuple[Variables, Variables]:
         """Loads canonical weights; every key must be known and every variable assigned."""
         specs = self.specs
@@ -360,7 +366,7 @@ class Model:
         return _split(self.name, arrays)
 
 
-def init_variables(specs: Mapping[str, ParamSpec], key: Array, dtype: object) -> Variables:
+def init_variables(specs: Mapping[str, ParamSpec], key: Array, dtype: DTypeLike) -> Variables:
     """Draws every variable of `specs` from `key`: one uniform and one normal stream, cut in
     declaration order and scaled per variable, then placed on the default device as `dtype`.
     Drawing two long streams and slicing them on the host is seconds faster than compiling
@@ -403,7 +409,7 @@ def example_batch(
     *,
     image_size: int = 224,
     seq_len: int = 200,
-    dtype: object = jnp.float32,
+    dtype: DTypeLike = jnp.float32,
 ) -> tuple[Array, Array]:
     """Synthetic (inputs, labels) drawn on the default device: N(0, 1) NHWC images (or token
     ids in [0, vocab)) and int32 labels in [0, classes)."""

@@ -34,11 +34,15 @@ def _with_input_grads(forward: Callable[..., Array]) -> Callable[..., object]:
 def _bind(
     forward: Callable[..., Array], inputs: tuple[Array, ...], train: bool, mode: str
 ) -> Callable[[], object]:
-    if not train:
-        return functools.partial(compile_fn(forward, mode), *inputs)
-    out_shape = jax.eval_shape(forward, *inputs)
-    grad = jnp.ones(out_shape.shape, out_shape.dtype)
-    return functools.partial(compile_fn(_with_input_grads(forward), mode), *inputs, grad)
+    """The step as a partial over its device inputs, which exist when this returns: random
+    generation is asynchronous, and neither its time nor its out-of-memory error belongs to
+    the first timed step."""
+    if train:
+        out_shape = jax.eval_shape(forward, *inputs)
+        inputs = (*inputs, jnp.ones(out_shape.shape, out_shape.dtype))
+        forward = _with_input_grads(forward)
+    jax.block_until_ready(inputs)
+    return functools.partial(compile_fn(forward, mode), *inputs)
 
 
 def build_gemm(

@@ -34,7 +34,9 @@ from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, Optimi
 
 PLUGIN_VERSION = "0.1.0"
 _OPS = {"gemm": ops.build_gemm, "conv2d": ops.build_conv2d}
-_JNP_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float16": jnp.float16}
+_JNP_DTYPES: dict[str, jnp.dtype] = {
+    name: jnp.dtype(name) for name in ("float32", "bfloat16", "float16")
+}
 # float64 is absent: it needs jax_enable_x64, a process-wide switch that changes every
 # default integer and float type.
 _CPU_DTYPES = ("float32", "bfloat16")
@@ -51,9 +53,17 @@ _JAX_VARIABLES = (
     "TF_CPP_MIN_LOG_LEVEL",
     THREADS_VARIABLE,
 )
-# One seed, separate streams: weights from PRNGKey(seed) itself (as canonical_weights),
-# inputs and the dropout key from folds of it.
-_DATA_STREAM, _DROPOUT_STREAM = 1, 2
+# One seed, separate streams: weights from PRNGKey(seed) itself (as canonical_weights), the
+# dropout key from a fold of it, synthetic data from data_key(seed).
+_DROPOUT_STREAM = 1
+
+
+def data_key(seed: int) -> jax.Array:
+    """The key synthetic inputs are drawn from. XLA's RngBitGenerator ("rbg") writes its
+    output directly; the default threefry key peaks at about 4x the array being drawn (a
+    2 GiB batch needed 8 GiB), which would make a batch-size sweep run out of memory while
+    building, long before the step itself would."""
+    return jax.random.key(seed, impl="rbg")
 
 
 def _backends_initialized() -> bool:
@@ -121,6 +131,10 @@ class JaxPlugin:
         self._threads = limit_cpu_threads(threads)  # before the backend exists
         self.device = select_device(os.environ.get("FWBENCH_DEVICE", "auto"))
         self._gpu = self.device.platform == "gpu"
+        # Every array this process creates (weights, synthetic data, host batches) and every
+        # computation on them then lives on the selected device, also where JAX_PLATFORMS
+        # would make another one the default (a CPU agent on a GPU host).
+        jax.config.update("jax_default_device", self.device)
 
     # ----------------------------------------------------------------------- FrameworkPlugin
 
@@ -163,32 +177,31 @@ class JaxPlugin:
             raise UnsupportedWorkload(f"jax plugin on {self.device.platform}: no {dtype}")
         if mode not in MODES:
             raise UnsupportedWorkload(f"jax plugin has no mode {mode!r}; modes: {MODES}")
-        return jnp.dtype(_JNP_DTYPES[dtype])
+        return _JNP_DTYPES[dtype]
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self._check(spec.threads, spec.dtype, spec.mode)
         name = spec.workload.name
         train = spec.phase == "train"
-        key = jax.random.PRNGKey(spec.seed)
-        with jax.default_device(self.device):
-            if name in _OPS:
-                data_key = jax.random.fold_in(key, _DATA_STREAM)
-                step = _OPS[name](spec.batch_size, spec.params, dtype, data_key, train, spec.mode)
-            elif name in models.MODEL_NAMES:
-                step = self._model_step(spec, dtype, key, train)
-            else:
-                raise UnsupportedWorkload(f"jax plugin has no workload {name}")
+        if name in _OPS:
+            key = data_key(spec.seed)
+            step = _OPS[name](spec.batch_size, spec.params, dtype, key, train, spec.mode)
+        elif name in models.MODEL_NAMES:
+            step = self._model_step(spec, dtype, train)
+        else:
+            raise UnsupportedWorkload(f"jax plugin has no workload {name}")
         return BuiltStep(step=step, settings=self._settings(spec, name, train))
 
     def _model_step(
-        self, spec: WorkloadSpec, dtype: jnp.dtype, key: jax.Array, train: bool
+        self, spec: WorkloadSpec, dtype: jnp.dtype, train: bool
     ) -> Callable[[], object]:
         model = models.Model(spec.workload.name)
+        key = jax.random.PRNGKey(spec.seed)
         params, state = model.init(key, dtype)
         inputs, labels = models.example_batch(
             model.name,
             spec.batch_size,
-            jax.random.fold_in(key, _DATA_STREAM),
+            data_key(spec.seed),
             image_size=spec.params.get("image_size", 224),
             seq_len=spec.params.get("seq_len", 200),
             dtype=dtype,
@@ -205,13 +218,13 @@ class JaxPlugin:
         return lambda: loop(inputs, labels)
 
     def _settings(self, spec: WorkloadSpec, name: str, train: bool) -> Settings:
-        precision = jax.config.jax_default_matmul_precision
+        precision = jax.config.jax_default_matmul_precision  # type: ignore[attr-defined]
         extra = {
             "matmul_precision": precision or "default",
-            "compiled": "whole step, one XLA program" if spec.mode == "jit" else "op by op",
+            "compiled": "whole step, one XLA program",
             "cpu_affinity": _cpu_list(),
         }
-        if spec.mode == "jit" and train and name in models.MODEL_NAMES:
+        if train and name in models.MODEL_NAMES:
             extra["donated"] = "params, BatchNorm state, optimizer state, dropout key"
         if self._gpu and not precision:
             extra["tf32"] = "XLA's default: float32 matmuls and convolutions may use TF32"
@@ -238,12 +251,10 @@ class JaxPlugin:
     # ---------------------------------------------------------------------- ReferencePlugin
 
     def canonical_weights(self, model: str, seed: int) -> dict[str, np.ndarray]:
-        with jax.default_device(self.device):
-            return reference.canonical_weights(model, seed)
+        return reference.canonical_weights(model, seed)
 
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
-        with jax.default_device(self.device):
-            return reference.equivalence(case)
+        return reference.equivalence(case)
 
     def trainer(
         self, model: str, weights: Weights, optimizer: OptimizerSpec, spec: WorkloadSpec
@@ -255,8 +266,8 @@ class JaxPlugin:
             optimizer,
             dtype=dtype,
             mode=spec.mode,
-            device=self.device,
             seed=spec.seed,
+            settings=self._settings(spec, model, train=True),
         )
 
 

@@ -6,15 +6,18 @@ with int32 labels (JAX's default without x64), so conversions happen here, at th
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.typing import DTypeLike
 
 from fwbench.jax_plugin.models import Model, Variables
 from fwbench.jax_plugin.training import TrainLoop, compile_fn, cross_entropy, make_infer_fn
+from fwbench.runtime.plugin import Settings
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
 
 Array = jax.Array
@@ -26,7 +29,7 @@ def canonical_weights(name: str, seed: int) -> dict[str, np.ndarray]:
     return model.to_canonical(params, state)
 
 
-def to_model_input(model: Model, inputs: np.ndarray | Array, dtype: object) -> Array:
+def to_model_input(model: Model, inputs: np.ndarray | Array, *, dtype: DTypeLike) -> Array:
     """Canonical inputs -> what the model takes: NCHW images become NHWC in `dtype`; token ids
     become int32 (every id is below the vocabulary size, so nothing is lost)."""
     if model.name == "lstm":
@@ -67,7 +70,7 @@ def equivalence(case: EquivalenceCase) -> EquivalenceResult:
     model = Model(case.model)
     params, state = model.from_canonical(case.weights)
     run = jax.jit(_equivalence_fn(model, _optimizer(case.optimizer)))
-    x = to_model_input(model, case.inputs, jnp.float32)
+    x = to_model_input(model, case.inputs, dtype=jnp.float32)
     eval_logits, loss_before, loss_after = run(params, state, x, _labels(case.labels))
     return EquivalenceResult(
         param_count=model.trainable_count(),
@@ -78,7 +81,8 @@ def equivalence(case: EquivalenceCase) -> EquivalenceResult:
 
 
 class JaxTrainer:
-    """Trains on host batches; both steps are compiled once (every batch has one shape)."""
+    """Trains on host batches. The NCHW -> NHWC conversion runs inside the jitted steps, and
+    each step compiles once: every batch has the same shape."""
 
     def __init__(
         self,
@@ -88,33 +92,27 @@ class JaxTrainer:
         *,
         dtype: jnp.dtype,
         mode: str,
-        device: jax.Device,
         seed: int,
+        settings: Settings,
     ) -> None:
+        self.settings = settings
         self._model = Model(name)
-        self._dtype = dtype
-        self._device = device
-        with jax.default_device(device):
-            params, state = self._model.from_canonical(weights, dtype)
-            key = jax.random.PRNGKey(seed)  # dropout, for models that have it
-        self._loop = TrainLoop(self._model, params, state, _optimizer(optimizer), key, mode)
-        self._predict = compile_fn(self._predict_fn(), mode)
-
-    def _predict_fn(self) -> Callable[[Variables, Variables, Array], Array]:
+        params, state = self._model.from_canonical(weights, dtype)
+        prepare = functools.partial(to_model_input, self._model, dtype=dtype)
+        key = jax.random.PRNGKey(seed)  # dropout, for models that have it
+        self._loop = TrainLoop(
+            self._model, params, state, _optimizer(optimizer), key, mode, prepare
+        )
         infer = make_infer_fn(self._model)
 
-        def predict(params: Variables, state: Variables, x: Array) -> Array:
-            return jnp.argmax(infer(params, state, x), axis=-1)
+        def predict(params: Variables, state: Variables, images: Array) -> Array:
+            return jnp.argmax(infer(params, state, prepare(images)), axis=-1)
 
-        return predict
-
-    def _inputs(self, images: np.ndarray) -> Array:
-        return to_model_input(self._model, jax.device_put(images, self._device), self._dtype)
+        self._predict = compile_fn(predict, mode)
 
     def train_step(self, images: np.ndarray, labels: np.ndarray) -> object:
-        labels_on_device = jax.device_put(np.asarray(labels).astype(np.int32), self._device)
-        return self._loop(self._inputs(images), labels_on_device)
+        return self._loop(jnp.asarray(images), _labels(labels))
 
     def predict(self, images: np.ndarray) -> np.ndarray:
-        classes = self._predict(self._loop.params, self._loop.state, self._inputs(images))
+        classes = self._predict(self._loop.params, self._loop.state, jnp.asarray(images))
         return np.asarray(classes).astype(np.int64)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TypeVar, cast
 
 import jax
 import jax.numpy as jnp
@@ -11,10 +12,13 @@ import optax
 from fwbench.jax_plugin.models import Model, Variables
 
 Array = jax.Array
-MODES: tuple[str, ...] = ("jit", "eager")  # the first is the default
+# Only whole-step jit: JAX's op-by-op ("eager") dispatch mostly measures Python overhead,
+# which is not how JAX is used for speed.
+MODES: tuple[str, ...] = ("jit",)
 # What a train step carries from one call to the next; donated to the next call under jit.
 Carry = tuple[Variables, Variables, optax.OptState, Array]
-TrainFn = Callable[[Variables, Variables, optax.OptState, Array, Array, Array], tuple]
+F = TypeVar("F", bound=Callable[..., object])
+TrainFn = Callable[..., tuple[Variables, Variables, optax.OptState, Array, Array]]
 
 
 def cross_entropy(logits: Array, labels: Array) -> Array:
@@ -29,16 +33,11 @@ def sgd(learning_rate: float = 0.01, momentum: float = 0.9) -> optax.GradientTra
     return optax.sgd(learning_rate, momentum=momentum)
 
 
-def compile_fn(
-    fn: Callable[..., object], mode: str, donate_argnums: Sequence[int] = ()
-) -> Callable[..., object]:
-    """"jit": the whole function is one XLA program (compiled on its first call);
-    "eager": JAX dispatches its operations one by one."""
-    if mode == "jit":
-        return jax.jit(fn, donate_argnums=tuple(donate_argnums))
-    if mode == "eager":
-        return fn
-    raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+def compile_fn(fn: F, mode: str, donate_argnums: Sequence[int] = ()) -> F:
+    """ "jit": the whole function becomes one XLA program, compiled on its first call."""
+    if mode != "jit":
+        raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
+    return cast(F, jax.jit(fn, donate_argnums=tuple(donate_argnums)))
 
 
 def make_infer_fn(model: Model) -> Callable[[Variables, Variables, Array], Array]:
@@ -48,9 +47,14 @@ def make_infer_fn(model: Model) -> Callable[[Variables, Variables, Array], Array
     return infer
 
 
-def make_train_fn(model: Model, optimizer: optax.GradientTransformation) -> TrainFn:
+def make_train_fn(
+    model: Model,
+    optimizer: optax.GradientTransformation,
+    prepare: Callable[[Array], Array] | None = None,
+) -> TrainFn:
     """One SGD step: forward in training mode, loss, gradients of every trainable weight,
-    update; BatchNorm running statistics and the dropout key move on as well."""
+    update; BatchNorm running statistics and the dropout key move on as well. `prepare`
+    converts the given inputs first (inside the step, so that jit fuses it)."""
 
     def train(
         params: Variables,
@@ -61,6 +65,8 @@ def make_train_fn(model: Model, optimizer: optax.GradientTransformation) -> Trai
         labels: Array,
     ) -> tuple[Variables, Variables, optax.OptState, Array, Array]:
         key, dropout_key = jax.random.split(key)
+        if prepare is not None:
+            x = prepare(x)
 
         def loss_fn(p: Variables) -> tuple[Array, Variables]:
             logits, new_state = model.apply(p, state, x, train=True, rng=dropout_key)
@@ -85,12 +91,14 @@ class TrainLoop:
         optimizer: optax.GradientTransformation,
         key: Array,
         mode: str,
+        prepare: Callable[[Array], Array] | None = None,
     ) -> None:
-        self._step = compile_fn(make_train_fn(model, optimizer), mode, donate_argnums=(0, 1, 2, 3))
+        train = make_train_fn(model, optimizer, prepare)
+        self._step = compile_fn(train, mode, donate_argnums=(0, 1, 2, 3))
         self._carry: Carry = (params, state, optimizer.init(params), key)
 
     def __call__(self, x: Array, labels: Array) -> Array:
-        params, state, opt_state, key, loss = self._step(*self._carry, x, labels)  # type: ignore[misc]
+        params, state, opt_state, key, loss = self._step(*self._carry, x, labels)
         self._carry = (params, state, opt_state, key)
         return loss
 

@@ -7,6 +7,7 @@ in a running process, so the agent's environment decides it."""
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 
@@ -116,16 +117,17 @@ def onednn_flag() -> bool:
     return bool(_pywrap_util_port.IsMklEnabled())
 
 
+def _probe_graph(x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
+    y = tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME"))
+    return tf.matmul(tf.reshape(y, (8, 32)), tf.ones((32, 8)))
+
+
 def onednn_ops_in_graph() -> bool:
     """Independent evidence: runs a small conv + matmul tf.function on the CPU and looks for
     oneDNN kernels (_MklNativeConv2D, _MklMatMul, ...) in the graph TensorFlow actually executed,
     after its oneDNN layout pass. With oneDNN off the same graph keeps Conv2D and MatMul."""
 
-    @tf.function(autograph=False)
-    def probe(x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
-        y = tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME"))
-        return tf.matmul(tf.reshape(y, (8, 32)), tf.ones((32, 8)))
-
+    probe = tf.function(_probe_graph, autograph=False)
     context.enable_graph_collection()
     try:
         with tf.device("/CPU:0"):
@@ -160,6 +162,22 @@ def verify_onednn() -> bool:
             " (was TensorFlow imported before the variable was set?)"
         )
     return observed
+
+
+class _RetracingNoticeFilter(logging.Filter):
+    """Drops TensorFlow's "N out of the last M calls to <fn> triggered tf.function retracing".
+
+    TensorFlow counts traces per Python code object, so building the same step function for
+    workload after workload (one trace each, by design) trips it although nothing retraces."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "triggered tf.function retracing" not in record.getMessage()
+
+
+def quiet_retracing_notice() -> None:
+    logger = tf.get_logger()
+    if not any(isinstance(f, _RetracingNoticeFilter) for f in logger.filters):
+        logger.addFilter(_RetracingNoticeFilter())
 
 
 def reported_environment() -> dict[str, str]:

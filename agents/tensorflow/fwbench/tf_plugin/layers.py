@@ -206,7 +206,9 @@ class BatchNorm:
         self.mean = store.new(
             f"{name}.running_mean", (channels,), "zeros", trainable=False, dtype=dtype
         )
-        self.var = store.new(f"{name}.running_var", (channels,), "ones", trainable=False, dtype=dtype)
+        self.var = store.new(
+            f"{name}.running_var", (channels,), "ones", trainable=False, dtype=dtype
+        )
 
     def __call__(self, x: tf.Tensor, training: bool) -> tf.Tensor:
         return self._fused(x, training) if self.fused else self._unfused(x, training)
@@ -252,7 +254,8 @@ class Dense:
         out_features: int,
         flattened_from: tuple[int, int, int] | None = None,
     ) -> None:
-        to_c, from_c = _transpose, _transpose
+        to_c: Converter = _transpose
+        from_c: Converter = _transpose
         if flattened_from is not None:
             to_c, from_c = _chw_row_converters(flattened_from, in_features)
         self.weight = store.new(
@@ -293,7 +296,7 @@ class Embedding:
         return tf.gather(self.weight, ids)
 
 
-class _InFloat32(keras.initializers.Initializer):
+class _InFloat32(keras.initializers.Initializer):  # type: ignore[misc]  # Keras is untyped
     """Runs an initializer in float32 and casts: Orthogonal's QR has no bfloat16 kernel."""
 
     def __init__(self, inner: keras.initializers.Initializer) -> None:
@@ -311,9 +314,7 @@ class LSTM:
         self.layer = keras.layers.LSTM(
             hidden,
             kernel_initializer=_InFloat32(keras.initializers.GlorotUniform(seed=store.next_seed())),
-            recurrent_initializer=_InFloat32(
-                keras.initializers.Orthogonal(seed=store.next_seed())
-            ),
+            recurrent_initializer=_InFloat32(keras.initializers.Orthogonal(seed=store.next_seed())),
             dtype=store.dtype.name,
             name=name,
         )
@@ -374,4 +375,3 @@ def adaptive_avg_pool(x: tf.Tensor, size_out: int) -> tf.Tensor:
 
 def dropout(x: tf.Tensor, rate: float, training: bool) -> tf.Tensor:
     return tf.nn.dropout(x, rate) if training and rate > 0 else x
-

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import tensorflow as tf
 
@@ -106,7 +106,9 @@ class _ConvBN:
         eps: float = 1e-5,
     ) -> None:
         pad = (kernel - 1) // 2
-        self.conv = Conv2D(store, conv_name, in_ch, out_ch, kernel, stride, pad, depthwise=depthwise)
+        self.conv = Conv2D(
+            store, conv_name, in_ch, out_ch, kernel, stride, pad, depthwise=depthwise
+        )
         self.bn = BatchNorm(store, bn_name, out_ch, eps)
         self.activation = activation
 
@@ -116,7 +118,13 @@ class _ConvBN:
 
 
 def _sequential(
-    store: ParamStore, name: str, in_ch: int, out_ch: int, kernel: int, stride: int = 1, **kwargs
+    store: ParamStore,
+    name: str,
+    in_ch: int,
+    out_ch: int,
+    kernel: int,
+    stride: int = 1,
+    **kwargs: Any,
 ) -> _ConvBN:
     """A Conv2dNormActivation registered as torchvision's Sequential: `name.0`, `name.1`."""
     return _ConvBN(store, f"{name}.0", f"{name}.1", in_ch, out_ch, kernel, stride, **kwargs)
@@ -132,7 +140,9 @@ class BasicBlock:
     def __init__(self, store: ParamStore, name: str, in_ch: int, planes: int, stride: int) -> None:
         relu = tf.nn.relu
         self.branch = [
-            _ConvBN(store, f"{name}.conv1", f"{name}.bn1", in_ch, planes, 3, stride, activation=relu),
+            _ConvBN(
+                store, f"{name}.conv1", f"{name}.bn1", in_ch, planes, 3, stride, activation=relu
+            ),
             _ConvBN(store, f"{name}.conv2", f"{name}.bn2", planes, planes, 3),
         ]
         self.downsample = _downsample(store, name, in_ch, planes, stride)
@@ -150,7 +160,9 @@ class Bottleneck:
         relu, out_ch = tf.nn.relu, planes * self.expansion
         self.branch = [
             _ConvBN(store, f"{name}.conv1", f"{name}.bn1", in_ch, planes, 1, activation=relu),
-            _ConvBN(store, f"{name}.conv2", f"{name}.bn2", planes, planes, 3, stride, activation=relu),
+            _ConvBN(
+                store, f"{name}.conv2", f"{name}.bn2", planes, planes, 3, stride, activation=relu
+            ),
             _ConvBN(store, f"{name}.conv3", f"{name}.bn3", planes, out_ch, 1),
         ]
         self.downsample = _downsample(store, name, in_ch, out_ch, stride)
@@ -221,7 +233,9 @@ class VGG16:
                 self.features.append(None)
                 continue
             # No BatchNorm in plain vgg16, so these convs keep their bias.
-            self.features.append(Conv2D(store, f"features.{index}", in_ch, width, 3, pad=1, bias=True))
+            self.features.append(
+                Conv2D(store, f"features.{index}", in_ch, width, 3, pad=1, bias=True)
+            )
             in_ch = width
         self.fc1 = Dense(store, "classifier.0", 512 * 7 * 7, 4096, flattened_from=(512, 7, 7))
         self.fc2 = Dense(store, "classifier.3", 4096, 4096)
@@ -270,11 +284,20 @@ class InvertedResidual:
         self.use_residual = stride == 1 and in_ch == out_ch
         self.layers: list[_ConvBN] = []
         if expand != 1:
-            self.layers.append(_sequential(store, f"{name}.conv.0", in_ch, hidden, 1, activation=_relu6))
+            self.layers.append(
+                _sequential(store, f"{name}.conv.0", in_ch, hidden, 1, activation=_relu6)
+            )
         i = len(self.layers)
         self.layers += [
             _sequential(
-                store, f"{name}.conv.{i}", hidden, hidden, 3, stride, depthwise=True, activation=_relu6
+                store,
+                f"{name}.conv.{i}",
+                hidden,
+                hidden,
+                3,
+                stride,
+                depthwise=True,
+                activation=_relu6,
             ),
             # The projection is linear on purpose (no activation).
             _ConvBN(store, f"{name}.conv.{i + 1}", f"{name}.conv.{i + 2}", hidden, out_ch, 1),
@@ -426,8 +449,9 @@ class LSTMClassifier:
         self.lstm = LSTM(store, "lstm", LSTM_EMBED_DIM, LSTM_HIDDEN_SIZE)
         self.fc = Dense(store, "fc", LSTM_HIDDEN_SIZE, num_classes)
 
-    def __call__(self, tokens: tf.Tensor, training: bool) -> tf.Tensor:
-        return self.fc(self.lstm(self.embedding(tokens), training))
+    def __call__(self, x: tf.Tensor, training: bool) -> tf.Tensor:
+        """`x`: int64 token ids, (batch, seq_len)."""
+        return self.fc(self.lstm(self.embedding(x), training))
 
 
 # ------------------------------------------------------------------------------------ public API

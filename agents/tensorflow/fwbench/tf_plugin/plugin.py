@@ -24,7 +24,7 @@ from fwbench.runtime.plugin import (
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
 from fwbench.tf_plugin import environment, models, reference
-from fwbench.tf_plugin.ops import build_gemm, build_conv2d
+from fwbench.tf_plugin.ops import build_conv2d, build_gemm
 from fwbench.tf_plugin.training import MODES, ModelProgram, compile_fn
 
 PLUGIN_VERSION = "0.1.0"
@@ -34,15 +34,15 @@ _DTYPES = {
     "bfloat16": tf.bfloat16,
     "float64": tf.float64,
 }
-# float16 only on a GPU: on the CPU it runs, but mostly through slow emulation, and neither
-# the PyTorch nor this plugin advertises it there. float64 has no GPU use worth measuring.
+# As the PyTorch plugin: float16 is offered on a GPU only, float64 on the CPU only.
 _CPU_DTYPES = ("float32", "bfloat16", "float64")
 _GPU_DTYPES = ("float32", "float16", "bfloat16")
 _OPS = {"gemm": build_gemm, "conv2d": build_conv2d}
 _IMAGE_WORKLOADS = frozenset({"conv2d", *models.MODEL_NAMES} - {"lstm"})
+# How a model holds and computes each dtype (Settings.extra["dtype_policy"]).
 _DTYPE_POLICY = {
     "float32": "float32",
-    "float64": "float64 (BatchNorm unfused: FusedBatchNormV3 has no float64 kernel)",
+    "float64": "float64",
     # Like torch's model.to(dtype), not Keras' "mixed_*" policies (float32 master weights).
     "bfloat16": "bfloat16 pure: weights, activations and gradients in bfloat16; BatchNorm "
     "scale/offset/statistics float32 (FusedBatchNormV3 requires it); softmax loss in float32",
@@ -61,6 +61,7 @@ class TensorFlowPlugin:
         self.threads = environment.configure_threads()
         self.device = environment.select_device(os.environ.get("FWBENCH_DEVICE", "auto"))
         self.onednn = environment.verify_onednn()
+        environment.quiet_retracing_notice()
         self.on_gpu = self.device.startswith("/GPU")
         self.dtypes = _GPU_DTYPES if self.on_gpu else _CPU_DTYPES
 
@@ -157,11 +158,14 @@ class TensorFlowPlugin:
         extra = {
             "jit_compile": str(spec.mode == "xla").lower(),
             "onednn_enabled": str(self.onednn).lower(),
-            "dtype_policy": _DTYPE_POLICY[spec.dtype],
         }
         if model:
-            extra["optimizer"] = "ResourceApplyMomentum (fused SGD momentum)" if spec.phase == "train" else ""
-            extra["batch_norm"] = "unfused (moments)" if spec.dtype == "float64" else "FusedBatchNormV3"
+            extra["dtype_policy"] = _DTYPE_POLICY[spec.dtype]
+            # FusedBatchNormV3 has no float64 kernel.
+            fused = spec.dtype != "float64"
+            extra["batch_norm"] = "FusedBatchNormV3" if fused else "unfused (moments)"
+        if model and spec.phase == "train":
+            extra["optimizer"] = "ResourceApplyMomentum (fused SGD momentum)"
         if self.on_gpu:
             extra["tf32"] = str(tf.config.experimental.tensor_float_32_execution_enabled()).lower()
         return Settings(
@@ -171,7 +175,7 @@ class TensorFlowPlugin:
             mode=spec.mode,
             layout="NHWC" if name in _IMAGE_WORKLOADS else "",
             device=self.device,
-            extra={k: v for k, v in extra.items() if v},
+            extra=extra,
         )
 
     def synchronize(self, output: object) -> None:
@@ -202,6 +206,4 @@ class TensorFlowPlugin:
     ) -> reference.ProgramTrainer:
         dtype = self.check(spec)
         settings = self._settings(spec, model)
-        return reference.trainer(
-            model, weights, optimizer, dtype, spec.mode, self.device, settings
-        )
+        return reference.trainer(model, weights, optimizer, dtype, spec.mode, self.device, settings)

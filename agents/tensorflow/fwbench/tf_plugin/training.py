@@ -23,7 +23,8 @@ def compile_fn(fn: Callable[..., Any], mode: str) -> Callable[..., Any]:
         raise ValueError(f"unknown mode {mode!r}; valid: {', '.join(MODES)}")
     if mode == "eager":
         return fn
-    return tf.function(fn, jit_compile=mode == "xla", autograph=False)
+    compiled: Callable[..., Any] = tf.function(fn, jit_compile=mode == "xla", autograph=False)
+    return compiled
 
 
 def cross_entropy(logits: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
