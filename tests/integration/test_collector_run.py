@@ -19,6 +19,7 @@ from grpc_health.v1 import health, health_pb2_grpc
 
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
 from fwbench.collector.schema import COLUMN_NAMES
+from fwbench.spec import SPEC_VERSION
 
 COLLECTOR = str(Path(os.sys.executable).parent / "collector")
 SMALL_GEMM = ["--param", "m=128", "--param", "n=128", "--param", "k=128"]
@@ -224,7 +225,7 @@ def test_collector_run_refuses_incompatible_agent(future_agent_address, tmp_path
         "run", "--agents", f"future@{future_agent_address}", "--out", str(out), cwd=tmp_path
     )
     assert done.returncode == 2
-    assert "speaks protocol '2.0'; this collector speaks 1.0" in done.stderr
+    assert f"speaks protocol '2.0'; this collector speaks {SPEC_VERSION}" in done.stderr
     assert not out.exists() and not isolated_store.exists()
 
 
@@ -233,7 +234,7 @@ def test_collector_describe_prints_agent_report(torch_env, tmp_path):
     assert done.returncode == 0, done.stderr
     reply = json.loads(done.stdout)
     assert reply["identity"]["framework"] == "torch"
-    assert reply["spec_version"] == "1.0"
+    assert reply["spec_version"] == SPEC_VERSION
 
 
 def test_collector_sweep_records_out_of_memory_cell_and_goes_on(

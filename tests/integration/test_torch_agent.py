@@ -48,13 +48,32 @@ def test_torch_agent_describes_itself(torch_agent):
     assert {w.name for w in reply.workloads} == set(CATALOGUE.workloads)
 
 
-@pytest.mark.parametrize("workload", list(CATALOGUE.workloads))
+BENCHMARKS = [name for name, w in CATALOGUE.workloads.items() if w.kind != "accuracy"]
+
+
+@pytest.mark.parametrize("workload", BENCHMARKS)
 @pytest.mark.parametrize("phase", [agent_pb2.PHASE_TRAIN, agent_pb2.PHASE_INFER])
 def test_torch_agent_runs_every_catalogue_workload(torch_agent, workload, phase):
     result = result_of(torch_agent.client, small_request(workload, phase))
     assert len(result.sample_nanoseconds) == 1 and result.sample_nanoseconds[0] > 0
     assert result.settings.device == "cpu"
     assert result.settings.dtype == agent_pb2.DTYPE_FLOAT32
+
+
+def test_torch_agent_trains_to_accuracy_in_both_modes(torch_agent):
+    for mode in ("eager", "compile"):
+        req = agent_pb2.RunRequest(
+            workload="train_to_accuracy",
+            phase=agent_pb2.PHASE_TRAIN,
+            batch_size=32,
+            mode=mode,
+            params={"max_epochs": 3, "target_accuracy_permille": 1000},
+        )
+        result = result_of(torch_agent.client, req)
+        assert result.settings.mode == mode
+        assert result.accuracy.epochs == 3 and not result.accuracy.reached
+        assert len(result.sample_nanoseconds) == 2
+        assert result.accuracy.history[-1].validation_accuracy > 0.5  # it learns
 
 
 def test_torch_agent_applies_threads_and_dtype(torch_agent):
