@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml proto/pyproject.toml agents/runtime/pyproject.toml
 
-.PHONY: setup run lint proto test test-plugins test-main bench clean
+.PHONY: setup system-deps run lint proto test test-plugins test-main bench clean
 
 setup: $(STAMP)
 
@@ -33,7 +33,13 @@ proto: setup
 # Each plugin's own tests run inside its agent's environment (AGENT:FOLDER pairs).
 PLUGIN_TESTS := torch-cpu:tests/torch_plugin tf-mkl:tests/tf_plugin jax-cpu:tests/jax_plugin
 
-test-plugins: setup
+# torch.compile (the torch agents' "compile" mode) needs a C++ compiler on the host.
+system-deps:
+	@command -v g++ >/dev/null || { \
+		echo "installing g++ (torch.compile needs a C++ compiler)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++; }
+
+test-plugins: setup system-deps
 	set -e; for pair in $(PLUGIN_TESTS); do \
 		agent=$${pair%%:*}; folder=$${pair#*:}; \
 		python=$$($(BIN)/collector env $$agent); \
@@ -42,7 +48,7 @@ test-plugins: setup
 		$$python -m pytest -p no:cacheprovider $$folder; \
 	done
 
-test-main: setup
+test-main: setup system-deps
 	$(BIN)/pytest $(foreach pair,$(PLUGIN_TESTS),--ignore=$(lastword $(subst :, ,$(pair))))
 
 test: lint test-plugins test-main
