@@ -41,7 +41,7 @@ def to_lenet_images(pixels: np.ndarray) -> np.ndarray:
 def load_digits() -> Digits:
     """Raises ImportError with an install hint when scikit-learn is missing."""
     try:
-        from sklearn.datasets import load_digits as sklearn_digits  # type: ignore[import-not-found]
+        from sklearn.datasets import load_digits as sklearn_digits
     except ImportError as error:
         raise ImportError(
             "train_to_accuracy needs scikit-learn in the agent's environment "
