@@ -59,8 +59,17 @@ def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat()
 
 
+NVIDIA_DRIVER_MARKERS = ("/proc/driver/nvidia/version", "/dev/nvidiactl")
+
+
+def nvidia_gpu_present() -> bool:
+    """Whether this host has an NVIDIA driver loaded (what every CUDA agent needs)."""
+    return any(Path(marker).exists() for marker in NVIDIA_DRIVER_MARKERS)
+
+
 def resolve_agents(specs: Sequence[str], manifests: dict[str, AgentManifest]) -> None:
-    """Raises SelectionError for an unknown agent or a malformed address, before any start."""
+    """Raises SelectionError for an unknown agent, a malformed address, or a GPU agent on a
+    host without an NVIDIA driver (before its multi-gigabyte environment is installed)."""
     if not specs:
         raise SelectionError(f"no agents given; declared agents: {', '.join(manifests)}")
     for spec in specs:
@@ -72,6 +81,12 @@ def resolve_agents(specs: Sequence[str], manifests: dict[str, AgentManifest]) ->
             raise SelectionError(
                 f"unknown agent {spec!r}; declared agents: "
                 f"{', '.join(manifests) or 'none'} (or use NAME@HOST:PORT)"
+            )
+        if attached is None and manifests[spec].requires_gpu and not nvidia_gpu_present():
+            raise SelectionError(
+                f"agent {spec} needs an NVIDIA GPU and driver; this host has none "
+                f"(no {' or '.join(NVIDIA_DRIVER_MARKERS)}). CPU agents: "
+                + ", ".join(n for n, m in manifests.items() if not m.requires_gpu)
             )
 
 

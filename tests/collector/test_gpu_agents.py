@@ -1,0 +1,39 @@
+"""GPU agents are refused up front on a host without an NVIDIA driver, before their
+environment (gigabytes of CUDA wheels) is installed."""
+
+from __future__ import annotations
+
+import pytest
+
+from fwbench.collector import session
+from fwbench.collector.manifest import discover_manifests, manifest_dirs
+from fwbench.collector.plan import SelectionError
+
+MANIFESTS = discover_manifests(manifest_dirs())
+GPU_AGENTS = sorted(name for name, m in MANIFESTS.items() if m.requires_gpu)
+
+
+def test_every_cuda_manifest_is_marked_as_needing_a_gpu() -> None:
+    assert GPU_AGENTS == ["jax-cuda12", "tf-cuda", "torch-cu12"]
+    for name in GPU_AGENTS:
+        assert MANIFESTS[name].env["FWBENCH_DEVICE"] == "cuda"
+
+
+@pytest.mark.parametrize("agent", GPU_AGENTS)
+def test_gpu_agent_without_driver_is_a_selection_error(
+    monkeypatch: pytest.MonkeyPatch, agent: str
+) -> None:
+    monkeypatch.setattr(session, "nvidia_gpu_present", lambda: False)
+    with pytest.raises(SelectionError, match=f"agent {agent} needs an NVIDIA GPU") as caught:
+        session.resolve_agents(["torch-cpu", agent], MANIFESTS)
+    assert "CPU agents: " in str(caught.value) and "jax-cpu" in str(caught.value)
+
+
+def test_gpu_agent_with_driver_and_cpu_agents_anywhere_are_accepted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(session, "nvidia_gpu_present", lambda: True)
+    session.resolve_agents(GPU_AGENTS, MANIFESTS)
+    monkeypatch.setattr(session, "nvidia_gpu_present", lambda: False)
+    session.resolve_agents(["torch-cpu", "tf-mkl", "tf-eigen", "jax-cpu"], MANIFESTS)
+    session.resolve_agents(["tf-cuda@10.0.0.5:50055"], MANIFESTS)  # attached: its host's business
