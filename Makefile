@@ -33,11 +33,16 @@ proto: setup
 # Each plugin's own tests run inside its agent's environment (AGENT:FOLDER pairs).
 PLUGIN_TESTS := torch-cpu:tests/torch_plugin tf-mkl:tests/tf_plugin jax-cpu:tests/jax_plugin
 
-# torch.compile (the torch agents' "compile" mode) needs a C++ compiler on the host.
+# Host tools the tests use: g++ (torch.compile, the torch agents' "compile" mode) and
+# promtool (Debian's prometheus package) to lint the agents' /metrics.
 system-deps:
-	@command -v g++ >/dev/null || { \
-		echo "installing g++ (torch.compile needs a C++ compiler)"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq g++; }
+	@missing=""; command -v g++ >/dev/null || missing="$$missing g++"; \
+	command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
 
 test-plugins: setup system-deps
 	set -e; for pair in $(PLUGIN_TESTS); do \

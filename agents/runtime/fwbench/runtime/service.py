@@ -180,16 +180,26 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                 agent_pb2.Progress(run_id=active.run_id, stage=_STAGES[stage], iterations_done=done)
             )
 
-        self._metrics.running.set(1)
+        labels = {
+            "workload": spec.workload.name,
+            "phase": spec.phase,
+            "mode": spec.mode,
+            "dtype": spec.dtype,
+            "batch_size": str(spec.batch_size),
+        }
+        self._metrics.workload_started(labels)
         try:
-            events.put(self._measure(spec, plan, active, on_progress))
+            result = self._measure(spec, plan, active, on_progress)
+            # Metrics first: a client that scrapes right after the result must see them.
+            self._metrics.workload_finished(labels, result.sample_nanoseconds)
             self._metrics.runs.labels(status="ok").inc()
+            events.put(result)
         except BaseException as error:  # noqa: BLE001 (reported to the client as a status)
+            self._metrics.workload_finished(labels)
             code, _ = status_for(error)
             self._metrics.runs.labels(status=code.name.lower()).inc()
             events.put(error)
         finally:
-            self._metrics.running.set(0)
             self._active = None
             self._busy.release()
 
