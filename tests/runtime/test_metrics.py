@@ -8,10 +8,13 @@ import shutil
 import subprocess
 import urllib.request
 
+from fake_nvml import two_gpus
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.runtime.metrics import STEP_BUCKETS, host_cpu_seconds
+from fwbench.runtime.gpu import GpuCollector
+from fwbench.runtime.metrics import STEP_BUCKETS, AgentMetrics, host_cpu_seconds
 
 FAST = {"warmup_iterations": 1, "min_iterations": 5, "min_seconds": 0.0}
 
@@ -41,14 +44,32 @@ def run(stub, m: int, batch_size: int = 1, **fields) -> agent_pb2.RunResult:
     return list(stub.Run(req, timeout=30))[-1].result
 
 
-def test_promtool_finds_no_lint_problem(stub, agent):
-    run(stub, 300)
+def promtool_lint(exposition: str) -> None:
     promtool = shutil.which("promtool")
     assert promtool, "promtool missing: `make test` installs Debian's prometheus package"
     checked = subprocess.run(
-        [promtool, "check", "metrics"], input=scrape(agent), capture_output=True, text=True
+        [promtool, "check", "metrics"], input=exposition, capture_output=True, text=True
     )
     assert checked.returncode == 0 and not checked.stdout.strip(), checked.stdout + checked.stderr
+
+
+def test_promtool_finds_no_lint_problem(stub, agent):
+    run(stub, 300)
+    promtool_lint(scrape(agent))
+
+
+def test_promtool_finds_no_lint_problem_with_gpu_series():
+    """This host has no GPU: a fake NVML with two devices (one without energy) stands in."""
+    metrics = AgentMetrics({"agent": "lint"}, gpu=GpuCollector(two_gpus()))
+    labels = {"workload": "gemm", "phase": "infer", "mode": "eager", "dtype": "float32"}
+    metrics.workload_started({**labels, "batch_size": "1"})
+    metrics.iterations.labels(workload="gemm", phase="infer").inc(3)
+    metrics.workload_finished({**labels, "batch_size": "1"}, [300_000, 310_000])
+    metrics.runs.labels(status="ok").inc()
+    exposition = generate_latest(metrics.registry).decode()
+    assert "fwbench_gpu_energy_joules_total" in exposition
+    assert "fwbench_process_resident_memory_peak_bytes" in exposition
+    promtool_lint(exposition)
 
 
 def test_step_histogram_holds_every_timed_sample_of_the_run(stub, agent):

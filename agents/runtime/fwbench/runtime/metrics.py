@@ -1,5 +1,6 @@
-"""The agent's Prometheus exposition: process CPU by mode, memory and threads; host CPU by
-mode (iowait included) and available memory; identity; workload progress and step durations.
+"""The agent's Prometheus exposition: process CPU by mode, memory (peak per workload, see
+memory.py) and threads; host CPU by mode (iowait included) and available memory; GPUs through
+NVML (gpu.py); identity; workload progress and step durations.
 
 Telemetry only: authoritative timings travel in RunResult. Names follow the Prometheus
 guide (one `fwbench_` prefix, base units, `_total` counters, `_info` identity), labels stay
@@ -9,7 +10,6 @@ what a lone agent can see; in a fleet, node_exporter is the better source for th
 from __future__ import annotations
 
 import os
-import resource
 from collections.abc import Iterator, Mapping, Sequence
 
 import psutil
@@ -25,6 +25,9 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from fwbench.runtime.gpu import GpuCollector
+from fwbench.runtime.memory import ProcessMemoryCollector
 
 # Step durations from 1 us to 100 s, five buckets per decade: fine enough to tell a 0.2 ms
 # LeNet step from a 0.3 ms one, and a 60 ms GEMM from a 100 ms one.
@@ -94,24 +97,19 @@ class ResourceCollector(Collector):
         )
 
 
-def _peak_rss_bytes() -> float:
-    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)  # Linux: KiB
-
-
 class AgentMetrics:
-    """Metrics of one agent, in their own registry (so several agents fit one test process)."""
+    """Metrics of one agent, in their own registry (so several agents fit one test process).
 
-    def __init__(self, identity: Mapping[str, str]) -> None:
+    gpu: the GPU collector to register; None makes one on the real NVML (tests pass a fake)."""
+
+    def __init__(self, identity: Mapping[str, str], gpu: GpuCollector | None = None) -> None:
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         Info("fwbench_agent", "Identity of this agent", registry=self.registry).info(dict(identity))
-        peak = Gauge(
-            "fwbench_process_peak_resident_memory_bytes",
-            "Peak resident set size of the agent process since it started",
-            registry=self.registry,
-        )
-        peak.set_function(_peak_rss_bytes)
+        self.memory = ProcessMemoryCollector()
+        self.registry.register(self.memory)
+        self.registry.register(gpu or GpuCollector())
         self.iterations = Counter(
             "fwbench_workload_iterations",
             "Workload iterations completed, all stages",
@@ -146,6 +144,7 @@ class AgentMetrics:
         )
 
     def workload_started(self, labels: Mapping[str, str]) -> None:
+        self.memory.reset_peak()  # the peak gauge then covers this workload only
         self.workload.clear()  # one current cell: label values change per cell
         self.workload.labels(**labels).set(1)
         self.running.set(1)
