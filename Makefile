@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml proto/pyproject.toml agents/runtime/pyproject.toml
 
-.PHONY: setup system-deps run lint proto test test-plugins test-main bench clean
+.PHONY: setup system-deps docker-deps images run lint proto test test-plugins test-main bench clean
 
 setup: $(STAMP)
 
@@ -33,16 +33,46 @@ proto: setup
 # Each plugin's own tests run inside its agent's environment (AGENT:FOLDER pairs).
 PLUGIN_TESTS := torch-cpu:tests/torch_plugin tf-mkl:tests/tf_plugin jax-cpu:tests/jax_plugin
 
-# Host tools the tests use: g++ (torch.compile, the torch agents' "compile" mode) and
-# promtool (Debian's prometheus package) to lint the agents' /metrics.
+# Host tools the tests use: g++ (torch.compile, the torch agents' "compile" mode),
+# promtool (Debian's prometheus package) to lint the agents' /metrics, and chromium with a
+# font to open `collector report` pages headless.
 system-deps:
 	@missing=""; command -v g++ >/dev/null || missing="$$missing g++"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	[ -d /usr/share/fonts/truetype/dejavu ] || missing="$$missing fonts-dejavu-core"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 			apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+
+# Docker for the image and container tests (tests/docker): when no engine answers, Debian's
+# docker.io (dockerd, and a docker CLI whose built-in BuildKit client builds the images) is
+# installed and started in the background; where python:3.11-slim-bookworm cannot be pulled
+# (no registry), a base is made from Debian packages (mmdebstrap), which builds then use.
+DOCKERD_LOG := /var/log/fwbench-dockerd.log
+
+docker-deps: setup
+	@if ! docker info >/dev/null 2>&1; then \
+		command -v dockerd >/dev/null || { echo "installing docker.io"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+				apt-get install -y -qq --no-install-recommends docker.io; }; \
+		echo "starting dockerd (log: $(DOCKERD_LOG))"; \
+		nohup dockerd >$(DOCKERD_LOG) 2>&1 & \
+		for i in $$(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done; \
+		docker info >/dev/null 2>&1 || { tail -20 $(DOCKERD_LOG); exit 1; }; \
+	fi
+	@docker image inspect python:3.11-slim-bookworm >/dev/null 2>&1 \
+		|| docker image inspect fwbench/base:bookworm >/dev/null 2>&1 \
+		|| docker pull -q python:3.11-slim-bookworm 2>/dev/null \
+		|| { command -v mmdebstrap >/dev/null || DEBIAN_FRONTEND=noninteractive \
+				apt-get install -y -qq --no-install-recommends mmdebstrap; \
+			$(BIN)/collector images base; }
+
+# The CPU agents' images (cached: seconds when nothing changed).
+images: docker-deps
+	$(BIN)/collector images build
 
 test-plugins: setup system-deps
 	set -e; for pair in $(PLUGIN_TESTS); do \
@@ -53,8 +83,9 @@ test-plugins: setup system-deps
 		$$python -m pytest -p no:cacheprovider $$folder; \
 	done
 
-test-main: setup system-deps
-	$(BIN)/pytest $(foreach pair,$(PLUGIN_TESTS),--ignore=$(lastword $(subst :, ,$(pair))))
+# docker-deps made sure an engine runs: a Docker test that cannot reach it fails, not skips.
+test-main: setup system-deps docker-deps
+	FWBENCH_REQUIRE_DOCKER=1 $(BIN)/pytest $(foreach pair,$(PLUGIN_TESTS),--ignore=$(lastword $(subst :, ,$(pair))))
 
 test: lint test-plugins test-main
 

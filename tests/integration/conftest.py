@@ -17,7 +17,7 @@ from fwbench.collector.envs import AgentEnvironment, environment_for
 from fwbench.collector.launch import AgentHandle, start_local
 from fwbench.collector.manifest import AgentManifest, discover_manifests, manifest_dirs
 
-COLLECTOR = str(Path(sys.executable).parent / "collector")
+sys.path.insert(0, str(Path(__file__).parent))  # collector_cli
 
 
 @pytest.fixture(scope="session")

@@ -15,26 +15,15 @@ from pathlib import Path
 import grpc
 import pandas as pd
 import pytest
+from collector_cli import COLLECTOR, collector
 from grpc_health.v1 import health, health_pb2_grpc
 
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
 from fwbench.collector.schema import COLUMN_NAMES
 from fwbench.spec import SPEC_VERSION
 
-COLLECTOR = str(Path(os.sys.executable).parent / "collector")
 SMALL_GEMM = ["--param", "m=128", "--param", "n=128", "--param", "k=128"]
 QUICK = ["--warmup", "1", "--iterations", "3", "--min-seconds", "0"]
-
-
-def collector(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [COLLECTOR, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "200"},
-    )
 
 
 def agent_pids(out: Path) -> list[int]:
@@ -110,7 +99,47 @@ def test_collector_run_attaches_to_running_agent(torch_agent, tmp_path, isolated
     assert done.returncode == 0, done.stderr
     results = pd.read_parquet(out / "results.parquet")
     assert results.launcher.tolist() == ["attached"]
+    # Its /metrics port comes from Describe: telemetry works for attached agents too.
+    assert results.telemetry_error.isna().all(), results.telemetry_error.tolist()
+    assert (results.cpu_user_percent > 0).all()
     assert torch_agent.alive()  # an attached agent is not ours to stop
+
+
+def test_collector_run_joins_telemetry_over_the_timed_phase(torch_env, tmp_path, isolated_store):
+    """CPU, iowait and memory columns from the agent's /metrics, the raw series kept; and none
+    with scraping off."""
+    common = ["--agents", "torch-cpu", "--workloads", "lenet", "--phases", "train"]
+    common += ["--batch-sizes", "8", "--warmup", "1", "--min-seconds", "1.5"]
+    done = collector("run", *common, "--out", str(tmp_path / "on"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr + done.stdout
+    row = pd.read_parquet(tmp_path / "on" / "results.parquet").iloc[0]
+    assert pd.isna(row.telemetry_error), row.telemetry_error
+    assert row.telemetry_scrapes >= 3  # 1.5 s at the default 0.25 s interval
+    # LeNet training keeps a core busy; the process cannot use more than the host has.
+    assert 30 < row.cpu_user_percent + row.cpu_system_percent <= 100 * os.cpu_count() + 10
+    assert 0 <= row.host_iowait_percent < 100
+    assert 0 < row.host_cpu_busy_percent <= 100
+    assert 100e6 < row.rss_mean_bytes <= row.rss_peak_bytes < 8e9  # torch alone is > 100 MB
+    assert pd.isna(row.gpu_utilization_mean_percent)  # no GPU here
+    series = pd.read_parquet(tmp_path / "on" / "telemetry.parquet")
+    assert set(series.cell) == {0}
+    assert {"fwbench_process_cpu_seconds_total", "fwbench_host_cpu_seconds_total"} <= set(
+        series.metric
+    )
+    measured = series[
+        (series.time >= row.measure_started_at) & (series.time <= row.measure_ended_at)
+    ]
+    assert measured.time.nunique() == row.telemetry_scrapes
+    assert series.time.min() < row.measure_started_at < row.measure_ended_at < series.time.max()
+
+    off = collector(
+        "run", *common, "--scrape-interval", "0", "--out", str(tmp_path / "off"), cwd=tmp_path
+    )
+    assert off.returncode == 0, off.stderr + off.stdout
+    row = pd.read_parquet(tmp_path / "off" / "results.parquet").iloc[0]
+    assert row.telemetry_error == "scraping off (--scrape-interval 0)"
+    assert pd.isna(row.cpu_user_percent) and pd.isna(row.rss_peak_bytes)
+    assert len(pd.read_parquet(tmp_path / "off" / "telemetry.parquet")) == 0
 
 
 def wait_for_rows(store: Path, count: int, process: subprocess.Popen, timeout: float = 300):

@@ -5,28 +5,14 @@ thread sweeps on frameworks that size their pools at start-up."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from collector_cli import collector
 
-COLLECTOR = str(Path(sys.executable).parent / "collector")
 QUICK = ["--warmup", "1", "--iterations", "3", "--min-seconds", "0"]
 ALL_AGENTS = "torch-cpu,tf-mkl,tf-eigen,jax-cpu"
-
-
-def collector(*args: str, cwd: Path, timeout: float = 1800) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [COLLECTOR, *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "COLUMNS": "200"},
-    )
 
 
 def run_table(tmp_path: Path, *args: str) -> pd.DataFrame:

@@ -19,9 +19,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from fwbench.collector.analysis_cli import compare, report
 from fwbench.collector.client import AgentUnavailable, IncompatibleAgent
 from fwbench.collector.display import summary_table
 from fwbench.collector.envs import EnvironmentBuildError, environment_for
+from fwbench.collector.images import DockerUnavailable, ImageBuildError
+from fwbench.collector.images_cli import images_app
+from fwbench.collector.instances import expand_instances
 from fwbench.collector.launch import attach, parse_attached, start_local
 from fwbench.collector.manifest import (
     AgentManifest,
@@ -33,6 +37,7 @@ from fwbench.collector.plan import LoopSettings, SelectionError, build_selection
 from fwbench.collector.schema import schema_markdown
 from fwbench.collector.session import RunOptions, execute_run, resolve_agents
 from fwbench.collector.store import PersistenceError, ResultStore, default_store_path
+from fwbench.collector.telemetry import DEFAULT_INTERVAL_SECONDS
 from fwbench.spec import load_catalogue
 
 EXPORT_FORMATS = (".csv", ".parquet", ".jsonl", ".md")
@@ -90,7 +95,13 @@ def _raise_interrupt(*_: object) -> None:
 
 @app.command()
 def run(
-    agents: Annotated[str, typer.Option(help="Comma-separated agent names or NAME@HOST:PORT.")],
+    agents: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated agent names or NAME@HOST:PORT; a name given twice runs two "
+            "instances (NAME, NAME#2: an A/A pair)."
+        ),
+    ],
     workloads: Annotated[
         str, typer.Option(help="Comma-separated workloads.")
     ] = "gemm,conv2d,resnet18",
@@ -126,13 +137,50 @@ def run(
     start_timeout: Annotated[
         float, typer.Option(help="Seconds for an agent to become healthy.")
     ] = 180.0,
+    scrape_interval: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Seconds between scrapes of each agent's /metrics during a cell, 0 = no "
+            "telemetry.",
+        ),
+    ] = DEFAULT_INTERVAL_SECONDS,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            help="Run each cell this many times, agents alternating (A B A B) so drift "
+            "spreads evenly; rows carry `repetition`."
+        ),
+    ] = 1,
+    aa: Annotated[
+        str,
+        typer.Option(
+            "--aa",
+            help="Comma-separated agents to run twice (NAME and NAME#2) to measure the "
+            "noise floor; `collector compare` uses it.",
+        ),
+    ] = "",
+    launcher: Annotated[
+        str,
+        typer.Option(
+            help="How agents given by name start: local (a virtual environment each) or docker "
+            "(a container each, from its image, built when missing or stale)."
+        ),
+    ] = "local",
+    cpuset: Annotated[
+        str, typer.Option(help="docker: CPUs each container is pinned to, e.g. 0-1 or 1.")
+    ] = "",
     manifests: ManifestDirs = None,
     store: StorePath = None,
 ) -> None:
     """Run workloads on agents and store one normalized results table."""
+    if launcher not in ("local", "docker"):
+        fail(f"unknown launcher {launcher!r}; valid: local, docker")
+    if cpuset and launcher != "docker":
+        fail("--cpuset needs --launcher docker")
     catalogue = load_catalogue()
     declared = _manifests(manifests)
-    agent_specs = tuple(dict.fromkeys(split_list(agents)))
+    agent_specs = expand_instances(split_list(agents), split_list(aa))
     try:
         resolve_agents(agent_specs, declared)
         selection = build_selection(
@@ -146,6 +194,7 @@ def run(
             params=param,
             loop=LoopSettings(warmup, iterations, min_seconds, max_iterations),
             seed=seed,
+            repeat=repeat,
         )
     except SelectionError as error:
         fail(str(error))
@@ -156,11 +205,21 @@ def run(
         cell_timeout or None,
         start_timeout,
         shlex.join(["collector", *sys.argv[1:]]),
+        scrape_interval_seconds=scrape_interval if scrape_interval > 0 else None,
+        launcher=launcher,
+        cpuset=cpuset,
     )
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         summary = execute_run(options, selection, catalogue, declared, console)
-    except (SelectionError, AgentUnavailable, IncompatibleAgent, EnvironmentBuildError) as error:
+    except (
+        SelectionError,
+        AgentUnavailable,
+        IncompatibleAgent,
+        EnvironmentBuildError,
+        ImageBuildError,
+        DockerUnavailable,
+    ) as error:
         fail(str(error))
     except PersistenceError as error:
         fail(f"{error}; results measured before this are kept in the store and folder", 1)
@@ -252,6 +311,12 @@ def results(
         Path | None,
         typer.Option(help="Write the run's table to this file: .csv, .parquet, .jsonl or .md."),
     ] = None,
+    samples: Annotated[
+        bool,
+        typer.Option(
+            "--samples", help="Export every raw step time (cell, iteration, seconds) instead."
+        ),
+    ] = False,
     store: StorePath = None,
 ) -> None:
     """List past runs, show one, or export one."""
@@ -271,7 +336,9 @@ def results(
         return
     if db.run_metadata(run_id) is None:
         fail(f"no run {run_id!r} in {db.path}; `collector results` lists the runs")
-    frame = db.results(run_id)
+    if samples and export is None:
+        fail("--samples exports the raw step times; give --export FILE")
+    frame = db.samples(run_id) if samples else db.results(run_id)
     if export is None:
         console.print(summary_table(frame, f"run {run_id}"))
         return
@@ -279,6 +346,11 @@ def results(
         fail(f"unknown export format {export.suffix!r}; valid: {', '.join(EXPORT_FORMATS)}")
     export_table(frame, export)
     console.print(f"wrote {len(frame)} rows to {export}")
+
+
+app.command()(compare)
+app.add_typer(images_app, name="images")
+app.command()(report)
 
 
 @app.command()

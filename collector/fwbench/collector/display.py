@@ -119,8 +119,39 @@ class RichDisplay:
             self.progress.update(self._tasks[agent], description="done")
 
 
+def _bytes(value: object) -> str:
+    if _missing(value):
+        return "-"
+    size = float(value)  # type: ignore[arg-type]
+    return f"{size / 2**30:.2f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
+
+
+def _cpu(row: Mapping[str, Any]) -> str:
+    user, system = row.get("cpu_user_percent"), row.get("cpu_system_percent")
+    if _missing(user) or _missing(system):
+        return "-"
+    return f"{user:.0f}/{system:.0f}"
+
+
+# Telemetry columns of the summary: (header, how a row shows it); GPU ones only with a GPU.
+_TELEMETRY = (
+    ("usr/sys %", _cpu),
+    ("iowait %", lambda row: _number(row.get("host_iowait_percent"), "{:.1f}")),
+    ("peak RSS", lambda row: _bytes(row.get("rss_peak_bytes"))),
+)
+_GPU_TELEMETRY = (
+    ("GPU %", lambda row: _number(row.get("gpu_utilization_mean_percent"), "{:.0f}")),
+    ("GPU W", lambda row: _number(row.get("gpu_power_mean_watts"), "{:.0f}")),
+    ("GPU J", lambda row: _number(row.get("gpu_energy_joules"), "{:,.1f}")),
+)
+
+
 def summary_table(results: pd.DataFrame, title: str) -> Table:
     table = Table(title=title, show_lines=False)
+    gpu = "gpu_utilization_mean_percent" in results and bool(
+        results["gpu_utilization_mean_percent"].notna().any()
+    )
+    telemetry = (*_TELEMETRY, *(_GPU_TELEMETRY if gpu else ()))
     for header in (
         "agent",
         "workload",
@@ -134,6 +165,7 @@ def summary_table(results: pd.DataFrame, title: str) -> Table:
         "items/s",
         "GFLOP/s",
         "first iter",
+        *(name for name, _ in telemetry),
         "status",
     ):
         left = ("agent", "workload", "phase", "dtype", "mode", "status")
@@ -154,6 +186,7 @@ def summary_table(results: pd.DataFrame, title: str) -> Table:
             _number(row["items_per_second"] if ok else None, "{:,.1f}"),
             _number(row["gflops_per_second"] if ok else None, "{:,.1f}"),
             _seconds(row["first_iteration_seconds"]) if ok else "-",
+            *(show(row) if ok else "-" for _, show in telemetry),
             (accuracy_text(row) or "ok") if ok else f"{row['status']} ({row['error_code']})",
         )
     return table

@@ -3,6 +3,8 @@
 - local: the agent's virtual environment (made from its manifest, see envs.py), the agent as
   its own process on free loopback ports, health-checked, and always stopped at the end.
 - attached: `name@host:port`, an agent someone else runs; nothing is started or stopped.
+- docker: a container per agent from its image (docker_launcher.py); its handle holds a
+  ContainerControl instead of a process.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from fwbench.collector.client import AgentClient, AgentUnavailable
 from fwbench.collector.envs import environment_for
@@ -24,9 +27,22 @@ from fwbench.collector.manifest import AgentManifest
 START_TIMEOUT_SECONDS = 180.0
 
 
+class ContainerControl(Protocol):
+    """What a handle needs of the container an agent runs in (docker_launcher.ContainerAgent)."""
+
+    def alive(self) -> bool:
+        """Whether the container is running; asks the daemon (blocks briefly)."""
+
+    def exit_reason(self) -> str:
+        """Why the container is gone: exit code or OOM kill, with the last log line."""
+
+    def stop(self, grace_seconds: float) -> None:
+        """Stops and removes the container, keeping its log; idempotent."""
+
+
 @dataclass
 class AgentHandle:
-    """A reachable agent. `process` is None for attached agents."""
+    """A reachable agent: a local `process`, a `container`, or neither (attached)."""
 
     name: str
     launcher: str
@@ -38,14 +54,24 @@ class AgentHandle:
     env_path: Path | None = None
     extra: dict[str, str] = field(default_factory=dict)
     threads: int = 0  # FWBENCH_THREADS it was started with; 0 = framework default
+    # host:port of the agent's Prometheus /metrics as the collector reaches it ("" = none).
+    metrics_address: str = ""
+    container: ContainerControl | None = None
+    image: str = ""  # docker: the image's tag, id (sha256:...) and registry digest ("" if local)
+    image_id: str = ""
+    image_digest: str = ""
 
     def alive(self) -> bool:
         if self.process is not None:
             return self.process.poll() is None
+        if self.container is not None:
+            return self.container.alive()
         return self.client.healthy()
 
     def exit_reason(self) -> str:
         """Why the agent is gone, with the tail of its log when there is one."""
+        if self.container is not None:
+            return self.container.exit_reason()
         if self.process is None:
             return f"agent at {self.address} stopped answering"
         code = self.process.poll()
@@ -61,8 +87,11 @@ class AgentHandle:
         return f"; last log line: {lines[-1][:300]}" if lines else ""
 
     def stop(self, grace_seconds: float = 10.0) -> None:
-        """Stops a local agent (SIGTERM, then SIGKILL after the grace period). Idempotent."""
+        """Stops a local agent or container (SIGTERM, then SIGKILL after the grace period).
+        Idempotent."""
         self.client.close()
+        if self.container is not None:
+            self.container.stop(grace_seconds)
         if self.process is None or self.process.poll() is not None:
             return
         self.process.terminate()
@@ -100,11 +129,14 @@ def start_local(
     report: Callable[[str], None] = lambda _: None,
     timeout_seconds: float = START_TIMEOUT_SECONDS,
     threads: int = 0,
+    instance: str = "",
 ) -> AgentHandle:
     """Prepares the environment if needed and starts the agent; raises AgentUnavailable or
     EnvironmentBuildError. The process is in its own session, so a Ctrl-C in the terminal
     reaches only the collector, which then stops it in order. `threads` > 0 starts it with
-    FWBENCH_THREADS, for frameworks that size their thread pools at start-up."""
+    FWBENCH_THREADS, for frameworks that size their thread pools at start-up. `instance`
+    names a further instance of the same agent (A/A runs: NAME#2) for its handle and log."""
+    name = instance or manifest.name
     env = environment_for(manifest)
     env.ensure(report)
     variables = {**os.environ, **manifest.env}
@@ -112,7 +144,7 @@ def start_local(
     if threads:
         variables["FWBENCH_THREADS"] = str(threads)
         suffix = f"-threads{threads}"
-    log_path = log_dir / f"{manifest.name}{suffix}.log"
+    log_path = log_dir / f"{name}{suffix}.log"
     ports_file = Path(tempfile.mkdtemp(prefix="fwbench-ports-")) / f"{manifest.name}.json"
     command = [
         str(env.python),
@@ -145,11 +177,11 @@ def start_local(
             start_new_session=True,
         )
     handle = AgentHandle(
-        name=manifest.name,
+        name=name,
         launcher="local",
         address="",
         process=process,
-        client=AgentClient(manifest.name, "unset"),
+        client=AgentClient(name, "unset"),
         log_path=log_path,
         manifest=manifest,
         env_path=env.path,
@@ -158,7 +190,9 @@ def start_local(
     try:
         ports = _wait_for_ports(handle, ports_file, timeout_seconds)
         handle.address = f"127.0.0.1:{ports['grpc']}"
-        handle.client = AgentClient(manifest.name, handle.address)
+        if ports.get("metrics"):
+            handle.metrics_address = f"127.0.0.1:{ports['metrics']}"
+        handle.client = AgentClient(name, handle.address)
         handle.client.wait_healthy(timeout_seconds, alive=handle.alive)
     except BaseException:
         handle.stop()

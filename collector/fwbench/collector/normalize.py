@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.launch import AgentHandle
 from fwbench.collector.plan import Cell
 from fwbench.collector.schema import SCHEMA_VERSION
 from fwbench.collector.stats import sample_stats, throughput
@@ -18,22 +19,24 @@ from fwbench.spec.enums import DTYPE_NAMES
 def identity_columns(
     run_id: str,
     index: int,
-    launcher: str,
-    address: str,
+    handle: AgentHandle,
     describe: agent_pb2.DescribeResponse,
     cell: Cell,
     catalogue: Catalogue,
 ) -> dict[str, Any]:
-    """Columns known before the cell runs: who, where, what."""
+    """Columns known before the cell runs: who, where (launcher, address, image), what."""
     workload = catalogue.get(cell.workload)
     cpu = next((d for d in describe.devices if d.kind == agent_pb2.DEVICE_KIND_CPU), None)
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
         "cell": index,
-        "launcher": launcher,
+        "launcher": handle.launcher,
         "agent": cell.agent,
-        "address": address,
+        "address": handle.address,
+        "image": handle.image,
+        "image_id": handle.image_id,
+        "image_digest": handle.image_digest,
         "framework": describe.identity.framework,
         "framework_version": describe.identity.framework_version,
         "variant": describe.identity.variant,

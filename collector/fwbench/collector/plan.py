@@ -12,6 +12,8 @@ from fwbench.spec import Catalogue, CatalogueError
 from fwbench.spec.catalogue import DTYPES, PHASES
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
+MAX_REPEAT = 100
+
 
 class SelectionError(ValueError):
     """Bad user input; the message is one line naming the problem and the valid choices."""
@@ -38,6 +40,8 @@ class Selection:
     params: Mapping[str, int] = field(default_factory=dict)
     loop: LoopSettings = LoopSettings()
     seed: int = 0
+    # Each agent runs each cell this many times, agents alternating (schedule.py).
+    repeat: int = 1
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ def build_selection(
     params: list[str] | None = None,
     loop: LoopSettings = LoopSettings(),
     seed: int = 0,
+    repeat: int = 1,
 ) -> Selection:
     """Parses comma-separated CLI values; raises SelectionError on anything invalid."""
     selection = Selection(
@@ -105,7 +110,10 @@ def build_selection(
         params=_parse_params(params or []),
         loop=loop,
         seed=seed,
+        repeat=repeat,
     )
+    if not 1 <= repeat <= MAX_REPEAT:
+        raise SelectionError(f"invalid repeat {repeat}: allowed 1..{MAX_REPEAT}")
     _check_limits(catalogue, selection)
     return selection
 

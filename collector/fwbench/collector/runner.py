@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import grpc
+import pandas as pd
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.launch import AgentHandle
 from fwbench.collector.normalize import failure_row, identity_columns, result_row
 from fwbench.collector.plan import Cell, Selection, loop_request
+from fwbench.collector.schedule import stretches
+from fwbench.collector.telemetry import Scraper, summarize
 from fwbench.spec import Catalogue
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
@@ -30,8 +33,11 @@ _STAGE_NAMES = {
 
 
 class Recorder(Protocol):
-    def record(self, row: dict[str, Any], samples_ns: Sequence[int]) -> None:
-        """Persists one row; raises PersistenceError when it cannot."""
+    def record(
+        self, row: dict[str, Any], samples_ns: Sequence[int], telemetry: pd.DataFrame | None
+    ) -> None:
+        """Persists one row, its raw samples and raw telemetry series; raises
+        PersistenceError when it cannot."""
 
 
 class Display(Protocol):
@@ -77,17 +83,22 @@ class RunContext:
     recorder: Recorder
     display: Display
     cell_timeout_seconds: float | None
+    # Seconds between /metrics scrapes during a cell; None = no scraping at all.
+    scrape_interval_seconds: float | None = None
     statuses: dict[str, int] = field(default_factory=dict)
     next_index: int = 0
 
 
 def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
-    """Measures every cell of every agent in order. KeyboardInterrupt propagates after the
-    running cell is cancelled on its agent and recorded as cancelled."""
-    for item in work:
-        crashed = ""
+    """Measures every cell of every agent, `ctx.selection.repeat` times, in the order of
+    schedule.py. KeyboardInterrupt propagates after the running cell is cancelled on its agent
+    and recorded as cancelled."""
+    crashed_agents: dict[int, str] = {}  # id(AgentWork) -> why its remaining cells fail
+    for item, stretch in stretches(work, ctx.selection.repeat):
+        crashed = crashed_agents.get(id(item), "")
         samples: list[int]
-        for cell in item.cells:
+        telemetry: pd.DataFrame | None
+        for cell, repetition in stretch:
             index = ctx.next_index
             ctx.next_index += 1
             if not crashed and not cell.unsupported_reason:
@@ -102,13 +113,14 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
             identity = identity_columns(
                 ctx.run_id,
                 index,
-                item.handle.launcher,
-                item.handle.address,
+                item.handle,
                 item.describe,
                 cell,
                 ctx.catalogue,
             )
+            identity["repetition"] = repetition
             ctx.display.cell_started(item.handle.name, cell)
+            telemetry = None
             if crashed:
                 row, samples = (
                     _failed(identity, ctx, "failed", "UNAVAILABLE", f"not run: {crashed}"),
@@ -116,7 +128,7 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
                 )
             else:
                 try:
-                    row, samples = _run_cell(item, cell, identity, ctx)
+                    row, samples, telemetry = _scraped_cell(item, cell, identity, ctx)
                 except AgentCrashed as error:
                     crashed = f"agent {item.handle.name} crashed earlier: {error}"
                     row, samples = (
@@ -129,11 +141,18 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
                         ),
                         [],
                     )
-            _finish(item.handle.name, row, samples, ctx)
+            _finish(item.handle.name, row, samples, ctx, telemetry)
+        crashed_agents[id(item)] = crashed
 
 
-def _finish(agent: str, row: dict[str, Any], samples: Sequence[int], ctx: RunContext) -> None:
-    ctx.recorder.record(row, samples)
+def _finish(
+    agent: str,
+    row: dict[str, Any],
+    samples: Sequence[int],
+    ctx: RunContext,
+    telemetry: pd.DataFrame | None = None,
+) -> None:
+    ctx.recorder.record(row, samples, telemetry)
     ctx.statuses[row["status"]] = ctx.statuses.get(row["status"], 0) + 1
     ctx.display.cell_finished(agent, row)
 
@@ -157,6 +176,38 @@ def _request(cell: Cell, run_id: str, ctx: RunContext) -> agent_pb2.RunRequest:
         mode=cell.mode,
         **loop_request(ctx.selection.loop),  # type: ignore[arg-type]
     )
+
+
+def _scraped_cell(
+    item: AgentWork, cell: Cell, identity: dict[str, Any], ctx: RunContext
+) -> tuple[dict[str, Any], list[int], pd.DataFrame | None]:
+    """Runs a cell while scraping the agent's /metrics (when enabled and the agent has an
+    endpoint); an ok row gains the telemetry columns over its timed phase."""
+    address = item.handle.metrics_address
+    if ctx.scrape_interval_seconds is None or cell.unsupported_reason or not address:
+        row, samples = _run_cell(item, cell, identity, ctx)
+        if row["status"] == "ok":
+            off = ctx.scrape_interval_seconds is None
+            row["telemetry_error"] = (
+                "scraping off (--scrape-interval 0)"
+                if off
+                else "the agent has no /metrics endpoint"
+            )
+        return row, samples, None
+    with Scraper(address, ctx.scrape_interval_seconds) as scraper:
+        row, samples = _run_cell(item, cell, identity, ctx)
+    if row["status"] == "ok":
+        row.update(
+            summarize(
+                scraper.scrapes,
+                row["measure_started_at"].value / 1e9,
+                row["measure_ended_at"].value / 1e9,
+                row.get("device") or "",
+            )
+        )
+        if scraper.errors and not row["telemetry_error"]:
+            row["telemetry_error"] = f"{scraper.errors} scrapes failed: {scraper.last_error}"
+    return row, samples, scraper.series()
 
 
 def _run_cell(

@@ -9,9 +9,12 @@ from typing import Any
 
 import pandas as pd
 
-# 2 (fwbench 0.2): settings, items_per_sample and the accuracy columns; version 1 rows load
-# with those columns empty.
-SCHEMA_VERSION = 2
+# 2 (fwbench 0.2): settings, items_per_sample and the accuracy columns.
+# 3 (fwbench 0.3): telemetry columns scraped from the agent's /metrics.
+#   Also repetition, the median's confidence interval, p99, outliers and noisy; and for the
+#   Docker launcher image, image_id and image_digest.
+# Rows of an older version load with the newer columns empty.
+SCHEMA_VERSION = 3
 STATUSES = ("ok", "failed", "unsupported", "cancelled")
 
 
@@ -26,9 +29,37 @@ COLUMNS: tuple[Column, ...] = (
     Column("schema_version", "Int64", "Version of this table's schema"),
     Column("run_id", "string", "Run identifier (also the run's folder name)"),
     Column("cell", "Int64", "Index of the cell within the run, in execution order"),
-    Column("launcher", "string", "How the agent was started: local or attached"),
-    Column("agent", "string", "Agent name (manifest name)"),
+    Column(
+        "repetition",
+        "Int64",
+        "Which run of this agent's cell this row is, from 0 (`--repeat N`: 0..N-1, agents "
+        "alternating); empty in runs before schema 3",
+    ),
+    Column("launcher", "string", "How the agent was started: local, docker or attached"),
+    Column(
+        "agent",
+        "string",
+        "Agent name (manifest name); further instances of one agent in a run (A/A) are "
+        "NAME#2, NAME#3",
+    ),
     Column("address", "string", "gRPC address the collector used"),
+    Column(
+        "image",
+        "string",
+        "Docker launcher: the agent's image tag (e.g. fwbench/torch-cpu:latest); empty otherwise",
+    ),
+    Column(
+        "image_id",
+        "string",
+        "Docker launcher: the image's content id (sha256:...), which names the exact bits "
+        "that ran; empty otherwise",
+    ),
+    Column(
+        "image_digest",
+        "string",
+        "Docker launcher: the image's registry digest (NAME@sha256:...); empty for an image "
+        "built locally and never pushed or pulled",
+    ),
     Column("framework", "string", "Framework the agent runs (torch, tensorflow, jax)"),
     Column("framework_version", "string", "Framework version as the agent reports it"),
     Column("variant", "string", "Build variant (cpu, cu12, mkl, eigen, ...)"),
@@ -65,14 +96,33 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column("seed", "Int64", "Seed of synthetic inputs and weights"),
     Column("n", "Int64", "Number of timed samples"),
-    Column("median_seconds", "Float64", "Median step time"),
+    Column("median_seconds", "Float64", "Median step time (the 50th percentile)"),
+    Column(
+        "median_ci_low_seconds",
+        "Float64",
+        "Lower end of the median's 95% confidence interval (seeded percentile bootstrap, "
+        "2000 resamples)",
+    ),
+    Column("median_ci_high_seconds", "Float64", "Upper end of the median's 95% interval"),
     Column("mean_seconds", "Float64", "Mean step time"),
     Column("stdev_seconds", "Float64", "Sample standard deviation of step time"),
     Column("min_seconds", "Float64", "Fastest step"),
     Column("max_seconds", "Float64", "Slowest step"),
     Column("p5_seconds", "Float64", "5th percentile of step time"),
     Column("p95_seconds", "Float64", "95th percentile of step time"),
+    Column("p99_seconds", "Float64", "99th percentile of step time"),
     Column("cv", "Float64", "Coefficient of variation (stdev / mean)"),
+    Column(
+        "outliers",
+        "Int64",
+        "Samples outside Tukey's fences (below Q1 - 1.5 IQR or above Q3 + 1.5 IQR); counted, "
+        "kept in every statistic",
+    ),
+    Column(
+        "noisy",
+        "boolean",
+        "Too noisy to trust alone: CV above 10% or fewer than 10 samples (docs/report.md)",
+    ),
     Column(
         "items_per_sample",
         "Int64",
@@ -102,6 +152,72 @@ COLUMNS: tuple[Column, ...] = (
         "Accuracy workloads: JSON list of {epoch, train_seconds, eval_seconds, "
         "validation_accuracy}",
     ),
+    Column(
+        "cpu_user_percent",
+        "Float64",
+        "Telemetry: agent process CPU time in user mode over the timed phase, percent of one "
+        "core (200 = two cores busy)",
+    ),
+    Column(
+        "cpu_system_percent",
+        "Float64",
+        "Telemetry: agent process CPU time in kernel mode over the timed phase, percent of one "
+        "core",
+    ),
+    Column(
+        "host_cpu_busy_percent",
+        "Float64",
+        "Telemetry: host CPU time not idle nor iowait over the timed phase, percent of all "
+        "host CPUs (the agent and anything else running)",
+    ),
+    Column(
+        "host_iowait_percent",
+        "Float64",
+        "Telemetry: host CPU time waiting for I/O over the timed phase, percent of all host CPUs",
+    ),
+    Column(
+        "rss_mean_bytes",
+        "Float64",
+        "Telemetry: mean resident memory of the agent process over the scrapes of the timed phase",
+    ),
+    Column(
+        "rss_peak_bytes",
+        "Float64",
+        "Telemetry: peak resident memory of the agent process during the cell (kernel "
+        "high-water mark reset at the cell's start, so build and warm-up count)",
+    ),
+    Column(
+        "gpu_utilization_mean_percent",
+        "Float64",
+        "Telemetry: mean NVML utilisation of the cell's GPU over the timed phase",
+    ),
+    Column(
+        "gpu_utilization_peak_percent",
+        "Float64",
+        "Telemetry: highest NVML utilisation of the cell's GPU over the timed phase",
+    ),
+    Column(
+        "gpu_memory_peak_bytes",
+        "Float64",
+        "Telemetry: highest GPU memory in use (all processes, NVML) over the timed phase",
+    ),
+    Column(
+        "gpu_power_mean_watts",
+        "Float64",
+        "Telemetry: mean GPU board power over the timed phase",
+    ),
+    Column(
+        "gpu_energy_joules",
+        "Float64",
+        "Telemetry: GPU energy over the timed phase, from NVML's energy counter (or mean "
+        "power x duration where the device has no counter)",
+    ),
+    Column(
+        "telemetry_scrapes",
+        "Int64",
+        "Telemetry: /metrics scrapes that fell inside the timed phase (0 = edges interpolated)",
+    ),
+    Column("telemetry_error", "string", "Telemetry: why figures are missing, when they are"),
     Column("status", "string", "ok, failed, unsupported or cancelled"),
     Column("error_code", "string", "gRPC status code name when not ok"),
     Column("error", "string", "One-line reason when not ok"),

@@ -19,17 +19,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from google.protobuf.json_format import MessageToDict
 from rich.console import Console
 
 from fwbench.collector import __version__
 from fwbench.collector.display import RichDisplay
+from fwbench.collector.docker_launcher import remove_orphans, remove_run_containers, start_docker
+from fwbench.collector.instances import base_name
 from fwbench.collector.launch import AgentHandle, attach, parse_attached, start_local
 from fwbench.collector.manifest import AgentManifest
 from fwbench.collector.plan import Selection, SelectionError, plan_cells
 from fwbench.collector.runner import AgentWork, RunContext, run_all
+from fwbench.collector.schedule import cells_per_agent
 from fwbench.collector.schema import SCHEMA_VERSION
 from fwbench.collector.store import PersistenceError, ResultStore, RunFolder
+from fwbench.collector.telemetry import DEFAULT_INTERVAL_SECONDS
 from fwbench.spec import SPEC_VERSION, Catalogue
 
 
@@ -41,6 +46,10 @@ class RunOptions:
     cell_timeout_seconds: float | None
     start_timeout_seconds: float
     command_line: str
+    # Seconds between /metrics scrapes during each cell; None turns scraping off.
+    scrape_interval_seconds: float | None = DEFAULT_INTERVAL_SECONDS
+    launcher: str = "local"  # or "docker": how agents given by name are started
+    cpuset: str = ""  # docker: CPUs each container is pinned to ("0-1"); "" = all
 
 
 @dataclass
@@ -72,7 +81,8 @@ def resolve_agents(specs: Sequence[str], manifests: dict[str, AgentManifest]) ->
     host without an NVIDIA driver (before its multi-gigabyte environment is installed)."""
     if not specs:
         raise SelectionError(f"no agents given; declared agents: {', '.join(manifests)}")
-    for spec in specs:
+    for instance in specs:
+        spec = base_name(instance)  # A/A: NAME#2 is a second instance of NAME
         try:
             attached = parse_attached(spec)
         except ValueError as error:
@@ -90,11 +100,42 @@ def resolve_agents(specs: Sequence[str], manifests: dict[str, AgentManifest]) ->
             )
 
 
+# Starts one agent: (manifest, instance name, FWBENCH_THREADS or 0) -> a healthy agent.
+Starter = Callable[[AgentManifest, str, int], AgentHandle]
+
+
+def starter(options: RunOptions, run_id: str, log_dir: Path, console: Console) -> Starter:
+    """The launcher that options.launcher names, as a Starter."""
+    timeout = options.start_timeout_seconds
+
+    def start(manifest: AgentManifest, instance: str, threads: int) -> AgentHandle:
+        if options.launcher == "docker":
+            return start_docker(
+                manifest,
+                run_id,
+                log_dir,
+                report=console.print,
+                timeout_seconds=timeout,
+                threads=threads,
+                cpuset=options.cpuset,
+                instance=instance,
+            )
+        return start_local(
+            manifest,
+            log_dir,
+            report=console.print,
+            timeout_seconds=timeout,
+            threads=threads,
+            instance=instance,
+        )
+
+    return start
+
+
 def launch_all(
     specs: Sequence[str],
     manifests: dict[str, AgentManifest],
-    log_dir: Path,
-    console: Console,
+    start: Starter,
     timeout: float,
 ) -> list[AgentHandle]:
     """Starts or attaches every agent side by side; on any failure stops those started and
@@ -104,7 +145,7 @@ def launch_all(
         attached = parse_attached(spec)
         if attached:
             return attach(*attached, timeout_seconds=min(timeout, 10.0))
-        return start_local(manifests[spec], log_dir, report=console.print, timeout_seconds=timeout)
+        return start(manifests[base_name(spec)], spec, 0)
 
     with ThreadPoolExecutor(max_workers=len(specs)) as pool:
         futures = [pool.submit(one, spec) for spec in specs]
@@ -122,18 +163,9 @@ def launch_all(
 
 
 def _restarter(
-    manifest: AgentManifest, log_dir: Path, console: Console, options: RunOptions
+    manifest: AgentManifest, start: Starter, instance: str
 ) -> Callable[[int], AgentHandle]:
-    def restart(threads: int) -> AgentHandle:
-        return start_local(
-            manifest,
-            log_dir,
-            report=console.print,
-            timeout_seconds=options.start_timeout_seconds,
-            threads=threads,
-        )
-
-    return restart
+    return lambda threads: start(manifest, instance, threads)
 
 
 def host_metadata() -> dict[str, Any]:
@@ -154,15 +186,32 @@ def execute_run(
     manifests: dict[str, AgentManifest],
     console: Console,
 ) -> RunSummary:
+    """Runs it all; with the Docker launcher, no container of the run outlives it."""
     run_id = new_run_id()
+    if options.launcher != "docker":
+        return _execute(run_id, options, selection, catalogue, manifests, console)
+    remove_orphans()
+    try:
+        return _execute(run_id, options, selection, catalogue, manifests, console)
+    finally:
+        remove_run_containers(run_id)  # what a Ctrl-C during start-up left half-started
+
+
+def _execute(
+    run_id: str,
+    options: RunOptions,
+    selection: Selection,
+    catalogue: Catalogue,
+    manifests: dict[str, AgentManifest],
+    console: Console,
+) -> RunSummary:
     out_dir = options.out_dir or Path("fwbench-results") / run_id
     if (out_dir / "run.json").exists():
         raise SelectionError(f"{out_dir} already holds a run; choose another --out")
     log_dir = Path(tempfile.mkdtemp(prefix="fwbench-logs-"))
+    start = starter(options, run_id, log_dir, console)
     try:
-        handles = launch_all(
-            options.agents, manifests, log_dir, console, options.start_timeout_seconds
-        )
+        handles = launch_all(options.agents, manifests, start, options.start_timeout_seconds)
     except BaseException:
         shutil.rmtree(log_dir, ignore_errors=True)  # failures carry the log's last line
         raise
@@ -171,8 +220,13 @@ def execute_run(
         for handle in handles:
             restart = None
             if handle.manifest is not None:
-                restart = _restarter(handle.manifest, log_dir, console, options)
-            work.append(AgentWork(handle, handle.client.describe(), [], restart))
+                restart = _restarter(handle.manifest, start, handle.name)
+            describe = handle.client.describe()
+            if not handle.metrics_address and describe.metrics_port:
+                # Attached: the agent's own port, on the host the collector reaches it at.
+                host = handle.address.rpartition(":")[0]
+                handle.metrics_address = f"{host}:{describe.metrics_port}"
+            work.append(AgentWork(handle, describe, [], restart))
         for item in work:
             item.cells = plan_cells(item.handle.name, item.describe, catalogue, selection)
         return _measure(run_id, out_dir, work, options, selection, catalogue, console)
@@ -210,7 +264,8 @@ def _measure(
     store.start_run(run_id, out_dir.resolve(), metadata["started_at"], metadata)
     folder.write_metadata(metadata)
     recorder = _Recorder(run_id, store, folder)
-    cells = {item.handle.name: len(item.cells) for item in work}
+    counts = cells_per_agent(work, selection.repeat)
+    cells = {item.handle.name: count for item, count in zip(work, counts, strict=True)}
     ctx = RunContext(
         run_id,
         catalogue,
@@ -218,6 +273,7 @@ def _measure(
         recorder,
         RichDisplay(console, cells),
         options.cell_timeout_seconds,
+        options.scrape_interval_seconds,
     )
     interrupted = False
     try:
@@ -235,7 +291,7 @@ def _measure(
         with contextlib.suppress(PersistenceError):  # the original error matters more
             store.finish_run(run_id, metadata["status"], metadata["finished_at"], metadata)
             # An interrupt can land between a row's commit and the folder's rewrite: sync.
-            folder.write_tables(store.results(run_id), store.samples(run_id))
+            _write_tables(folder, store, run_id)
             folder.write_metadata(metadata)
         store.close()
     return RunSummary(run_id, out_dir, ctx.statuses, interrupted)
@@ -246,6 +302,9 @@ def _agent_metadata(item: AgentWork) -> dict[str, Any]:
     return {
         "launcher": handle.launcher,
         "address": handle.address,
+        "image": {"tag": handle.image, "id": handle.image_id, "digest": handle.image_digest}
+        if handle.image
+        else None,
         "manifest": str(handle.manifest.path) if handle.manifest else None,
         "environment_path": str(handle.env_path) if handle.env_path else None,
         "describe": MessageToDict(item.describe, preserving_proto_field_name=True),
@@ -256,9 +315,15 @@ class _Recorder:
     def __init__(self, run_id: str, store: ResultStore, folder: RunFolder) -> None:
         self.run_id, self.store, self.folder = run_id, store, folder
 
-    def record(self, row: dict[str, Any], samples_ns: Sequence[int]) -> None:
-        self.store.add_result(self.run_id, row, samples_ns)
-        self.folder.write_tables(self.store.results(self.run_id), self.store.samples(self.run_id))
+    def record(
+        self, row: dict[str, Any], samples_ns: Sequence[int], telemetry: pd.DataFrame | None
+    ) -> None:
+        self.store.add_result(self.run_id, row, samples_ns, telemetry)
+        _write_tables(self.folder, self.store, self.run_id)
+
+
+def _write_tables(folder: RunFolder, store: ResultStore, run_id: str) -> None:
+    folder.write_tables(store.results(run_id), store.samples(run_id), store.telemetry(run_id))
 
 
 def _keep_logs(log_dir: Path, out_dir: Path) -> None:

@@ -41,7 +41,14 @@ CREATE TABLE IF NOT EXISTS samples (
     sample_nanoseconds BLOB NOT NULL,  -- little-endian int64 array
     PRIMARY KEY (run_id, cell)
 );
+CREATE TABLE IF NOT EXISTS telemetry (
+    run_id TEXT NOT NULL,
+    cell INTEGER NOT NULL,
+    series_json TEXT NOT NULL,  -- {"time": [unix ns], "metric": [], "label": [], "value": []}
+    PRIMARY KEY (run_id, cell)
+);
 """
+TELEMETRY_COLUMNS = ("cell", "time", "metric", "label", "value")
 
 
 class PersistenceError(RuntimeError):
@@ -94,10 +101,27 @@ class ResultStore:
                 (run_id, SCHEMA_VERSION, started_at, str(out_dir), json.dumps(metadata)),
             )
 
-    def add_result(self, run_id: str, row: Mapping[str, Any], samples_ns: Sequence[int]) -> None:
-        """Commits one row and its raw samples in one transaction."""
+    def add_result(
+        self,
+        run_id: str,
+        row: Mapping[str, Any],
+        samples_ns: Sequence[int],
+        telemetry: pd.DataFrame | None = None,
+    ) -> None:
+        """Commits one row, its raw samples and its raw telemetry series (time, metric, label,
+        value) in one transaction."""
         blob = np.asarray(samples_ns, dtype="<i8").tobytes()
         text = json.dumps(_clean(row), default=_json_default)
+        series = None
+        if telemetry is not None and len(telemetry):
+            series = json.dumps(
+                {
+                    "time": telemetry["time"].astype("int64").tolist(),
+                    "metric": telemetry["metric"].astype(str).tolist(),
+                    "label": telemetry["label"].astype(str).tolist(),
+                    "value": telemetry["value"].astype(float).tolist(),
+                }
+            )
         with _saving(str(self.path)):
             self._db.execute("BEGIN")
             try:
@@ -107,6 +131,10 @@ class ResultStore:
                 self._db.execute(
                     "INSERT INTO samples VALUES (?, ?, ?)", (run_id, row["cell"], blob)
                 )
+                if series is not None:
+                    self._db.execute(
+                        "INSERT INTO telemetry VALUES (?, ?, ?)", (run_id, row["cell"], series)
+                    )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -154,6 +182,19 @@ class ResultStore:
             return pd.DataFrame({"cell": [], "iteration": [], "seconds": []})
         return pd.concat(frames, ignore_index=True)
 
+    def telemetry(self, run_id: str) -> pd.DataFrame:
+        """Long format: one row per scraped sample (cell, time UTC, metric, label, value)."""
+        rows = self._db.execute(
+            "SELECT cell, series_json FROM telemetry WHERE run_id = ? ORDER BY cell", (run_id,)
+        ).fetchall()
+        frames = [pd.DataFrame({"cell": cell, **json.loads(text)}) for cell, text in rows]
+        frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        frame = frame.reindex(columns=list(TELEMETRY_COLUMNS))
+        frame["time"] = pd.to_datetime(frame["time"].astype("int64"), unit="ns", utc=True)
+        return frame.astype(
+            {"cell": "int64", "metric": "string", "label": "string", "value": "float64"}
+        )
+
     def close(self) -> None:
         self._db.close()
 
@@ -181,8 +222,15 @@ class RunFolder:
                 json.dumps(metadata, indent=2, default=_json_default).encode(),
             )
 
-    def write_tables(self, results: pd.DataFrame, samples: pd.DataFrame) -> None:
+    def write_tables(
+        self,
+        results: pd.DataFrame,
+        samples: pd.DataFrame,
+        telemetry: pd.DataFrame | None = None,
+    ) -> None:
         with _saving(str(self.path)):
             write_atomic(self.path / "results.parquet", results.to_parquet(index=False))
             write_atomic(self.path / "results.csv", results.to_csv(index=False).encode())
             write_atomic(self.path / "samples.parquet", samples.to_parquet(index=False))
+            if telemetry is not None:
+                write_atomic(self.path / "telemetry.parquet", telemetry.to_parquet(index=False))

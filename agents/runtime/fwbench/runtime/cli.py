@@ -2,7 +2,11 @@
 
 Started by the collector's launchers (or by hand, or as a container's command). Binds to
 loopback unless told otherwise. With --ports-file, writes {"grpc": PORT, "metrics": PORT,
-"pid": PID} atomically once serving, so a launcher can use port 0 without races."""
+"pid": PID} atomically once serving, so a launcher can use port 0 without races.
+
+In an image, the options that are facts of the deployment come from the environment
+(FWBENCH_PLUGIN, FWBENCH_AGENT_NAME, FWBENCH_VARIANT, FWBENCH_HOST, FWBENCH_GRPC_PORT,
+FWBENCH_METRICS_PORT), so the container's command needs no arguments; flags override them."""
 
 from __future__ import annotations
 
@@ -20,13 +24,22 @@ from fwbench.runtime.server import create_server
 
 
 def _parser() -> argparse.ArgumentParser:
+    env = os.environ.get
     p = argparse.ArgumentParser(prog="fwbench-agent", description=__doc__)
-    p.add_argument("--plugin", required=True, help="entry-point name, e.g. torch")
-    p.add_argument("--name", help="agent name reported in Describe (default: the plugin)")
-    p.add_argument("--variant", default="", help="variant label, e.g. cpu, cu12, mkl")
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback)")
-    p.add_argument("--port", type=int, default=0, help="gRPC port, 0 = any free port")
-    p.add_argument("--metrics-port", type=int, default=0, help="/metrics port, 0 = any")
+    plugin = env("FWBENCH_PLUGIN")
+    p.add_argument("--plugin", required=not plugin, default=plugin, help="entry-point name")
+    p.add_argument("--name", default=env("FWBENCH_AGENT_NAME"), help="default: the plugin")
+    p.add_argument("--variant", default=env("FWBENCH_VARIANT", ""), help="e.g. cpu, cu12, mkl")
+    p.add_argument("--host", default=env("FWBENCH_HOST", "127.0.0.1"), help="address to bind")
+    p.add_argument(
+        "--port", type=int, default=env("FWBENCH_GRPC_PORT", "0"), help="gRPC port, 0 = any"
+    )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=env("FWBENCH_METRICS_PORT", "0"),
+        help="/metrics port, 0 = any",
+    )
     p.add_argument("--no-metrics", action="store_true", help="disable the /metrics endpoint")
     p.add_argument("--reflection", action="store_true", help="enable gRPC server reflection")
     p.add_argument("--ports-file", type=Path, help="write bound ports here as JSON")
@@ -60,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.memory_limit_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (args.memory_limit_bytes, args.memory_limit_bytes))
+    # CUDA numbers GPUs fastest-first by default, NVML by PCI bus: make "cuda:N" the device
+    # NVML calls N, so that telemetry joins the right GPU (before any framework loads CUDA).
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     try:
         plugin = load_plugin(args.plugin)
     except (PluginNotFound, PluginInvalid) as error:

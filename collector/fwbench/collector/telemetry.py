@@ -1,0 +1,245 @@
+"""Telemetry of one cell: the collector scrapes the agent's Prometheus /metrics while the cell
+runs, keeps the raw series, and reduces them to per-cell columns over the timed phase the
+agent reports (measure_started_at .. measure_ended_at).
+
+Method (docs/telemetry.md, "Collector scraping"):
+- One scrape just before the Run request, one every `interval` seconds while it runs (a
+  background thread), one right after the result. Each scrape is stamped with the midpoint of
+  its HTTP request on the collector's wall clock, the clock the agent's timestamps use too.
+- Counters (CPU seconds, GPU energy) are interpolated linearly at the start and end of the
+  timed phase and differenced, so a phase shorter than the interval still gets a figure (its
+  edges are then only as exact as the interpolation; a smaller interval sharpens them).
+- Gauges (memory, GPU utilisation and power) are averaged and maximised over the scrapes
+  inside the phase, or over the two bracketing scrapes when none falls inside.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from prometheus_client.parser import text_string_to_metric_families
+
+DEFAULT_INTERVAL_SECONDS = 0.25
+
+# Series the collector keeps, by sample name; the label that tells them apart.
+WATCHED: dict[str, str] = {
+    "fwbench_process_cpu_seconds_total": "mode",
+    "fwbench_process_resident_memory_bytes": "",
+    "fwbench_process_resident_memory_peak_bytes": "",
+    "fwbench_process_threads": "",
+    "fwbench_host_cpu_seconds_total": "mode",
+    "fwbench_host_memory_available_bytes": "",
+    "fwbench_gpu_utilization_ratio": "gpu",
+    "fwbench_gpu_memory_used_bytes": "gpu",
+    "fwbench_gpu_power_watts": "gpu",
+    "fwbench_gpu_energy_joules_total": "gpu",
+    "fwbench_gpu_sm_clock_hertz": "gpu",
+    "fwbench_gpu_temperature_celsius": "gpu",
+}
+SERIES_COLUMNS = ("time", "metric", "label", "value")
+
+# The per-cell columns this module fills (schema.py describes them).
+TELEMETRY_COLUMNS = (
+    "cpu_user_percent",
+    "cpu_system_percent",
+    "host_cpu_busy_percent",
+    "host_iowait_percent",
+    "rss_mean_bytes",
+    "rss_peak_bytes",
+    "gpu_utilization_mean_percent",
+    "gpu_utilization_peak_percent",
+    "gpu_memory_peak_bytes",
+    "gpu_power_mean_watts",
+    "gpu_energy_joules",
+    "telemetry_scrapes",
+    "telemetry_error",
+)
+
+
+def parse_exposition(text: str) -> dict[tuple[str, str], float]:
+    """The watched samples of one /metrics text: {(sample name, label value): value}."""
+    values: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            label = WATCHED.get(sample.name)
+            if label is None:
+                continue
+            values[(sample.name, sample.labels.get(label, "") if label else "")] = sample.value
+    return values
+
+
+@dataclass
+class Scrape:
+    time: float  # unix seconds, midpoint of the HTTP request
+    values: dict[tuple[str, str], float]
+
+
+@dataclass
+class Scraper:
+    """Scrapes http://ADDRESS/metrics before, during (every `interval` s, when > 0) and after a
+    cell: `with Scraper(address, interval) as scraper: run the cell`. Failures are counted,
+    never raised: telemetry must not fail a measurement."""
+
+    address: str
+    interval: float = DEFAULT_INTERVAL_SECONDS
+    timeout: float = 2.0
+    scrapes: list[Scrape] = field(default_factory=list)
+    errors: int = 0
+    last_error: str = ""
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def scrape_once(self) -> None:
+        url = f"http://{self.address}/metrics"
+        begin = time.time()
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout) as response:
+                text = response.read().decode()
+            values = parse_exposition(text)
+        except (OSError, ValueError, urllib.error.URLError) as error:
+            self.errors += 1
+            self.last_error = f"scraping {url} failed: {error}"
+            return
+        self.scrapes.append(Scrape((begin + time.time()) / 2, values))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.scrape_once()
+
+    def __enter__(self) -> Scraper:
+        self.scrape_once()
+        if self.interval > 0:
+            self._thread = threading.Thread(target=self._loop, name="scraper", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.scrape_once()
+
+    def series(self) -> pd.DataFrame:
+        """Long format: time (UTC), metric, label, value; one row per scraped sample."""
+        return series_frame(self.scrapes)
+
+
+def series_frame(scrapes: Iterable[Scrape]) -> pd.DataFrame:
+    rows = [
+        (scrape.time, name, label, value)
+        for scrape in scrapes
+        for (name, label), value in scrape.values.items()
+    ]
+    frame = pd.DataFrame(rows, columns=list(SERIES_COLUMNS))
+    frame["time"] = pd.to_datetime(frame["time"], unit="s", utc=True)
+    return frame.astype({"metric": "string", "label": "string", "value": "float64"})
+
+
+def _interpolate(points: Sequence[tuple[float, float]], at: float) -> float:
+    """Linear interpolation of a counter at time `at`, clamped to the first/last point."""
+    times, values = zip(*points, strict=True)
+    return float(np.interp(at, times, values))
+
+
+class _Window:
+    """The scrapes of one cell seen over its timed phase [start, end] (unix seconds)."""
+
+    def __init__(self, scrapes: Sequence[Scrape], start: float, end: float) -> None:
+        self.scrapes = sorted(scrapes, key=lambda s: s.time)
+        self.start, self.end = start, end
+        inside = [s for s in self.scrapes if start <= s.time <= end]
+        if not inside:  # a phase shorter than the interval: use the scrapes around it
+            before = [s for s in self.scrapes if s.time < start][-1:]
+            after = [s for s in self.scrapes if s.time > end][:1]
+            inside = before + after
+        self.inside = inside
+
+    def points(self, key: tuple[str, str]) -> list[tuple[float, float]]:
+        return [(s.time, s.values[key]) for s in self.scrapes if key in s.values]
+
+    def delta(self, key: tuple[str, str]) -> float:
+        points = self.points(key)
+        if not points:
+            return math.nan
+        return _interpolate(points, self.end) - _interpolate(points, self.start)
+
+    def gauge(self, key: tuple[str, str]) -> list[float]:
+        return [s.values[key] for s in self.inside if key in s.values]
+
+    def labels(self, metric: str) -> set[str]:
+        return {label for s in self.scrapes for (name, label) in s.values if name == metric}
+
+    def first_after_end(self, key: tuple[str, str]) -> float:
+        later = [s.values[key] for s in self.scrapes if s.time >= self.end and key in s.values]
+        return later[0] if later else math.nan
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def _max(values: Sequence[float]) -> float:
+    return max(values) if values else math.nan
+
+
+def gpu_label(device: str, labels: set[str]) -> str | None:
+    """The NVML index of the device a cell ran on: N for "cuda:N" (CUDA and NVML number the
+    same devices alike when CUDA_VISIBLE_DEVICES is unset), the only GPU when there is one."""
+    if not labels:
+        return None
+    if device.startswith(("cuda", "gpu")):
+        index = device.rpartition(":")[2] if ":" in device else "0"
+        if index in labels:
+            return index
+    return next(iter(labels)) if len(labels) == 1 else None
+
+
+def summarize(
+    scrapes: Sequence[Scrape], start: float, end: float, device: str = ""
+) -> dict[str, Any]:
+    """Per-cell telemetry columns over the timed phase [start, end] (unix seconds)."""
+    columns: dict[str, Any] = dict.fromkeys(TELEMETRY_COLUMNS[:-2], math.nan)
+    columns["telemetry_scrapes"] = 0
+    columns["telemetry_error"] = None
+    if len(scrapes) < 2 or not end > start:
+        columns["telemetry_error"] = "fewer than two scrapes" if end > start else "no phase"
+        return columns
+    window = _Window(scrapes, start, end)
+    duration = end - start
+    columns["telemetry_scrapes"] = sum(1 for s in window.scrapes if start <= s.time <= end)
+    process = "fwbench_process_cpu_seconds_total"
+    columns["cpu_user_percent"] = 100 * window.delta((process, "user")) / duration
+    columns["cpu_system_percent"] = 100 * window.delta((process, "system")) / duration
+    host = "fwbench_host_cpu_seconds_total"
+    modes = {mode: window.delta((host, mode)) for mode in window.labels(host)}
+    total = sum(modes.values())
+    if modes and total > 0:
+        busy = total - modes.get("idle", 0.0) - modes.get("iowait", 0.0)
+        columns["host_cpu_busy_percent"] = 100 * busy / total
+        columns["host_iowait_percent"] = 100 * modes.get("iowait", math.nan) / total
+    rss = window.gauge(("fwbench_process_resident_memory_bytes", ""))
+    columns["rss_mean_bytes"] = _mean(rss)
+    peak = window.first_after_end(("fwbench_process_resident_memory_peak_bytes", ""))
+    columns["rss_peak_bytes"] = _max([v for v in [*rss, peak] if not math.isnan(v)])
+    gpu = gpu_label(device, window.labels("fwbench_gpu_utilization_ratio"))
+    if gpu is not None:
+        utilization = window.gauge(("fwbench_gpu_utilization_ratio", gpu))
+        columns["gpu_utilization_mean_percent"] = 100 * _mean(utilization)
+        columns["gpu_utilization_peak_percent"] = 100 * _max(utilization)
+        columns["gpu_memory_peak_bytes"] = _max(
+            window.gauge(("fwbench_gpu_memory_used_bytes", gpu))
+        )
+        power = window.gauge(("fwbench_gpu_power_watts", gpu))
+        columns["gpu_power_mean_watts"] = _mean(power)
+        energy = window.delta(("fwbench_gpu_energy_joules_total", gpu))
+        columns["gpu_energy_joules"] = energy if not math.isnan(energy) else _mean(power) * duration
+    return columns

@@ -1,0 +1,199 @@
+"""Tests for fwbench.collector.compare and compare_format: comparisons against a baseline with
+an A/A pair, regression tracking between runs, and the output formats."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fwbench.collector import compare_format
+from fwbench.collector.compare import (
+    ComparisonError,
+    RunData,
+    compare_runs,
+    compare_to_baseline,
+    contenders,
+)
+from fwbench.collector.significance import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
+
+CONV = ("conv2d", "train", 8)
+GEMM = ("gemm", "train", 8)
+
+
+def reps(median: float, seed: int, count: int = 3, n: int = 60, spread: float = 0.03) -> list:
+    rng = np.random.default_rng(seed)
+    return [median * rng.lognormal(0.0, spread, n) for _ in range(count)]
+
+
+@pytest.fixture
+def run(make_run: Callable[..., RunData]) -> RunData:
+    """tf-eigen the baseline and its A/A twin, tf-mkl 2.3x faster at conv2d and equal at gemm,
+    torch-cpu 2x slower at gemm and missing conv2d."""
+    return make_run(
+        "run-a",
+        {
+            "tf-eigen": {CONV: reps(0.080, 1), GEMM: reps(0.50, 2)},
+            "tf-mkl": {CONV: reps(0.080 / 2.3, 3), GEMM: reps(0.50, 4)},
+            "tf-eigen#2": {CONV: reps(0.080, 5), GEMM: reps(0.50, 6)},
+            "torch-cpu": {GEMM: reps(1.0, 7)},
+        },
+    )
+
+
+def by_agent(result: Any, workload: str) -> dict[str, Any]:
+    return {c.agent: c for c in result.comparisons if c.key[0] == workload}
+
+
+def test_contenders_group_repetitions(run: RunData) -> None:
+    cells = contenders(run)
+    assert len(cells) == 7
+    conv = next(c for c in cells if c.agent == "tf-eigen" and c.key[0] == "conv2d")
+    assert len(conv.groups) == 3 and conv.n == 180
+    assert conv.key == ("conv2d", "train", 8, "float32", 0, '{"m": 8}')
+
+
+def test_compare_to_baseline_verdicts(run: RunData) -> None:
+    result = compare_to_baseline(run, "tf-eigen")
+    conv, gemm = by_agent(result, "conv2d"), by_agent(result, "gemm")
+    assert conv["tf-mkl"].verdict == FASTER
+    assert conv["tf-mkl"].speedup == pytest.approx(2.3, rel=0.05)
+    assert conv["tf-mkl"].ci_low > 2.0
+    assert conv["tf-mkl"].p_adjusted < 0.05
+    assert gemm["tf-mkl"].verdict == NO_CLEAR_DIFFERENCE
+    assert gemm["torch-cpu"].verdict == SLOWER
+    for aa in (conv["tf-eigen#2"], gemm["tf-eigen#2"]):
+        assert aa.verdict == NO_CLEAR_DIFFERENCE
+        assert aa.notes == "A/A"
+        assert aa.noise_floor == 0.03  # judged against the default floor only
+    assert result.skipped == []  # torch-cpu has no conv2d: nothing to compare, nothing skipped
+
+
+def test_compare_to_baseline_noise_floor_from_aa(make_run: Callable[..., RunData]) -> None:
+    # The A/A twin measured itself 8% apart in gemm: a 6% "win" there is no clear difference,
+    # while the same 6% in conv2d (A/A 0%) with the default floor of 3% is a win.
+    run = make_run(
+        "noisy",
+        {
+            "a": {GEMM: reps(1.0, 1, spread=0.002), CONV: reps(1.0, 2, spread=0.002)},
+            "a#2": {GEMM: reps(1.08, 3, spread=0.002), CONV: reps(1.0, 4, spread=0.002)},
+            "b": {GEMM: reps(1 / 1.06, 5, spread=0.002), CONV: reps(1 / 1.06, 6, spread=0.002)},
+        },
+    )
+    result = compare_to_baseline(run, "a")
+    assert result.measured_floor == pytest.approx(0.08, abs=0.005)
+    gemm, conv = by_agent(result, "gemm")["b"], by_agent(result, "conv2d")["b"]
+    assert gemm.noise_floor == pytest.approx(0.08, abs=0.005)
+    assert gemm.verdict == NO_CLEAR_DIFFERENCE
+    assert conv.noise_floor == pytest.approx(0.03, abs=0.001)
+    assert conv.verdict == FASTER
+    # The twin itself: 8% apart, beyond the default floor, so the machine is noisier than
+    # 3% here and the comparison says so.
+    assert by_agent(result, "gemm")["a#2"].verdict == SLOWER
+
+
+def test_compare_to_baseline_unknown_baseline_names_agents(run: RunData) -> None:
+    with pytest.raises(ComparisonError, match="tf-eigen, tf-mkl"):
+        compare_to_baseline(run, "jax-cpu")
+
+
+def test_compare_to_baseline_holm_adjusts(run: RunData) -> None:
+    result = compare_to_baseline(run, "tf-eigen")
+    for comparison in result.comparisons:
+        assert comparison.p_adjusted >= comparison.p_value
+
+
+def test_compare_runs_flags_regression_beyond_threshold(make_run: Callable[..., RunData]) -> None:
+    before = make_run("before", {"x": {CONV: reps(0.010, 1), GEMM: reps(0.5, 2)}})
+    after = make_run(
+        "after",
+        {"x": {CONV: reps(0.0125, 3), GEMM: reps(0.5 * 1.02, 4)}, "y": {GEMM: reps(0.5, 5)}},
+    )
+    result = compare_runs(before, after, threshold=0.05)
+    conv, gemm = by_agent(result, "conv2d")["x"], by_agent(result, "gemm")["x"]
+    assert conv.verdict == SLOWER  # 25% slower
+    assert conv.speedup == pytest.approx(0.8, rel=0.03)
+    assert gemm.verdict == NO_CLEAR_DIFFERENCE  # 2% is under the 5% threshold
+    assert conv.baseline == "before"
+    assert result.skipped == ["y gemm train bs=8 float32: not in run before"]
+
+
+def test_formats_agree(run: RunData) -> None:
+    result = compare_to_baseline(run, "tf-eigen")
+    document = json.loads(compare_format.json_text(result))
+    assert len(document["comparisons"]) == len(result.comparisons) == 5
+    mkl = next(
+        c for c in document["comparisons"] if c["agent"] == "tf-mkl" and c["workload"] == "conv2d"
+    )
+    assert mkl["verdict"] == FASTER and mkl["speedup_ci_low"] > 2
+    assert document["measured_noise_floor"] is not None
+    assert {a["other"] for a in document["aa"]} == {"tf-eigen#2"}
+    rows = list(csv.DictReader(io.StringIO(compare_format.csv(result))))
+    assert [r["verdict"] for r in rows] == [c.verdict for c in result.comparisons]
+    text = compare_format.markdown(result)
+    assert text.count("\n| conv2d train bs=8 float32 |") == 2
+    assert "A/A (tf-eigen / tf-eigen#2; 2 cells)" in text
+
+
+# --- the `collector compare` and `collector report` commands ----------------------------------
+
+
+def invoke(*args: str) -> Any:
+    from typer.testing import CliRunner
+
+    from fwbench.collector.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def test_cli_compare_json_and_errors(run: RunData, store: Any, tmp_path: Any) -> None:
+    done = invoke(
+        "compare", "run-a", "--baseline", "tf-eigen", "--format", "json", "--store", str(store.path)
+    )
+    assert done.exit_code == 0, done.output
+    document = json.loads(done.output)
+    assert {c["verdict"] for c in document["comparisons"]} == {FASTER, SLOWER, NO_CLEAR_DIFFERENCE}
+    missing = invoke("compare", "run-a", "--store", str(store.path))
+    assert missing.exit_code == 2
+    assert "needs --baseline" in missing.output and "tf-mkl" in missing.output
+    unknown = invoke("compare", "nope", "--baseline", "x", "--store", str(store.path))
+    assert unknown.exit_code == 2 and "no run 'nope'" in unknown.output
+    bad = invoke(
+        "compare", "run-a", "--baseline", "tf-eigen", "--format", "xml", "--store", str(store.path)
+    )
+    assert bad.exit_code == 2 and "table, markdown, csv, json" in bad.output
+
+
+def test_cli_compare_two_runs(run: RunData, store: Any) -> None:
+    table = invoke("compare", "run-a", "run-a", "--store", str(store.path))
+    assert table.exit_code == 0, table.output
+    assert "Noise floor 5.0% (--threshold; no A/A pair measured it)" in table.output
+    done = invoke("compare", "run-a", "run-a", "--format", "json", "--store", str(store.path))
+    verdicts = [c["verdict"] for c in json.loads(done.output)["comparisons"]]
+    assert verdicts == [NO_CLEAR_DIFFERENCE] * 7  # a run against itself
+
+
+def test_cli_report_writes_to_out(run: RunData, store: Any, tmp_path: Any) -> None:
+    out = tmp_path / "rep"
+    done = invoke(
+        "report", "run-a", "--baseline", "tf-eigen", "--out", str(out), "--store", str(store.path)
+    )
+    assert done.exit_code == 0, done.output
+    assert (out / "report.html").is_file() and (out / "report.md").is_file()
+    assert (out / "figures" / "relative_time.png").is_file()
+
+
+def test_cli_results_exports_samples(run: RunData, store: Any, tmp_path: Any) -> None:
+    target = tmp_path / "samples.csv"
+    done = invoke(
+        "results", "run-a", "--samples", "--export", str(target), "--store", str(store.path)
+    )
+    assert done.exit_code == 0, done.output
+    lines = target.read_text().splitlines()
+    assert lines[0] == "cell,iteration,seconds"
+    assert len(lines) == 1 + 7 * 3 * 60

@@ -1,0 +1,175 @@
+"""Tests for fwbench.collector.significance and bootstrap: the verdict rules on synthetic
+samples whose truth is known."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+from fwbench.collector.bootstrap import (
+    median_interval,
+    ratio_interval,
+    resampled_medians,
+)
+from fwbench.collector.significance import (
+    FASTER,
+    NO_CLEAR_DIFFERENCE,
+    SLOWER,
+    RatioEstimate,
+    estimate_speedup,
+    holm,
+    relative_difference,
+    verdict,
+)
+
+
+def lognormal(median: float, spread: float, n: int, seed: int) -> np.ndarray:
+    return median * np.random.default_rng(seed).lognormal(0.0, spread, n)
+
+
+def judged(baseline: list[np.ndarray], contender: list[np.ndarray], floor: float = 0.03) -> tuple:
+    estimate = estimate_speedup(baseline, contender)
+    return estimate, verdict(estimate, estimate.p_value, floor)
+
+
+# --- bootstrap --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 31])
+def test_resampled_medians_match_brute_force_bootstrap(n: int) -> None:
+    # The order-statistic shortcut must give the distribution that resampling gives.
+    values = np.sort(lognormal(1.0, 0.3, n, seed=n))
+    fast = resampled_medians([values], resamples=100_000)
+    draws = np.random.default_rng(99).integers(0, n, size=(100_000, n))
+    brute = np.median(values[draws], axis=1)
+    assert fast.mean() == pytest.approx(brute.mean(), rel=2e-3)
+    assert fast.std() == pytest.approx(brute.std(), rel=0.03, abs=1e-9)
+    for value in np.unique(brute)[:5]:
+        assert np.mean(fast <= value) == pytest.approx(np.mean(brute <= value), abs=0.01)
+
+
+def test_resampled_medians_clustered_match_brute_force() -> None:
+    groups = [np.array([1.0, 2.0, 3.0]), np.array([10.0, 11.0]), np.array([5.0])]
+    fast = resampled_medians(groups, resamples=20_000)
+    rng = np.random.default_rng(7)
+    brute = []
+    for _ in range(20_000):
+        chosen = [groups[i] for i in rng.integers(0, 3, 3)]
+        brute.append(
+            np.median(np.concatenate([g[rng.integers(0, g.size, g.size)] for g in chosen]))
+        )
+    for q in (5, 25, 50, 75, 95):
+        assert np.percentile(fast, q) == pytest.approx(np.percentile(brute, q), abs=0.51)
+    assert fast.mean() == pytest.approx(np.mean(brute), rel=0.02)
+
+
+def test_median_interval_is_deterministic_and_covers_median() -> None:
+    values = lognormal(0.01, 0.1, 500, seed=1)
+    first = median_interval([values])
+    assert median_interval([values]) == first
+    assert first[0] < np.median(values) < first[1]
+
+
+def test_median_interval_widens_with_drift_between_repetitions() -> None:
+    # Same pooled values; split into repetitions that drifted apart, the cluster bootstrap
+    # must report more uncertainty than one big sample does.
+    reps = [lognormal(0.010 * shift, 0.02, 300, seed=i) for i, shift in enumerate((1, 1.1, 1.2))]
+    pooled = np.concatenate(reps)
+    single_low, single_high = median_interval([pooled])
+    low, high = median_interval(reps)
+    assert (high - low) > 3 * (single_high - single_low)
+
+
+def test_bootstrap_of_many_samples_is_fast() -> None:
+    values = lognormal(0.01, 0.1, 100_000, seed=2)
+    started = time.perf_counter()
+    median_interval([values])
+    assert time.perf_counter() - started < 0.5
+    reps = [lognormal(0.01, 0.1, 2000, seed=i) for i in range(3)]
+    started = time.perf_counter()
+    ratio_interval(reps, reps)
+    assert time.perf_counter() - started < 3.0
+
+
+def test_resampled_medians_without_samples_raise() -> None:
+    with pytest.raises(ValueError):
+        resampled_medians([np.array([])])
+
+
+# --- verdicts ---------------------------------------------------------------------------------
+
+
+def test_identical_distributions_give_no_clear_difference() -> None:
+    base = [lognormal(0.010, 0.05, 400, seed=s) for s in (1, 2, 3)]
+    other = [lognormal(0.010, 0.05, 400, seed=s) for s in (4, 5, 6)]
+    estimate, result = judged(base, other)
+    assert result == NO_CLEAR_DIFFERENCE
+    assert estimate.ci_low < 1 < estimate.ci_high
+    assert estimate.speedup == pytest.approx(1.0, abs=0.02)
+
+
+def test_twice_as_fast_is_faster_with_small_p() -> None:
+    base = [lognormal(0.020, 0.05, 200, seed=s) for s in (1, 2, 3)]
+    other = [lognormal(0.010, 0.05, 200, seed=s) for s in (4, 5, 6)]
+    estimate, result = judged(base, other)
+    assert result == FASTER
+    assert estimate.p_value < 1e-10
+    assert estimate.speedup == pytest.approx(2.0, rel=0.03)
+    assert estimate.ci_low > 1.8 and estimate.ci_high < 2.2
+
+
+def test_twice_as_slow_is_slower() -> None:
+    base = [lognormal(0.010, 0.05, 200, seed=1)]
+    other = [lognormal(0.020, 0.05, 200, seed=2)]
+    estimate, result = judged(base, other)
+    assert result == SLOWER
+    assert estimate.speedup == pytest.approx(0.5, rel=0.03)
+
+
+def test_shift_smaller_than_noise_floor_is_no_clear_difference() -> None:
+    # 1.5% faster, very precisely measured: the test finds it, the floor (3%) refuses it.
+    base = [lognormal(0.010 * 1.015, 0.01, 3000, seed=1)]
+    other = [lognormal(0.010, 0.01, 3000, seed=2)]
+    estimate, result = judged(base, other, floor=0.03)
+    assert estimate.p_value < 1e-6
+    assert 1.0 < estimate.ci_low < 1.03
+    assert result == NO_CLEAR_DIFFERENCE
+    # The same data with a floor under the shift is a win.
+    assert verdict(estimate, estimate.p_value, floor=0.005) == FASTER
+
+
+def test_large_but_insignificant_difference_is_no_clear_difference() -> None:
+    estimate = RatioEstimate(speedup=1.5, ci_low=1.2, ci_high=1.8, p_value=0.2)
+    assert verdict(estimate, 0.2, floor=0.03) == NO_CLEAR_DIFFERENCE
+
+
+def test_interval_reaching_into_floor_is_no_clear_difference() -> None:
+    estimate = RatioEstimate(speedup=1.2, ci_low=1.02, ci_high=1.4, p_value=1e-9)
+    assert verdict(estimate, 1e-9, floor=0.03) == NO_CLEAR_DIFFERENCE
+
+
+def test_constant_samples_compare_without_error() -> None:
+    same = [np.full(20, 0.01)]
+    estimate, result = judged(same, same)
+    assert estimate.p_value == 1.0 and estimate.speedup == 1.0
+    assert result == NO_CLEAR_DIFFERENCE
+
+
+def test_holm_known_values() -> None:
+    adjusted = holm([0.01, 0.04, 0.03, 0.005])
+    # Sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1, made monotone.
+    assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
+
+
+def test_holm_keeps_nan_and_caps_at_one() -> None:
+    adjusted = holm([0.5, math.nan, 0.6])
+    assert math.isnan(adjusted[1])
+    assert adjusted[0] == 1.0 and adjusted[2] == 1.0
+
+
+def test_relative_difference_is_symmetric() -> None:
+    assert relative_difference(1.05) == pytest.approx(0.05)
+    assert relative_difference(1 / 1.05) == pytest.approx(0.05)

@@ -1,0 +1,112 @@
+"""Fixtures for tests that need a Docker daemon (`make docker-deps` starts one). Without a
+daemon they skip, except under CI=true or FWBENCH_REQUIRE_DOCKER=1 (set by `make test`),
+where that is a failure.
+
+The throwaway agent is made of test files only, the way a third party adds a framework: a
+plugin package wrapping the runtime tests' FakePlugin and a manifest in a folder of its own,
+found through FWBENCH_MANIFEST_PATH. Nothing in the collector or the runtime names it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from fwbench.collector.images import DockerUnavailable, docker_client
+from fwbench.collector.manifest import AgentManifest, discover_manifests
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE_PLUGIN = ROOT / "tests" / "runtime" / "fake_plugin.py"
+FAKE_AGENT = "test-fake"
+
+_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "fwbench-test-fake-plugin"
+version = "0.0.1"
+dependencies = ["fwbench-agent-runtime"]
+
+[project.entry-points."fwbench.plugins"]
+fake = "fwbench_test_fake.plugin:FakePlugin"
+"""
+
+_MANIFEST = """\
+schema_version = 1
+name = "{name}"
+plugin = "fake"
+variant = "cpu"
+description = "Throwaway agent of the Docker tests (FakePlugin)"
+
+[install]
+requirements = []
+local_packages = ["{proto}", "{runtime}", "{package}"]
+
+[env]
+FAKE_SWITCH = "from-the-manifest"
+
+[ports]
+grpc = 50099
+metrics = 9199
+"""
+
+
+def write_fake_agent(root: Path, name: str = FAKE_AGENT) -> Path:
+    """Writes the plugin package and the manifest under `root`; returns the manifests folder."""
+    package = root / "plugin"
+    (package / "fwbench_test_fake").mkdir(parents=True)
+    (package / "fwbench_test_fake" / "__init__.py").write_text("")
+    shutil.copy(FAKE_PLUGIN, package / "fwbench_test_fake" / "plugin.py")
+    (package / "pyproject.toml").write_text(_PYPROJECT)
+    manifests = root / "manifests"
+    manifests.mkdir()
+    (manifests / f"{name}.toml").write_text(
+        _MANIFEST.format(
+            name=name, proto=ROOT / "proto", runtime=ROOT / "agents" / "runtime", package=package
+        )
+    )
+    return manifests
+
+
+@pytest.fixture(scope="session")
+def docker_daemon() -> docker.DockerClient:
+    try:
+        return docker_client()
+    except DockerUnavailable as error:
+        if os.environ.get("CI") or os.environ.get("FWBENCH_REQUIRE_DOCKER"):
+            pytest.fail(f"CI needs a Docker daemon (make docker-deps): {error}")
+        pytest.skip(str(error))
+
+
+@pytest.fixture(scope="session")
+def fake_manifests(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_fake_agent(tmp_path_factory.mktemp("fake-agent"))
+
+
+@pytest.fixture(scope="session")
+def fake_manifest(fake_manifests: Path) -> AgentManifest:
+    return discover_manifests([fake_manifests])[FAKE_AGENT]
+
+
+@pytest.fixture(scope="session")
+def fake_agent_writer() -> Callable[..., Path]:
+    """write_fake_agent(root, name=...), for tests that need an agent of their own."""
+    return write_fake_agent
+
+
+@pytest.fixture
+def no_leftovers(docker_daemon: docker.DockerClient) -> Iterator[None]:
+    """Fails the test when it leaves a container of this collector process behind."""
+    yield
+    left = docker_daemon.containers.list(
+        all=True, filters={"label": f"fwbench.collector-pid={os.getpid()}"}
+    )
+    for container in left:
+        container.remove(force=True)
+    assert not left, f"containers left behind: {[c.name for c in left]}"

@@ -1,0 +1,174 @@
+"""The Docker launcher with a throwaway agent image (FakePlugin, see conftest.py): ports on
+loopback, pinning, thread restarts, crashes, and that no container outlives its run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+import pytest
+
+from fwbench.collector.client import AgentUnavailable
+from fwbench.collector.docker_launcher import (
+    HOST_LABEL,
+    PID_LABEL,
+    RUN_LABEL,
+    remove_orphans,
+    remove_run_containers,
+    start_docker,
+)
+from fwbench.collector.images import BUILD_KEY_LABEL, ensure_image, image_tag
+from fwbench.collector.manifest import AgentManifest, discover_manifests
+
+pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leftovers")]
+
+
+@pytest.fixture(scope="module")
+def fake_image(docker_daemon: docker.DockerClient, fake_manifest: AgentManifest) -> str:
+    return ensure_image(docker_daemon, fake_manifest).id
+
+
+def _run_id(request: pytest.FixtureRequest) -> str:
+    return f"test-{request.node.name.replace('_', '-')[:40]}-{os.getpid()}"
+
+
+def test_image_is_labelled_from_the_manifest(
+    docker_daemon: docker.DockerClient, fake_manifest: AgentManifest, fake_image: str
+) -> None:
+    image = docker_daemon.images.get(fake_image)
+    labels, config = image.labels, image.attrs["Config"]
+    assert labels["fwbench.agent"] == "test-fake"
+    assert labels["fwbench.framework"] == "fake"
+    assert labels[BUILD_KEY_LABEL]
+    assert "fwbench-test-fake-plugin==0.0.1" in labels["fwbench.packages"].split()
+    assert "FAKE_SWITCH=from-the-manifest" in config["Env"]
+    assert config["User"] == "10001:10001"
+    assert config["Healthcheck"]["Test"][-1] == "fwbench.runtime.healthcheck"
+    assert image_tag(fake_manifest) in image.tags
+
+
+def test_agent_runs_on_loopback_ports_and_stops_idempotently(
+    docker_daemon: docker.DockerClient,
+    fake_manifest: AgentManifest,
+    fake_image: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    handle = start_docker(fake_manifest, _run_id(request), tmp_path)
+    try:
+        assert handle.launcher == "docker"
+        assert handle.image_id == fake_image and handle.image == "fwbench/test-fake:latest"
+        assert handle.image_digest == ""  # built here, never pulled
+        container = docker_daemon.containers.get(f"fwbench-{_run_id(request)}-test-fake")
+        bindings = container.attrs["NetworkSettings"]["Ports"]
+        assert {b["HostIp"] for port in ("50099/tcp", "9199/tcp") for b in bindings[port]} == {
+            "127.0.0.1"
+        }
+        assert handle.address == f"127.0.0.1:{bindings['50099/tcp'][0]['HostPort']}"
+        describe = handle.client.describe()
+        assert describe.identity.name == "test-fake" and describe.host.in_container
+        with urllib.request.urlopen(f"http://{handle.metrics_address}/metrics", timeout=5) as r:
+            assert b"fwbench_" in r.read()
+        assert handle.alive()
+    finally:
+        handle.stop()
+    handle.stop()  # idempotent
+    assert not handle.alive()
+    with pytest.raises(docker.errors.NotFound):
+        docker_daemon.containers.get(f"fwbench-{_run_id(request)}-test-fake")
+    assert "serving on 0.0.0.0:50099" in (tmp_path / "test-fake.log").read_text()
+
+
+def test_cpuset_and_threads_reach_the_agent(
+    docker_daemon: docker.DockerClient,
+    fake_manifest: AgentManifest,
+    fake_image: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    handle = start_docker(fake_manifest, _run_id(request), tmp_path, threads=1, cpuset="0")
+    try:
+        assert handle.client.describe().host.usable_cores == 1  # the agent's affinity mask
+        name = f"fwbench-{_run_id(request)}-test-fake-threads1"
+        assert "FWBENCH_THREADS=1" in docker_daemon.containers.get(name).attrs["Config"]["Env"]
+        assert handle.threads == 1 and handle.log_path == tmp_path / "test-fake-threads1.log"
+    finally:
+        handle.stop()
+
+
+def test_a_killed_container_is_reported_with_its_exit_status(
+    docker_daemon: docker.DockerClient,
+    fake_manifest: AgentManifest,
+    fake_image: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    handle = start_docker(fake_manifest, _run_id(request), tmp_path, instance="test-fake#2")
+    try:
+        assert handle.name == "test-fake#2"
+        docker_daemon.containers.get(f"fwbench-{_run_id(request)}-test-fake-2").kill()
+        deadline = time.monotonic() + 10
+        while handle.alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not handle.alive()
+        assert "exited with code 137" in handle.exit_reason()
+    finally:
+        handle.stop()
+
+
+def test_ending_a_run_removes_its_containers_and_refuses_new_ones(
+    docker_daemon: docker.DockerClient,
+    fake_manifest: AgentManifest,
+    fake_image: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    run_id = _run_id(request)
+    handle = start_docker(fake_manifest, run_id, tmp_path)
+    assert remove_run_containers(run_id) == 1
+    assert not docker_daemon.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
+    assert not handle.alive()
+    handle.stop()  # its container is already gone
+    with pytest.raises(AgentUnavailable, match="has ended"):
+        start_docker(fake_manifest, run_id, tmp_path)
+
+
+def test_containers_of_dead_collectors_are_swept(
+    docker_daemon: docker.DockerClient, fake_image: str
+) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    labels = {HOST_LABEL: os.uname().nodename, RUN_LABEL: "test-orphans"}
+    orphan = docker_daemon.containers.create(
+        fake_image, labels={**labels, PID_LABEL: str(dead.pid)}
+    )
+    ours = docker_daemon.containers.create(
+        fake_image, labels={**labels, PID_LABEL: str(os.getpid())}
+    )
+    try:
+        assert remove_orphans() >= 1
+        with pytest.raises(docker.errors.NotFound):
+            orphan.reload()
+        ours.reload()  # a live collector's container stays
+    finally:
+        ours.remove(force=True)
+
+
+def test_image_is_rebuilt_when_the_agent_sources_change(
+    docker_daemon: docker.DockerClient, tmp_path: Path, fake_agent_writer: Callable[..., Path]
+) -> None:
+    manifests = fake_agent_writer(tmp_path, name="test-fake-edited")
+    manifest = discover_manifests([manifests])["test-fake-edited"]
+    first = ensure_image(docker_daemon, manifest)
+    assert ensure_image(docker_daemon, manifest).id == first.id  # current: not rebuilt
+    plugin = tmp_path / "plugin" / "fwbench_test_fake" / "plugin.py"
+    plugin.write_text(plugin.read_text().replace('"1.2.3"', '"1.2.4"'))
+    second = ensure_image(docker_daemon, manifest)
+    assert second.id != first.id
+    assert second.labels[BUILD_KEY_LABEL] != first.labels[BUILD_KEY_LABEL]
+    docker_daemon.images.remove(second.id, force=True)

@@ -1,0 +1,220 @@
+"""`collector run --launcher docker` end to end, as a user runs it: the console script, real
+images, real containers. The same table as the local launcher; nothing left behind after a
+Ctrl-C; an agent added from files only; a compose fleet the collector attaches to."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+import pandas as pd
+import pytest
+
+from fwbench.collector.fleet import COMPOSE_DIR
+
+pytestmark = pytest.mark.docker
+
+BIN = Path(sys.executable).parent
+REAL = "torch-cpu,tf-eigen"
+TINY = [
+    *("--workloads", "gemm,resnet18", "--phases", "train,infer", "--batch-sizes", "2"),
+    *("--param", "m=256", "--param", "n=256", "--param", "k=256", "--param", "image_size=32"),
+    *("--warmup", "1", "--iterations", "3", "--min-seconds", "0"),
+]
+SAME = [
+    "agent",
+    "workload",
+    "phase",
+    "batch_size",
+    "dtype",
+    "mode",
+    "status",
+    "framework",
+    "framework_version",
+    "variant",
+    "libraries",
+    "environment",
+    "intra_op_threads",
+    "flops_per_item",
+    "n",
+]
+
+
+def collector(*args: str, tmp: Path, env: dict[str, str] | None = None, timeout: float = 900):
+    return subprocess.run(
+        [str(BIN / "collector"), *args],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={
+            **os.environ,
+            "COLUMNS": "200",
+            "FWBENCH_STORE": str(tmp / "store.sqlite"),
+            **(env or {}),
+        },
+    )
+
+
+def containers_of(client: docker.DockerClient, pid: int) -> list[str]:
+    found = client.containers.list(all=True, filters={"label": f"fwbench.collector-pid={pid}"})
+    return [c.name for c in found]
+
+
+@pytest.fixture(scope="module")
+def real_images(docker_daemon: docker.DockerClient, tmp_path_factory: pytest.TempPathFactory):
+    """torch-cpu and tf-eigen images, built once (cached between test runs)."""
+    done = collector("images", "build", REAL, tmp=tmp_path_factory.mktemp("build"), timeout=1800)
+    assert done.returncode == 0, done.stderr[-2000:]
+    listed = collector("images", "list", tmp=tmp_path_factory.mktemp("list")).stdout
+    assert "fwbench/torch-cpu:latest" in listed and "fwbench/tf-eigen:latest" in listed
+    return done.stdout
+
+
+@pytest.mark.agent
+def test_docker_launcher_gives_the_local_launchers_table(
+    docker_daemon: docker.DockerClient, real_images: str, tmp_path: Path
+) -> None:
+    tables = {}
+    for launcher in ("local", "docker"):
+        out = tmp_path / launcher
+        done = collector(
+            "run", "--launcher", launcher, "--agents", REAL, *TINY, "--out", str(out), tmp=tmp_path
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        tables[launcher] = pd.read_parquet(out / "results.parquet")
+    local, inside = tables["local"], tables["docker"]
+    assert list(local.columns) == list(inside.columns)
+    assert len(local) == len(inside) == 8
+    assert (local.status == "ok").all() and (inside.status == "ok").all()
+    pd.testing.assert_frame_equal(local[SAME], inside[SAME])
+    assert set(local.launcher) == {"local"} and set(inside.launcher) == {"docker"}
+    assert inside.in_container.all()  # (this host has /.dockerenv too: local says so as well)
+    assert set(inside.image) == {"fwbench/torch-cpu:latest", "fwbench/tf-eigen:latest"}
+    assert inside.image_id.str.startswith("sha256:").all() and (local.image_id == "").all()
+    assert inside.telemetry_scrapes.notna().all()  # /metrics reached on its published port
+    meta = json.loads((tmp_path / "docker" / "run.json").read_text())
+    assert meta["agents"]["torch-cpu"]["image"]["tag"] == "fwbench/torch-cpu:latest"
+    assert {p.name for p in (tmp_path / "docker" / "logs").glob("*.log")} == {
+        "torch-cpu.log",
+        "tf-eigen.log",
+    }
+    assert not docker_daemon.containers.list(all=True, filters={"label": "fwbench.run_id"})
+
+
+def _interrupt_when(
+    process: subprocess.Popen[str], ready: Callable[[], bool], delay: float = 0.0
+) -> tuple[int, str]:
+    """Sends SIGINT `delay` seconds after `ready()` first holds; returns (exit code, stderr)."""
+    deadline = time.monotonic() + 300
+    while not ready():
+        assert process.poll() is None, process.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "the run never got there"
+        time.sleep(0.1)
+    time.sleep(delay)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    return process.returncode, stderr
+
+
+def _start(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [str(BIN / "collector"), "run", "--launcher", "docker", *args],
+        cwd=tmp,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "FWBENCH_STORE": str(tmp / "store.sqlite"), **(env or {})},
+    )
+
+
+def test_ctrl_c_in_the_middle_of_a_cell_leaves_no_container(
+    docker_daemon: docker.DockerClient, real_images: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "run"
+    process = _start(
+        tmp_path,
+        *("--agents", REAL, "--workloads", "resnet18", "--phases", "train"),
+        *("--batch-sizes", "2", "--param", "image_size=64", "--min-seconds", "60"),
+        *("--out", str(out)),
+    )
+    # run.json is written once every agent is up, just before the first cell starts.
+    code, stderr = _interrupt_when(process, (out / "run.json").exists, delay=3.0)
+    assert code == 130, stderr[-2000:]
+    assert containers_of(docker_daemon, process.pid) == []
+    results = pd.read_parquet(out / "results.parquet")
+    assert list(results.status) == ["cancelled"]
+
+
+def test_ctrl_c_while_containers_start_leaves_none(
+    docker_daemon: docker.DockerClient, fake_manifests: Path, tmp_path: Path
+) -> None:
+    env = {"FWBENCH_MANIFEST_PATH": str(fake_manifests)}
+    process = _start(tmp_path, "--agents", "test-fake", "--workloads", "gemm", env=env)
+    code, stderr = _interrupt_when(process, lambda: bool(containers_of(docker_daemon, process.pid)))
+    assert code == 130, stderr[-2000:]
+    assert "nothing written" in stderr
+    time.sleep(1)  # a start still under way in a worker thread must not create one later
+    assert containers_of(docker_daemon, process.pid) == []
+
+
+def test_an_agent_added_from_files_only_builds_and_runs(
+    docker_daemon: docker.DockerClient, fake_manifests: Path, tmp_path: Path
+) -> None:
+    env = {"FWBENCH_MANIFEST_PATH": str(fake_manifests)}
+    built = collector("images", "build", "test-fake", tmp=tmp_path, env=env)
+    assert built.returncode == 0, built.stderr[-2000:]
+    assert "fwbench/test-fake:latest" in built.stdout
+    out = tmp_path / "run"
+    done = collector(
+        *("run", "--launcher", "docker", "--agents", "test-fake", "--workloads", "gemm,lenet"),
+        *("--phases", "infer", "--batch-sizes", "1", "--iterations", "3"),
+        *("--min-seconds", "0", "--out", str(out)),
+        tmp=tmp_path,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = pd.read_parquet(out / "results.parquet")
+    assert sorted(zip(rows.workload, rows["mode"], rows.status, strict=True)) == [
+        ("gemm", "eager", "ok"),
+        ("lenet", "eager", "ok"),
+    ]
+    assert set(rows.image) == {"fwbench/test-fake:latest"} and set(rows.launcher) == {"docker"}
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+def test_the_collector_attaches_to_a_compose_fleet(real_images: str, tmp_path: Path) -> None:
+    if not (_port_free(50051) and _port_free(9101)):
+        pytest.skip("ports 50051/9101 are taken (a fleet already runs here?)")
+    compose = [str(BIN / "docker-compose"), "-p", f"fwbench-test-{os.getpid()}"]
+    compose += ["-f", str(COMPOSE_DIR / "compose.yaml")]
+    up = subprocess.run(
+        [*compose, "up", "-d", "--wait", "torch-cpu"], capture_output=True, text=True, timeout=300
+    )
+    try:
+        assert up.returncode == 0, up.stderr[-2000:]
+        out = tmp_path / "run"
+        done = collector(
+            *("run", "--agents", "torch-cpu@127.0.0.1:50051", "--workloads", "gemm"),
+            *("--phases", "infer", "--batch-sizes", "1", "--param", "m=256"),
+            *("--iterations", "3", "--min-seconds", "0", "--out", str(out)),
+            tmp=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        rows = pd.read_parquet(out / "results.parquet")
+        assert list(rows.status) == ["ok"] and list(rows.launcher) == ["attached"]
+        assert rows.in_container.all()
+    finally:
+        subprocess.run([*compose, "down"], capture_output=True, timeout=120)
