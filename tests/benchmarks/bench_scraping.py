@@ -8,6 +8,12 @@ summarised as median (min..max). Workloads: lenet train at batch 8 (about 2 ms a
 Python-level framework calls: where a scrape handled by the agent's HTTP thread would compete
 for the GIL) and gemm 1024^3 infer (about 10 ms of BLAS).
 
+Because step-time ratios on a shared 2-core VM spread widely, the benchmark also measures the
+cost of one scrape directly, which bounds the overhead from above: the agent's CPU time (user
++ system, from psutil) over 500 back-to-back scrapes of the idle agent, and the collector's own
+CPU time for them (HTTP and parsing). The agent's CPU per scrape divided by the interval is
+the share of one core scraping takes from the agent's process.
+
 Run from the repository root with the dev environment:
     .venv/bin/python tests/benchmarks/bench_scraping.py [--rounds 9] [--seconds 3]
 Prints a Markdown table; docs/telemetry.md records the figures and how they were taken.
@@ -19,7 +25,10 @@ import argparse
 import contextlib
 import statistics
 import tempfile
+import time
 from pathlib import Path
+
+import psutil
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.client import AgentClient
@@ -60,10 +69,24 @@ def cell_median(
     ) if scraper else 0
 
 
+def scrape_cost(metrics: str, pid: int, count: int = 500) -> tuple[float, float]:
+    """CPU seconds per scrape: the agent's, and the collector's (this process)."""
+    agent = psutil.Process(pid)
+    scraper = Scraper(metrics, interval=0)
+    scraper.scrape_once()  # first-scrape set-up (NVML probe) is not the steady cost
+    before, own = sum(agent.cpu_times()[:2]), time.process_time()
+    for _ in range(count):
+        scraper.scrape_once()
+    agent_seconds = sum(agent.cpu_times()[:2]) - before
+    assert scraper.errors == 0, scraper.last_error
+    return agent_seconds / count, (time.process_time() - own) / count
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per Run")
+    parser.add_argument("--cost-only", action="store_true", help="only the cost of one scrape")
     args = parser.parse_args()
     manifest = discover_manifests(manifest_dirs())["torch-cpu"]
     environment_for(manifest).ensure(print)
@@ -74,7 +97,7 @@ def main() -> None:
             "| workload | scraping | median step | ratio to off, median (min..max) | scrapes/run |"
         )
         print("| --- | --- | --- | --- | --- |")
-        for case in CASES:
+        for case in [] if args.cost_only else CASES:
             medians: dict[str, list[float]] = {name: [] for name in names}
             scrapes: dict[str, list[int]] = {name: [] for name in names}
             for round_index in range(args.rounds):
@@ -95,6 +118,13 @@ def main() -> None:
                     f"{statistics.median(ratios):.4f} ({min(ratios):.3f}..{max(ratios):.3f}) | "
                     f"{statistics.median(scrapes[name]):.0f} |"
                 )
+        agent_cpu, collector_cpu = scrape_cost(handle.metrics_address, handle.client.describe().pid)
+        print(
+            f"\none scrape of an idle agent: {agent_cpu * 1e3:.2f} ms agent CPU, "
+            f"{collector_cpu * 1e3:.2f} ms collector CPU; at the default interval "
+            f"({DEFAULT_INTERVAL_SECONDS:g} s) that is "
+            f"{agent_cpu / DEFAULT_INTERVAL_SECONDS * 100:.2f}% of one core in the agent"
+        )
     finally:
         handle.stop()
 

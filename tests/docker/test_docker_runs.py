@@ -121,7 +121,12 @@ def _interrupt_when(
         time.sleep(0.1)
     time.sleep(delay)
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=120)
+    try:
+        _, stderr = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        raise
     return process.returncode, stderr
 
 
@@ -133,6 +138,8 @@ def _start(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subproce
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "FWBENCH_STORE": str(tmp / "store.sqlite"), **(env or {})},
+        # A background shell (`make test &`) hands children SIGINT ignored; a terminal does not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import grpc
 import pandas as pd
 import pytest
-from collector_cli import COLLECTOR, collector
+from collector_cli import COLLECTOR, collector, sigint_default
 from grpc_health.v1 import health, health_pb2_grpc
 
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
@@ -188,6 +188,7 @@ def start_long_run(tmp_path: Path, out: Path) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=sigint_default,
     )
 
 
