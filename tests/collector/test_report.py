@@ -166,8 +166,8 @@ def chromium(*args: str, page: Path, profile: Path) -> subprocess.CompletedProce
     )
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (make system-deps)")
 def test_report_renders_in_headless_chromium(run: RunData, tmp_path: Path) -> None:
+    assert CHROMIUM is not None, "chromium not installed (make system-deps installs it)"
     files = write_report(run, tmp_path / "report", baseline="tf-eigen")
     probed = tmp_path / "probed.html"
     probed.write_text(files.html.read_text().replace("</body>", PROBE + "</body>"))

@@ -203,8 +203,9 @@ def _port_free(port: int) -> bool:
 
 
 def test_the_collector_attaches_to_a_compose_fleet(real_images: str, tmp_path: Path) -> None:
-    if not (_port_free(50051) and _port_free(9101)):
-        pytest.skip("ports 50051/9101 are taken (a fleet already runs here?)")
+    assert _port_free(50051) and _port_free(9101), (
+        "ports 50051/9101 are taken (a fleet already runs here?): stop it to run this test"
+    )
     compose = [str(BIN / "docker-compose"), "-p", f"fwbench-test-{os.getpid()}"]
     compose += ["-f", str(COMPOSE_DIR / "compose.yaml")]
     up = subprocess.run(
