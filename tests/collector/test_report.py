@@ -191,3 +191,18 @@ def test_report_renders_in_headless_chromium(run: RunData, tmp_path: Path) -> No
     assert pixels.shape[:2] == (2000, 1280)
     assert pixels.std() > 0.05  # not blank
     assert (pixels.min(axis=2) < 0.9).mean() > 0.02  # some ink: text, bars, lines
+
+
+@pytest.mark.parametrize(
+    ("selection", "text"),
+    [
+        ({}, "1"),
+        ({"repeat": 3, "fresh_process": True}, "3 (a fresh process per repetition)"),
+        ({"repeat": 3, "fresh_process": False}, "3 (one process per agent)"),
+        ({"repeat": 2}, "2 (one process per agent)"),  # runs from before fresh processes
+    ],
+)
+def test_report_states_how_repetitions_ran(selection: dict, text: str) -> None:
+    from fwbench.collector.report.page import _repetitions
+
+    assert _repetitions(selection) == text

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import grpc
 import pytest
 
 from fwbench.agent.v1 import agent_pb2
@@ -37,13 +39,30 @@ def describe(name: str, fixed: bool = False, workloads: tuple[str, ...] = ("gemm
     )
 
 
+class Unavailable(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "connection reset"
+
+
+_pids = itertools.count(1000)
+
+
 @dataclass
 class FakeClient:
     name: str
     log: list[tuple[str, str, int]]  # (agent, workload, threads) in the order runs happened
+    pid: int = field(default_factory=lambda: next(_pids))
+    crash_on: str = ""  # a workload during which this process dies
+    dead: bool = False
 
     def run(self, request: agent_pb2.RunRequest, timeout: float | None) -> Iterator[Any]:
         self.log.append((self.name, request.workload, request.threads))
+        if self.dead or request.workload == self.crash_on:
+            self.dead = True
+            raise Unavailable()
         yield agent_pb2.RunResponse(
             result=agent_pb2.RunResult(
                 sample_nanoseconds=[1_000_000] * 10,
@@ -52,7 +71,12 @@ class FakeClient:
         )
 
     def describe(self) -> agent_pb2.DescribeResponse:
-        return describe(self.name, fixed=True)
+        response = describe(self.name, fixed=True)
+        response.pid = self.pid
+        return response
+
+    def healthy(self) -> bool:
+        return not self.dead
 
     def close(self) -> None:
         pass
@@ -88,6 +112,7 @@ def work_for(names: list[str], selection: Any, log: list, fixed: bool = False) -
     for name in names:
         handle = fake_handle(name, log)
         info = describe(name, fixed)
+        info.pid = handle.client.pid  # type: ignore[attr-defined]
 
         def restart(threads: int, name: str = name) -> AgentHandle:
             return fake_handle(name, log, threads)
@@ -107,8 +132,67 @@ def run(names: list[str], fixed: bool = False, **choices: Any) -> tuple[list[dic
     return recorder.rows, log
 
 
-def test_run_all_repeat_alternates_agents_per_cell() -> None:
-    rows, log = run(["a", "b"], workloads="gemm,conv2d", repeat=3)
+def test_run_all_repeat_runs_a_fresh_process_per_repetition() -> None:
+    rows, _ = run(["a", "b"], workloads="gemm,conv2d", repeat=3)
+    # Repetition-major: each process of an agent runs all its cells, agents alternating.
+    assert [(r["agent"], r["workload"], r["repetition"]) for r in rows] == [
+        (agent, workload, repetition)
+        for repetition in range(3)
+        for agent in ("a", "b")
+        for workload in ("gemm", "conv2d")
+    ]
+    assert [r["cell"] for r in rows] == list(range(12))
+    assert all(r["status"] == "ok" for r in rows)
+    pids = {(r["agent"], r["repetition"]): set() for r in rows}
+    for r in rows:
+        pids[(r["agent"], r["repetition"])].add(r["agent_pid"])
+    assert all(len(found) == 1 for found in pids.values())  # one process per repetition
+    assert len(set.union(*pids.values())) == 6  # and a new one for each (2 agents x 3)
+
+
+def test_run_all_fresh_process_recovers_from_a_crash_in_the_next_repetition() -> None:
+    selection = build_selection(
+        CATALOGUE, workloads="gemm,conv2d", phases="train", batch_sizes="8", repeat=2
+    )
+    log: list = []
+    items = work_for(["a"], selection, log)
+    items[0].handle.client.crash_on = "gemm"  # type: ignore[attr-defined]
+    recorder = Recorder()
+    ctx = RunContext("r", CATALOGUE, selection, recorder, Display(), None)  # type: ignore[arg-type]
+    run_all(items, ctx)
+    assert [(r["workload"], r["repetition"], r["status"]) for r in recorder.rows] == [
+        ("gemm", 0, "failed"),
+        ("conv2d", 0, "failed"),  # not run: the process died
+        ("gemm", 1, "ok"),  # the fresh process of repetition 1 does not crash
+        ("conv2d", 1, "ok"),
+    ]
+    assert "crashed" in recorder.rows[1]["error"]
+
+
+def test_run_all_failed_fresh_start_fails_that_repetition_only() -> None:
+    selection = build_selection(
+        CATALOGUE, workloads="gemm", phases="train", batch_sizes="8", repeat=3
+    )
+    log: list = []
+    items = work_for(["a"], selection, log)
+    starts = itertools.count()
+
+    def flaky_restart(threads: int) -> AgentHandle:
+        if next(starts) == 0:
+            raise RuntimeError("port in use")
+        return fake_handle("a", log, threads)
+
+    items[0].restart = flaky_restart
+    recorder = Recorder()
+    ctx = RunContext("r", CATALOGUE, selection, recorder, Display(), None)  # type: ignore[arg-type]
+    run_all(items, ctx)
+    statuses = [(r["repetition"], r["status"]) for r in recorder.rows]
+    assert statuses == [(0, "ok"), (1, "failed"), (2, "ok")]
+    assert "repetition 1 failed: port in use" in recorder.rows[1]["error"]
+
+
+def test_run_all_same_process_alternates_agents_per_cell() -> None:
+    rows, log = run(["a", "b"], workloads="gemm,conv2d", repeat=3, fresh_process=False)
     assert [(r["agent"], r["workload"], r["repetition"]) for r in rows] == [
         ("a", "gemm", 0),
         ("b", "gemm", 0),
@@ -128,6 +212,7 @@ def test_run_all_repeat_alternates_agents_per_cell() -> None:
         (r["agent"], r["workload"]) for r in rows
     ]
     assert all(r["status"] == "ok" for r in rows)
+    assert len({r["agent_pid"] for r in rows}) == 2  # one process per agent throughout
 
 
 def test_run_all_without_repeat_keeps_agent_by_agent_order() -> None:
@@ -141,12 +226,23 @@ def test_run_all_without_repeat_keeps_agent_by_agent_order() -> None:
     assert {r["repetition"] for r in rows} == {0}
 
 
-def test_run_all_repeat_restarts_fixed_agents_once_per_thread_count() -> None:
-    rows, log = run(["a", "b"], fixed=True, workloads="gemm,conv2d", threads="1,2", repeat=2)
+@pytest.mark.parametrize("fresh", [True, False])
+def test_run_all_repeat_keeps_thread_counts_outermost(fresh: bool) -> None:
+    rows, log = run(
+        ["a", "b"],
+        fixed=True,
+        workloads="gemm,conv2d",
+        threads="1,2",
+        repeat=2,
+        fresh_process=fresh,
+    )
     # Threads outermost: every cell at 1 thread (alternating), then every cell at 2.
     assert [threads for _, _, threads in log] == [1] * 8 + [2] * 8
-    assert [r["agent"] for r in rows[:4]] == ["a", "b", "a", "b"]
+    first = ["a", "a", "b", "b"] if fresh else ["a", "b", "a", "b"]
+    assert [r["agent"] for r in rows[:4]] == first
     assert all(r["status"] == "ok" for r in rows)
+    # Fixed agents get a process per thread count; fresh ones also one per repetition.
+    assert len({r["agent_pid"] for r in rows}) == (8 if fresh else 4)
 
 
 def test_stretches_record_unsupported_cells_once() -> None:
@@ -167,6 +263,7 @@ def test_stretches_record_unsupported_cells_once() -> None:
     assert ("b", "conv2d", 1) not in order
     assert order.count(("a", "conv2d", 2)) == 1
     assert cells_per_agent(items, 3) == [6, 4]
+    assert cells_per_agent(items, 3, fresh_process=True) == [6, 4]
 
 
 def test_build_selection_checks_repeat() -> None:

@@ -1,4 +1,4 @@
-"""Runs stored under schema 1 and 2 still load, compare and report under schema 3: the
+"""Runs stored under schema 1 and 2 still load, compare and report under schema 4: the
 columns added later are empty (NA), never an error."""
 
 from __future__ import annotations
@@ -79,7 +79,15 @@ V2_ADDED = [
     "final_accuracy",
     "accuracy_history",
 ]
-ADDED_IN_3 = ("repetition", "median_ci_low_seconds", "p99_seconds", "outliers", "noisy")
+# Added in 3, and agent_pid in 4.
+ADDED_LATER = (
+    "repetition",
+    "median_ci_low_seconds",
+    "p99_seconds",
+    "outliers",
+    "noisy",
+    "agent_pid",
+)
 
 
 def old_row(version: int, cell: int, agent: str, samples: np.ndarray) -> dict[str, Any]:
@@ -125,8 +133,8 @@ def old_store(tmp_path: Path) -> ResultStore:
     return db
 
 
-def test_schema_version_is_3() -> None:
-    assert SCHEMA_VERSION == 3
+def test_schema_version_is_4() -> None:
+    assert SCHEMA_VERSION == 4
 
 
 @pytest.mark.parametrize("version", [1, 2])
@@ -134,7 +142,7 @@ def test_old_run_loads_with_new_columns_empty(old_store: ResultStore, version: i
     frame = old_store.results(f"v{version}")
     assert tuple(frame.columns) == COLUMN_NAMES
     assert frame["schema_version"].tolist() == [version, version]
-    for column in ADDED_IN_3:
+    for column in ADDED_LATER:
         assert frame[column].isna().all(), column
     assert frame["items_per_sample"].isna().all() == (version == 1)
     assert frame["median_seconds"].notna().all()

@@ -152,6 +152,15 @@ def run(
             "spreads evenly; rows carry `repetition`."
         ),
     ] = 1,
+    fresh_process: Annotated[
+        bool,
+        typer.Option(
+            "--fresh-process/--same-process",
+            help="With --repeat: a fresh process of each agent for every repetition (the "
+            "default), so what lasts a process's life (allocator state, thread placement) "
+            "counts as noise, not as a difference; --same-process keeps one per agent.",
+        ),
+    ] = True,
     aa: Annotated[
         str,
         typer.Option(
@@ -195,6 +204,7 @@ def run(
             loop=LoopSettings(warmup, iterations, min_seconds, max_iterations),
             seed=seed,
             repeat=repeat,
+            fresh_process=fresh_process,
         )
     except SelectionError as error:
         fail(str(error))

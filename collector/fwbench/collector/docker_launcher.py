@@ -127,6 +127,7 @@ def start_docker(
     try:
         _refuse_if_closed(run_id, name)  # the run ended (Ctrl-C) while this one was created
         container.reload()
+        handle.host_pid = int(container.attrs["State"].get("Pid") or 0)
         handle.address = f"127.0.0.1:{_host_port(container, grpc_port)}"
         handle.metrics_address = f"127.0.0.1:{_host_port(container, metrics_port)}"
         _wait_serving(control, timeout_seconds)

@@ -60,6 +60,9 @@ class AgentHandle:
     image: str = ""  # docker: the image's tag, id (sha256:...) and registry digest ("" if local)
     image_id: str = ""
     image_digest: str = ""
+    # The agent's process id as this host sees it (a container's main process); 0 = unknown
+    # (attached: the collector only has the agent's own word, Describe's pid).
+    host_pid: int = 0
 
     def alive(self) -> bool:
         if self.process is not None:
@@ -186,6 +189,7 @@ def start_local(
         manifest=manifest,
         env_path=env.path,
         threads=threads,
+        host_pid=process.pid,
     )
     try:
         ports = _wait_for_ports(handle, ports_file, timeout_seconds)

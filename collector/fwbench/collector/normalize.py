@@ -34,6 +34,7 @@ def identity_columns(
         "launcher": handle.launcher,
         "agent": cell.agent,
         "address": handle.address,
+        "agent_pid": handle.host_pid or describe.pid or None,
         "image": handle.image,
         "image_id": handle.image_id,
         "image_digest": handle.image_digest,

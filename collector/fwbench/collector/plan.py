@@ -42,6 +42,8 @@ class Selection:
     seed: int = 0
     # Each agent runs each cell this many times, agents alternating (schedule.py).
     repeat: int = 1
+    # With repeat > 1: a fresh process of each agent for every repetition (schedule.py).
+    fresh_process: bool = True
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ def build_selection(
     loop: LoopSettings = LoopSettings(),
     seed: int = 0,
     repeat: int = 1,
+    fresh_process: bool = True,
 ) -> Selection:
     """Parses comma-separated CLI values; raises SelectionError on anything invalid."""
     selection = Selection(
@@ -111,6 +114,7 @@ def build_selection(
         loop=loop,
         seed=seed,
         repeat=repeat,
+        fresh_process=fresh_process,
     )
     if not 1 <= repeat <= MAX_REPEAT:
         raise SelectionError(f"invalid repeat {repeat}: allowed 1..{MAX_REPEAT}")

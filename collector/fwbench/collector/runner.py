@@ -55,8 +55,21 @@ class AgentWork:
     handle: AgentHandle
     describe: agent_pb2.DescribeResponse
     cells: list[Cell]
-    # Starts a fresh instance of this agent with FWBENCH_THREADS=N (local launcher only).
+    # Starts a fresh instance of this agent with FWBENCH_THREADS=N (agents the collector
+    # started; None for attached ones).
     restart: Callable[[int], AgentHandle] | None = None
+    repetition: int = 0  # the repetition the current process serves
+
+    def ensure_fresh(self, repetition: int, threads: int) -> bool:
+        """With fresh processes per repetition: swaps in a new process when `repetition` is
+        not the one the current process serves. Returns whether it did (never for an agent
+        the collector did not start). Raises what starting an agent raises."""
+        if repetition == self.repetition or self.restart is None:
+            self.repetition = repetition
+            return False
+        self.repetition = repetition
+        self._swap(threads if self.describe.threads.fixed_at_startup else self.handle.threads)
+        return True
 
     def ensure_threads(self, threads: int) -> str:
         """For an agent that sizes its thread pools at start-up, swaps in an instance started
@@ -69,10 +82,14 @@ class AgentWork:
                 f"{self.handle.name} sizes its thread pools at start-up and was not started "
                 f"by the collector; start it with FWBENCH_THREADS={threads}"
             )
+        self._swap(threads)
+        return ""
+
+    def _swap(self, threads: int) -> None:
+        assert self.restart is not None
         self.handle.stop()
         self.handle = self.restart(threads)
         self.describe = self.handle.client.describe()
-        return ""
 
 
 @dataclass
@@ -91,11 +108,21 @@ class RunContext:
 
 def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
     """Measures every cell of every agent, `ctx.selection.repeat` times, in the order of
-    schedule.py. KeyboardInterrupt propagates after the running cell is cancelled on its agent
+    schedule.py, in a fresh process of each agent per repetition unless the selection says
+    otherwise. KeyboardInterrupt propagates after the running cell is cancelled on its agent
     and recorded as cancelled."""
     crashed_agents: dict[int, str] = {}  # id(AgentWork) -> why its remaining cells fail
-    for item, stretch in stretches(work, ctx.selection.repeat):
+    fresh = ctx.selection.fresh_process and ctx.selection.repeat > 1
+    for item, stretch in stretches(work, ctx.selection.repeat, fresh):
         crashed = crashed_agents.get(id(item), "")
+        if fresh:
+            first, repetition = stretch[0]
+            try:
+                if item.ensure_fresh(repetition, first.threads):
+                    crashed = ""  # a new process: an earlier crash no longer applies
+            except Exception as error:  # noqa: BLE001 (a failed start fails the stretch)
+                crashed = f"starting a fresh {item.handle.name} for repetition {repetition}"
+                crashed += f" failed: {error}"
         samples: list[int]
         telemetry: pd.DataFrame | None
         for cell, repetition in stretch:

@@ -13,8 +13,10 @@ import pandas as pd
 # 3 (fwbench 0.3): telemetry columns scraped from the agent's /metrics.
 #   Also repetition, the median's confidence interval, p99, outliers and noisy; and for the
 #   Docker launcher image, image_id and image_digest.
+# 4 (fwbench 0.4): agent_pid, the process that measured the row (`--repeat` starts a fresh
+#   one per repetition by default).
 # Rows of an older version load with the newer columns empty.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 STATUSES = ("ok", "failed", "unsupported", "cancelled")
 
 
@@ -43,6 +45,13 @@ COLUMNS: tuple[Column, ...] = (
         "NAME#2, NAME#3",
     ),
     Column("address", "string", "gRPC address the collector used"),
+    Column(
+        "agent_pid",
+        "Int64",
+        "Process id of the agent that measured the row, as the collector's host sees it (a "
+        "container's main process; an attached agent's own pid); with `--repeat` each "
+        "repetition is a fresh process unless --same-process; empty in runs before schema 4",
+    ),
     Column(
         "image",
         "string",

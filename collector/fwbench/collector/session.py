@@ -264,7 +264,7 @@ def _measure(
     store.start_run(run_id, out_dir.resolve(), metadata["started_at"], metadata)
     folder.write_metadata(metadata)
     recorder = _Recorder(run_id, store, folder)
-    counts = cells_per_agent(work, selection.repeat)
+    counts = cells_per_agent(work, selection.repeat, selection.fresh_process)
     cells = {item.handle.name: count for item, count in zip(work, counts, strict=True)}
     ctx = RunContext(
         run_id,

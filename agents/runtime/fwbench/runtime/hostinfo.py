@@ -11,8 +11,10 @@ import psutil
 
 from fwbench.agent.v1 import agent_pb2
 
-# Variables that change how frameworks thread or which devices they see; reported in
-# Describe next to the plugin's own switches.
+# Variables that change how frameworks thread, which devices they see, or how memory is
+# allocated (glibc malloc tunables, a preloaded allocator such as jemalloc: tf-eigen's conv2d
+# is 13% faster here with MALLOC_ARENA_MAX=1, docs/report.md); reported in Describe next to
+# the plugin's own switches.
 THREAD_AND_DEVICE_VARIABLES = (
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
@@ -22,6 +24,12 @@ THREAD_AND_DEVICE_VARIABLES = (
     "CUDA_VISIBLE_DEVICES",
     "NVIDIA_VISIBLE_DEVICES",
     "FWBENCH_DEVICE",
+    "MALLOC_ARENA_MAX",
+    "MALLOC_MMAP_THRESHOLD_",
+    "MALLOC_TRIM_THRESHOLD_",
+    "MALLOC_TOP_PAD_",
+    "GLIBC_TUNABLES",
+    "LD_PRELOAD",
 )
 
 

@@ -110,6 +110,16 @@ def _plots(run: RunData, result: ComparisonSet, baseline: str) -> list[figures.P
     ]
 
 
+def _repetitions(selection: dict[str, Any]) -> str:
+    """How many times each cell ran, and in which processes (runs before fresh processes
+    existed kept one process per agent)."""
+    repeat = int(selection.get("repeat", 1))
+    if repeat <= 1:
+        return "1"
+    fresh = selection.get("fresh_process", False)
+    return f"{repeat} ({'a fresh process per repetition' if fresh else 'one process per agent'})"
+
+
 def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, Any]:
     metadata = run.metadata
     environments = data.environments(run)
@@ -122,7 +132,7 @@ def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, An
         "finished": metadata.get("finished_at", ""),
         "status": metadata.get("status", ""),
         "host": metadata.get("host", {}),
-        "repeat": metadata.get("selection", {}).get("repeat", 1),
+        "repeat": _repetitions(metadata.get("selection", {})),
         "baseline": baseline,
         "title": result.title,
         "noise_floor": compare_format.noise_floor_text(result),
