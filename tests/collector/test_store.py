@@ -260,7 +260,7 @@ def test_run_folder_write_tables_round_trip(filled_store: ResultStore, tmp_path:
     folder = RunFolder(tmp_path / "runs" / RUN_ID)
     folder.create()
     folder.write_tables(results, samples)
-    folder.write_tables(results, samples)  # rewritten after every result
+    folder.write_tables(results, samples)  # rewritten in place
 
     assert sorted(p.name for p in folder.path.iterdir()) == [
         "results.csv",
@@ -272,6 +272,31 @@ def test_run_folder_write_tables_round_trip(filled_store: ResultStore, tmp_path:
     from_csv = pd.read_csv(folder.path / "results.csv")
     assert tuple(from_csv.columns) == COLUMN_NAMES
     pd.testing.assert_frame_equal(to_frame(from_csv.to_dict("records")), results)
+
+
+def test_recorder_refreshes_results_every_cell_and_raw_tables_once_a_minute(
+    store: ResultStore, rows: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fwbench.collector import session
+
+    clock = [1000.0]
+    monkeypatch.setattr(session.time, "monotonic", lambda: clock[0])
+    folder = RunFolder(tmp_path / "run")
+    folder.create()
+    store.start_run(RUN_ID, folder.path, "2025-01-01T00:00:00+00:00", {})
+    recorder = session._Recorder(RUN_ID, store, folder)
+    recorder.record(rows[0], [1_000_000, 2_000_000], None)
+    assert len(pd.read_parquet(folder.path / "results.parquet")) == 1
+    assert not (folder.path / "samples.parquet").exists()  # not a minute yet
+    clock[0] += session.RAW_TABLES_INTERVAL_SECONDS
+    recorder.record(rows[1], [3_000_000], None)
+    assert len(pd.read_parquet(folder.path / "results.parquet")) == 2
+    assert len(pd.read_parquet(folder.path / "samples.parquet")) == 3  # both cells' samples
+    clock[0] += 1.0
+    recorder.record({**rows[1], "cell": 2}, [4_000_000], None)
+    assert len(pd.read_parquet(folder.path / "results.parquet")) == 3
+    assert len(pd.read_parquet(folder.path / "samples.parquet")) == 3  # until the next minute
+    assert len(store.samples(RUN_ID)) == 4  # the store has every sample at once
 
 
 def test_run_folder_writes_metadata_without_temporary_files(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import shutil
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -311,15 +312,29 @@ def _agent_metadata(item: AgentWork) -> dict[str, Any]:
     }
 
 
+# The run folder's raw tables (samples, telemetry) are rewritten at most this often during a
+# run, and at its end: rewriting them after every cell costs time that grows with the run.
+RAW_TABLES_INTERVAL_SECONDS = 60.0
+
+
 class _Recorder:
+    """Commits each cell to the store (the durable record, `collector results RUN --export`),
+    then refreshes the run folder: results after every cell, raw tables at most every
+    RAW_TABLES_INTERVAL_SECONDS (and always at the end of the run, session._measure)."""
+
     def __init__(self, run_id: str, store: ResultStore, folder: RunFolder) -> None:
         self.run_id, self.store, self.folder = run_id, store, folder
+        self.raw_written = time.monotonic()
 
     def record(
         self, row: dict[str, Any], samples_ns: Sequence[int], telemetry: pd.DataFrame | None
     ) -> None:
         self.store.add_result(self.run_id, row, samples_ns, telemetry)
-        _write_tables(self.folder, self.store, self.run_id)
+        self.folder.write_results(self.store.results(self.run_id))
+        if time.monotonic() - self.raw_written >= RAW_TABLES_INTERVAL_SECONDS:
+            run_id = self.run_id
+            self.folder.write_raw(self.store.samples(run_id), self.store.telemetry(run_id))
+            self.raw_written = time.monotonic()
 
 
 def _write_tables(folder: RunFolder, store: ResultStore, run_id: str) -> None:

@@ -206,7 +206,8 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 class RunFolder:
-    """The run's output folder, rewritten from the store after every result."""
+    """The run's output folder, an export of the store: results after every cell, the raw
+    tables (which grow with every cell) less often (session.py)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -228,9 +229,18 @@ class RunFolder:
         samples: pd.DataFrame,
         telemetry: pd.DataFrame | None = None,
     ) -> None:
+        self.write_results(results)
+        self.write_raw(samples, telemetry)
+
+    def write_results(self, results: pd.DataFrame) -> None:
+        """results.parquet and results.csv: one row per cell."""
         with _saving(str(self.path)):
             write_atomic(self.path / "results.parquet", results.to_parquet(index=False))
             write_atomic(self.path / "results.csv", results.to_csv(index=False).encode())
+
+    def write_raw(self, samples: pd.DataFrame, telemetry: pd.DataFrame | None = None) -> None:
+        """samples.parquet and telemetry.parquet: every step time and scraped value."""
+        with _saving(str(self.path)):
             write_atomic(self.path / "samples.parquet", samples.to_parquet(index=False))
             if telemetry is not None:
                 write_atomic(self.path / "telemetry.parquet", telemetry.to_parquet(index=False))
