@@ -65,6 +65,7 @@ def test_compare_to_baseline_verdicts(run: RunData) -> None:
     assert conv["tf-mkl"].speedup == pytest.approx(2.3, rel=0.05)
     assert conv["tf-mkl"].ci_low > 2.0
     assert conv["tf-mkl"].p_adjusted < 0.05
+    assert conv["tf-mkl"].method == "processes"  # 3 repetitions a side: Welch over them
     assert gemm["tf-mkl"].verdict == NO_CLEAR_DIFFERENCE
     assert gemm["torch-cpu"].verdict == SLOWER
     for aa in (conv["tf-eigen#2"], gemm["tf-eigen#2"]):
@@ -130,7 +131,7 @@ def test_formats_agree(run: RunData) -> None:
     mkl = next(
         c for c in document["comparisons"] if c["agent"] == "tf-mkl" and c["workload"] == "conv2d"
     )
-    assert mkl["verdict"] == FASTER and mkl["speedup_ci_low"] > 2
+    assert mkl["verdict"] == FASTER and mkl["speedup_ci_low"] > 2 and mkl["method"] == "processes"
     assert document["measured_noise_floor"] is not None
     assert {a["other"] for a in document["aa"]} == {"tf-eigen#2"}
     rows = list(csv.DictReader(io.StringIO(compare_format.csv(result))))

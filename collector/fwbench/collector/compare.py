@@ -137,6 +137,9 @@ class Comparison:
     noise_floor: float
     verdict: str
     notes: str
+    # How the interval and p came about: "processes" (Welch's t over the repetitions) or
+    # "bootstrap" (samples of one process on at least one side); significance.py.
+    method: str = ""
 
     def key_dict(self) -> dict[str, Any]:
         return dict(zip(KEY_COLUMNS, self.key, strict=True))
@@ -198,6 +201,7 @@ def _compare(
         noise_floor=floor,
         verdict="",
         notes=", ".join(notes),
+        method=estimate.method,
     )
 
 
@@ -216,7 +220,11 @@ def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
 
 def _estimate(comparison: Comparison) -> RatioEstimate:
     return RatioEstimate(
-        comparison.speedup, comparison.ci_low, comparison.ci_high, comparison.p_value
+        comparison.speedup,
+        comparison.ci_low,
+        comparison.ci_high,
+        comparison.p_value,
+        comparison.method,
     )
 
 

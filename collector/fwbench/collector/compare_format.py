@@ -34,6 +34,7 @@ def record(comparison: Comparison) -> dict[str, Any]:
         "speedup_ci_high": comparison.ci_high,
         "p_value": comparison.p_value,
         "p_holm": comparison.p_adjusted,
+        "method": comparison.method,
         "noise_floor": comparison.noise_floor,
         "verdict": comparison.verdict,
         "notes": comparison.notes,

@@ -65,7 +65,7 @@ def relative_time(result: ComparisonSet, baseline: str, palette: dict[str, str])
     title, name = "Time relative to the baseline", "relative_time"
     caption = (
         f"Median step time divided by {baseline}'s in the same cell (below 1 = faster), with "
-        "the 95% bootstrap interval; the grey band is the noise floor; * marks a significant "
+        "the speedup's 95% interval; the grey band is the noise floor; * marks a significant "
         "difference (verdict faster or slower)."
     )
     if not result.comparisons:
