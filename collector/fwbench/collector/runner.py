@@ -64,10 +64,9 @@ class AgentWork:
         """With fresh processes per repetition: swaps in a new process when `repetition` is
         not the one the current process serves. Returns whether it did (never for an agent
         the collector did not start). Raises what starting an agent raises."""
-        if repetition == self.repetition or self.restart is None:
-            self.repetition = repetition
+        previous, self.repetition = self.repetition, repetition
+        if repetition == previous or self.restart is None:
             return False
-        self.repetition = repetition
         self._swap(threads if self.describe.threads.fixed_at_startup else self.handle.threads)
         return True
 
