@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml proto/pyproject.toml agents/runtime/pyproject.toml
 
-.PHONY: setup system-deps docker-deps images run lint proto test test-plugins test-main bench clean
+.PHONY: setup system-deps docker-deps images run lint proto test test-fast test-plugins test-main bench clean
 
 setup: $(STAMP)
 
@@ -25,6 +25,7 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 proto: setup
 	$(BIN)/python proto/generate.py
@@ -88,6 +89,11 @@ test-main: setup system-deps docker-deps
 	FWBENCH_REQUIRE_DOCKER=1 $(BIN)/pytest $(foreach pair,$(PLUGIN_TESTS),--ignore=$(lastword $(subst :, ,$(pair))))
 
 test: lint test-plugins test-main
+
+# The quick loop while developing: lint and the tests that need no agent environment, no
+# Docker and no host tools (the collector against fakes, the runtime in-process, the spec).
+test-fast: lint
+	$(BIN)/pytest -m "not agent and not docker" tests/collector tests/runtime tests/spec
 
 bench: setup
 	$(BIN)/python tests/benchmarks/bench_harness.py

@@ -25,10 +25,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.client import AgentClient
-from fwbench.collector.docker_launcher import remove_run_containers, start_docker
-from fwbench.collector.launch import AgentHandle, start_local
-from fwbench.collector.manifest import AgentManifest, discover_manifests, manifest_dirs
+from fwbench.collector.agents.client import AgentClient
+from fwbench.collector.agents.docker_engine import docker_client
+from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.agents.launchers.docker import remove_run_containers, start_docker
+from fwbench.collector.agents.launchers.local import start_local
+from fwbench.collector.agents.manifest import AgentManifest, discover_manifests, manifest_dirs
+from fwbench.collector.images.build import ensure_image
 
 # (label, workload, phase, batch, params, timed iterations)
 CASES = [
@@ -65,7 +68,9 @@ def bench_agent(
 ) -> list[str]:
     starters = {
         "local": lambda: start_local(manifest, logs),
-        "docker": lambda: start_docker(manifest, RUN_ID, logs),
+        "docker": lambda: start_docker(
+            manifest, ensure_image(docker_client(), manifest), RUN_ID, logs
+        ),
     }
     if aa:  # A/A: the "docker" side is a second local process, to calibrate the ratio
         starters["docker"] = lambda: start_local(manifest, logs, instance=f"{manifest.name}#2")

@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.envs import environment_for
-from fwbench.collector.launch import start_local
-from fwbench.collector.manifest import discover_manifests, manifest_dirs
+from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.launchers.local import start_local
+from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
 from fwbench.runtime.plugin import BuiltStep, Settings
 from fwbench.runtime.timing import LoopPlan, measure
 

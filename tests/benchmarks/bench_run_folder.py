@@ -4,7 +4,7 @@ Every cell is committed to the SQLite store, then the run folder is refreshed. R
 of it (results, samples, telemetry) after every cell costs time proportional to the run so
 far, so a run's total persistence time grows with the square of its length. The collector
 now rewrites results.parquet/.csv after every cell and the raw tables (samples, telemetry) at
-most once a minute and at the end (session.RAW_TABLES_INTERVAL_SECONDS).
+most once a minute and at the end (run/recording.py RAW_TABLES_INTERVAL_SECONDS).
 
 Synthetic cells shaped like real ones: 2,000 step times, and 40 scrapes of 14 series (a CPU
 agent's telemetry over a 10-second cell at the default 0.25 s interval), in a temporary
@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from fwbench.collector.session import RAW_TABLES_INTERVAL_SECONDS
+from fwbench.collector.run.recording import RAW_TABLES_INTERVAL_SECONDS
 from fwbench.collector.store import ResultStore, RunFolder
 
 SAMPLES_PER_CELL = 2000

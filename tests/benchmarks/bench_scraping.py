@@ -31,11 +31,11 @@ from pathlib import Path
 import psutil
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.client import AgentClient
-from fwbench.collector.envs import environment_for
-from fwbench.collector.launch import start_local
-from fwbench.collector.manifest import discover_manifests, manifest_dirs
-from fwbench.collector.telemetry import DEFAULT_INTERVAL_SECONDS, Scraper
+from fwbench.collector.agents.client import AgentClient
+from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.launchers.local import start_local
+from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
+from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS, Scraper
 
 CASES = [
     ("lenet", agent_pb2.PHASE_TRAIN, 8, {}),

@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fwbench.collector.compare import RunData, load_run
-from fwbench.collector.stats import sample_stats
-from fwbench.collector.store import ResultStore
+from fwbench.collector.analysis.contenders import RunData, load_run
+from fwbench.collector.stats.samples import sample_stats
+from fwbench.collector.store.database import ResultStore
 
 # agent -> (workload, phase, batch size) -> one sample array (seconds) per repetition
 Measurements = Mapping[str, Mapping[tuple[str, str, int], Sequence[Sequence[float]]]]

@@ -20,8 +20,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from fwbench.collector.schema import COLUMN_NAMES
-from fwbench.collector.store import ResultStore
+from fwbench.collector.store.database import ResultStore
+from fwbench.collector.store.schema import COLUMN_NAMES
 
 COLLECTOR = shutil.which("collector", path=str(Path(sys.executable).parent))
 RUN_ID = "20250101-000000-beef"

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from fwbench.collector import session
-from fwbench.collector.manifest import discover_manifests, manifest_dirs
-from fwbench.collector.plan import SelectionError
+from fwbench.collector.agents import host, specs
+from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
+from fwbench.collector.agents.specs import AgentSpecError
 
 MANIFESTS = discover_manifests(manifest_dirs())
 GPU_AGENTS = sorted(name for name, m in MANIFESTS.items() if m.requires_gpu)
@@ -23,17 +23,17 @@ def test_every_cuda_manifest_is_marked_as_needing_a_gpu() -> None:
 def test_gpu_agent_without_driver_is_a_selection_error(
     monkeypatch: pytest.MonkeyPatch, agent: str
 ) -> None:
-    monkeypatch.setattr(session, "nvidia_gpu_present", lambda: False)
-    with pytest.raises(SelectionError, match=f"agent {agent} needs an NVIDIA GPU") as caught:
-        session.resolve_agents(["torch-cpu", agent], MANIFESTS)
+    monkeypatch.setattr(host, "nvidia_gpu_present", lambda: False)
+    with pytest.raises(AgentSpecError, match=f"agent {agent} needs an NVIDIA GPU") as caught:
+        specs.resolve_agents(["torch-cpu", agent], MANIFESTS)
     assert "CPU agents: " in str(caught.value) and "jax-cpu" in str(caught.value)
 
 
 def test_gpu_agent_with_driver_and_cpu_agents_anywhere_are_accepted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(session, "nvidia_gpu_present", lambda: True)
-    session.resolve_agents(GPU_AGENTS, MANIFESTS)
-    monkeypatch.setattr(session, "nvidia_gpu_present", lambda: False)
-    session.resolve_agents(["torch-cpu", "tf-mkl", "tf-eigen", "jax-cpu"], MANIFESTS)
-    session.resolve_agents(["tf-cuda@10.0.0.5:50055"], MANIFESTS)  # attached: its host's business
+    monkeypatch.setattr(host, "nvidia_gpu_present", lambda: True)
+    specs.resolve_agents(GPU_AGENTS, MANIFESTS)
+    monkeypatch.setattr(host, "nvidia_gpu_present", lambda: False)
+    specs.resolve_agents(["torch-cpu", "tf-mkl", "tf-eigen", "jax-cpu"], MANIFESTS)
+    specs.resolve_agents(["tf-cuda@10.0.0.5:50055"], MANIFESTS)  # attached: its host's business

@@ -91,17 +91,17 @@ def test_isolation_collector_imports_no_framework_or_runtime(tmp_path: Path) -> 
     # Every module was really walked and imported.
     assert {
         "fwbench.collector.cli",
-        "fwbench.collector.client",
-        "fwbench.collector.envs",
-        "fwbench.collector.launch",
-        "fwbench.collector.manifest",
-        "fwbench.collector.normalize",
-        "fwbench.collector.plan",
-        "fwbench.collector.runner",
-        "fwbench.collector.schema",
-        "fwbench.collector.session",
-        "fwbench.collector.stats",
-        "fwbench.collector.store",
+        "fwbench.collector.agents.client",
+        "fwbench.collector.agents.environments",
+        "fwbench.collector.agents.launchers.local",
+        "fwbench.collector.agents.manifest",
+        "fwbench.collector.run.normalize",
+        "fwbench.collector.run.plan",
+        "fwbench.collector.run.execute",
+        "fwbench.collector.store.schema",
+        "fwbench.collector.run.session",
+        "fwbench.collector.stats.samples",
+        "fwbench.collector.store.database",
     } <= set(report["modules"])
     assert "run" in report["outputs"]["--help"]
     assert "--agents" in report["outputs"]["run --help"]

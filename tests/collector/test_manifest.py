@@ -1,4 +1,4 @@
-"""Tests for fwbench.collector.manifest and the cache keys of fwbench.collector.envs."""
+"""Tests for agent manifests and the cache keys of agent environments."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from fwbench.collector.envs import requirements_key, sources_key
-from fwbench.collector.manifest import (
+from fwbench.collector.agents.environments import requirements_key, sources_key
+from fwbench.collector.agents.manifest import (
     AgentManifest,
     ManifestError,
     discover_manifests,

@@ -1,4 +1,4 @@
-"""Tests for fwbench.collector.plan: validating the user's selection and expanding it into cells."""
+"""Tests for run planning: validating the user's selection and expanding it into cells."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.plan import (
+from fwbench.collector.run.plan import (
     LoopSettings,
     Selection,
     SelectionError,

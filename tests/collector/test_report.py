@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from matplotlib.image import imread
 
-from fwbench.collector.compare import RunData, load_run
-from fwbench.collector.report import write_report
-from fwbench.collector.report.data import cell_summary, environments, row_statistics
-from fwbench.collector.store import ResultStore
+from fwbench.collector.analysis.contenders import RunData, load_run
+from fwbench.collector.analysis.report import write_report
+from fwbench.collector.analysis.report.data import cell_summary, environments, row_statistics
+from fwbench.collector.store.database import ResultStore
 
 from .conftest import synthetic_row
 
@@ -203,6 +203,6 @@ def test_report_renders_in_headless_chromium(run: RunData, tmp_path: Path) -> No
     ],
 )
 def test_report_states_how_repetitions_ran(selection: dict, text: str) -> None:
-    from fwbench.collector.report.page import _repetitions
+    from fwbench.collector.analysis.report.page import _repetitions
 
     assert _repetitions(selection) == text

@@ -1,5 +1,5 @@
 """Interleaved repetition (schedule.py, runner.run_all with --repeat) and A/A instance names
-(instances.py), with fake agents: no processes."""
+(agents/specs.py), with fake agents: no processes."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import grpc
 import pytest
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.instances import aa_pairs, base_name, expand_instances
-from fwbench.collector.launch import AgentHandle
-from fwbench.collector.plan import Cell, SelectionError, build_selection, plan_cells
-from fwbench.collector.runner import AgentWork, RunContext, run_all
-from fwbench.collector.schedule import cells_per_agent, stretches
+from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.agents.specs import aa_pairs, base_name, expand_instances
+from fwbench.collector.run.execute import RunContext, run_all
+from fwbench.collector.run.plan import Cell, SelectionError, build_selection, plan_cells
+from fwbench.collector.run.schedule import cells_per_agent, stretches
+from fwbench.collector.run.work import AgentWork
 from fwbench.spec import load_catalogue
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
@@ -85,7 +86,7 @@ class FakeClient:
 def fake_handle(name: str, log: list[tuple[str, str, int]], threads: int = 0) -> AgentHandle:
     """A real handle (so it has every field the runner reads) around a fake client."""
     client = FakeClient(name, log)
-    return AgentHandle(name, "local", "fake:0", client, threads=threads)  # type: ignore[arg-type]
+    return AgentHandle(name, "fake:0", client, threads=threads)  # type: ignore[arg-type]
 
 
 @dataclass

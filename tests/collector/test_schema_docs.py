@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fwbench.collector.schema import COLUMN_NAMES, SCHEMA_VERSION, schema_markdown
+from fwbench.collector.store.schema import COLUMN_NAMES, SCHEMA_VERSION, schema_markdown
 
 SCHEMA_DOC = Path(__file__).resolve().parents[2] / "docs" / "results-schema.md"
 REGENERATE = "collector schema > docs/results-schema.md"
@@ -13,7 +13,7 @@ REGENERATE = "collector schema > docs/results-schema.md"
 def test_schema_docs_match_schema_markdown() -> None:
     assert SCHEMA_DOC.is_file(), f"{SCHEMA_DOC} is missing; create it with `{REGENERATE}`"
     assert SCHEMA_DOC.read_text("utf-8") == schema_markdown(), (
-        f"docs/results-schema.md is out of date with fwbench.collector.schema; "
+        f"docs/results-schema.md is out of date with fwbench.collector.store.schema; "
         f"regenerate it with `{REGENERATE}` (from the repository root)"
     )
 

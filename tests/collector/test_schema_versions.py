@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fwbench.collector.compare import compare_to_baseline, load_run
-from fwbench.collector.report import write_report
-from fwbench.collector.schema import COLUMN_NAMES, SCHEMA_VERSION
-from fwbench.collector.store import ResultStore
+from fwbench.collector.analysis.compare import compare_to_baseline
+from fwbench.collector.analysis.contenders import load_run
+from fwbench.collector.analysis.report import write_report
+from fwbench.collector.store.database import ResultStore
+from fwbench.collector.store.schema import COLUMN_NAMES, SCHEMA_VERSION
 
 # Columns each older version wrote (what an old collector put in row_json).
 V1_COLUMNS = [

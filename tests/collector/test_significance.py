@@ -1,4 +1,4 @@
-"""Tests for fwbench.collector.significance and bootstrap: the verdict rules on synthetic
+"""Tests for fwbench.collector.stats.significance and bootstrap: the verdict rules on synthetic
 samples whose truth is known."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import time
 import numpy as np
 import pytest
 
-from fwbench.collector.bootstrap import (
+from fwbench.collector.stats.bootstrap import (
     median_interval,
     ratio_interval,
     resampled_medians,
 )
-from fwbench.collector.significance import (
+from fwbench.collector.stats.significance import (
     FASTER,
     NO_CLEAR_DIFFERENCE,
     SLOWER,

@@ -1,4 +1,4 @@
-"""Tests for fwbench.collector.stats: statistics of raw samples and derived throughput."""
+"""Tests for fwbench.collector.stats.samples: statistics of raw samples and derived throughput."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from fwbench.collector.stats import STAT_NAMES, is_noisy, sample_stats, throughput, tukey_outliers
+from fwbench.collector.stats.samples import (
+    STAT_NAMES,
+    is_noisy,
+    sample_stats,
+    throughput,
+    tukey_outliers,
+)
 
 STAT_KEYS = set(STAT_NAMES)
 FLOAT_KEYS = STAT_KEYS - {"n", "outliers", "noisy"}

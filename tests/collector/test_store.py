@@ -1,4 +1,4 @@
-"""Tests for fwbench.collector.store (SQLite store, run folder) and schema.to_frame."""
+"""Tests for fwbench.collector.store.database (SQLite store, run folder) and schema.to_frame."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fwbench.collector.schema import COLUMN_NAMES, COLUMNS, to_frame
 from fwbench.collector.store import PersistenceError, ResultStore, RunFolder
+from fwbench.collector.store.schema import COLUMN_NAMES, COLUMNS, to_frame
 
 RUN_ID = "20250101-000000-abcd"
 STARTED = pd.Timestamp(1_700_000_000_123_456_789, tz="UTC")
@@ -277,18 +277,18 @@ def test_run_folder_write_tables_round_trip(filled_store: ResultStore, tmp_path:
 def test_recorder_refreshes_results_every_cell_and_raw_tables_once_a_minute(
     store: ResultStore, rows: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from fwbench.collector import session
+    from fwbench.collector.run import recording
 
     clock = [1000.0]
-    monkeypatch.setattr(session.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(recording.time, "monotonic", lambda: clock[0])
     folder = RunFolder(tmp_path / "run")
     folder.create()
     store.start_run(RUN_ID, folder.path, "2025-01-01T00:00:00+00:00", {})
-    recorder = session._Recorder(RUN_ID, store, folder)
+    recorder = recording.Recorder(RUN_ID, store, folder)
     recorder.record(rows[0], [1_000_000, 2_000_000], None)
     assert len(pd.read_parquet(folder.path / "results.parquet")) == 1
     assert not (folder.path / "samples.parquet").exists()  # not a minute yet
-    clock[0] += session.RAW_TABLES_INTERVAL_SECONDS
+    clock[0] += recording.RAW_TABLES_INTERVAL_SECONDS
     recorder.record(rows[1], [3_000_000], None)
     assert len(pd.read_parquet(folder.path / "results.parquet")) == 2
     assert len(pd.read_parquet(folder.path / "samples.parquet")) == 3  # both cells' samples

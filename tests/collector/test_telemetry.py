@@ -1,4 +1,4 @@
-"""Tests for fwbench.collector.telemetry: parsing a real agent exposition, scraping a real HTTP
+"""Tests for fwbench.collector.run.telemetry: parsing a real agent exposition, scraping a real HTTP
 endpoint, and reducing scrapes to per-cell columns over the timed phase."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ import time
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
 
-from fwbench.collector.store import ResultStore
-from fwbench.collector.telemetry import (
+from fwbench.collector.run.telemetry import (
     TELEMETRY_COLUMNS,
     Scrape,
     Scraper,
@@ -20,6 +19,7 @@ from fwbench.collector.telemetry import (
     series_frame,
     summarize,
 )
+from fwbench.collector.store.database import ResultStore
 from fwbench.runtime.metrics import AgentMetrics
 
 CPU = "fwbench_process_cpu_seconds_total"

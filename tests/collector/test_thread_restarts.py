@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.runner import AgentWork
+from fwbench.collector.run.work import AgentWork
 
 
 def _describe(fixed: bool, threads: int = 2) -> agent_pb2.DescribeResponse:

@@ -16,8 +16,8 @@ from pathlib import Path
 import docker
 import pytest
 
-from fwbench.collector.images import DockerUnavailable, docker_client
-from fwbench.collector.manifest import AgentManifest, discover_manifests
+from fwbench.collector.agents.docker_engine import DockerUnavailable, docker_client
+from fwbench.collector.agents.manifest import AgentManifest, discover_manifests
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_PLUGIN = ROOT / "tests" / "runtime" / "fake_plugin.py"

@@ -13,8 +13,9 @@ from pathlib import Path
 import docker
 import pytest
 
-from fwbench.collector.client import AgentUnavailable
-from fwbench.collector.docker_launcher import (
+from fwbench.collector.agents.client import AgentUnavailable
+from fwbench.collector.agents.docker_engine import ImageInfo
+from fwbench.collector.agents.launchers.docker import (
     HOST_LABEL,
     PID_LABEL,
     RUN_LABEL,
@@ -22,15 +23,15 @@ from fwbench.collector.docker_launcher import (
     remove_run_containers,
     start_docker,
 )
-from fwbench.collector.images import BUILD_KEY_LABEL, ensure_image, image_tag
-from fwbench.collector.manifest import AgentManifest, discover_manifests
+from fwbench.collector.agents.manifest import AgentManifest, discover_manifests
+from fwbench.collector.images.build import BUILD_KEY_LABEL, ensure_image, image_tag
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leftovers")]
 
 
 @pytest.fixture(scope="module")
-def fake_image(docker_daemon: docker.DockerClient, fake_manifest: AgentManifest) -> str:
-    return ensure_image(docker_daemon, fake_manifest).id
+def fake_image(docker_daemon: docker.DockerClient, fake_manifest: AgentManifest) -> ImageInfo:
+    return ensure_image(docker_daemon, fake_manifest)
 
 
 def _run_id(request: pytest.FixtureRequest) -> str:
@@ -38,9 +39,9 @@ def _run_id(request: pytest.FixtureRequest) -> str:
 
 
 def test_image_is_labelled_from_the_manifest(
-    docker_daemon: docker.DockerClient, fake_manifest: AgentManifest, fake_image: str
+    docker_daemon: docker.DockerClient, fake_manifest: AgentManifest, fake_image: ImageInfo
 ) -> None:
-    image = docker_daemon.images.get(fake_image)
+    image = docker_daemon.images.get(fake_image.id)
     labels, config = image.labels, image.attrs["Config"]
     assert labels["fwbench.agent"] == "test-fake"
     assert labels["fwbench.framework"] == "fake"
@@ -55,15 +56,17 @@ def test_image_is_labelled_from_the_manifest(
 def test_agent_runs_on_loopback_ports_and_stops_idempotently(
     docker_daemon: docker.DockerClient,
     fake_manifest: AgentManifest,
-    fake_image: str,
+    fake_image: ImageInfo,
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    handle = start_docker(fake_manifest, _run_id(request), tmp_path)
+    handle = start_docker(fake_manifest, fake_image, _run_id(request), tmp_path)
     try:
-        assert handle.launcher == "docker"
-        assert handle.image_id == fake_image and handle.image == "fwbench/test-fake:latest"
-        assert handle.image_digest == ""  # built here, never pulled
+        assert handle.kind == "docker"
+        identity = handle.identity()
+        assert identity["image_id"] == fake_image.id
+        assert identity["image"] == "fwbench/test-fake:latest"
+        assert identity["image_digest"] == ""  # built here, never pulled
         container = docker_daemon.containers.get(f"fwbench-{_run_id(request)}-test-fake")
         bindings = container.attrs["NetworkSettings"]["Ports"]
         assert {b["HostIp"] for port in ("50099/tcp", "9199/tcp") for b in bindings[port]} == {
@@ -89,11 +92,13 @@ def test_agent_runs_on_loopback_ports_and_stops_idempotently(
 def test_cpuset_and_threads_reach_the_agent(
     docker_daemon: docker.DockerClient,
     fake_manifest: AgentManifest,
-    fake_image: str,
+    fake_image: ImageInfo,
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    handle = start_docker(fake_manifest, _run_id(request), tmp_path, threads=1, cpuset="0")
+    handle = start_docker(
+        fake_manifest, fake_image, _run_id(request), tmp_path, threads=1, cpuset="0"
+    )
     try:
         assert handle.client.describe().host.usable_cores == 1  # the agent's affinity mask
         name = f"fwbench-{_run_id(request)}-test-fake-threads1"
@@ -106,11 +111,13 @@ def test_cpuset_and_threads_reach_the_agent(
 def test_a_killed_container_is_reported_with_its_exit_status(
     docker_daemon: docker.DockerClient,
     fake_manifest: AgentManifest,
-    fake_image: str,
+    fake_image: ImageInfo,
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
-    handle = start_docker(fake_manifest, _run_id(request), tmp_path, instance="test-fake#2")
+    handle = start_docker(
+        fake_manifest, fake_image, _run_id(request), tmp_path, instance="test-fake#2"
+    )
     try:
         assert handle.name == "test-fake#2"
         docker_daemon.containers.get(f"fwbench-{_run_id(request)}-test-fake-2").kill()
@@ -126,31 +133,31 @@ def test_a_killed_container_is_reported_with_its_exit_status(
 def test_ending_a_run_removes_its_containers_and_refuses_new_ones(
     docker_daemon: docker.DockerClient,
     fake_manifest: AgentManifest,
-    fake_image: str,
+    fake_image: ImageInfo,
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> None:
     run_id = _run_id(request)
-    handle = start_docker(fake_manifest, run_id, tmp_path)
+    handle = start_docker(fake_manifest, fake_image, run_id, tmp_path)
     assert remove_run_containers(run_id) == 1
     assert not docker_daemon.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
     assert not handle.alive()
     handle.stop()  # its container is already gone
     with pytest.raises(AgentUnavailable, match="has ended"):
-        start_docker(fake_manifest, run_id, tmp_path)
+        start_docker(fake_manifest, fake_image, run_id, tmp_path)
 
 
 def test_containers_of_dead_collectors_are_swept(
-    docker_daemon: docker.DockerClient, fake_image: str
+    docker_daemon: docker.DockerClient, fake_image: ImageInfo
 ) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
     labels = {HOST_LABEL: os.uname().nodename, RUN_LABEL: "test-orphans"}
     orphan = docker_daemon.containers.create(
-        fake_image, labels={**labels, PID_LABEL: str(dead.pid)}
+        fake_image.id, labels={**labels, PID_LABEL: str(dead.pid)}
     )
     ours = docker_daemon.containers.create(
-        fake_image, labels={**labels, PID_LABEL: str(os.getpid())}
+        fake_image.id, labels={**labels, PID_LABEL: str(os.getpid())}
     )
     try:
         assert remove_orphans() >= 1

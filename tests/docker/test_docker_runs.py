@@ -18,7 +18,7 @@ import docker
 import pandas as pd
 import pytest
 
-from fwbench.collector.fleet import COMPOSE_DIR
+from fwbench.collector.images.compose import COMPOSE_DIR
 
 pytestmark = pytest.mark.docker
 

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from fwbench.collector.dockerfile import (
+from fwbench.collector.agents.manifest import AgentManifest, discover_manifests
+from fwbench.collector.cli.images import generated_files
+from fwbench.collector.images.compose import AGENTS_COMPOSE, COMPOSE_DIR
+from fwbench.collector.images.dockerfile import (
     AGENT_USER_ID,
     CPU_BASE_IMAGE,
     CUDA_BASE_IMAGE,
     IMAGES_DIR,
     render,
 )
-from fwbench.collector.fleet import AGENTS_COMPOSE, COMPOSE_DIR
-from fwbench.collector.images_cli import generated_files
-from fwbench.collector.manifest import AgentManifest, discover_manifests
 
 BIN = Path(sys.executable).parent
 SHIPPED = discover_manifests([IMAGES_DIR.parent / "agents" / "manifests"])

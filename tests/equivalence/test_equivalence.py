@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fwbench.collector.envs import environment_for
-from fwbench.collector.manifest import discover_manifests, manifest_dirs
+from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
 from fwbench.runtime.reference import EquivalenceCase, OptimizerSpec
 from fwbench.runtime.reference_cli import read_result, write_case
 

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from fwbench.collector.envs import AgentEnvironment, environment_for
-from fwbench.collector.launch import AgentHandle, start_local
-from fwbench.collector.manifest import AgentManifest, discover_manifests, manifest_dirs
+from fwbench.collector.agents.environments import AgentEnvironment, environment_for
+from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.agents.launchers.local import start_local
+from fwbench.collector.agents.manifest import AgentManifest, discover_manifests, manifest_dirs
 
 sys.path.insert(0, str(Path(__file__).parent))  # collector_cli
 

@@ -19,7 +19,7 @@ from collector_cli import COLLECTOR, collector, sigint_default
 from grpc_health.v1 import health, health_pb2_grpc
 
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
-from fwbench.collector.schema import COLUMN_NAMES
+from fwbench.collector.store.schema import COLUMN_NAMES
 from fwbench.spec import SPEC_VERSION
 
 SMALL_GEMM = ["--param", "m=128", "--param", "n=128", "--param", "k=128"]

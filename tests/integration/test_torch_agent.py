@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.client import AgentClient
+from fwbench.collector.agents.client import AgentClient
 from fwbench.spec import load_catalogue
 
 CATALOGUE = load_catalogue()

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from telemetry_agents import TIMED_ITERATIONS, run_workload
 
-from fwbench.collector.manifest import discover_manifests, manifest_dirs
+from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
 
 PROMETHEUS_DIR = Path(__file__).parents[2] / "compose" / "prometheus"
 PROMETHEUS = "/usr/bin/prometheus"

@@ -1,0 +1,110 @@
+"""AgentClient: the collector's side of the protocol, over a real gRPC channel."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
+from fwbench.spec import SPEC_VERSION, versions_compatible
+
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+
+
+class AgentUnavailable(RuntimeError):
+    """The agent cannot be reached or did not become healthy in time."""
+
+
+class IncompatibleAgent(RuntimeError):
+    """The agent speaks another major version of the protocol."""
+
+
+class AgentClient:
+    def __init__(self, name: str, address: str) -> None:
+        self.name = name
+        self.address = address
+        self._channel = grpc.insecure_channel(
+            address,
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.enable_retries", 0),
+                # Readiness is polled through the health service: a connection refused while
+                # the agent starts (or by Docker's port proxy before anything listens behind
+                # it) must be retried within a poll, not after gRPC's default 1-120 s backoff.
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 1000),
+            ],
+        )
+        self._stub = agent_pb2_grpc.AgentServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._health = health_pb2_grpc.HealthStub(self._channel)
+
+    def wait_healthy(self, timeout_seconds: float, alive: object = None) -> None:
+        """Blocks until the health service says SERVING; raises AgentUnavailable on timeout.
+
+        `alive`, when given, is a zero-argument callable; False means stop waiting at once
+        (the agent process died)."""
+        deadline = time.monotonic() + timeout_seconds
+        last_error = "no answer"
+        while time.monotonic() < deadline:
+            if callable(alive) and not alive():
+                raise AgentUnavailable(f"agent {self.name} exited before it became healthy")
+            try:
+                reply = self._health.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+                last_error = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
+            except grpc.RpcError as error:
+                last_error = error.details() or error.code().name
+            time.sleep(0.2)
+        raise AgentUnavailable(
+            f"cannot reach agent {self.name} at {self.address} within {timeout_seconds:.0f} s "
+            f"({last_error})"
+        )
+
+    def healthy(self) -> bool:
+        try:
+            reply = self._health.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
+        except grpc.RpcError:
+            return False
+        return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
+
+    def describe(self, timeout_seconds: float = 30) -> agent_pb2.DescribeResponse:
+        """Describe, refusing an agent of another protocol major version."""
+        try:
+            reply: agent_pb2.DescribeResponse = self._stub.Describe(
+                agent_pb2.DescribeRequest(), timeout=timeout_seconds
+            )
+        except grpc.RpcError as error:
+            raise AgentUnavailable(
+                f"agent {self.name} at {self.address}: Describe failed: "
+                f"{error.code().name} {error.details()}"
+            ) from error
+        if not versions_compatible(SPEC_VERSION, reply.spec_version):
+            raise IncompatibleAgent(
+                f"agent {self.name} at {self.address} speaks protocol {reply.spec_version!r}; "
+                f"this collector speaks {SPEC_VERSION} (major versions must match)"
+            )
+        return reply
+
+    def run(
+        self, request: agent_pb2.RunRequest, timeout_seconds: float | None
+    ) -> Iterator[agent_pb2.RunResponse]:
+        """The Run stream; iterating raises grpc.RpcError on failure. Cancel it with cancel()
+        or by closing the iterator."""
+        stream: Iterator[agent_pb2.RunResponse] = self._stub.Run(request, timeout=timeout_seconds)
+        return stream
+
+    def cancel(self, run_id: str = "") -> bool:
+        try:
+            reply = self._stub.Cancel(agent_pb2.CancelRequest(run_id=run_id), timeout=5)
+        except grpc.RpcError:
+            return False
+        return bool(reply.cancelled)
+
+    def close(self) -> None:
+        self._channel.close()

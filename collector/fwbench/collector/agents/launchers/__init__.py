@@ -1,0 +1,26 @@
+"""Launchers: how an agent comes to exist and goes away. One module per kind, each a Launcher
+(base.py) with its own AgentHandle subclass; this registry is the only list of them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fwbench.collector.agents.launchers.base import (
+    AgentHandle,
+    Launcher,
+    LauncherKind,
+    LaunchSettings,
+)
+from fwbench.collector.agents.launchers.docker import DockerLauncher
+from fwbench.collector.agents.launchers.local import LocalLauncher
+
+__all__ = ["LAUNCHERS", "AgentHandle", "LaunchSettings", "Launcher", "LauncherKind", "launcher_for"]
+
+LAUNCHERS: dict[LauncherKind, Callable[[LaunchSettings], Launcher]] = {
+    LauncherKind.LOCAL: LocalLauncher,
+    LauncherKind.DOCKER: DockerLauncher,
+}
+
+
+def launcher_for(kind: LauncherKind, settings: LaunchSettings) -> Launcher:
+    return LAUNCHERS[kind](settings)

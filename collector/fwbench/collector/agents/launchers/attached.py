@@ -1,0 +1,19 @@
+"""Attached agents: `NAME@HOST:PORT`, an agent someone else runs. Nothing is started or
+stopped but the channel; the handle is the base AgentHandle."""
+
+from __future__ import annotations
+
+from fwbench.collector.agents.client import AgentClient, AgentUnavailable
+from fwbench.collector.agents.launchers.base import AgentHandle
+
+
+def attach(name: str, address: str, timeout_seconds: float = 10.0) -> AgentHandle:
+    """A handle on the agent at `address` once its health service says SERVING; raises
+    AgentUnavailable."""
+    client = AgentClient(name, address)
+    try:
+        client.wait_healthy(timeout_seconds)
+    except AgentUnavailable:
+        client.close()
+        raise
+    return AgentHandle(name=name, address=address, client=client)

@@ -1,0 +1,121 @@
+"""What every launcher gives the rest of the collector: an AgentHandle (a reachable agent, one
+subclass per launcher kind) and the Launcher interface that starts agents from manifests.
+
+A launcher is one module in this package: a Launcher implementation with its handle type,
+registered by kind in `launchers/__init__.py`. Readiness is the same for all: the agent's
+gRPC health service answers SERVING."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from fwbench.collector.agents.client import AgentClient
+from fwbench.collector.agents.docker_engine import ImageInfo
+from fwbench.collector.agents.manifest import AgentManifest
+
+START_TIMEOUT_SECONDS = 180.0
+
+
+class LauncherKind(StrEnum):
+    """How agents given by name are started (`collector run --launcher`)."""
+
+    LOCAL = "local"  # a process in the agent's own virtual environment
+    DOCKER = "docker"  # a container from the agent's image
+
+
+@dataclass
+class AgentHandle:
+    """A reachable agent. This base is an agent someone else runs (attached, NAME@HOST:PORT):
+    nothing to start or stop but the channel. Subclasses own a process or a container."""
+
+    kind: ClassVar[str] = "attached"
+
+    name: str
+    address: str
+    client: AgentClient
+    manifest: AgentManifest | None = None
+    threads: int = 0  # FWBENCH_THREADS it was started with; 0 = framework default
+    # host:port of the agent's Prometheus /metrics as the collector reaches it ("" = none).
+    metrics_address: str = ""
+    log_path: Path | None = None
+    # The agent's process id as this host sees it (a container's main process); 0 = unknown
+    # (attached: the collector only has the agent's own word, Describe's pid).
+    host_pid: int = 0
+    details: dict[str, Any] = field(default_factory=dict)  # extra run.json facts
+
+    def alive(self) -> bool:
+        """Whether the agent still exists (a process or container), or answers (attached)."""
+        return self.client.healthy()
+
+    def exit_reason(self) -> str:
+        """Why the agent is gone, with the tail of its log when there is one."""
+        return f"agent at {self.address} stopped answering"
+
+    def settle(self, seconds: float) -> None:
+        """Gives a dying agent up to `seconds` to be reaped, so exit_reason() can tell why."""
+
+    def stop(self, grace_seconds: float = 10.0) -> None:
+        """Stops what the launcher started (SIGTERM, SIGKILL after the grace period) and closes
+        the channel. Idempotent."""
+        self.client.close()
+
+    def identity(self) -> dict[str, Any]:
+        """Launcher-specific columns of every row this agent measures (results schema)."""
+        return {"image": "", "image_id": "", "image_digest": ""}
+
+    def metadata(self) -> dict[str, Any]:
+        """What run.json records of how this agent ran."""
+        return {
+            "launcher": self.kind,
+            "address": self.address,
+            "image": None,
+            "manifest": str(self.manifest.path) if self.manifest else None,
+            "environment_path": None,
+            **self.details,
+        }
+
+    def _log_tail(self) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line]
+        return f"; last log line: {lines[-1][:300]}" if lines else ""
+
+
+class Launcher(Protocol):
+    """Starts agents from their manifests, one kind of place each (process, container, ...)."""
+
+    kind: LauncherKind
+
+    def start(self, manifest: AgentManifest, instance: str, threads: int) -> AgentHandle:
+        """Starts `instance` (the agent's name, or NAME#2 for a further A/A instance) and blocks
+        until it is healthy or `start_timeout_seconds` pass. `threads` > 0 sets FWBENCH_THREADS
+        (frameworks that size their thread pools at start-up). Raises AgentUnavailable, or the
+        launcher's own preparation errors (environment or image builds); nothing it started
+        is left running when it raises. Thread-safe: agents of a run start side by side."""
+        ...
+
+    def close(self) -> None:
+        """Removes anything of this launcher's runs that outlived their handles (a start under
+        way when the run was interrupted). Idempotent; later starts are refused."""
+        ...
+
+
+def _ignore(_: str) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    """What every launcher is constructed with; each uses what applies to it."""
+
+    run_id: str
+    log_dir: Path
+    report: Callable[[str], None] = _ignore  # one line of progress (builds, pulls)
+    start_timeout_seconds: float = START_TIMEOUT_SECONDS
+    cpuset: str = ""  # docker: CPUs each container is pinned to ("0-1"); "" = all
+    # docker: the image of an agent, built or refreshed when needed (images/build.py).
+    image_for: Callable[[AgentManifest], ImageInfo] | None = None

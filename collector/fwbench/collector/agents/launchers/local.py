@@ -1,0 +1,191 @@
+"""Local launcher: the agent's virtual environment (made from its manifest, see
+agents/environments.py), the agent as its own process on free loopback ports, health-checked,
+and always stopped at the end."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from fwbench.collector.agents.client import AgentClient, AgentUnavailable
+from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.launchers.base import (
+    START_TIMEOUT_SECONDS,
+    AgentHandle,
+    LauncherKind,
+    LaunchSettings,
+)
+from fwbench.collector.agents.manifest import AgentManifest
+
+
+@dataclass
+class ProcessAgent(AgentHandle):
+    """An agent process this collector started."""
+
+    kind: ClassVar[str] = LauncherKind.LOCAL.value
+
+    process: subprocess.Popen[bytes] | None = None
+    env_path: Path | None = None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def exit_reason(self) -> str:
+        code = self.process.poll() if self.process else None
+        if code is None:
+            return "agent process is running but not answering"
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        return f"agent process {how}{self._log_tail()}"
+
+    def settle(self, seconds: float) -> None:
+        if self.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=seconds)
+
+    def stop(self, grace_seconds: float = 10.0) -> None:
+        self.client.close()
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(grace_seconds)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def metadata(self) -> dict[str, Any]:
+        return {**super().metadata(), "environment_path": str(self.env_path or "") or None}
+
+
+class LocalLauncher:
+    """Agents as processes in their virtual environments (Launcher)."""
+
+    kind = LauncherKind.LOCAL
+
+    def __init__(self, settings: LaunchSettings) -> None:
+        self.settings = settings
+
+    def start(self, manifest: AgentManifest, instance: str, threads: int) -> AgentHandle:
+        return start_local(
+            manifest,
+            self.settings.log_dir,
+            report=self.settings.report,
+            timeout_seconds=self.settings.start_timeout_seconds,
+            threads=threads,
+            instance=instance,
+        )
+
+    def close(self) -> None:
+        """Nothing to sweep: every process is a handle's, in its own session, and dies with the
+        collector (--exit-with-parent)."""
+
+
+def start_local(
+    manifest: AgentManifest,
+    log_dir: Path,
+    report: Callable[[str], None] = lambda _: None,
+    timeout_seconds: float = START_TIMEOUT_SECONDS,
+    threads: int = 0,
+    instance: str = "",
+) -> ProcessAgent:
+    """Prepares the environment if needed and starts the agent; raises AgentUnavailable or
+    EnvironmentBuildError. The process is in its own session, so a Ctrl-C in the terminal
+    reaches only the collector, which then stops it in order."""
+    name = instance or manifest.name
+    env = environment_for(manifest)
+    env.ensure(report)
+    variables = {**os.environ, **manifest.env}
+    suffix = ""
+    if threads:
+        variables["FWBENCH_THREADS"] = str(threads)
+        suffix = f"-threads{threads}"
+    ports_dir = Path(tempfile.mkdtemp(prefix="fwbench-ports-"))
+    handle = ProcessAgent(
+        name=name,
+        address="",
+        client=AgentClient(name, "unset"),
+        manifest=manifest,
+        threads=threads,
+        log_path=log_dir / f"{name}{suffix}.log",
+        env_path=env.path,
+    )
+    try:
+        handle.process = _spawn(_command(env.python, manifest, ports_dir), handle, variables)
+        handle.host_pid = handle.process.pid
+        ports = _wait_for_ports(handle, ports_dir / "ports.json", timeout_seconds)
+        handle.address = f"127.0.0.1:{ports['grpc']}"
+        if ports.get("metrics"):
+            handle.metrics_address = f"127.0.0.1:{ports['metrics']}"
+        handle.client = AgentClient(name, handle.address)
+        handle.client.wait_healthy(timeout_seconds, alive=handle.alive)
+    except BaseException:
+        handle.stop()
+        raise
+    finally:
+        shutil.rmtree(ports_dir, ignore_errors=True)
+    return handle
+
+
+def _command(python: Path, manifest: AgentManifest, ports_dir: Path) -> list[str]:
+    # -P: the agent never imports from the caller's working directory (Python 3.11+).
+    return [
+        str(python),
+        "-P",
+        "-m",
+        "fwbench.runtime.cli",
+        "--plugin",
+        manifest.plugin,
+        "--name",
+        manifest.name,
+        "--variant",
+        manifest.variant,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--ports-file",
+        str(ports_dir / "ports.json"),
+        "--exit-with-parent",
+        str(os.getpid()),
+    ]
+
+
+def _spawn(
+    command: list[str], handle: ProcessAgent, variables: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    assert handle.log_path is not None
+    with handle.log_path.open("ab") as log:
+        return subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=variables,
+            start_new_session=True,
+        )
+
+
+def _wait_for_ports(handle: ProcessAgent, ports_file: Path, timeout: float) -> dict[str, int]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ports_file.exists():
+            ports: dict[str, int] = json.loads(ports_file.read_text())
+            return ports
+        if not handle.alive():
+            raise AgentUnavailable(f"agent {handle.name} failed to start: {handle.exit_reason()}")
+        time.sleep(0.1)
+    raise AgentUnavailable(
+        f"agent {handle.name} did not start within {timeout:.0f} s (log: {handle.log_path})"
+    )

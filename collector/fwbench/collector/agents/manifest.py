@@ -1,0 +1,103 @@
+"""Agent manifests: one TOML file per agent (agents/manifests/*.toml) saying how to build its
+environment and start it. The same manifests drive the local and (later) Docker launchers."""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fwbench.collector.checkout import project_root
+
+MANIFEST_SCHEMA_VERSION = 1
+MANIFEST_PATH_VARIABLE = "FWBENCH_MANIFEST_PATH"
+_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+
+class ManifestError(ValueError):
+    """A manifest that cannot be used; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class AgentManifest:
+    name: str
+    plugin: str  # entry-point name of the framework plugin
+    variant: str
+    description: str
+    path: Path  # the manifest file
+    requirements: tuple[str, ...]
+    pip_args: tuple[str, ...]
+    local_packages: tuple[Path, ...]  # absolute
+    env: Mapping[str, str] = field(default_factory=dict)
+    grpc_port: int = 50051
+    metrics_port: int = 9101
+    requires_gpu: bool = False
+
+
+def _require(raw: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in raw:
+        raise ManifestError(f"{where}: missing field {key!r}")
+    if not isinstance(raw[key], kind):
+        raise ManifestError(f"{where}: field {key!r} must be a {kind.__name__}")
+    return raw[key]
+
+
+def parse_manifest(path: Path) -> AgentManifest:
+    where = str(path)
+    try:
+        raw = tomllib.loads(path.read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ManifestError(f"{where}: {error}") from error
+    if raw.get("schema_version") != MANIFEST_SCHEMA_VERSION:
+        raise ManifestError(f"{where}: schema_version must be {MANIFEST_SCHEMA_VERSION}")
+    name = _require(raw, "name", str, where)
+    if not _NAME.match(name):
+        raise ManifestError(f"{where}: name {name!r} must match {_NAME.pattern}")
+    install = _require(raw, "install", dict, where)
+    packages = tuple(
+        (path.parent / p).resolve() for p in _require(install, "local_packages", list, where)
+    )
+    for package in packages:
+        if not (package / "pyproject.toml").is_file():
+            raise ManifestError(f"{where}: local package {package} has no pyproject.toml")
+    env = raw.get("env", {})
+    ports = raw.get("ports", {})
+    return AgentManifest(
+        name=name,
+        plugin=_require(raw, "plugin", str, where),
+        variant=raw.get("variant", ""),
+        description=raw.get("description", ""),
+        path=path.resolve(),
+        requirements=tuple(_require(install, "requirements", list, where)),
+        pip_args=tuple(install.get("pip_args", [])),
+        local_packages=packages,
+        env={str(k): str(v) for k, v in env.items()},
+        grpc_port=int(ports.get("grpc", 50051)),
+        metrics_port=int(ports.get("metrics", 9101)),
+        requires_gpu=bool(raw.get("requires_gpu", False)),
+    )
+
+
+def manifest_dirs(extra: list[Path] | None = None) -> list[Path]:
+    """Where manifests are looked up: explicit dirs, then $FWBENCH_MANIFEST_PATH
+    (colon-separated), then agents/manifests of the checkout this collector runs from."""
+    dirs = list(extra or [])
+    dirs += [Path(p) for p in os.environ.get(MANIFEST_PATH_VARIABLE, "").split(":") if p]
+    root = project_root()
+    if root is not None:
+        dirs.append(root / "agents" / "manifests")
+    return dirs
+
+
+def discover_manifests(dirs: list[Path]) -> dict[str, AgentManifest]:
+    """All manifests by name; the first directory wins when two declare the same name."""
+    found: dict[str, AgentManifest] = {}
+    for directory in dirs:
+        for path in sorted(directory.glob("*.toml")):
+            manifest = parse_manifest(path)
+            found.setdefault(manifest.name, manifest)
+    return found

@@ -1,0 +1,88 @@
+"""Agent specs as users give them: NAME (a declared agent), NAME@HOST:PORT (an agent someone
+else runs, attached), and instance names. One declared agent may run as several processes in
+one run, for an A/A comparison (the same agent twice, to measure the machine's noise floor):
+the first instance keeps the agent's name, the next are NAME#2, NAME#3, ... in the results."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+
+from fwbench.collector.agents import host
+from fwbench.collector.agents.manifest import AgentManifest
+
+SEPARATOR = "#"
+
+
+def base_name(instance: str) -> str:
+    """The declared agent an instance runs: `tf-eigen#2` -> `tf-eigen`."""
+    return instance.partition(SEPARATOR)[0]
+
+
+def expand_instances(specs: Sequence[str], aa: Sequence[str] = ()) -> tuple[str, ...]:
+    """Agent specs as given, a repeated plain name becoming NAME#2, NAME#3; each name in `aa`
+    adds a second instance of that agent (and the first, when it was not listed). An
+    attached agent (NAME@HOST:PORT) given twice is the same agent and is kept once."""
+    wanted = list(specs)
+    for name in aa:
+        wanted += [name, name] if name not in wanted else [name]
+    seen: Counter[str] = Counter()
+    instances: list[str] = []
+    for spec in wanted:
+        if "@" in spec:
+            if spec not in instances:
+                instances.append(spec)
+            continue
+        seen[spec] += 1
+        instances.append(spec if seen[spec] == 1 else f"{spec}{SEPARATOR}{seen[spec]}")
+    return tuple(instances)
+
+
+def aa_pairs(agents: Iterable[str]) -> list[tuple[str, str]]:
+    """(first instance, other instance) for every agent that ran more than once."""
+    by_base: dict[str, list[str]] = {}
+    for agent in dict.fromkeys(agents):
+        by_base.setdefault(base_name(agent), []).append(agent)
+    pairs = []
+    for base, group in by_base.items():
+        group.sort(key=lambda agent: (agent != base, agent))
+        pairs += [(group[0], other) for other in group[1:]]
+    return pairs
+
+
+class AgentSpecError(ValueError):
+    """An agent spec that names no declared agent, is malformed, or cannot run on this host."""
+
+
+def parse_attached(spec: str) -> tuple[str, str] | None:
+    """`name@host:port` -> (name, "host:port"); None when spec is a plain agent name. Raises
+    AgentSpecError for a malformed address."""
+    name, sep, address = spec.partition("@")
+    if not sep:
+        return None
+    host, colon, port = address.rpartition(":")
+    if not name or not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise AgentSpecError(f"invalid agent address {spec!r}: expected NAME@HOST:PORT")
+    return name, address
+
+
+def resolve_agents(specs: Sequence[str], manifests: Mapping[str, AgentManifest]) -> None:
+    """Raises AgentSpecError for an unknown agent, a malformed address, or a GPU agent on a
+    host without an NVIDIA driver (before its multi-gigabyte environment is installed)."""
+    if not specs:
+        raise AgentSpecError(f"no agents given; declared agents: {', '.join(manifests)}")
+    for instance in specs:
+        spec = base_name(instance)  # A/A: NAME#2 is a second instance of NAME
+        if parse_attached(spec) is not None:
+            continue
+        if spec not in manifests:
+            raise AgentSpecError(
+                f"unknown agent {spec!r}; declared agents: "
+                f"{', '.join(manifests) or 'none'} (or use NAME@HOST:PORT)"
+            )
+        if manifests[spec].requires_gpu and not host.nvidia_gpu_present():
+            raise AgentSpecError(
+                f"agent {spec} needs an NVIDIA GPU and driver; this host has none "
+                f"(no {' or '.join(host.NVIDIA_DRIVER_MARKERS)}). CPU agents: "
+                + ", ".join(n for n, m in manifests.items() if not m.requires_gpu)
+            )

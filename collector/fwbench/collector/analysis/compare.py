@@ -1,0 +1,236 @@
+"""Comparisons that settle questions, from the raw samples in the store.
+
+- Against a baseline agent, within one run: every other agent's speedup in every workload
+  cell, its interval, a test and a verdict (the rules are in significance.py). A/A pairs in
+  the run (the same agent twice, agents/specs.py) measure the noise floor.
+- Between two runs of the same agents (regression tracking): each agent's cell in run B
+  against the same cell in run A, with `threshold` as the noise floor.
+
+Who is compared with whom (cells, contenders) is contenders.py."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from fwbench.collector.agents.specs import aa_pairs, base_name
+from fwbench.collector.analysis.contenders import (
+    KEY_COLUMNS,
+    CellKey,
+    ComparisonError,
+    Contender,
+    RunData,
+    contenders,
+    key_label,
+)
+from fwbench.collector.stats.significance import (
+    DEFAULT_NOISE_FLOOR,
+    NO_CLEAR_DIFFERENCE,
+    RatioEstimate,
+    estimate_speedup,
+    holm,
+    relative_difference,
+    verdict,
+)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    key: CellKey
+    agent: str
+    mode: str
+    baseline: str  # agent (within a run) or run id (between runs)
+    baseline_mode: str
+    n: int
+    baseline_n: int
+    median_seconds: float
+    baseline_median_seconds: float
+    speedup: float  # baseline median / contender median: above 1 is faster
+    ci_low: float
+    ci_high: float
+    p_value: float
+    p_adjusted: float
+    noise_floor: float
+    verdict: str
+    notes: str
+    # How the interval and p came about: "processes" (Welch's t over the repetitions) or
+    # "bootstrap" (samples of one process on at least one side); significance.py.
+    method: str = ""
+
+    def key_dict(self) -> dict[str, Any]:
+        return dict(zip(KEY_COLUMNS, self.key, strict=True))
+
+
+@dataclass(frozen=True)
+class NoiseMeasurement:
+    """An A/A pair in one cell: how far apart the same agent measured itself."""
+
+    key: CellKey
+    agent: str
+    other: str
+    mode: str
+    speedup: float
+    ci_low: float
+    ci_high: float
+
+    @property
+    def difference(self) -> float:
+        return relative_difference(self.speedup)
+
+
+@dataclass(frozen=True)
+class ComparisonSet:
+    title: str
+    comparisons: list[Comparison]
+    noise: list[NoiseMeasurement]
+    default_floor: float
+    skipped: list[str]  # contenders that had nothing to be compared with
+    floor_source: str = "default"  # where default_floor came from, for the reader
+
+    @property
+    def measured_floor(self) -> float | None:
+        """The largest A/A difference in the run, None without A/A pairs."""
+        return max((m.difference for m in self.noise), default=None)
+
+
+def _compare(
+    base: Contender, other: Contender, baseline_label: str, floor: float, notes: list[str]
+) -> Comparison:
+    estimate = estimate_speedup(base.groups, other.groups)
+    if base.noisy or other.noisy:
+        notes = [*notes, "noisy"]
+    return Comparison(
+        key=other.key,
+        agent=other.agent,
+        mode=other.mode,
+        baseline=baseline_label,
+        baseline_mode=base.mode,
+        n=other.n,
+        baseline_n=base.n,
+        median_seconds=other.median_seconds,
+        baseline_median_seconds=base.median_seconds,
+        speedup=estimate.speedup,
+        ci_low=estimate.ci_low,
+        ci_high=estimate.ci_high,
+        p_value=estimate.p_value,
+        p_adjusted=math.nan,
+        noise_floor=floor,
+        verdict="",
+        notes=", ".join(notes),
+        method=estimate.method,
+    )
+
+
+def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
+    """Holm over every comparison shown together, then the verdicts."""
+    adjusted = holm([c.p_value for c in comparisons])
+    done = []
+    for comparison, p in zip(comparisons, adjusted, strict=True):
+        called = verdict(_estimate(comparison), p, comparison.noise_floor)
+        notes = comparison.notes
+        if notes.startswith("A/A") and called != NO_CLEAR_DIFFERENCE:
+            notes = notes.replace("A/A", "A/A: the same agent differs from itself", 1)
+        done.append(replace(comparison, p_adjusted=p, verdict=called, notes=notes))
+    return done
+
+
+def _estimate(comparison: Comparison) -> RatioEstimate:
+    return RatioEstimate(
+        comparison.speedup,
+        comparison.ci_low,
+        comparison.ci_high,
+        comparison.p_value,
+        comparison.method,
+    )
+
+
+def noise_measurements(cells: Iterable[Contender]) -> list[NoiseMeasurement]:
+    """Every A/A pair's speedup in every cell (and mode) both instances measured."""
+    by_id = {(c.agent, c.mode, c.key): c for c in cells}
+    found = []
+    for first, other in aa_pairs(agent for agent, _, _ in by_id):
+        for (agent, mode, key), cell in by_id.items():
+            twin = by_id.get((other, mode, key))
+            if agent != first or twin is None:
+                continue
+            estimate = estimate_speedup(cell.groups, twin.groups)
+            found.append(
+                NoiseMeasurement(
+                    key, first, other, mode, estimate.speedup, estimate.ci_low, estimate.ci_high
+                )
+            )
+    return found
+
+
+def compare_to_baseline(
+    run: RunData, baseline: str, default_floor: float = DEFAULT_NOISE_FLOOR
+) -> ComparisonSet:
+    """Every other agent against `baseline` in every cell both measured. The noise floor of
+    a cell is the largest of `default_floor` and the A/A differences measured in that cell
+    (the run's largest A/A difference for a cell no A/A pair measured). An A/A instance of
+    the baseline itself is judged against `default_floor` alone: its own difference is the
+    thing being tested."""
+    cells = contenders(run)
+    agents = list(dict.fromkeys(c.agent for c in cells))
+    if baseline not in agents:
+        raise ComparisonError(
+            f"baseline {baseline!r} has no measured cells in run {run.run_id}; "
+            f"agents with results: {', '.join(agents) or 'none'}"
+        )
+    noise = noise_measurements(cells)
+    per_key: dict[CellKey, float] = {}
+    for measurement in noise:
+        per_key[measurement.key] = max(per_key.get(measurement.key, 0.0), measurement.difference)
+    run_floor = max(per_key.values(), default=0.0)
+    bases: dict[CellKey, Contender] = {}
+    for cell in cells:
+        if cell.agent == baseline:
+            bases.setdefault(cell.key, cell)  # first executed: the default mode comes first
+    comparisons, skipped = [], []
+    for cell in cells:
+        base = bases.get(cell.key)
+        if cell is base:
+            continue
+        if base is None:
+            skipped.append(f"{cell.agent} {key_label(cell.key)}: {baseline} has no result")
+            continue
+        notes = []
+        floor = max(default_floor, per_key.get(cell.key, run_floor))
+        if base_name(cell.agent) == base_name(baseline) and cell.mode == base.mode:
+            notes.append("A/A")
+            floor = default_floor
+        comparisons.append(_compare(base, cell, baseline, floor, notes))
+    keys, order = list(dict.fromkeys(c.key for c in cells)), list(agents)
+    comparisons.sort(key=lambda c: (keys.index(c.key), order.index(c.agent)))
+    return ComparisonSet(
+        f"run {run.run_id}: speedup over {baseline}",
+        _adjusted(comparisons),
+        noise,
+        default_floor,
+        skipped,
+    )
+
+
+def compare_runs(before: RunData, after: RunData, threshold: float) -> ComparisonSet:
+    """Each agent's cells in `after` against the same agent, mode and cell in `before`; a
+    change is called only beyond `threshold` (the noise floor)."""
+    old = {(c.agent, c.mode, c.key): c for c in contenders(before)}
+    comparisons, skipped = [], []
+    for cell in contenders(after):
+        base = old.pop((cell.agent, cell.mode, cell.key), None)
+        if base is None:
+            skipped.append(f"{cell.agent} {key_label(cell.key)}: not in run {before.run_id}")
+            continue
+        comparisons.append(_compare(base, cell, before.run_id, threshold, []))
+    skipped += [f"{agent} {key_label(key)}: not in run {after.run_id}" for agent, _, key in old]
+    return ComparisonSet(
+        f"run {after.run_id} against run {before.run_id} (speedup above 1: {after.run_id} "
+        "is faster)",
+        _adjusted(comparisons),
+        [],
+        threshold,
+        skipped,
+        "--threshold",
+    )

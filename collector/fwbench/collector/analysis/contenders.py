@@ -1,0 +1,107 @@
+"""What comparisons are made of: a stored run's rows and samples, grouped into contenders.
+
+A cell is identified by KEY_COLUMNS; within it a contender is an agent in the mode it actually
+ran. The samples of every repetition of a contender's cell are pooled (as groups, one per
+repetition, for the cluster bootstrap). Only ok rows with samples are contenders."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from fwbench.collector.stats.bootstrap import FloatArray
+from fwbench.collector.stats.samples import is_noisy
+from fwbench.collector.store import ResultStore
+
+KEY_COLUMNS = ("workload", "phase", "batch_size", "dtype", "threads_requested", "params")
+CellKey = tuple[Any, ...]
+
+
+class ComparisonError(ValueError):
+    """The comparison asked for cannot be made; the message says why and what can."""
+
+
+@dataclass(frozen=True)
+class RunData:
+    run_id: str
+    results: pd.DataFrame
+    samples: pd.DataFrame
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def load_run(store: ResultStore, run_id: str) -> RunData:
+    metadata = store.run_metadata(run_id)
+    if metadata is None:
+        raise ComparisonError(f"no run {run_id!r} in {store.path}; `collector results` lists them")
+    return RunData(run_id, store.results(run_id), store.samples(run_id), metadata)
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One agent's cell in one mode: the samples of each repetition, pooled facts."""
+
+    agent: str
+    mode: str
+    key: CellKey
+    groups: tuple[FloatArray, ...]
+    cells: tuple[int, ...]  # the rows' cell indices, one per group
+
+    @property
+    def first_cell(self) -> int:
+        return self.cells[0]
+
+    @property
+    def n(self) -> int:
+        return sum(g.size for g in self.groups)
+
+    @property
+    def median_seconds(self) -> float:
+        return float(np.median(np.concatenate(self.groups)))
+
+    @property
+    def noisy(self) -> bool:
+        pooled = np.concatenate(self.groups)
+        cv = float(pooled.std(ddof=1) / pooled.mean()) if pooled.size > 1 else math.nan
+        return is_noisy(pooled.size, cv)
+
+
+def _text(value: Any) -> Any:
+    return None if value is None or value is pd.NA or value != value else value
+
+
+def samples_by_cell(samples: pd.DataFrame) -> dict[int, FloatArray]:
+    """The long samples table (cell, iteration, seconds) as one array per cell."""
+    cells = samples["cell"].to_numpy(dtype=np.int64)
+    seconds = samples["seconds"].to_numpy(dtype=np.float64)
+    order = np.argsort(cells, kind="stable")
+    found, starts = np.unique(cells[order], return_index=True)
+    parts = np.split(seconds[order], starts[1:])
+    return {int(cell): part for cell, part in zip(found, parts, strict=True)}
+
+
+def contenders(run: RunData) -> list[Contender]:
+    """Every agent's ok cells with samples, repetitions grouped, in execution order."""
+    by_cell = samples_by_cell(run.samples)
+    found: dict[tuple[str, str, CellKey], list[tuple[int, FloatArray]]] = {}
+    ok = run.results[run.results["status"] == "ok"].sort_values("cell")
+    for row in ok.to_dict("records"):
+        values = by_cell.get(int(row["cell"]))
+        if values is None or not values.size:
+            continue
+        key = tuple(_text(row[column]) for column in KEY_COLUMNS)
+        mode = _text(row["mode"]) or ""
+        found.setdefault((row["agent"], mode, key), []).append((int(row["cell"]), values))
+    return [
+        Contender(agent, mode, key, tuple(v for _, v in groups), tuple(c for c, _ in groups))
+        for (agent, mode, key), groups in found.items()
+    ]
+
+
+def key_label(key: CellKey) -> str:
+    workload, phase, batch, dtype, threads, _ = key
+    text = f"{workload} {phase} bs={batch} {dtype}"
+    return text + (f" t={threads}" if threads else "")

@@ -1,0 +1,157 @@
+"""A ComparisonSet as a Rich table, Markdown, CSV or JSON (`collector compare --format`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from enum import StrEnum
+from typing import Any
+
+import pandas as pd
+from rich.table import Table
+from rich.text import Text
+
+from fwbench.collector.analysis.compare import Comparison, ComparisonSet
+from fwbench.collector.analysis.contenders import KEY_COLUMNS, key_label
+from fwbench.collector.stats.significance import FASTER, SLOWER
+
+
+class OutputFormat(StrEnum):
+    TABLE = "table"
+    MARKDOWN = "markdown"
+    CSV = "csv"
+    JSON = "json"
+
+
+FORMATS = tuple(OutputFormat)
+_STYLES = {FASTER: "green", SLOWER: "red"}
+
+
+def record(comparison: Comparison) -> dict[str, Any]:
+    """One comparison as flat JSON-ready fields (NaN becomes None)."""
+    fields = {
+        **comparison.key_dict(),
+        "agent": comparison.agent,
+        "mode": comparison.mode,
+        "baseline": comparison.baseline,
+        "baseline_mode": comparison.baseline_mode,
+        "n": comparison.n,
+        "baseline_n": comparison.baseline_n,
+        "median_seconds": comparison.median_seconds,
+        "baseline_median_seconds": comparison.baseline_median_seconds,
+        "speedup": comparison.speedup,
+        "speedup_ci_low": comparison.ci_low,
+        "speedup_ci_high": comparison.ci_high,
+        "p_value": comparison.p_value,
+        "p_holm": comparison.p_adjusted,
+        "method": comparison.method,
+        "noise_floor": comparison.noise_floor,
+        "verdict": comparison.verdict,
+        "notes": comparison.notes,
+    }
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in fields.items()}
+
+
+def noise_floor_text(result: ComparisonSet) -> str:
+    """One sentence: what the noise floor is and where it came from."""
+    default = f"{result.default_floor:.1%}"
+    measured = result.measured_floor
+    if measured is None:
+        return (
+            f"Noise floor {default} ({result.floor_source}; no A/A pair measured it): "
+            "smaller differences are never called."
+        )
+    pairs = sorted({f"{m.agent} / {m.other}" for m in result.noise})
+    cells = len({m.key for m in result.noise})
+    return (
+        f"A/A ({', '.join(pairs)}; {cells} cells): the same agent differed from "
+        f"itself by at most {measured:.1%}. Noise floor per cell: the larger of {default} and "
+        "that cell's A/A difference; smaller differences are never called."
+    )
+
+
+def _p(value: float) -> str:
+    return "-" if math.isnan(value) else (f"{value:.2g}" if value >= 1e-4 else "<1e-4")
+
+
+def row_cells(comparison: Comparison) -> list[str]:
+    mode = comparison.mode
+    if comparison.baseline_mode and comparison.baseline_mode != mode:
+        mode = f"{mode} (vs {comparison.baseline_mode})"
+    return [
+        key_label(comparison.key),
+        comparison.agent,
+        mode,
+        f"{comparison.median_seconds * 1e3:.3f}",
+        f"{comparison.baseline_median_seconds * 1e3:.3f}",
+        f"{comparison.speedup:.3f}x",
+        f"[{comparison.ci_low:.3f}, {comparison.ci_high:.3f}]",
+        _p(comparison.p_adjusted),
+        f"{comparison.noise_floor:.1%}",
+        comparison.verdict,
+        comparison.notes,
+    ]
+
+
+HEADERS = (
+    "cell",
+    "agent",
+    "mode",
+    "median ms",
+    "baseline ms",
+    "speedup",
+    "95% CI",
+    "p (Holm)",
+    "floor",
+    "verdict",
+    "notes",
+)
+
+
+def rich_table(result: ComparisonSet) -> Table:
+    table = Table(title=result.title, caption=noise_floor_text(result))
+    for header in HEADERS:
+        right = header in ("median ms", "baseline ms", "speedup", "p (Holm)", "floor")
+        table.add_column(header, justify="right" if right else "left")
+    for comparison in result.comparisons:
+        cells: list[str | Text] = list(row_cells(comparison))
+        cells[9] = Text(comparison.verdict, style=_STYLES.get(comparison.verdict, ""))
+        table.add_row(*cells)
+    return table
+
+
+def markdown(result: ComparisonSet) -> str:
+    lines = [f"## {result.title}", "", noise_floor_text(result), ""]
+    lines += ["| " + " | ".join(HEADERS) + " |", "|" + " --- |" * len(HEADERS)]
+    lines += ["| " + " | ".join(row_cells(c)) + " |" for c in result.comparisons]
+    lines += [f"- not compared: {reason}" for reason in result.skipped]
+    return "\n".join(lines) + "\n"
+
+
+def csv(result: ComparisonSet) -> str:
+    return str(pd.DataFrame([record(c) for c in result.comparisons]).to_csv(index=False))
+
+
+def json_text(result: ComparisonSet) -> str:
+    document = {
+        "title": result.title,
+        "default_noise_floor": result.default_floor,
+        "measured_noise_floor": result.measured_floor,
+        "noise_floor": noise_floor_text(result),
+        "aa": [
+            {
+                **dict(zip(KEY_COLUMNS, m.key, strict=True)),
+                "agent": m.agent,
+                "other": m.other,
+                "mode": m.mode,
+                "speedup": m.speedup,
+                "ci_low": m.ci_low,
+                "ci_high": m.ci_high,
+                "difference": m.difference,
+            }
+            for m in result.noise
+        ],
+        "comparisons": [record(c) for c in result.comparisons],
+        "skipped": result.skipped,
+    }
+    return json.dumps(document, indent=2)

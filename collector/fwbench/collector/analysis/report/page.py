@@ -1,0 +1,183 @@
+"""`collector report RUN`: a self-contained HTML page (every plot embedded as a base64 PNG, no
+external URL) and a Markdown summary next to its PNG files, from one run in the store."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+
+from fwbench.collector.analysis import formats
+from fwbench.collector.analysis.compare import ComparisonSet, compare_to_baseline
+from fwbench.collector.analysis.contenders import RunData, contenders
+from fwbench.collector.analysis.report import data, figures
+from fwbench.collector.stats.samples import MIN_SAMPLES, NOISY_CV, TUKEY_K
+from fwbench.collector.stats.significance import ALPHA, DEFAULT_NOISE_FLOOR
+
+_TEMPLATES = jinja2.Environment(
+    loader=jinja2.PackageLoader("fwbench.collector.analysis.report", "templates"),
+    autoescape=jinja2.select_autoescape(["html"]),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
+_TEMPLATES.filters["md"] = lambda value: str(value).replace("|", "\\|").replace("\n", " ")
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    html: Path
+    markdown: Path
+    figures: list[Path]
+
+
+def default_baseline(run: RunData) -> str:
+    """The first agent that measured anything (in execution order)."""
+    cells = contenders(run)
+    if not cells:
+        raise ValueError(f"run {run.run_id} has no measured cells to report on")
+    return min(cells, key=lambda c: c.first_cell).agent
+
+
+def _number(value: Any, template: str = "{:.4g}") -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return template.format(value)
+
+
+def _statistics_rows(run: RunData) -> list[list[str]]:
+    stats = data.row_statistics(run)
+    rows = []
+    for row in stats.to_dict("records"):
+        rows.append(
+            [
+                str(row["cell"]),
+                str(row["agent"]),
+                str(row["mode"]),
+                f"{row['workload']} {row['phase']} bs={row['batch_size']}",
+                str(row["repetition"]),
+                str(row["n"]),
+                _number(row["median_seconds"] * 1e3, "{:.3f}"),
+                f"[{row['median_ci_low_seconds'] * 1e3:.3f}, "
+                f"{row['median_ci_high_seconds'] * 1e3:.3f}]",
+                _number(row["mean_seconds"] * 1e3, "{:.3f}"),
+                _number(row["p5_seconds"] * 1e3, "{:.3f}"),
+                _number(row["p95_seconds"] * 1e3, "{:.3f}"),
+                _number(row["p99_seconds"] * 1e3, "{:.3f}"),
+                _number(row["cv"] * 100, "{:.1f}%"),
+                str(row["outliers"]),
+                "noisy" if row["noisy"] else "",
+            ]
+        )
+    return rows
+
+
+STATISTICS_HEADERS = [
+    "cell",
+    "agent",
+    "mode",
+    "workload",
+    "rep",
+    "n",
+    "median ms",
+    "95% CI ms",
+    "mean ms",
+    "p5 ms",
+    "p95 ms",
+    "p99 ms",
+    "CV",
+    "outliers",
+    "flag",
+]
+
+
+def _plots(run: RunData, result: ComparisonSet, baseline: str) -> list[figures.Plot]:
+    summary = data.cell_summary(run)
+    palette = figures.colors(list(dict.fromkeys(c.agent for c in contenders(run))))
+    return [
+        figures.relative_time(result, baseline, palette),
+        figures.versus_batch(summary, palette, "latency"),
+        figures.versus_batch(summary, palette, "throughput"),
+        figures.distributions(run, summary, palette),
+        figures.power_energy(run, palette),
+        figures.resources(data.resource_table(run)),
+        figures.time_to_accuracy(run, palette),
+    ]
+
+
+def _repetitions(selection: dict[str, Any]) -> str:
+    """How many times each cell ran, and in which processes (runs before fresh processes
+    existed kept one process per agent)."""
+    repeat = int(selection.get("repeat", 1))
+    if repeat <= 1:
+        return "1"
+    fresh = selection.get("fresh_process", False)
+    return f"{repeat} ({'a fresh process per repetition' if fresh else 'one process per agent'})"
+
+
+def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, Any]:
+    metadata = run.metadata
+    environments = data.environments(run)
+    comparison_rows = [formats.row_cells(c) for c in result.comparisons]
+    return {
+        "run_id": run.run_id,
+        "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": metadata.get("command", ""),
+        "started": metadata.get("started_at", ""),
+        "finished": metadata.get("finished_at", ""),
+        "status": metadata.get("status", ""),
+        "host": metadata.get("host", {}),
+        "repeat": _repetitions(metadata.get("selection", {})),
+        "baseline": baseline,
+        "title": result.title,
+        "noise_floor": formats.noise_floor_text(result),
+        "comparison_headers": list(formats.HEADERS),
+        "comparisons": comparison_rows,
+        "skipped": result.skipped,
+        "statistics_headers": STATISTICS_HEADERS,
+        "statistics": _statistics_rows(run),
+        "environment_headers": list(environments.columns),
+        "environments": environments.astype(str).values.tolist(),
+        "rules": {
+            "alpha": ALPHA,
+            "default_floor": f"{DEFAULT_NOISE_FLOOR:.0%}",
+            "noisy_cv": f"{NOISY_CV:.0%}",
+            "min_samples": MIN_SAMPLES,
+            "tukey": TUKEY_K,
+        },
+    }
+
+
+def write_report(run: RunData, out_dir: Path, baseline: str | None = None) -> ReportFiles:
+    """Writes report.html, report.md and figures/*.png under `out_dir`; returns their paths.
+    Raises ValueError when the run has nothing measured, ComparisonError for an unknown
+    baseline."""
+    baseline = baseline or default_baseline(run)
+    result = compare_to_baseline(run, baseline)
+    plots = _plots(run, result, baseline)
+    context = _context(run, result, baseline)
+    figure_dir = out_dir / "figures"
+    figure_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for plot in plots:
+        if plot.png is not None:
+            path = figure_dir / f"{plot.name}.png"
+            path.write_bytes(plot.png)
+            written.append(path)
+    html = _TEMPLATES.get_template("report.html.j2").render(
+        **context,
+        plots=[
+            {**plot.__dict__, "data": base64.b64encode(plot.png).decode() if plot.png else ""}
+            for plot in plots
+        ],
+    )
+    markdown = _TEMPLATES.get_template("report.md.j2").render(**context, plots=plots)
+    (out_dir / "report.html").write_text(html, encoding="utf-8")
+    (out_dir / "report.md").write_text(markdown, encoding="utf-8")
+    return ReportFiles(out_dir / "report.html", out_dir / "report.md", written)

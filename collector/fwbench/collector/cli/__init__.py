@@ -1,0 +1,48 @@
+"""Fair, reproducible comparisons of deep-learning frameworks and their build variants.
+
+Exit codes, for every command: 0 done; 1 some work failed (cells, image builds) or results
+could not be saved; 2 bad input, or agents, environments, images or Docker unavailable
+(nothing written); 130 interrupted (what was measured is kept)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from fwbench.collector import __version__
+from fwbench.collector.cli import agents, analysis, results, run
+from fwbench.collector.cli.images import images_app
+
+app = typer.Typer(no_args_is_help=True, help=__doc__)
+
+
+def _version(show: bool) -> None:
+    if show:
+        print(f"collector {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Fair, reproducible comparisons of deep-learning frameworks and their build variants.
+
+    Exit codes, for every command: 0 done; 1 some work failed (cells, image builds) or results
+    could not be saved; 2 bad input, or agents, environments, images or Docker unavailable
+    (nothing written); 130 interrupted (what was measured is kept)."""
+
+
+app.command()(run.run)
+app.command("agents")(agents.list_agents)
+app.command()(agents.env)
+app.command()(agents.describe)
+app.command()(results.results)
+app.command()(analysis.compare)
+app.command()(analysis.report)
+app.add_typer(images_app, name="images")
+app.command()(results.schema)

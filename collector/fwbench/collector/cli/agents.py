@@ -1,0 +1,106 @@
+"""`collector agents`, `collector env`, `collector describe`: the declared agents, their
+environments, and what a running agent says of itself."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from google.protobuf.json_format import MessageToDict
+from rich.table import Table
+
+from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.launchers.attached import attach
+from fwbench.collector.agents.launchers.local import start_local
+from fwbench.collector.agents.specs import parse_attached, resolve_agents
+from fwbench.collector.cli.common import (
+    KNOWN_ERRORS,
+    JsonOutput,
+    ManifestDirs,
+    console,
+    errors,
+    fail,
+    fail_with,
+    load_manifests,
+    print_json,
+)
+
+
+def list_agents(manifests: ManifestDirs = None, as_json: JsonOutput = False) -> None:
+    """List declared agents and whether their local environment is ready."""
+    rows: list[dict[str, str]] = []
+    for name, manifest in load_manifests(manifests).items():
+        env = environment_for(manifest)
+        rows.append(
+            {
+                "agent": name,
+                "plugin": manifest.plugin,
+                "variant": manifest.variant,
+                "requires_gpu": str(manifest.requires_gpu).lower(),
+                "environment": env.state(),
+                "environment_path": str(env.path),
+                "description": manifest.description,
+            }
+        )
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("agent", "plugin", "variant", "environment", "description")
+    for row in rows:
+        environment = f"{row['environment']} ({row['environment_path']})"
+        table.add_row(row["agent"], row["plugin"], row["variant"], environment, row["description"])
+    console.print(table)
+
+
+def env(
+    agent: Annotated[str, typer.Argument(help="Declared agent name.")],
+    manifests: ManifestDirs = None,
+) -> None:
+    """Create or refresh an agent's local environment and print its Python interpreter."""
+    declared = load_manifests(manifests)
+    if agent not in declared:
+        fail(f"unknown agent {agent!r}; declared agents: {', '.join(declared)}")
+    environment = environment_for(declared[agent])
+    try:
+        environment.ensure(lambda line: errors.print(line))
+    except KNOWN_ERRORS as error:
+        fail_with(error)
+    print(environment.python)
+
+
+def describe(
+    agent: Annotated[str, typer.Argument(help="Declared agent name or NAME@HOST:PORT.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw Describe reply.")] = False,
+    manifests: ManifestDirs = None,
+) -> None:
+    """Start (or reach) an agent and print what it reports about itself."""
+    declared = load_manifests(manifests)
+    logs = Path(tempfile.mkdtemp(prefix="fwbench-logs-"))
+    try:
+        resolve_agents([agent], declared)
+        attached = parse_attached(agent)
+        handle = (
+            attach(*attached)
+            if attached
+            else start_local(declared[agent], logs, report=lambda line: errors.print(line))
+        )
+    except KNOWN_ERRORS as error:
+        shutil.rmtree(logs, ignore_errors=True)
+        fail_with(error)
+    try:
+        reply = MessageToDict(handle.client.describe(), preserving_proto_field_name=True)
+    except KNOWN_ERRORS as error:
+        fail_with(error)
+    finally:
+        handle.stop()
+        shutil.rmtree(logs, ignore_errors=True)
+    if as_json:
+        print(json.dumps(reply, indent=2))
+        return
+    workloads = reply.pop("workloads", [])
+    console.print_json(json.dumps(reply))
+    console.print("workloads: " + ", ".join(w["name"] for w in workloads))

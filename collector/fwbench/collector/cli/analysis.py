@@ -1,0 +1,104 @@
+"""`collector compare` and `collector report`: questions asked of stored runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fwbench.collector.analysis import formats
+from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
+from fwbench.collector.analysis.contenders import ComparisonError, RunData, load_run
+from fwbench.collector.analysis.report import write_report
+from fwbench.collector.cli.common import StorePath, console, fail, fail_with
+from fwbench.collector.stats.significance import DEFAULT_NOISE_FLOOR
+from fwbench.collector.store import ResultStore, default_store_path
+
+
+def _load(store: ResultStore, run_id: str) -> RunData:
+    try:
+        return load_run(store, run_id)
+    except ComparisonError as error:
+        fail_with(error)
+
+
+def compare(
+    runs: Annotated[
+        list[str], typer.Argument(help="RUN (with --baseline) or RUN_A RUN_B (regressions).")
+    ],
+    baseline: Annotated[
+        str | None, typer.Option(help="Agent the others are compared with (one run).")
+    ] = None,
+    threshold: Annotated[
+        float,
+        typer.Option(help="Two runs: smallest relative change called (0.05 = 5%)."),
+    ] = 0.05,
+    noise_floor: Annotated[
+        float,
+        typer.Option(help="One run: default noise floor, raised by A/A pairs in the run."),
+    ] = DEFAULT_NOISE_FLOOR,
+    output_format: Annotated[
+        formats.OutputFormat, typer.Option("--format", help="How to print the comparisons.")
+    ] = formats.OutputFormat.TABLE,
+    as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+    store: StorePath = None,
+) -> None:
+    """Speedups with 95% intervals, tests and verdicts: agents against a baseline in one run,
+    or every agent's cells in RUN_B against RUN_A."""
+    if as_json:
+        output_format = formats.OutputFormat.JSON
+    if not 0 <= threshold < 1 or not 0 <= noise_floor < 1:
+        fail("--threshold and --noise-floor are fractions in [0, 1), e.g. 0.05 for 5%")
+    db = ResultStore(store or default_store_path())
+    loaded = [_load(db, run_id) for run_id in runs]
+    try:
+        if len(loaded) == 1:
+            if baseline is None:
+                agents = ", ".join(dict.fromkeys(loaded[0].results["agent"].dropna()))
+                fail(f"one run needs --baseline AGENT; agents in {runs[0]}: {agents}")
+            result = compare_to_baseline(loaded[0], baseline, noise_floor)
+        elif len(loaded) == 2:
+            if baseline is not None:
+                fail("--baseline compares agents within one run; give one run")
+            result = compare_runs(loaded[0], loaded[1], threshold)
+        else:
+            fail("give one run (with --baseline) or two runs (RUN_A RUN_B)")
+    except ComparisonError as error:
+        fail_with(error)
+    if output_format == formats.OutputFormat.TABLE:
+        console.print(formats.rich_table(result))
+        for reason in result.skipped:
+            console.print(f"not compared: {reason}", highlight=False)
+    elif output_format == formats.OutputFormat.MARKDOWN:
+        print(formats.markdown(result), end="")
+    elif output_format == formats.OutputFormat.CSV:
+        print(formats.csv(result), end="")
+    else:
+        print(formats.json_text(result))
+
+
+def report(
+    run_id: Annotated[str, typer.Argument(help="Run to report on.")],
+    baseline: Annotated[
+        str | None,
+        typer.Option(help="Agent the others are compared with (default: the first that ran)."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Folder for the report (default: RUN_FOLDER/report).")
+    ] = None,
+    store: StorePath = None,
+) -> None:
+    """Write report.html (self-contained: plots embedded) and report.md (with figures/*.png)."""
+    db = ResultStore(store or default_store_path())
+    run = _load(db, run_id)
+    runs = db.runs()
+    folder = runs.loc[runs["run_id"] == run_id, "out_dir"].iloc[0]
+    target = out or Path(folder) / "report"
+    try:
+        files = write_report(run, target, baseline)
+    except (ComparisonError, ValueError) as error:
+        fail(str(error))
+    except OSError as error:
+        fail(f"cannot write the report to {target}: {error}; choose another --out")
+    console.print(f"wrote {files.html} and {files.markdown} ({len(files.figures)} figures)")

@@ -1,0 +1,93 @@
+"""What every command shares: the two consoles (results on stdout, progress and errors on
+stderr), the options several commands take, and the one table from error to exit code."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import IntEnum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from fwbench.collector.agents.client import AgentUnavailable, IncompatibleAgent
+from fwbench.collector.agents.docker_engine import DockerUnavailable
+from fwbench.collector.agents.environments import EnvironmentBuildError
+from fwbench.collector.agents.manifest import (
+    AgentManifest,
+    ManifestError,
+    discover_manifests,
+    manifest_dirs,
+)
+from fwbench.collector.agents.specs import AgentSpecError
+from fwbench.collector.analysis.contenders import ComparisonError
+from fwbench.collector.images.build import ImageBuildError
+from fwbench.collector.run.plan import SelectionError
+from fwbench.collector.store import PersistenceError
+
+
+class ExitCode(IntEnum):
+    """What every `collector` command exits with."""
+
+    OK = 0  # everything asked for was done (cells unsupported by an agent included)
+    FAILED = 1  # some of the work failed (cells, image builds) or results could not be saved
+    NOT_STARTED = 2  # bad input, or agents, environments, images or Docker unavailable
+    INTERRUPTED = 130  # Ctrl-C or SIGTERM; what was measured is kept
+
+
+# The one table: an error a command catches -> its exit code (looked up along the MRO).
+EXIT_CODES: dict[type[Exception], ExitCode] = {
+    SelectionError: ExitCode.NOT_STARTED,
+    AgentSpecError: ExitCode.NOT_STARTED,
+    ManifestError: ExitCode.NOT_STARTED,
+    ComparisonError: ExitCode.NOT_STARTED,
+    AgentUnavailable: ExitCode.NOT_STARTED,
+    IncompatibleAgent: ExitCode.NOT_STARTED,
+    EnvironmentBuildError: ExitCode.NOT_STARTED,
+    ImageBuildError: ExitCode.NOT_STARTED,
+    DockerUnavailable: ExitCode.NOT_STARTED,
+    PersistenceError: ExitCode.FAILED,
+}
+KNOWN_ERRORS = tuple(EXIT_CODES)
+
+# Results go to stdout (pipeable); progress, notices and errors to stderr.
+console = Console(width=None if sys.stdout.isatty() else 160)
+errors = Console(stderr=True)
+
+ManifestDirs = Annotated[
+    list[Path] | None,
+    typer.Option("--manifests", help="Extra folder of agent manifests (repeatable)."),
+]
+StorePath = Annotated[
+    Path | None,
+    typer.Option(
+        "--store",
+        help="Results store (default: $FWBENCH_STORE or ~/.local/share/fwbench/results.sqlite).",
+    ),
+]
+JsonOutput = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def fail(message: str, code: ExitCode = ExitCode.NOT_STARTED) -> NoReturn:
+    errors.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(int(code))
+
+
+def fail_with(error: Exception, suffix: str = "") -> NoReturn:
+    """Exits with the code EXIT_CODES gives the error's type."""
+    code = next((EXIT_CODES[t] for t in type(error).__mro__ if t in EXIT_CODES), ExitCode.FAILED)
+    fail(f"{error}{suffix}", code)
+
+
+def load_manifests(extra: list[Path] | None) -> dict[str, AgentManifest]:
+    try:
+        return discover_manifests(manifest_dirs(extra))
+    except ManifestError as error:
+        fail_with(error)
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, default=str))

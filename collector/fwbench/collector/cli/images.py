@@ -1,0 +1,167 @@
+"""`collector images ...`: the agents' Docker images (a sub-app of the CLI)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from fwbench.collector.agents.docker_engine import docker_client
+from fwbench.collector.agents.host import nvidia_gpu_present
+from fwbench.collector.agents.manifest import AgentManifest, discover_manifests
+from fwbench.collector.cli.common import (
+    KNOWN_ERRORS,
+    ExitCode,
+    JsonOutput,
+    ManifestDirs,
+    console,
+    errors,
+    fail,
+    fail_with,
+    load_manifests,
+    print_json,
+)
+from fwbench.collector.images.base_image import make_base_image
+from fwbench.collector.images.build import (
+    LOCAL_BASE_IMAGE,
+    ImageBuildError,
+    ensure_image,
+    list_images,
+)
+from fwbench.collector.images.compose import AGENTS_COMPOSE, render_agents_compose
+from fwbench.collector.images.dockerfile import GENERATED_MARK, IMAGES_DIR, render
+from fwbench.collector.run.plan import split_list
+
+images_app = typer.Typer(no_args_is_help=True, help="Build and list the agents' Docker images.")
+
+
+def _size(size_bytes: int) -> str:
+    return f"{size_bytes / 1e9:.2f} GB"
+
+
+@images_app.command()
+def build(
+    agents: Annotated[
+        str,
+        typer.Argument(help="Comma-separated agents (default: every agent this host can run)."),
+    ] = "",
+    force: Annotated[bool, typer.Option(help="Rebuild even when the image is current.")] = False,
+    manifests: ManifestDirs = None,
+) -> None:
+    """Build (or refresh) agent images from their manifests.
+
+    No registry is needed once the base image is here: where python:3.11-slim-bookworm cannot
+    be pulled, `collector images base` makes one from Debian packages, used instead (or set
+    FWBENCH_BASE_IMAGE)."""
+    declared = load_manifests(manifests)
+    gpu = nvidia_gpu_present()
+    names = split_list(agents) or [n for n, m in declared.items() if gpu or not m.requires_gpu]
+    unknown = [n for n in names if n not in declared]
+    if unknown:
+        fail(f"unknown agents {', '.join(unknown)}; declared: {', '.join(declared)}")
+    try:
+        client = docker_client()
+    except KNOWN_ERRORS as error:
+        fail_with(error)
+    table = Table("agent", "image", "id", "framework", "size", "seconds")
+    failed = False
+    for name in names:
+        started = time.monotonic()
+        try:
+            info = ensure_image(client, declared[name], errors.print, force=force)
+        except ImageBuildError as error:
+            errors.print(f"[red]{escape(name)}:[/] {escape(str(error))}", soft_wrap=True)
+            failed = True
+            continue
+        table.add_row(
+            name,
+            info.tag,
+            info.id[7:19],
+            info.labels.get("fwbench.framework-version", ""),
+            _size(info.size_bytes),
+            f"{time.monotonic() - started:.0f}",
+        )
+    console.print(table)
+    if failed:
+        raise typer.Exit(ExitCode.FAILED)
+
+
+@images_app.command("list")
+def list_command(as_json: JsonOutput = False) -> None:
+    """Agent images on the Docker daemon, with the versions their labels record."""
+    try:
+        client = docker_client()
+    except KNOWN_ERRORS as error:
+        fail_with(error)
+    images = list_images(client)
+    if as_json:
+        print_json(
+            [dict(tag=i.tag, id=i.id, size_bytes=i.size_bytes, labels=i.labels) for i in images]
+        )
+        return
+    table = Table("image", "agent", "framework", "version", "variant", "size", "id", "revision")
+    for info in images:
+        labels = info.labels
+        table.add_row(
+            info.tag,
+            labels.get("fwbench.agent", ""),
+            labels.get("fwbench.framework", ""),
+            labels.get("fwbench.framework-version", ""),
+            labels.get("fwbench.variant", ""),
+            _size(info.size_bytes),
+            info.id[7:19],
+            labels.get("org.opencontainers.image.revision", ""),
+        )
+    console.print(table)
+
+
+@images_app.command()
+def base(
+    tag: Annotated[str, typer.Option(help="Tag of the image to make.")] = LOCAL_BASE_IMAGE,
+) -> None:
+    """Make a base image from Debian packages, for hosts that cannot pull one.
+
+    mmdebstrap (as root) makes Debian bookworm with Python 3.11; builds use it where
+    python:3.11-slim-bookworm cannot be pulled."""
+    try:
+        make_base_image(docker_client(), tag, errors.print)
+    except KNOWN_ERRORS as error:
+        fail_with(error)
+    print(tag)
+
+
+def generated_files(manifests: dict[str, AgentManifest]) -> dict[Path, str]:
+    """What `generate` writes: a Dockerfile per agent (unless its folder holds a hand-written
+    one) and the fleet's compose file."""
+    files = {AGENTS_COMPOSE: render_agents_compose(manifests.values())}
+    for name, manifest in manifests.items():
+        path = IMAGES_DIR / name / "Dockerfile"
+        if not path.is_file() or path.read_text("utf-8").startswith(GENERATED_MARK):
+            files[path] = render(manifest)
+    return files
+
+
+@images_app.command()
+def generate(
+    check: Annotated[
+        bool, typer.Option(help="Only report stale files (exit 1), write nothing.")
+    ] = False,
+) -> None:
+    """Rewrite images/NAME/Dockerfile and compose/agents.yaml from agents/manifests."""
+    shipped = discover_manifests([IMAGES_DIR.parent / "agents" / "manifests"])
+    stale = []
+    for path, text in generated_files(shipped).items():
+        if path.is_file() and path.read_text("utf-8") == text:
+            continue
+        stale.append(path)
+        if not check:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, "utf-8")
+    for path in stale:
+        console.print(f"{'stale' if check else 'wrote'} {path}", highlight=False)
+    if check and stale:
+        raise typer.Exit(ExitCode.FAILED)

@@ -1,0 +1,91 @@
+"""`collector results` and `collector schema`: stored runs, shown, listed or exported."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import pandas as pd
+import typer
+from rich.table import Table
+
+from fwbench.collector.cli.common import StorePath, console, fail, print_json
+from fwbench.collector.run.progress import summary_table
+from fwbench.collector.store import ResultStore, default_store_path
+from fwbench.collector.store.schema import schema_markdown
+
+EXPORT_FORMATS = (".csv", ".parquet", ".jsonl", ".md")
+
+
+def export_table(frame: pd.DataFrame, path: Path) -> None:
+    """Writes the table in the format its suffix names (one of EXPORT_FORMATS)."""
+    if path.suffix == ".csv":
+        frame.to_csv(path, index=False)
+    elif path.suffix == ".parquet":
+        frame.to_parquet(path, index=False)
+    elif path.suffix == ".jsonl":
+        # pandas 3.1's to_json drops nanoseconds even with date_unit="ns": format them here.
+        stamps = frame.select_dtypes("datetimetz").columns
+        text = frame.astype({c: object for c in stamps})
+        for column in stamps:
+            text[column] = frame[column].map(lambda t: None if pd.isna(t) else t.isoformat())
+        text.to_json(path, orient="records", lines=True)
+    else:
+        path.write_text(str(frame.to_markdown(index=False)) + "\n")
+
+
+def results(
+    run_id: Annotated[str | None, typer.Argument(help="Run to show; omit to list runs.")] = None,
+    export: Annotated[
+        Path | None,
+        typer.Option(help="Write the run's table to this file: .csv, .parquet, .jsonl or .md."),
+    ] = None,
+    samples: Annotated[
+        bool,
+        typer.Option(
+            "--samples", help="Export every raw step time (cell, iteration, seconds) instead."
+        ),
+    ] = False,
+    store: StorePath = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the runs (or the run's rows) as JSON.")
+    ] = False,
+) -> None:
+    """List past runs, show one, or export one."""
+    db = ResultStore(store or default_store_path())
+    if run_id is None:
+        runs = db.runs()
+        if as_json:
+            print_json(runs.to_dict("records"))
+            return
+        table = Table("run", "started", "status", "cells", "folder")
+        for row in runs.to_dict("records"):
+            table.add_row(
+                row["run_id"],
+                row["started_at"][:19],
+                row["status"],
+                str(row["cells"]),
+                row["out_dir"],
+            )
+        console.print(table)
+        return
+    if db.run_metadata(run_id) is None:
+        fail(f"no run {run_id!r} in {db.path}; `collector results` lists the runs")
+    if samples and export is None:
+        fail("--samples exports the raw step times; give --export FILE")
+    frame = db.samples(run_id) if samples else db.results(run_id)
+    if export is None and as_json:
+        print(frame.to_json(orient="records", date_format="iso"))
+        return
+    if export is None:
+        console.print(summary_table(frame, f"run {run_id}"))
+        return
+    if export.suffix not in EXPORT_FORMATS:
+        fail(f"unknown export format {export.suffix!r}; valid: {', '.join(EXPORT_FORMATS)}")
+    export_table(frame, export)
+    console.print(f"wrote {len(frame)} rows to {export}")
+
+
+def schema() -> None:
+    """Print the results table schema as Markdown (docs/results-schema.md)."""
+    print(schema_markdown(), end="")

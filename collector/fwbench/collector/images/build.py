@@ -1,0 +1,213 @@
+"""Agent images: build them from manifests (`collector images build`), find them, list them.
+
+An image is tagged fwbench/NAME:latest and labelled with a build key (Dockerfile, requirements,
+agent sources, base image): an image whose key differs from the manifest's is stale, and the
+Docker launcher rebuilds it before use, as the local launcher refreshes an environment. Builds
+run the docker CLI with BuildKit (the Docker SDK speaks only the legacy builder); everything
+else goes through the Docker SDK."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+import docker.errors
+
+from fwbench.collector.agents.docker_engine import ImageInfo
+from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.images.dockerfile import IMAGES_DIR, base_image, dockerfile_for
+from fwbench.collector.images.wheelhouse import (
+    WheelhouseError,
+    agent_wheels,
+    sources_key_of,
+    stage_context,
+    wheelhouse_root,
+)
+
+IMAGE_REPOSITORY = "fwbench"
+BASE_IMAGE_VARIABLE = "FWBENCH_BASE_IMAGE"
+DOCKER_CLI_VARIABLE = "FWBENCH_DOCKER_CLI"
+LOCAL_BASE_IMAGE = "fwbench/base:bookworm"  # made by `collector images base` (images/base_image.py)
+BUILD_KEY_LABEL = "fwbench.build-key"
+
+
+class ImageBuildError(RuntimeError):
+    """An image could not be built; the message says why and where the log is."""
+
+
+def image_tag(manifest: AgentManifest) -> str:
+    return f"{IMAGE_REPOSITORY}/{manifest.name}:latest"
+
+
+def find_image(client: docker.DockerClient, tag: str) -> ImageInfo | None:
+    try:
+        return ImageInfo.of(client.images.get(tag), tag)
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def resolve_base(
+    client: docker.DockerClient, manifest: AgentManifest, report: Callable[[str], None]
+) -> str:
+    """The base to build on: $FWBENCH_BASE_IMAGE, else the Dockerfile's default, pulled when
+    missing; where it cannot be pulled, the local Debian base when there is one."""
+    wanted = os.environ.get(BASE_IMAGE_VARIABLE) or base_image(manifest)
+    if find_image(client, wanted):
+        return wanted
+    try:
+        report(f"pulling {wanted}")
+        client.images.pull(wanted)
+        return wanted
+    except docker.errors.DockerException as error:
+        if not manifest.requires_gpu and find_image(client, LOCAL_BASE_IMAGE):
+            report(f"cannot pull {wanted}; building on {LOCAL_BASE_IMAGE}")
+            return LOCAL_BASE_IMAGE
+        raise ImageBuildError(
+            f"base image {wanted} is not here and cannot be pulled ({error}); on a host "
+            f"without a registry make one with `collector images base` and set "
+            f"{BASE_IMAGE_VARIABLE}={LOCAL_BASE_IMAGE}"
+        ) from None
+
+
+def build_key(client: docker.DockerClient, manifest: AgentManifest, base: str) -> str:
+    """What decides the image's content, short of the wheels' own bytes."""
+    text, folder = dockerfile_for(manifest)
+    parts = [
+        text,
+        base,
+        getattr(find_image(client, base), "id", ""),
+        manifest.requirements,
+        manifest.pip_args,
+        *(sources_key_of(p) for p in manifest.local_packages),
+    ]
+    if folder is not None:
+        parts.append(sources_key_of(folder))
+    return hashlib.sha256(json.dumps(parts, default=list).encode()).hexdigest()[:16]
+
+
+def ensure_image(
+    client: docker.DockerClient,
+    manifest: AgentManifest,
+    report: Callable[[str], None] = lambda _: None,
+    force: bool = False,
+) -> ImageInfo:
+    """The agent's current image, built first when missing or stale (minutes on first use;
+    seconds when only the agent's sources changed). Safe to call from several threads or
+    collectors at once: they take turns on a lock per agent. Raises ImageBuildError."""
+    contexts = wheelhouse_root().parent / "image-context"
+    contexts.mkdir(parents=True, exist_ok=True)
+    with open(contexts / f"{manifest.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        base = resolve_base(client, manifest, report)
+        key = build_key(client, manifest, base)
+        found = find_image(client, image_tag(manifest))
+        if found and found.labels.get(BUILD_KEY_LABEL) == key and not force:
+            return found
+        report(f"building image {image_tag(manifest)} on {base}")
+        return _build(client, manifest, base, key, report)
+
+
+def _build(
+    client: docker.DockerClient,
+    manifest: AgentManifest,
+    base: str,
+    key: str,
+    report: Callable[[str], None],
+) -> ImageInfo:
+    try:
+        wheels = agent_wheels(manifest, report)
+    except WheelhouseError as error:
+        raise ImageBuildError(f"{manifest.name}: {error}") from None
+    context = wheelhouse_root().parent / "image-context" / manifest.name
+    stage_context(wheels, context)
+    text, folder = dockerfile_for(manifest)
+    if folder is not None:
+        shutil.copytree(folder, context, dirs_exist_ok=True)
+    (context / "Dockerfile").write_text(text)
+    args = {
+        "BASE_IMAGE": base,
+        "REVISION": _revision(),
+        "FRAMEWORK_VERSION": wheels.version_of(manifest.requirements[0])
+        if manifest.requirements
+        else "",
+        "PACKAGES": " ".join(wheels.pins()),
+        "BUILD_KEY": key,
+    }
+    command, env = buildkit_command()
+    command += ["--progress=plain", "--tag", image_tag(manifest)]
+    for name, value in args.items():
+        command += ["--build-arg", f"{name}={value}"]
+    log = context.parent / f"{manifest.name}.log"
+    with log.open("w") as stream:
+        done = subprocess.run(
+            [*command, str(context)],
+            stdout=stream,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+        )
+    if done.returncode != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+        raise ImageBuildError(
+            f"building {image_tag(manifest)} failed: {' / '.join(tail)} (log: {log})"
+        )
+    info = find_image(client, image_tag(manifest))
+    assert info is not None, "docker build succeeded but left no image"
+    return info
+
+
+def buildkit_command() -> tuple[list[str], dict[str, str]]:
+    """A docker CLI command that builds with BuildKit into the daemon's image store: `docker
+    buildx build --load` where buildx is installed, else the BuildKit client built into docker
+    CLIs before 23 (Debian bookworm's docker.io). $FWBENCH_DOCKER_CLI is tried first."""
+    preferred = os.environ.get(DOCKER_CLI_VARIABLE)
+    candidates = [preferred] if preferred else []
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        path = Path(folder) / "docker"
+        if path.is_file() and os.access(path, os.X_OK) and str(path) not in candidates:
+            candidates.append(str(path))
+    for cli in candidates:
+        if _quiet([cli, "buildx", "version"]):
+            return [cli, "buildx", "build", "--load"], {}
+        version = _output([cli, "--version"])  # "Docker version 20.10.24+dfsg1, build ..."
+        major = version.removeprefix("Docker version ").split(".")[0]
+        if major.isdigit() and int(major) < 23:
+            return [cli, "build"], {"DOCKER_BUILDKIT": "1"}
+    raise ImageBuildError(
+        f"no docker CLI that builds with BuildKit among {candidates or ['none on PATH']}: "
+        "install the buildx plugin (or Debian's docker.io), or set "
+        f"{DOCKER_CLI_VARIABLE}"
+    )
+
+
+def _quiet(command: list[str]) -> bool:
+    return subprocess.run(command, capture_output=True).returncode == 0
+
+
+def _output(command: list[str]) -> str:
+    done = subprocess.run(command, capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _revision() -> str:
+    checkout = IMAGES_DIR.parent
+    if not (checkout / ".git").exists():
+        return "unknown"
+    commit = _output(["git", "-C", str(checkout), "rev-parse", "--short=12", "HEAD"])
+    dirty = _output(["git", "-C", str(checkout), "status", "--porcelain", "--", "agents", "proto"])
+    return (commit or "unknown") + ("-dirty" if dirty else "")
+
+
+def list_images(client: docker.DockerClient) -> list[ImageInfo]:
+    """Every agent image on the daemon (those with an fwbench.agent label), by tag."""
+    found = []
+    for image in client.images.list(filters={"label": "fwbench.agent", "dangling": False}):
+        for tag in image.tags or ["<none>"]:
+            found.append(ImageInfo.of(image, tag))
+    return sorted(found, key=lambda info: info.tag)

@@ -1,0 +1,43 @@
+"""What a run records of itself in run.json and the store: its id, the host, each agent."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import secrets
+import socket
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.collector import __version__
+from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.spec import SPEC_VERSION
+
+
+def new_run_id() -> str:
+    return dt.datetime.now().strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat()
+
+
+def host_metadata() -> dict[str, Any]:
+    return {
+        "hostname": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "collector_version": __version__,
+        "spec_version": SPEC_VERSION,
+    }
+
+
+def agent_metadata(handle: AgentHandle, describe: agent_pb2.DescribeResponse) -> dict[str, Any]:
+    return {
+        **handle.metadata(),
+        "describe": MessageToDict(describe, preserving_proto_field_name=True),
+    }

@@ -1,0 +1,139 @@
+"""Turns what an agent returned (or why it could not) into one row of the results table."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.run.plan import Cell
+from fwbench.collector.stats.samples import sample_stats, throughput
+from fwbench.collector.store.schema import SCHEMA_VERSION
+from fwbench.spec import Catalogue
+from fwbench.spec.enums import DTYPE_NAMES
+
+
+def identity_columns(
+    run_id: str,
+    index: int,
+    handle: AgentHandle,
+    describe: agent_pb2.DescribeResponse,
+    cell: Cell,
+    catalogue: Catalogue,
+) -> dict[str, Any]:
+    """Columns known before the cell runs: who, where (launcher, address, image), what."""
+    workload = catalogue.get(cell.workload)
+    cpu = next((d for d in describe.devices if d.kind == agent_pb2.DEVICE_KIND_CPU), None)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "cell": index,
+        "launcher": handle.kind,
+        "agent": cell.agent,
+        "address": handle.address,
+        "agent_pid": handle.host_pid or describe.pid or None,
+        **handle.identity(),
+        "framework": describe.identity.framework,
+        "framework_version": describe.identity.framework_version,
+        "variant": describe.identity.variant,
+        "plugin_version": describe.identity.plugin_version,
+        "libraries": json.dumps(dict(sorted(describe.libraries.items()))),
+        "environment": json.dumps(dict(sorted(describe.environment.items()))),
+        "device_name": cpu.name if cpu else "",
+        "host": describe.host.hostname,
+        "cpu_model": describe.host.cpu_model,
+        "usable_cores": describe.host.usable_cores,
+        "in_container": describe.host.in_container,
+        "workload": cell.workload,
+        "kind": workload.kind,
+        "phase": cell.phase,
+        "batch_size": cell.batch_size,
+        "dtype": cell.dtype,
+        "mode": cell.mode,
+        "threads_requested": cell.threads,
+        "params": json.dumps(dict(sorted(cell.params.items()))),
+        "flops_per_item": catalogue.flops_per_item(cell.workload, cell.phase, cell.params),
+    }
+
+
+def result_row(
+    identity: dict[str, Any],
+    describe: agent_pb2.DescribeResponse,
+    seed: int,
+    result: agent_pb2.RunResult,
+) -> dict[str, Any]:
+    """A measured cell: identity, effective settings and statistics of the raw samples."""
+    settings = result.settings
+    stats = sample_stats(list(result.sample_nanoseconds))
+    row = dict(identity)
+    row.update(stats)
+    items = result.items_per_sample or identity["batch_size"]
+    row.update(throughput(items, stats["median_seconds"], identity["flops_per_item"]))
+    row.update(
+        {
+            "dtype": DTYPE_NAMES.get(settings.dtype, identity["dtype"]),
+            "mode": settings.mode,
+            "layout": settings.layout,
+            "device": settings.device,
+            "device_name": _device_name(describe, settings.device, identity["device_name"]),
+            "intra_op_threads": settings.intra_op_threads,
+            "inter_op_threads": settings.inter_op_threads,
+            "seed": seed,
+            "first_iteration_seconds": result.first_iteration_nanoseconds / 1e9,
+            "build_seconds": result.build_nanoseconds / 1e9,
+            "warmup_iterations": result.warmup_iterations,
+            "measure_started_at": pd.Timestamp(result.measure_started_unix_nanoseconds, tz="UTC"),
+            "measure_ended_at": pd.Timestamp(result.measure_ended_unix_nanoseconds, tz="UTC"),
+            "settings": json.dumps(dict(sorted(settings.extra.items()))),
+            "items_per_sample": items,
+            "status": "ok",
+        }
+    )
+    if result.HasField("accuracy"):
+        row.update(accuracy_columns(result.accuracy))
+    return row
+
+
+def accuracy_columns(accuracy: agent_pb2.AccuracyResult) -> dict[str, Any]:
+    history = [
+        {
+            "epoch": e.epoch,
+            "train_seconds": e.train_nanoseconds / 1e9,
+            "eval_seconds": e.eval_nanoseconds / 1e9,
+            "validation_accuracy": e.validation_accuracy,
+        }
+        for e in accuracy.history
+    ]
+    return {
+        "target_accuracy": accuracy.target_accuracy,
+        "reached_target": accuracy.reached,
+        "time_to_target_seconds": (
+            accuracy.time_to_target_nanoseconds / 1e9 if accuracy.reached else None
+        ),
+        "epochs_to_target": accuracy.epochs_to_target if accuracy.reached else None,
+        "epochs": accuracy.epochs,
+        "final_accuracy": accuracy.final_accuracy,
+        "accuracy_history": json.dumps(history),
+    }
+
+
+def failure_row(
+    identity: dict[str, Any], seed: int, status: str, error_code: str, error: str
+) -> dict[str, Any]:
+    row = dict(identity)
+    row.update(
+        {"seed": seed, "status": status, "error_code": error_code, "error": " ".join(error.split())}
+    )
+    return row
+
+
+def _device_name(describe: agent_pb2.DescribeResponse, device: str, fallback: str) -> str:
+    if device.startswith("cuda") or device.startswith("gpu"):
+        index = int(device.rpartition(":")[2] or 0) if ":" in device else 0
+        for d in describe.devices:
+            if d.kind == agent_pb2.DEVICE_KIND_GPU and d.index == index:
+                return d.name
+    return fallback

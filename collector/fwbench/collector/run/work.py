@@ -1,0 +1,52 @@
+"""An agent's share of a run: its handle, what it said of itself, its planned cells, and how
+to swap in a fresh process of it (a new repetition, another thread count)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.run.plan import Cell
+
+
+@dataclass
+class AgentWork:
+    handle: AgentHandle
+    describe: agent_pb2.DescribeResponse
+    cells: list[Cell]
+    # Starts a fresh instance of this agent with FWBENCH_THREADS=N (agents the collector
+    # started; None for attached ones).
+    restart: Callable[[int], AgentHandle] | None = None
+    repetition: int = 0  # the repetition the current process serves
+
+    def ensure_fresh(self, repetition: int, threads: int) -> bool:
+        """With fresh processes per repetition: swaps in a new process when `repetition` is
+        not the one the current process serves. Returns whether it did (never for an agent
+        the collector did not start). Raises what starting an agent raises."""
+        previous, self.repetition = self.repetition, repetition
+        if repetition == previous or self.restart is None:
+            return False
+        self._swap(threads if self.describe.threads.fixed_at_startup else self.handle.threads)
+        return True
+
+    def ensure_threads(self, threads: int) -> str:
+        """For an agent that sizes its thread pools at start-up, swaps in an instance started
+        with `threads` when needed. Returns why the cell cannot run, or "". Raises what
+        starting an agent raises."""
+        if not self.describe.threads.fixed_at_startup or threads == self.handle.threads:
+            return ""
+        if self.restart is None:
+            return (
+                f"{self.handle.name} sizes its thread pools at start-up and was not started "
+                f"by the collector; start it with FWBENCH_THREADS={threads}"
+            )
+        self._swap(threads)
+        return ""
+
+    def _swap(self, threads: int) -> None:
+        assert self.restart is not None
+        self.handle.stop()
+        self.handle = self.restart(threads)
+        self.describe = self.handle.client.describe()

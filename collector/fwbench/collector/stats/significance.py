@@ -1,0 +1,119 @@
+"""Is one set of step times faster than another? The rules, stated once (docs/report.md):
+
+- speedup = median(baseline samples) / median(contender samples): 2.0 means the contender
+  takes half the time. Samples of all repetitions are pooled for the point estimate.
+- Interval and p-value depend on what was replicated:
+  - Both sides with two or more repetitions (`--repeat`, a fresh process each by default): the
+    process is the unit of replication, because two processes of one agent can differ for
+    their whole life. Welch's t on the log of each repetition's median gives the 95% interval
+    (around the log of the speedup) and the two-sided p-value. With few repetitions the t
+    quantile widens the interval as it must: the two-level bootstrap covered the truth only
+    70-86% of the time with 2-4 repetitions and 7% process-to-process spread (simulated,
+    docs/report.md), Welch 95-98%.
+  - Otherwise: one process a side can only speak for those processes. The interval comes from
+    the bootstrap of the samples (bootstrap.py; two levels where one side has repetitions),
+    the p-value from a two-sided Mann-Whitney U on the pooled samples (scipy).
+  Either p-value is adjusted with Holm's step-down method over every comparison shown
+  together, which holds the chance of any false "significant" among them to ALPHA.
+- Noise floor f: a speedup within [1 / (1 + f), 1 + f] is never called a difference. f is
+  DEFAULT_NOISE_FLOOR or, when larger, what an A/A pair (the same agent twice) measured.
+- Verdict: "faster" when the adjusted p < ALPHA and the whole interval lies above 1 + f;
+  "slower" when the adjusted p < ALPHA and the whole interval lies below 1 / (1 + f); otherwise
+  "no clear difference". Both conditions, because with thousands of samples the test alone
+  finds differences too small to matter, and the interval alone ignores how many were tried.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import mannwhitneyu
+from scipy.stats import t as student_t
+
+from fwbench.collector.stats.bootstrap import FloatArray, ratio_interval
+
+ALPHA = 0.05
+DEFAULT_NOISE_FLOOR = 0.03
+FASTER, SLOWER, NO_CLEAR_DIFFERENCE = "faster", "slower", "no clear difference"
+
+
+@dataclass(frozen=True)
+class RatioEstimate:
+    speedup: float  # median(baseline) / median(contender)
+    ci_low: float
+    ci_high: float
+    p_value: float  # unadjusted, two-sided
+    method: str = "bootstrap"  # or "processes": Welch's t over the repetitions' medians
+
+
+def estimate_speedup(
+    baseline: Sequence[FloatArray], contender: Sequence[FloatArray]
+) -> RatioEstimate:
+    """Speedup of `contender` over `baseline`, each given as its repetitions' samples.
+    Raises ValueError when either side has no samples."""
+    baseline = [np.asarray(g, dtype=np.float64) for g in baseline if len(g)]
+    contender = [np.asarray(g, dtype=np.float64) for g in contender if len(g)]
+    if not baseline or not contender:
+        raise ValueError("no samples to compare")
+    pooled_base, pooled_other = np.concatenate(baseline), np.concatenate(contender)
+    speedup = float(np.median(pooled_base) / np.median(pooled_other))
+    if len(baseline) >= 2 and len(contender) >= 2:
+        low, high, p_value = _between_processes(baseline, contender, speedup)
+        return RatioEstimate(speedup, low, high, p_value, "processes")
+    low, high = ratio_interval(baseline, contender)
+    if np.ptp(np.concatenate([pooled_base, pooled_other])) == 0:
+        p_value = 1.0  # every value tied: U is undefined, and there is nothing to find
+    else:
+        p_value = float(mannwhitneyu(pooled_base, pooled_other, alternative="two-sided").pvalue)
+    return RatioEstimate(speedup, low, high, p_value)
+
+
+def _between_processes(
+    baseline: Sequence[FloatArray], contender: Sequence[FloatArray], speedup: float
+) -> tuple[float, float, float]:
+    """Welch's t on log(repetition medians): (interval low, high, p), the interval centred on
+    log(speedup)."""
+    base = np.log([np.median(g) for g in baseline])
+    other = np.log([np.median(g) for g in contender])
+    var_base, var_other = base.var(ddof=1) / base.size, other.var(ddof=1) / other.size
+    error = math.sqrt(var_base + var_other)
+    difference = float(base.mean() - other.mean())
+    if error == 0:  # every repetition's median identical on both sides
+        p_value = 1.0 if difference == 0 else 0.0
+        return speedup, speedup, p_value
+    freedom = (var_base + var_other) ** 2 / (
+        var_base**2 / (base.size - 1) + var_other**2 / (other.size - 1)
+    )
+    half = float(student_t.ppf(1 - ALPHA / 2, freedom)) * error
+    p_value = float(2 * student_t.sf(abs(difference) / error, freedom))
+    centre = math.log(speedup)
+    return math.exp(centre - half), math.exp(centre + half), p_value
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm-adjusted p-values (NaN stays NaN and does not count as a test)."""
+    tested = [(p, i) for i, p in enumerate(p_values) if not math.isnan(p)]
+    adjusted = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, (p, index) in enumerate(sorted(tested)):
+        running = max(running, min(1.0, (len(tested) - rank) * p))
+        adjusted[index] = running
+    return adjusted
+
+
+def verdict(estimate: RatioEstimate, p_adjusted: float, floor: float) -> str:
+    if not p_adjusted < ALPHA:
+        return NO_CLEAR_DIFFERENCE
+    if estimate.ci_low > 1 + floor:
+        return FASTER
+    if estimate.ci_high < 1 / (1 + floor):
+        return SLOWER
+    return NO_CLEAR_DIFFERENCE
+
+
+def relative_difference(speedup: float) -> float:
+    """How far a speedup is from 1, the same both ways: 1.05 and 1/1.05 both give 0.05."""
+    return max(speedup, 1 / speedup) - 1

@@ -1,0 +1,57 @@
+"""The collector's layers hold (import-linter's contracts in pyproject.toml), and the check
+would catch an import across them: a copy of the collector with one such import added fails.
+Modules stay small: none over MAX_MODULE_LINES without a reason written at its top."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import fwbench.collector
+
+ROOT = Path(__file__).resolve().parents[2]
+COLLECTOR = Path(fwbench.collector.__file__).parent
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+MAX_MODULE_LINES = 300
+SIZE_REASON = "Longer than 300 lines because"
+
+
+def lint_imports(pythonpath: str = "") -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": pythonpath} if pythonpath else dict(os.environ)
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--config", str(ROOT / "pyproject.toml")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_layers_are_kept() -> None:
+    done = lint_imports()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 kept, 0 broken" in done.stdout
+
+
+def test_layers_check_catches_an_import_across_layers(tmp_path: Path) -> None:
+    copy = tmp_path / "fwbench" / "collector"
+    shutil.copytree(COLLECTOR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    store = copy / "store" / "database.py"  # store sits below run: it must not import it
+    store.write_text(store.read_text() + "\nfrom fwbench.collector.run import plan  # noqa\n")
+    done = lint_imports(str(tmp_path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "fwbench.collector.store.database -> fwbench.collector.run.plan" in done.stdout
+
+
+def test_collector_modules_are_small_or_say_why() -> None:
+    long = []
+    for module in sorted(COLLECTOR.rglob("*.py")):
+        text = module.read_text()
+        if text.count("\n") > MAX_MODULE_LINES and SIZE_REASON not in text[:2000]:
+            long.append(f"{module.relative_to(COLLECTOR)} ({text.count(chr(10))} lines)")
+    assert not long, f"over {MAX_MODULE_LINES} lines without a reason at the top: {long}"
