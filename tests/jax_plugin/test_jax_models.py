@@ -18,11 +18,17 @@ import numpy as np
 import pytest
 
 from fwbench.jax_plugin import layers, models
-from fwbench.jax_plugin.plugin import JaxPlugin, select_device
-from fwbench.jax_plugin.threads import limit_cpu_threads, requested_threads
+from fwbench.jax_plugin.plugin import JaxPlugin, is_out_of_memory, select_device
+from fwbench.jax_plugin.threads import limit_cpu_threads
 from fwbench.runtime import digits
-from fwbench.runtime.plugin import FrameworkPlugin, UnsupportedWorkload, WorkloadSpec
-from fwbench.runtime.reference import EquivalenceCase, OptimizerSpec, ReferencePlugin, param_count
+from fwbench.runtime.plugin import (
+    FrameworkPlugin,
+    OutOfMemory,
+    PluginContext,
+    UnsupportedWorkload,
+    WorkloadSpec,
+)
+from fwbench.runtime.reference import EquivalenceCase, OptimizerSpec, param_count
 from fwbench.spec import load_catalogue
 
 CATALOGUE = load_catalogue()
@@ -51,8 +57,7 @@ TINY_TRAIN = ("resnet152", "vgg16")
 
 @pytest.fixture(scope="module")
 def plugin() -> JaxPlugin:
-    os.environ["FWBENCH_DEVICE"] = "cpu"
-    return JaxPlugin()
+    return JaxPlugin(PluginContext(device="cpu"))
 
 
 def spec(
@@ -294,9 +299,9 @@ def test_lstm_equals_a_numpy_reference(plugin):
 # --------------------------------------------------------------------- workloads, end to end
 
 
-def test_plugin_implements_both_interfaces(plugin):
+def test_plugin_keeps_the_contract_and_declares_both_optional_capabilities(plugin):
     assert isinstance(plugin, FrameworkPlugin)
-    assert isinstance(plugin, ReferencePlugin)
+    assert plugin.optional_capabilities == {"accuracy", "equivalence"}
 
 
 def test_describe_reports_jax_threads_and_every_op_and_model(plugin):
@@ -337,12 +342,18 @@ def test_every_model_builds_and_runs(plugin, name, phase):
     _check_model_step(plugin, name, phase)
 
 
+def _inputs(built) -> tuple:
+    """The device inputs an op's step is bound to (a partial, under the plugin's out-of-memory
+    translation)."""
+    return built.step.__wrapped__.args
+
+
 @pytest.mark.parametrize("batch", [1, 3])
 def test_gemm_computes_the_product_and_its_input_gradients(plugin, batch):
     infer = plugin.build(spec("gemm", "infer", batch, **OPS_PARAMS["gemm"]))
     train = plugin.build(spec("gemm", "train", batch, **OPS_PARAMS["gemm"]))
     # White-box: the steps are partials over their device inputs (a, b[, upstream grad]).
-    a, b = (np.asarray(v, np.float64) for v in infer.step.args)
+    a, b = (np.asarray(v, np.float64) for v in _inputs(infer))
     out = infer.step()
     plugin.synchronize(out)
     lead = (3,) if batch == 3 else ()
@@ -359,7 +370,7 @@ def test_gemm_computes_the_product_and_its_input_gradients(plugin, batch):
 def test_conv2d_matches_pytorch_conv_and_its_gradient_shapes(plugin, kernel):
     params = OPS_PARAMS["conv2d"] | {"kernel": kernel}
     infer = plugin.build(spec("conv2d", "infer", 2, **params))
-    x, w = (np.asarray(v, np.float64) for v in infer.step.args)
+    x, w = (np.asarray(v, np.float64) for v in _inputs(infer))
     out = infer.step()
     # PyTorch's padding=kernel//2: an even kernel grows the map by one.
     expected = np_conv2d(x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1), padding=kernel // 2)
@@ -403,11 +414,28 @@ def test_settings_report_device_precision_and_donation(plugin):
 
 
 def test_device_selection_fails_loudly():
-    with pytest.raises(RuntimeError, match="expected cpu, cuda or auto"):
-        select_device("tpu")
     if not any(d.platform == "gpu" for d in jax.devices()):
         with pytest.raises(RuntimeError, match="no GPU"):
             select_device("cuda")
+
+
+def test_out_of_memory_errors_are_recognised_by_xla_status():
+    exhausted = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8589934592 bytes."
+    assert is_out_of_memory(jax.errors.JaxRuntimeError(exhausted))
+    assert not is_out_of_memory(jax.errors.JaxRuntimeError("INVALID_ARGUMENT: bad shapes"))
+    assert not is_out_of_memory(ValueError(exhausted))  # not XLA's
+
+
+def test_out_of_memory_while_building_raises_out_of_memory_chained(plugin, monkeypatch):
+    exhausted = "RESOURCE_EXHAUSTED: Out of memory while trying to allocate 8589934592 bytes."
+
+    def allocate(*_args: object, **_kwargs: object) -> None:
+        raise jax.errors.JaxRuntimeError(exhausted)
+
+    monkeypatch.setattr(jax.random, "normal", allocate)
+    with pytest.raises(OutOfMemory, match="RESOURCE_EXHAUSTED") as caught:
+        plugin.build(spec("gemm", "infer", **OPS_PARAMS["gemm"]))
+    assert isinstance(caught.value.__cause__, jax.errors.JaxRuntimeError)
 
 
 # ------------------------------------------------------------------------ reference methods
@@ -479,15 +507,6 @@ def test_trainer_learns_digits_without_recompiling(plugin):
 # ---------------------------------------------------------------------------------- threads
 
 
-def test_requested_threads_parses_the_variable():
-    assert requested_threads({}) == 0
-    assert requested_threads({"FWBENCH_THREADS": ""}) == 0
-    assert requested_threads({"FWBENCH_THREADS": "3"}) == 3
-    for bad in ("-1", "two"):
-        with pytest.raises(RuntimeError, match="non-negative integer"):
-            requested_threads({"FWBENCH_THREADS": bad})
-
-
 def test_more_threads_than_cpus_is_refused_without_touching_affinity():
     before = os.sched_getaffinity(0)
     with pytest.raises(RuntimeError, match="may run on"):
@@ -499,8 +518,8 @@ def test_more_threads_than_cpus_is_refused_without_touching_affinity():
 _THREAD_PROBE = textwrap.dedent(
     """
     import json, os, time
-    from fwbench.jax_plugin.plugin import JaxPlugin
-    from fwbench.runtime.plugin import WorkloadSpec
+    from fwbench.runtime.plugin import WorkloadSpec, context_from_environment
+    from fwbench.runtime.registry import load_plugin
     from fwbench.spec import load_catalogue
 
     def busy_ticks():
@@ -510,7 +529,7 @@ _THREAD_PROBE = textwrap.dedent(
             ticks[task] = int(fields[11]) + int(fields[12])  # utime + stime
         return ticks
 
-    plugin = JaxPlugin()
+    plugin = load_plugin("jax", context_from_environment())  # FWBENCH_THREADS, end to end
     gemm = load_catalogue().workloads["gemm"]
     params = {"m": 1024, "n": 1024, "k": 1024}
     built = plugin.build(WorkloadSpec(gemm, "infer", 1, "float32", params, 0, 0, "jit"))

@@ -1,6 +1,7 @@
 """A framework-free plugin for in-process runtime tests: its "steps" sleep or spin for a
 duration chosen by the request, so timing, cancellation and error mapping can be exercised
-without a framework. The real frameworks are tested through real agent processes."""
+without a framework. The real frameworks are tested through real agent processes. It keeps
+the plugin contract (docs/plugins.md): tests/plugin_contract runs against it too."""
 
 from __future__ import annotations
 
@@ -10,23 +11,32 @@ from fwbench.runtime.plugin import (
     BuiltStep,
     Capability,
     DeviceInfo,
+    PluginContext,
     PluginDescription,
     Settings,
     UnsupportedWorkload,
     WorkloadSpec,
+    translate_out_of_memory,
 )
 
 # gemm's "m" parameter sets the step duration in microseconds; m above this "runs out of
-# memory" the way a framework does, with its own exception type.
+# memory" the way a framework does: with its own exception, which the plugin translates.
 OOM_ABOVE = 30000
 
 
-class OutOfMemoryError(RuntimeError):
-    """Named like torch.OutOfMemoryError, which the runtime must recognise by name."""
+class FakeAllocatorError(RuntimeError):
+    """This "framework's" out-of-memory error."""
+
+
+def _is_out_of_memory(error: Exception) -> bool:
+    return isinstance(error, FakeAllocatorError)
 
 
 class FakePlugin:
-    def __init__(self) -> None:
+    optional_capabilities: frozenset[str] = frozenset()
+
+    def __init__(self, context: PluginContext | None = None) -> None:
+        self.context = context or PluginContext(device="cpu")
         self.built: list[WorkloadSpec] = []
         self.synchronized = 0
 
@@ -46,13 +56,29 @@ class FakePlugin:
             },
         )
 
+    def _check(self, spec: WorkloadSpec) -> None:
+        capability = self.describe().capabilities.get(spec.workload.name)
+        if capability is None:
+            raise UnsupportedWorkload(f"the fake plugin has no {spec.workload.name}")
+        for aspect, value, allowed in (
+            ("phase", spec.phase, capability.phases),
+            ("dtype", spec.dtype, capability.dtypes),
+            ("mode", spec.mode, capability.modes),
+        ):
+            if value not in allowed:
+                raise UnsupportedWorkload(f"{spec.workload.name}: no {aspect} {value!r}")
+
     def build(self, spec: WorkloadSpec) -> BuiltStep:
+        return translate_out_of_memory(_is_out_of_memory, self._build)(spec)
+
+    def _build(self, spec: WorkloadSpec) -> BuiltStep:
         self.built.append(spec)
+        self._check(spec)
         if spec.workload.name == "lenet" and spec.mode == "compiled":
             raise UnsupportedWorkload("compiled lenet is not available in this build")
         micros = spec.params.get("m", 100)
         if micros > OOM_ABOVE:
-            raise OutOfMemoryError("tried to allocate 1 PiB")
+            raise FakeAllocatorError("tried to allocate 1 PiB")
         seconds = micros / 1e6
 
         def step() -> object:

@@ -1,6 +1,7 @@
-"""A framework-free ReferencePlugin: "lenet" is a numpy softmax regression on the flattened
-image, trained with the canonical SGD momentum. It lets the runtime's accuracy loop be tested
-for real (real digits, real training, real gRPC) without a framework."""
+"""A framework-free plugin with both optional capabilities ("accuracy", "equivalence"): "lenet"
+is a numpy softmax regression on the flattened image, trained with the canonical SGD momentum.
+It lets the runtime's accuracy loop be tested for real (real digits, real training, real gRPC)
+without a framework."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from collections.abc import Mapping
 import numpy as np
 from fake_plugin import FakePlugin
 
-from fwbench.runtime.plugin import Capability, PluginDescription, Settings, WorkloadSpec
+from fwbench.runtime.plugin import (
+    ACCURACY,
+    EQUIVALENCE,
+    Capability,
+    PluginContext,
+    PluginDescription,
+    Settings,
+    WorkloadSpec,
+)
 from fwbench.runtime.reference import (
     EquivalenceCase,
     EquivalenceResult,
@@ -59,8 +68,10 @@ class NumpyTrainer:
 
 
 class FakeReferencePlugin(FakePlugin):
-    def __init__(self) -> None:
-        super().__init__()
+    optional_capabilities = frozenset({ACCURACY, EQUIVALENCE})
+
+    def __init__(self, context: PluginContext | None = None) -> None:
+        super().__init__(context)
         self.trainers: list[NumpyTrainer] = []
 
     def describe(self) -> PluginDescription:

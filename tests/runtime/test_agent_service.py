@@ -12,6 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.runtime.plugin import PluginContext
 from fwbench.runtime.registry import PluginNotFound, load_plugin
 from fwbench.spec import SPEC_VERSION
 
@@ -208,7 +209,7 @@ def test_metrics_expose_process_identity_and_workload_counters(stub, agent):
     )
     assert "process_cpu_seconds_total" in body
     assert "process_resident_memory_bytes" in body
-    assert 'fwbench_agent_info{agent="fake-cpu",framework="fake"' in body
+    assert 'fwbench_agent_info{agent_name="fake-cpu",framework="fake"' in body
     assert 'fwbench_workload_runs_total{status="ok"} 1.0' in body
     counted = [
         line
@@ -220,4 +221,4 @@ def test_metrics_expose_process_identity_and_workload_counters(stub, agent):
 
 def test_load_plugin_unknown_name_lists_installed():
     with pytest.raises(PluginNotFound, match="no fwbench plugin named 'nope'; installed"):
-        load_plugin("nope")
+        load_plugin("nope", PluginContext())

@@ -1,6 +1,7 @@
 """Runs inside the tf-mkl (or tf-eigen) agent environment. TensorFlow reads its environment at
-import and fixes its thread pools at the first op, so the variables are set here, before any
-test module imports it; FWBENCH_THREADS stays unset (tests check the default sizing)."""
+import, so its log level is set here, before any test module imports it. The plugin under test
+gets a CPU PluginContext with the default thread counts (tests check the default sizing);
+subprocesses that start agents on their own must not inherit thread settings either."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The TensorFlow plugin: every workload x phase x mode, settings, dtype and thread rejection,
-synchronize, the oneDNN check, describe(), and the ReferencePlugin half (equivalence, trainer).
-Runs inside the tf-mkl / tf-eigen agent environment."""
+synchronize, out-of-memory translation, the oneDNN check, describe(), and the optional
+capabilities (equivalence, trainer). Runs inside the tf-mkl / tf-eigen agent environment."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ import pytest
 import tensorflow as tf
 
 from fwbench.runtime import digits
-from fwbench.runtime.plugin import UnsupportedWorkload, WorkloadSpec
+from fwbench.runtime.plugin import OutOfMemory, PluginContext, UnsupportedWorkload, WorkloadSpec
 from fwbench.runtime.reference import EquivalenceCase, OptimizerSpec
 from fwbench.spec import load_catalogue
 from fwbench.tf_plugin import environment
-from fwbench.tf_plugin.plugin import TensorFlowPlugin
+from fwbench.tf_plugin.plugin import TensorFlowPlugin, is_out_of_memory
 from fwbench.tf_plugin.training import MODES
 
 CATALOGUE = load_catalogue()
@@ -32,7 +32,7 @@ SMALL = {
 
 @pytest.fixture(scope="module")
 def plugin() -> TensorFlowPlugin:
-    return TensorFlowPlugin()
+    return TensorFlowPlugin(PluginContext(device="cpu"))
 
 
 def spec(
@@ -163,8 +163,25 @@ def test_synchronize_accepts_every_kind_of_step_output(plugin):
 def test_a_cuda_agent_without_a_gpu_refuses_to_start():
     with pytest.raises(RuntimeError, match="no GPU"):
         environment.select_device("cuda")
-    with pytest.raises(RuntimeError, match="expected cpu, cuda or auto"):
-        environment.select_device("tpu")
+
+
+def test_out_of_memory_errors_are_recognised_by_type_or_message():
+    assert is_out_of_memory(tf.errors.ResourceExhaustedError(None, None, "OOM when allocating"))
+    assert is_out_of_memory(tf.errors.InternalError(None, None, "Failed to allocate 8 GiB"))
+    assert not is_out_of_memory(tf.errors.InvalidArgumentError(None, None, "shapes differ"))
+    assert not is_out_of_memory(ValueError("out of memory"))  # not TensorFlow's
+
+
+def test_out_of_memory_in_a_step_raises_out_of_memory_chained(plugin, monkeypatch):
+    built = plugin.build(spec("conv2d", mode="eager"))
+
+    def exhausted(*_args: object, **_kwargs: object) -> None:
+        raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+
+    monkeypatch.setattr(tf.nn, "conv2d", exhausted)
+    with pytest.raises(OutOfMemory, match="OOM when allocating") as caught:
+        built.step()
+    assert isinstance(caught.value.__cause__, tf.errors.ResourceExhaustedError)
 
 
 # ------------------------------------------------------------------------ oneDNN and threads
@@ -191,8 +208,9 @@ def test_onednn_mismatches_refuse_to_start(monkeypatch):
 
 _DESCRIBE = """
 import json
-from fwbench.tf_plugin.plugin import TensorFlowPlugin
-d = TensorFlowPlugin().describe()
+from fwbench.runtime.plugin import context_from_environment
+from fwbench.runtime.registry import load_plugin
+d = load_plugin("tensorflow", context_from_environment()).describe()
 print(json.dumps({"libraries": dict(d.libraries), "environment": dict(d.environment),
                   "intra": d.intra_op_threads, "inter": d.inter_op_threads,
                   "fixed": d.threads_fixed_at_startup, "framework": d.framework,

@@ -1,8 +1,10 @@
 """The torch plugin beyond its models: modes, reference (canonical weights, equivalence,
-trainer) and start-up thread settings. Runs inside the torch-cpu agent environment."""
+trainer), start-up thread settings and out-of-memory translation. Runs inside the torch-cpu
+agent environment."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -13,11 +15,11 @@ import torch
 from torch import nn
 
 from fwbench.runtime import digits
-from fwbench.runtime.plugin import WorkloadSpec
+from fwbench.runtime.plugin import OutOfMemory, PluginContext, UnsupportedWorkload, WorkloadSpec
 from fwbench.runtime.reference import EquivalenceCase, OptimizerSpec, param_count
 from fwbench.spec import load_catalogue
 from fwbench.torch_plugin import models, reference
-from fwbench.torch_plugin.plugin import TorchPlugin
+from fwbench.torch_plugin.plugin import TorchPlugin, is_out_of_memory
 
 CATALOGUE = load_catalogue()
 # torch.compile imports modules that still use torch.jit.script_method internally.
@@ -28,8 +30,7 @@ pytestmark = pytest.mark.filterwarnings(
 
 @pytest.fixture(scope="module")
 def plugin() -> TorchPlugin:
-    os.environ["FWBENCH_DEVICE"] = "cpu"
-    return TorchPlugin()
+    return TorchPlugin(PluginContext(device="cpu"))
 
 
 def spec(workload: str, phase: str, mode: str, batch: int = 2, **params: int) -> WorkloadSpec:
@@ -132,8 +133,9 @@ def test_trainer_learns_digits(plugin):
 
 def test_fwbench_threads_sets_torch_threads_at_start_up():
     code = (
-        "from fwbench.torch_plugin.plugin import TorchPlugin;"
-        "print(TorchPlugin().describe().intra_op_threads)"
+        "from fwbench.runtime.plugin import context_from_environment as context;"
+        "from fwbench.runtime.registry import load_plugin;"
+        "print(load_plugin('torch', context()).describe().intra_op_threads)"
     )
     env = {**os.environ, "FWBENCH_THREADS": "1", "FWBENCH_DEVICE": "cpu"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -148,3 +150,56 @@ def test_zero_threads_restores_the_default_after_a_thread_sweep(plugin):
     assert one.settings.intra_op_threads == 1
     again = plugin.build(spec("gemm", "infer", "eager", m=8, n=8, k=8))
     assert again.settings.intra_op_threads == default
+
+
+@pytest.mark.parametrize(
+    ("dtype", "mode", "phase"),
+    [("float16", "eager", "infer"), ("float32", "jit", "infer"), ("float32", "eager", "test")],
+)
+def test_what_describe_does_not_offer_is_refused(plugin, dtype, mode, phase):
+    cell = spec("gemm", "infer", "eager", m=8, n=8, k=8)
+    with pytest.raises(UnsupportedWorkload, match="offered"):
+        plugin.build(dataclasses.replace(cell, dtype=dtype, mode=mode, phase=phase))
+
+
+def test_out_of_memory_errors_are_recognised_by_type_or_the_cpu_allocators_message():
+    assert is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB"))
+    assert is_out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried"))
+    assert not is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+
+
+_OUT_OF_MEMORY = """
+import resource
+from fwbench.runtime.plugin import OutOfMemory, PluginContext, WorkloadSpec
+from fwbench.spec import load_catalogue
+from fwbench.torch_plugin.plugin import TorchPlugin
+
+plugin = TorchPlugin(PluginContext(device="cpu"))
+gemm = load_catalogue().get("gemm")
+big = gemm.resolve_params({"m": 32768, "n": 32768, "k": 32768})
+resource.setrlimit(resource.RLIMIT_AS, (4 * 1024**3, 4 * 1024**3))
+try:
+    plugin.build(WorkloadSpec(gemm, "infer", 1, "float64", big, 0, 0, "eager"))
+except OutOfMemory as error:
+    print(type(error.__cause__).__name__, "|", error)
+"""
+
+
+def test_running_out_of_host_memory_raises_out_of_memory_chained():
+    # In a subprocess: an 8 GiB matrix under a 4 GiB address-space limit.
+    done = subprocess.run([sys.executable, "-c", _OUT_OF_MEMORY], capture_output=True, text=True)
+    cause, _, message = done.stdout.strip().partition(" | ")
+    assert cause == "RuntimeError", done.stderr[-2000:]
+    assert "can't allocate memory" in message
+
+
+def test_out_of_memory_in_a_step_is_translated_too(plugin, monkeypatch):
+    built = plugin.build(spec("gemm", "infer", "eager", m=8, n=8, k=8))
+
+    def exhausted(*_args: object) -> None:
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(torch, "matmul", exhausted)
+    with pytest.raises(OutOfMemory) as caught:
+        built.step()
+    assert isinstance(caught.value.__cause__, torch.OutOfMemoryError)

@@ -24,9 +24,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+# PyTorch's BatchNorm defaults: running = (1 - momentum) * running + momentum * batch.
+from fwbench.runtime.architectures import BN_EPS, BN_MOMENTUM
+
 Array = jax.Array
 
-BN_MOMENTUM = 0.1  # PyTorch's BatchNorm default: running = (1 - m) * running + m * batch
 _CONV_DIMENSIONS = ("NHWC", "HWIO", "NHWC")
 
 
@@ -263,7 +265,7 @@ def dense(scope: Scope, x: Array, out: int, layout: Layout = DENSE) -> Array:
     return x @ w + b
 
 
-def batch_norm(scope: Scope, x: Array, eps: float = 1e-5) -> Array:
+def batch_norm(scope: Scope, x: Array, eps: float = BN_EPS) -> Array:
     """PyTorch's BatchNorm2d over NHWC. Training normalises with the batch's biased variance
     and moves the running variance towards the unbiased one, as PyTorch does. Statistics are
     computed in float32 whatever the activation dtype."""

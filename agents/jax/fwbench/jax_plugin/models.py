@@ -5,6 +5,7 @@ dropout placement as the PyTorch reference (itself torchvision's layout), hence 
 parameter counts, output shapes and FLOPs. Parameter names are the PyTorch ``state_dict``
 keys. Each model is a forward function over a `Scope` (see layers.py); this module turns it
 into ``init(key) -> (params, state)`` and ``apply(params, state, x, train) -> (logits, state)``.
+The numbers (channels, depths, strides, stage tables) come from ``fwbench.runtime.architectures``.
 """
 
 from __future__ import annotations
@@ -36,33 +37,23 @@ from fwbench.jax_plugin.layers import (
     relu6,
     run_forward,
 )
-
-MODEL_NAMES: tuple[str, ...] = (
-    "lenet",
-    "resnet18",
-    "resnet50",
-    "resnet152",
-    "vgg16",
-    "mobilenet_v2",
-    "efficientnet_b0",
-    "lstm",
+from fwbench.runtime import architectures as arch
+from fwbench.runtime.architectures import (
+    IMAGENET_CLASSES,
+    LENET_IMAGE_SIZE,
+    LSTM_EMBED_DIM,
+    LSTM_HIDDEN_SIZE,
+    LSTM_VOCAB_SIZE,
+    NUM_CLASSES,
 )
-IMAGENET_CLASSES = 1000
-NUM_CLASSES = dict.fromkeys(MODEL_NAMES, IMAGENET_CLASSES) | {"lenet": 10, "lstm": 2}
-LENET_IMAGE_SIZE = 28
-LSTM_VOCAB_SIZE = 20_000
-LSTM_EMBED_DIM = 128
-LSTM_HIDDEN_SIZE = 128
-EFFNET_BN_EPS = 1e-3  # torchvision builds EfficientNet (v1) with BatchNorm2d(eps=1e-3)
+from fwbench.runtime.architectures import check_model_name as _check_name
+
+MODEL_NAMES = arch.MODEL_NAMES  # re-exported: plugin.py and the tests read it here
+EFFNET_BN_EPS = arch.EFFICIENTNET_BN_EPS
 
 Forward = Callable[[Scope, Array], Array]
 Activation = Callable[[Array], Array]
 Variables = dict[str, Array]
-
-
-def _check_name(name: str) -> None:
-    if name not in MODEL_NAMES:
-        raise ValueError(f"unknown model {name!r}; valid names: {', '.join(MODEL_NAMES)}")
 
 
 # --------------------------------------------------------------------------------------- LeNet
@@ -70,11 +61,14 @@ def _check_name(name: str) -> None:
 
 def _lenet(s: Scope, x: Array) -> Array:
     f, c = s.child("features"), s.child("classifier")
-    x = max_pool(jax.nn.relu(conv2d(f.child(0), x, 6, 5, padding=2, bias=True)), 2, 2)
-    x = max_pool(jax.nn.relu(conv2d(f.child(3), x, 16, 5, bias=True)), 2, 2)
+    (c1, c2), (h1, h2) = arch.LENET_CONVS, arch.LENET_HIDDEN
+    x = conv2d(f.child(0), x, c1.channels, c1.kernel, padding=c1.padding, bias=True)
+    x = max_pool(jax.nn.relu(x), 2, 2)
+    x = conv2d(f.child(3), x, c2.channels, c2.kernel, padding=c2.padding, bias=True)
+    x = max_pool(jax.nn.relu(x), 2, 2)
     x = x.reshape(x.shape[0], -1)  # (H, W, C) order; FlatDenseLayout maps it to PyTorch's
-    x = jax.nn.relu(dense(c.child(0), x, 120, FlatDenseLayout(16, 5, 5)))
-    x = jax.nn.relu(dense(c.child(2), x, 84))
+    x = jax.nn.relu(dense(c.child(0), x, h1, FlatDenseLayout(*arch.LENET_FEATURES)))
+    x = jax.nn.relu(dense(c.child(2), x, h2))
     return dense(c.child(4), x, NUM_CLASSES["lenet"])
 
 
@@ -100,19 +94,26 @@ def _bottleneck(s: Scope, x: Array, planes: int, stride: int, project: bool) -> 
     out = jax.nn.relu(batch_norm(s.child("bn1"), conv2d(s.child("conv1"), x, planes, 1)))
     out = conv2d(s.child("conv2"), out, planes, 3, stride=stride, padding=1)
     out = jax.nn.relu(batch_norm(s.child("bn2"), out))
-    out = batch_norm(s.child("bn3"), conv2d(s.child("conv3"), out, planes * 4, 1))
-    identity = _downsample(s, x, planes * 4, stride) if project else x
+    out_ch = planes * arch.BLOCK_EXPANSION["bottleneck"]
+    out = batch_norm(s.child("bn3"), conv2d(s.child("conv3"), out, out_ch, 1))
+    identity = _downsample(s, x, out_ch, stride) if project else x
     return jax.nn.relu(out + identity)
 
 
 Block = Callable[[Scope, Array, int, int, bool], Array]
 
 
-def _resnet(block: Block, expansion: int, layers: tuple[int, ...]) -> Forward:
+_BLOCKS: dict[str, Block] = {"basic": _basic_block, "bottleneck": _bottleneck}
+
+
+def _resnet(spec: arch.ResNetSpec) -> Forward:
+    block, expansion = _BLOCKS[spec.block], arch.BLOCK_EXPANSION[spec.block]
+
     def forward(s: Scope, x: Array) -> Array:
-        x = conv2d(s.child("conv1"), x, 64, 7, stride=2, padding=3)
+        x = conv2d(s.child("conv1"), x, arch.RESNET_STEM_CHANNELS, 7, stride=2, padding=3)
         x = max_pool(jax.nn.relu(batch_norm(s.child("bn1"), x)), 3, 2, padding=1)
-        for stage, (planes, blocks) in enumerate(zip((64, 128, 256, 512), layers, strict=True)):
+        stages = zip(arch.RESNET_STAGE_WIDTHS, spec.depths, strict=True)
+        for stage, (planes, blocks) in enumerate(stages):
             for i in range(blocks):
                 stride = 2 if stage > 0 and i == 0 else 1
                 # A projection shortcut whenever the block changes resolution or width.
@@ -125,24 +126,23 @@ def _resnet(block: Block, expansion: int, layers: tuple[int, ...]) -> Forward:
 
 # ----------------------------------------------------------------------------------------- VGG
 
-# torchvision's configuration "D"; 0 stands for a 2x2 max-pool ("M").
-_VGG16_CFG = (64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0)
-
 
 def _vgg16(s: Scope, x: Array) -> Array:
     f, c = s.child("features"), s.child("classifier")
     index = 0  # position in torchvision's features Sequential (conv, ReLU, pool all count)
-    for width in _VGG16_CFG:
-        if width == 0:
+    for width in arch.VGG16_CONFIG:
+        if width == arch.POOL:
             x = max_pool(x, 2, 2)
             index += 1
         else:
             x = jax.nn.relu(conv2d(f.child(index), x, width, 3, padding=1, bias=True))
             index += 2
-    x = adaptive_avg_pool(x, 7)
+    pooled, hidden, rate = arch.VGG_POOLED_SIZE, arch.VGG_HIDDEN, arch.VGG_DROPOUT
+    layout = FlatDenseLayout(x.shape[-1], pooled, pooled)
+    x = adaptive_avg_pool(x, pooled)
     x = x.reshape(x.shape[0], -1)
-    x = dropout(s, jax.nn.relu(dense(c.child(0), x, 4096, FlatDenseLayout(512, 7, 7))), 0.5)
-    x = dropout(s, jax.nn.relu(dense(c.child(3), x, 4096)), 0.5)
+    x = dropout(s, jax.nn.relu(dense(c.child(0), x, hidden, layout)), rate)
+    x = dropout(s, jax.nn.relu(dense(c.child(3), x, hidden)), rate)
     return dense(c.child(6), x, IMAGENET_CLASSES)
 
 
@@ -158,7 +158,7 @@ def _conv_bn_act(
     stride: int = 1,
     groups: int = 1,
     activation: Activation | None = relu6,
-    eps: float = 1e-5,
+    eps: float = arch.BN_EPS,
 ) -> Array:
     """torchvision's Conv2dNormActivation: bias-free conv (child 0), BatchNorm (child 1)."""
     padding = (kernel - 1) // 2
@@ -181,28 +181,17 @@ def _inverted_residual(s: Scope, x: Array, out_ch: int, stride: int, expand: int
     return x + y if stride == 1 and in_ch == out_ch else y
 
 
-# (expand ratio t, output channels c, repeats n, first stride s), as torchvision.
-_MOBILENET_V2_CFG = (
-    (1, 16, 1, 1),
-    (6, 24, 2, 2),
-    (6, 32, 3, 2),
-    (6, 64, 4, 2),
-    (6, 96, 3, 1),
-    (6, 160, 3, 2),
-    (6, 320, 1, 1),
-)
-
-
 def _mobilenet_v2(s: Scope, x: Array) -> Array:
     f = s.child("features")
-    x = _conv_bn_act(f.child(0), x, 32, 3, stride=2)
+    x = _conv_bn_act(f.child(0), x, arch.MOBILENET_V2_STEM, 3, stride=2)
     index = 1
-    for expand, out_ch, repeats, stride in _MOBILENET_V2_CFG:
+    for expand, out_ch, repeats, stride in arch.MOBILENET_V2_STAGES:
         for i in range(repeats):
             x = _inverted_residual(f.child(index), x, out_ch, stride if i == 0 else 1, expand)
             index += 1
-    x = global_avg_pool(_conv_bn_act(f.child(index), x, 1280, 1))
-    return dense(s.child("classifier", 1), dropout(s, x, 0.2), IMAGENET_CLASSES)
+    x = global_avg_pool(_conv_bn_act(f.child(index), x, arch.MOBILENET_V2_HEAD, 1))
+    x = dropout(s, x, arch.MOBILENET_V2_DROPOUT)
+    return dense(s.child("classifier", 1), x, IMAGENET_CLASSES)
 
 
 def _squeeze_excitation(s: Scope, x: Array, squeeze: int) -> Array:
@@ -224,32 +213,22 @@ def _mbconv(s: Scope, x: Array, out_ch: int, expand: int, kernel: int, stride: i
         y = conv_bn_silu(b.child(0), y, expanded, 1)
         index = 1
     y = conv_bn_silu(b.child(index), y, expanded, kernel, stride=stride, groups=expanded)
-    # torchvision sizes the squeeze from the block's *input* width, not the expanded one.
-    y = _squeeze_excitation(b.child(index + 1), y, max(1, in_ch // 4))
+    y = _squeeze_excitation(b.child(index + 1), y, arch.squeeze_channels(in_ch))
     y = _conv_bn_act(b.child(index + 2), y, out_ch, 1, activation=None, eps=EFFNET_BN_EPS)
     return y + x if stride == 1 and in_ch == out_ch else y
 
 
-# (expand ratio, kernel, first stride, output channels, repeats) for B0.
-_EFFICIENTNET_B0_CFG = (
-    (1, 3, 1, 16, 1),
-    (6, 3, 2, 24, 2),
-    (6, 5, 2, 40, 2),
-    (6, 3, 2, 80, 3),
-    (6, 5, 1, 112, 3),
-    (6, 5, 2, 192, 4),
-    (6, 3, 1, 320, 1),
-)
-
-
 def _efficientnet_b0(s: Scope, x: Array) -> Array:
     f = s.child("features")
-    x = _conv_bn_act(f.child(0), x, 32, 3, stride=2, activation=jax.nn.silu, eps=EFFNET_BN_EPS)
-    for stage, (expand, kernel, stride, out_ch, repeats) in enumerate(_EFFICIENTNET_B0_CFG, 1):
+    conv_bn_silu = functools.partial(_conv_bn_act, activation=jax.nn.silu, eps=EFFNET_BN_EPS)
+    x = conv_bn_silu(f.child(0), x, arch.EFFICIENTNET_B0_STEM, 3, stride=2)
+    stages = arch.EFFICIENTNET_B0_STAGES
+    # Each block reads its input width from x, so the table's in_channels go unused here.
+    for number, (expand, kernel, stride, _, out_ch, repeats) in enumerate(stages, 1):
         for i in range(repeats):
-            x = _mbconv(f.child(stage, i), x, out_ch, expand, kernel, stride if i == 0 else 1)
-    x = _conv_bn_act(f.child(8), x, 1280, 1, activation=jax.nn.silu, eps=EFFNET_BN_EPS)
-    x = dropout(s, global_avg_pool(x), 0.2)
+            x = _mbconv(f.child(number, i), x, out_ch, expand, kernel, stride if i == 0 else 1)
+    x = conv_bn_silu(f.child(len(stages) + 1), x, arch.EFFICIENTNET_B0_HEAD, 1)
+    x = dropout(s, global_avg_pool(x), arch.EFFICIENTNET_B0_DROPOUT)
     return dense(s.child("classifier", 1), x, IMAGENET_CLASSES)
 
 
@@ -266,9 +245,9 @@ def _lstm(s: Scope, tokens: Array) -> Array:
 
 _FORWARDS: dict[str, Forward] = {
     "lenet": _lenet,
-    "resnet18": _resnet(_basic_block, 1, (2, 2, 2, 2)),
-    "resnet50": _resnet(_bottleneck, 4, (3, 4, 6, 3)),
-    "resnet152": _resnet(_bottleneck, 4, (3, 8, 36, 3)),
+    "resnet18": _resnet(arch.RESNETS["resnet18"]),
+    "resnet50": _resnet(arch.RESNETS["resnet50"]),
+    "resnet152": _resnet(arch.RESNETS["resnet152"]),
     "vgg16": _vgg16,
     "mobilenet_v2": _mobilenet_v2,
     "efficientnet_b0": _efficientnet_b0,
@@ -291,8 +270,7 @@ def input_struct(
     dtype = jnp.float32 if dtype is None else dtype
     if name == "lenet":
         return jax.ShapeDtypeStruct((batch_size, LENET_IMAGE_SIZE, LENET_IMAGE_SIZE, 1), dtype)
-    if image_size < 32:
-        # Five stride-2 stages: below 32 pixels the map vanishes (vgg16 fails outright).
+    if image_size < arch.MIN_IMAGE_SIZE:
         raise ValueError(f"image_size must be >= 32 for {name}, got {image_size}")
     return jax.ShapeDtypeStruct((batch_size, image_size, image_size, 3), dtype)
 
@@ -300,7 +278,8 @@ def input_struct(
 @functools.cache
 def param_specs(name: str) -> dict[str, ParamSpec]:
     """Every variable of `name` (trainable or not) in PyTorch's state_dict order."""
-    return collect_specs(_FORWARDS[name], input_struct(name, 1, image_size=32, seq_len=1))
+    smallest = input_struct(name, 1, image_size=arch.MIN_IMAGE_SIZE, seq_len=1)
+    return collect_specs(_FORWARDS[name], smallest)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """JaxPlugin: the JAX framework plugin (whole steps jit-compiled by XLA), on CPU or one GPU.
 
-Construction order matters: FWBENCH_THREADS is applied (as a CPU-affinity mask, see
-threads.py) before anything creates a jax backend, because XLA sizes its CPU thread pool only
-then. Models live in models.py, single ops in ops.py, the reference-net methods in
+Construction order matters: the context's thread count is applied (as a CPU-affinity mask,
+see threads.py) before anything creates a jax backend, because XLA sizes its CPU thread pool
+only then. Models live in models.py, single ops in ops.py, the reference-net methods in
 reference.py.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 import jax
 import jax.extend.backend
@@ -18,17 +19,22 @@ import jax.numpy as jnp
 import numpy as np
 
 from fwbench.jax_plugin import models, ops, reference
-from fwbench.jax_plugin.threads import THREADS_VARIABLE, limit_cpu_threads, requested_threads
+from fwbench.jax_plugin.threads import limit_cpu_threads
 from fwbench.jax_plugin.training import MODES, TrainLoop, compile_fn, make_infer_fn, sgd
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.plugin import (
+    ACCURACY,
+    EQUIVALENCE,
+    THREADS_VARIABLE,
     BuiltStep,
     Capability,
     DeviceInfo,
+    PluginContext,
     PluginDescription,
     Settings,
     UnsupportedWorkload,
     WorkloadSpec,
+    translate_out_of_memory,
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
 
@@ -51,11 +57,30 @@ _JAX_VARIABLES = (
     "XLA_PYTHON_CLIENT_MEM_FRACTION",
     "XLA_PYTHON_CLIENT_ALLOCATOR",
     "TF_CPP_MIN_LOG_LEVEL",
-    THREADS_VARIABLE,
 )
 # One seed, separate streams: weights from PRNGKey(seed) itself (as canonical_weights), the
 # dropout key from a fold of it, synthetic data from data_key(seed).
 _DROPOUT_STREAM = 1
+# How XLA's allocators word a failed allocation (BFC on GPUs, the CPU client's buffers).
+_OOM_MESSAGES = ("resource_exhausted", "out of memory", "failed to allocate")
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def is_out_of_memory(error: Exception) -> bool:
+    """XLA's runtime error with status RESOURCE_EXHAUSTED ("Out of memory while trying to
+    allocate ..."), raised by compilation, execution or block_until_ready."""
+    text = str(error).lower()
+    return isinstance(error, jax.errors.JaxRuntimeError) and any(m in text for m in _OOM_MESSAGES)
+
+
+def _translated(function: Callable[P, T]) -> Callable[P, T]:
+    return translate_out_of_memory(is_out_of_memory, function)
+
+
+# Dispatch is asynchronous: a step's errors, out of memory too, surface when it is awaited.
+# Wrapped once, here: synchronize runs inside every timed sample.
+_block_until_ready = _translated(jax.block_until_ready)
 
 
 def data_key(seed: int) -> jax.Array:
@@ -81,10 +106,8 @@ def _gpu_devices() -> list[jax.Device]:
 
 
 def select_device(requested: str) -> jax.Device:
-    """FWBENCH_DEVICE: "cpu", "cuda" or "auto" (the first GPU when there is one). A CUDA agent
-    on a host without a GPU must fail loudly, not measure the CPU under a CUDA label."""
-    if requested not in ("cpu", "cuda", "auto"):
-        raise RuntimeError(f"FWBENCH_DEVICE={requested!r}: expected cpu, cuda or auto")
+    """PluginContext.device: "cpu", "cuda" or "auto" (the first GPU when there is one). A CUDA
+    agent on a host without a GPU must fail loudly, not measure the CPU under a CUDA label."""
     gpus = [] if requested == "cpu" else _gpu_devices()
     if requested == "cuda" and not gpus:
         raise RuntimeError("FWBENCH_DEVICE=cuda but jax sees no GPU")
@@ -122,14 +145,16 @@ def _cuda_versions() -> dict[str, str]:
 
 
 class JaxPlugin:
-    def __init__(self) -> None:
-        threads = requested_threads(os.environ)
+    optional_capabilities = frozenset({ACCURACY, EQUIVALENCE})
+
+    def __init__(self, context: PluginContext) -> None:
+        threads = context.threads
         if threads and _backends_initialized():
             raise RuntimeError(
                 f"{THREADS_VARIABLE}={threads} cannot apply: jax already created its backend"
             )
         self._threads = limit_cpu_threads(threads)  # before the backend exists
-        self.device = select_device(os.environ.get("FWBENCH_DEVICE", "auto"))
+        self.device = select_device(context.device)
         self._gpu = self.device.platform == "gpu"
         # Every array this process creates (weights, synthetic data, host batches) and every
         # computation on them then lives on the selected device, also where JAX_PLATFORMS
@@ -166,21 +191,28 @@ class JaxPlugin:
             devices.append(DeviceInfo("gpu", gpu.id, gpu.device_kind, stats.get("bytes_limit", 0)))
         return tuple(devices)
 
-    def _check(self, spec_threads: int, dtype: str, mode: str) -> jnp.dtype:
-        if spec_threads and spec_threads != self._threads:
+    def _check(self, spec: WorkloadSpec) -> jnp.dtype:
+        """Refuses what this agent cannot run as asked; returns the jax dtype."""
+        if spec.threads and spec.threads != self._threads:
             raise UnsupportedWorkload(
                 "XLA sizes its CPU thread pool at start-up; start the agent with "
-                f"{THREADS_VARIABLE}={spec_threads} (this one runs {self._threads})"
+                f"{THREADS_VARIABLE}={spec.threads} (this one runs {self._threads})"
             )
         allowed = _GPU_DTYPES if self._gpu else _CPU_DTYPES
-        if dtype not in allowed:
-            raise UnsupportedWorkload(f"jax plugin on {self.device.platform}: no {dtype}")
-        if mode not in MODES:
-            raise UnsupportedWorkload(f"jax plugin has no mode {mode!r}; modes: {MODES}")
-        return _JNP_DTYPES[dtype]
+        if spec.dtype not in allowed:
+            raise UnsupportedWorkload(f"jax plugin on {self.device.platform}: no {spec.dtype}")
+        if spec.mode not in MODES:
+            raise UnsupportedWorkload(f"jax plugin has no mode {spec.mode!r}; modes: {MODES}")
+        if spec.phase not in ("train", "infer"):
+            raise UnsupportedWorkload(f"jax plugin has no phase {spec.phase!r}")
+        return _JNP_DTYPES[spec.dtype]
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
-        dtype = self._check(spec.threads, spec.dtype, spec.mode)
+        built = _translated(self._build)(spec)
+        return BuiltStep(_translated(built.step), built.settings)
+
+    def _build(self, spec: WorkloadSpec) -> BuiltStep:
+        dtype = self._check(spec)
         name = spec.workload.name
         train = spec.phase == "train"
         if name in _OPS:
@@ -246,7 +278,7 @@ class JaxPlugin:
         )
 
     def synchronize(self, output: object) -> None:
-        jax.block_until_ready(output)
+        _block_until_ready(output)
 
     # ---------------------------------------------------------------------- ReferencePlugin
 
@@ -259,7 +291,7 @@ class JaxPlugin:
     def trainer(
         self, model: str, weights: Weights, optimizer: OptimizerSpec, spec: WorkloadSpec
     ) -> reference.JaxTrainer:
-        dtype = self._check(spec.threads, spec.dtype, spec.mode)
+        dtype = self._check(spec)
         return reference.JaxTrainer(
             model,
             weights,

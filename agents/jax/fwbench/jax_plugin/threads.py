@@ -7,27 +7,15 @@ affinity to N cores before the backend exists therefore limits XLA to N threads 
 also keeps those threads on N cores (measured: with N=1 a 2048^3 gemm uses exactly one busy
 thread and CPU time equals wall time).
 
-This module must not import jax: it runs before jax decides anything.
+This module must not import jax: it runs before jax decides anything. The thread count is
+the runtime's (PluginContext.threads, from FWBENCH_THREADS).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 
-THREADS_VARIABLE = "FWBENCH_THREADS"
-
-
-def requested_threads(environ: Mapping[str, str]) -> int:
-    """FWBENCH_THREADS as an int; unset, empty or 0 mean "XLA's default"."""
-    raw = environ.get(THREADS_VARIABLE, "").strip()
-    try:
-        threads = int(raw or "0")
-    except ValueError:
-        raise RuntimeError(f"{THREADS_VARIABLE}={raw!r}: expected a non-negative integer") from None
-    if threads < 0:
-        raise RuntimeError(f"{THREADS_VARIABLE}={raw!r}: expected a non-negative integer")
-    return threads
+from fwbench.runtime.plugin import THREADS_VARIABLE
 
 
 def _set_process_affinity(cpus: set[int]) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from fwbench.runtime import digits
 from fwbench.runtime.plugin import Settings, WorkloadSpec
-from fwbench.runtime.reference import OptimizerSpec, ReferencePlugin
+from fwbench.runtime.reference import AccuracyPlugin, OptimizerSpec
 from fwbench.runtime.timing import Clock, ProgressCallback, RunCancelled
 
 OPTIMIZER = OptimizerSpec(learning_rate=0.01, momentum=0.9)
@@ -52,7 +52,7 @@ class AccuracyRun:
 
 
 def train_to_accuracy(
-    plugin: ReferencePlugin,
+    plugin: AccuracyPlugin,
     spec: WorkloadSpec,
     synchronize: Callable[[object], None],
     cancel: threading.Event,

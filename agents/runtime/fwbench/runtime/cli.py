@@ -6,7 +6,9 @@ loopback unless told otherwise. With --ports-file, writes {"grpc": PORT, "metric
 
 In an image, the options that are facts of the deployment come from the environment
 (FWBENCH_PLUGIN, FWBENCH_AGENT_NAME, FWBENCH_VARIANT, FWBENCH_HOST, FWBENCH_GRPC_PORT,
-FWBENCH_METRICS_PORT), so the container's command needs no arguments; flags override them."""
+FWBENCH_METRICS_PORT), so the container's command needs no arguments; flags override them.
+The plugin's start-up settings (FWBENCH_DEVICE, FWBENCH_THREADS, FWBENCH_INTEROP_THREADS) are
+read here, once, and handed to its constructor as a PluginContext."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import sys
 import threading
 from pathlib import Path
 
+from fwbench.runtime.plugin import InvalidContext, context_from_environment
 from fwbench.runtime.registry import PluginInvalid, PluginNotFound, load_plugin
 from fwbench.runtime.server import create_server
 
@@ -77,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     # NVML calls N, so that telemetry joins the right GPU (before any framework loads CUDA).
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     try:
-        plugin = load_plugin(args.plugin)
-    except (PluginNotFound, PluginInvalid) as error:
+        plugin = load_plugin(args.plugin, context_from_environment())
+    except (InvalidContext, PluginNotFound, PluginInvalid) as error:
         print(f"fwbench-agent: {error}", file=sys.stderr)
         return 2
     agent = create_server(

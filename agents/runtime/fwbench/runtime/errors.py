@@ -4,27 +4,13 @@ from __future__ import annotations
 
 import grpc
 
-from fwbench.runtime.plugin import UnsupportedWorkload
+from fwbench.runtime.plugin import OutOfMemory, UnsupportedWorkload
 from fwbench.runtime.timing import RunCancelled
 from fwbench.spec.catalogue import CatalogueError, UnknownWorkload
 
-# Frameworks spell "out of memory" differently: torch.OutOfMemoryError, TensorFlow's
-# ResourceExhaustedError, XLA's "RESOURCE_EXHAUSTED", the CPU allocators' messages.
-_OOM_TYPE_NAMES = ("OutOfMemoryError", "ResourceExhaustedError")
-_OOM_MESSAGES = (
-    "out of memory",
-    "can't allocate memory",
-    "cannot allocate memory",
-    "resource_exhausted",
-    "failed to allocate",
-)
-
-
-def is_out_of_memory(error: BaseException) -> bool:
-    if isinstance(error, MemoryError) or type(error).__name__ in _OOM_TYPE_NAMES:
-        return True
-    text = str(error).lower()
-    return any(marker in text for marker in _OOM_MESSAGES)
+# Plugins translate their framework's out-of-memory errors into OutOfMemory (plugin.py), so
+# no framework's exception names or messages are listed here; MemoryError is Python's own.
+_OUT_OF_MEMORY = (OutOfMemory, MemoryError)
 
 
 def status_for(error: BaseException) -> tuple[grpc.StatusCode, str]:
@@ -38,6 +24,6 @@ def status_for(error: BaseException) -> tuple[grpc.StatusCode, str]:
         return grpc.StatusCode.UNIMPLEMENTED, message
     if isinstance(error, RunCancelled):
         return grpc.StatusCode.CANCELLED, "run cancelled"
-    if is_out_of_memory(error):
+    if isinstance(error, _OUT_OF_MEMORY):
         return grpc.StatusCode.RESOURCE_EXHAUSTED, f"out of memory: {message}"
     return grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {message}"

@@ -1,16 +1,111 @@
-"""The narrow interface a framework plugin implements, and the types it exchanges."""
+"""The narrow interface a framework plugin implements, and the types it exchanges.
+
+docs/plugins.md is the contract in prose; tests/plugin_contract checks a plugin against it."""
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from fwbench.spec.catalogue import WorkloadDef
+
+DEVICES = ("cpu", "cuda", "auto")
+DEVICE_VARIABLE = "FWBENCH_DEVICE"
+THREADS_VARIABLE = "FWBENCH_THREADS"
+INTEROP_THREADS_VARIABLE = "FWBENCH_INTEROP_THREADS"
+
+# Optional capabilities a plugin may declare, each with the methods it then implements
+# (signatures in reference.py). "accuracy" runs the catalogue's accuracy workloads;
+# "equivalence" serves fwbench-reference (canonical weights, the cross-framework check).
+ACCURACY = "accuracy"
+EQUIVALENCE = "equivalence"
+OPTIONAL_CAPABILITIES: Mapping[str, tuple[str, ...]] = {
+    ACCURACY: ("canonical_weights", "trainer"),
+    EQUIVALENCE: ("canonical_weights", "equivalence"),
+}
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
 class UnsupportedWorkload(Exception):
     """The plugin cannot run this workload, phase, dtype or mode (maps to UNIMPLEMENTED)."""
+
+
+class OutOfMemory(Exception):
+    """The framework ran out of host or device memory (maps to RESOURCE_EXHAUSTED).
+
+    Plugins raise it chained from the framework's own error: `raise OutOfMemory(...) from e`."""
+
+
+class InvalidContext(ValueError):
+    """A start-up setting (FWBENCH_DEVICE, FWBENCH_THREADS, ...) has a value outside its range."""
+
+
+def _check_device(name: str, value: str) -> None:
+    if value not in DEVICES:
+        raise InvalidContext(f"{name}={value!r}: expected cpu, cuda or auto")
+
+
+def _check_count(name: str, value: int) -> None:
+    if value < 0:
+        raise InvalidContext(f"{name}={value!r}: expected a non-negative integer")
+
+
+@dataclass(frozen=True)
+class PluginContext:
+    """What the runtime hands a plugin's constructor: decided once, per agent process."""
+
+    device: str = "auto"  # "cpu"; "cuda" (refuse to start without one); "auto" (CUDA if any)
+    threads: int = 0  # intra-op threads to size the pools with; 0 = the framework's default
+    interop_threads: int = 0  # inter-op threads; 0 = the framework's default
+
+    def __post_init__(self) -> None:
+        _check_device("device", self.device)
+        _check_count("threads", self.threads)
+        _check_count("interop_threads", self.interop_threads)
+
+
+def _env_count(environ: Mapping[str, str], name: str) -> int:
+    raw = environ.get(name, "").strip()
+    try:
+        value = int(raw or "0")
+    except ValueError:
+        raise InvalidContext(f"{name}={raw!r}: expected a non-negative integer") from None
+    _check_count(name, value)
+    return value
+
+
+def context_from_environment(environ: Mapping[str, str] = os.environ) -> PluginContext:
+    """FWBENCH_DEVICE (default auto), FWBENCH_THREADS and FWBENCH_INTEROP_THREADS (default 0);
+    raises InvalidContext naming the variable and its allowed values."""
+    device = environ.get(DEVICE_VARIABLE, "").strip() or "auto"
+    _check_device(DEVICE_VARIABLE, device)
+    threads = _env_count(environ, THREADS_VARIABLE)
+    return PluginContext(device, threads, _env_count(environ, INTEROP_THREADS_VARIABLE))
+
+
+def translate_out_of_memory(
+    is_out_of_memory: Callable[[Exception], bool], function: Callable[P, T]
+) -> Callable[P, T]:
+    """`function`, raising OutOfMemory (chained) for the errors `is_out_of_memory` recognises:
+    lets a plugin translate its framework's errors in one place (build, step, synchronize)."""
+
+    # Name, docstring and __wrapped__ only: a framework's callable object (a tf.function) keeps
+    # its own state, which has no business in this wrapper's __dict__.
+    @functools.wraps(function, updated=())
+    def translated(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return function(*args, **kwargs)
+        except Exception as error:
+            if is_out_of_memory(error):
+                raise OutOfMemory(f"{type(error).__name__}: {error}") from error
+            raise
+
+    return translated
 
 
 @dataclass(frozen=True)
@@ -84,8 +179,12 @@ class PluginDescription:
 
 @runtime_checkable
 class FrameworkPlugin(Protocol):
-    """A framework, as the runtime sees it. Implementations are constructed with no
-    arguments by the registry; construction may import the framework."""
+    """A framework, as the runtime sees it: constructed by the registry as `Plugin(context)`
+    with a PluginContext; construction may import the framework and size its thread pools."""
+
+    # Names from OPTIONAL_CAPABILITIES this plugin implements; the registry refuses a plugin
+    # that declares one without its methods. Declared, never probed: frozenset() for none.
+    optional_capabilities: frozenset[str]
 
     def describe(self) -> PluginDescription:
         """Identity, build info, devices and capabilities. Cheap; called once at start-up."""
@@ -94,8 +193,9 @@ class FrameworkPlugin(Protocol):
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         """Builds model, synthetic inputs (on the device, from spec.seed) and optimizer.
 
-        Blocks while building. Raises UnsupportedWorkload for what the plugin cannot run;
-        any framework error (out of memory included) propagates unchanged."""
+        Blocks while building. Raises UnsupportedWorkload for what the plugin cannot run and
+        OutOfMemory (here or from the step) when the framework runs out of memory; any other
+        framework error propagates unchanged."""
         ...
 
     def synchronize(self, output: object) -> None:

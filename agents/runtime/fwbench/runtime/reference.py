@@ -1,8 +1,10 @@
-"""The second, optional interface of a framework plugin: models as *reference* nets.
+"""The optional capabilities of a framework plugin: models as *reference* nets.
 
 Benchmarks only need `FrameworkPlugin`. Proving that the "same" model really is the same in
-every framework, and training one to a target accuracy on identical data, needs three more
-methods, declared here as `ReferencePlugin`. They all speak one framework-neutral currency:
+every framework (capability "equivalence": `EquivalencePlugin`), and training one to a target
+accuracy on identical data (capability "accuracy": `AccuracyPlugin`), need more methods, which
+a plugin implements when it declares the capability (`FrameworkPlugin.optional_capabilities`,
+checked at load by the registry). They all speak one framework-neutral currency:
 
 **Canonical weights** -- a ``dict[str, numpy.ndarray]`` keyed by the PyTorch ``state_dict``
 names of the catalogue models (``agents/torch/fwbench/torch_plugin/models.py``), float32, in
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import numpy as np
 
@@ -88,15 +90,12 @@ class Trainer(Protocol):
         ...
 
 
-@runtime_checkable
-class ReferencePlugin(Protocol):
+class AccuracyPlugin(Protocol):
+    """The methods of optional capability "accuracy"."""
+
     def canonical_weights(self, model: str, seed: int) -> dict[str, np.ndarray]:
         """A freshly initialised `model` (the framework's own initialisers, seeded) exported as
         canonical weights: names, shapes and layouts must equal PyTorch's."""
-        ...
-
-    def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
-        """Runs the steps documented on `EquivalenceCase`."""
         ...
 
     def trainer(
@@ -104,6 +103,18 @@ class ReferencePlugin(Protocol):
     ) -> Trainer:
         """`model` loaded with canonical `weights`, ready to train with `optimizer` in
         `spec.mode`, `spec.dtype` and `spec.threads`."""
+        ...
+
+
+class EquivalencePlugin(Protocol):
+    """The methods of optional capability "equivalence" (what fwbench-reference calls)."""
+
+    def canonical_weights(self, model: str, seed: int) -> dict[str, np.ndarray]:
+        """As `AccuracyPlugin.canonical_weights`."""
+        ...
+
+    def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
+        """Runs the steps documented on `EquivalenceCase`."""
         ...
 
 

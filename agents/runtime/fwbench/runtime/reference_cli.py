@@ -21,14 +21,16 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
+from fwbench.runtime.plugin import EQUIVALENCE, context_from_environment
 from fwbench.runtime.reference import (
     EquivalenceCase,
+    EquivalencePlugin,
     EquivalenceResult,
     OptimizerSpec,
-    ReferencePlugin,
 )
 from fwbench.runtime.registry import load_plugin
 
@@ -107,10 +109,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    plugin = load_plugin(args.plugin)
-    if not isinstance(plugin, ReferencePlugin):
-        print(f"fwbench-reference: plugin {args.plugin!r} has no reference models", file=sys.stderr)
+    loaded = load_plugin(args.plugin, context_from_environment())
+    if EQUIVALENCE not in loaded.optional_capabilities:
+        print(f"fwbench-reference: plugin {args.plugin!r} lacks {EQUIVALENCE!r}", file=sys.stderr)
         return 2
+    plugin = cast(EquivalencePlugin, loaded)  # the registry checked the declaration
     if args.command == "shapes":
         shapes = {
             model: {k: list(v.shape) for k, v in plugin.canonical_weights(model, 0).items()}

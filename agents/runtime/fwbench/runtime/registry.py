@@ -1,13 +1,19 @@
 """Finds framework plugins through the `fwbench.plugins` entry-point group, so that adding
-a framework means installing a package, never editing the runtime."""
+a framework means installing a package, never editing the runtime. A plugin is checked once,
+here, when it loads: the methods of the contract, and those of every optional capability it
+declares (docs/plugins.md)."""
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+import inspect
+from collections.abc import Callable
+from importlib.metadata import EntryPoint, entry_points
+from typing import cast
 
-from fwbench.runtime.plugin import FrameworkPlugin
+from fwbench.runtime.plugin import OPTIONAL_CAPABILITIES, FrameworkPlugin, PluginContext
 
 ENTRY_POINT_GROUP = "fwbench.plugins"
+REQUIRED_METHODS = ("describe", "build", "synchronize")
 
 
 class PluginNotFound(LookupError):
@@ -15,22 +21,62 @@ class PluginNotFound(LookupError):
 
 
 class PluginInvalid(TypeError):
-    """The entry point loaded, but what it built does not implement FrameworkPlugin."""
+    """The entry point loaded, but what it built does not keep the plugin contract."""
 
 
 def available_plugins() -> list[str]:
     return sorted(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))
 
 
-def load_plugin(name: str) -> FrameworkPlugin:
-    """Imports and constructs the named plugin; the framework is imported here."""
+def _entry_point(name: str) -> EntryPoint:
     matches = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
     if not matches:
         installed = ", ".join(available_plugins()) or "none"
         raise PluginNotFound(f"no fwbench plugin named {name!r}; installed: {installed}")
-    plugin = matches[0].load()()
-    if not isinstance(plugin, FrameworkPlugin):
+    return matches[0]
+
+
+def _check_factory(label: str, factory: Callable[..., object]) -> None:
+    # Checked before the call, so that a TypeError raised inside a constructor keeps its
+    # own traceback instead of passing for a wrong signature.
+    try:
+        inspect.signature(factory).bind(PluginContext())
+    except (TypeError, ValueError):
+        raise PluginInvalid(f"{label} must be callable with one PluginContext") from None
+
+
+def _lacking(plugin: object, methods: tuple[str, ...]) -> list[str]:
+    return [method for method in methods if not callable(getattr(plugin, method, None))]
+
+
+def check_plugin(label: str, plugin: object) -> FrameworkPlugin:
+    """`plugin` if it keeps the contract; raises PluginInvalid naming what is missing."""
+    lacking = _lacking(plugin, REQUIRED_METHODS)
+    if lacking:
+        raise PluginInvalid(f"{label} lacks {', '.join(lacking)}")
+    declared = getattr(plugin, "optional_capabilities", None)
+    if not isinstance(declared, frozenset) or not all(isinstance(c, str) for c in declared):
+        raise PluginInvalid(f"{label} must declare optional_capabilities, a frozenset of names")
+    for capability in sorted(declared):
+        _check_capability(label, plugin, capability)
+    return cast(FrameworkPlugin, plugin)  # what the checks above established
+
+
+def _check_capability(label: str, plugin: object, capability: str) -> None:
+    if capability not in OPTIONAL_CAPABILITIES:
+        known = ", ".join(OPTIONAL_CAPABILITIES)
+        raise PluginInvalid(f"{label} declares unknown capability {capability!r}; known: {known}")
+    lacking = _lacking(plugin, OPTIONAL_CAPABILITIES[capability])
+    if lacking:
         raise PluginInvalid(
-            f"plugin {name!r} ({matches[0].value}) lacks describe/build/synchronize"
+            f"{label} declares capability {capability!r} but lacks {', '.join(lacking)}"
         )
-    return plugin
+
+
+def load_plugin(name: str, context: PluginContext) -> FrameworkPlugin:
+    """Imports the named plugin and constructs it with `context`; the framework loads here."""
+    entry = _entry_point(name)
+    label = f"plugin {name!r} ({entry.value})"
+    factory = entry.load()
+    _check_factory(label, factory)
+    return check_plugin(label, factory(context))

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import cast
 
 import grpc
 
@@ -22,6 +23,7 @@ from fwbench.runtime.errors import status_for
 from fwbench.runtime.hostinfo import environment_switches, host_info
 from fwbench.runtime.metrics import AgentMetrics
 from fwbench.runtime.plugin import (
+    ACCURACY,
     Capability,
     FrameworkPlugin,
     PluginDescription,
@@ -29,7 +31,7 @@ from fwbench.runtime.plugin import (
     UnsupportedWorkload,
     WorkloadSpec,
 )
-from fwbench.runtime.reference import ReferencePlugin
+from fwbench.runtime.reference import AccuracyPlugin
 from fwbench.runtime.requests import loop_plan, workload_spec
 from fwbench.runtime.timing import LoopPlan, Measurement, measure
 from fwbench.spec import SPEC_VERSION, Catalogue
@@ -214,11 +216,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             build = lambda: self._plugin.build(spec)  # noqa: E731
             result = measure(build, self._plugin.synchronize, plan, active.cancel, on_progress)
             return _result_message(active.run_id, spec, result)
-        if not isinstance(self._plugin, ReferencePlugin):  # capabilities() already excludes it
-            raise UnsupportedWorkload(f"{spec.workload.name} needs a ReferencePlugin")
-        run = train_to_accuracy(
-            self._plugin, spec, self._plugin.synchronize, active.cancel, on_progress
-        )
+        if ACCURACY not in self._plugin.optional_capabilities:  # capabilities() excludes it
+            raise UnsupportedWorkload(f"{spec.workload.name} needs capability {ACCURACY!r}")
+        plugin = cast(AccuracyPlugin, self._plugin)  # the registry checked the declaration
+        run = train_to_accuracy(plugin, spec, self._plugin.synchronize, active.cancel, on_progress)
         return _accuracy_message(active.run_id, spec, run)
 
     def Cancel(  # noqa: N802
@@ -239,11 +240,11 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 def capabilities(
     plugin: FrameworkPlugin, description: PluginDescription, catalogue: Catalogue
 ) -> dict[str, Capability]:
-    """The plugin's own capabilities, plus every accuracy workload whose model it runs, when it
-    also implements ReferencePlugin (the runtime drives those; same dtypes and modes as the
+    """The plugin's own capabilities, plus every accuracy workload whose model it trains, when
+    it declares capability "accuracy" (the runtime drives those; same dtypes and modes as the
     model's training step)."""
     result = dict(description.capabilities)
-    if isinstance(plugin, ReferencePlugin):
+    if ACCURACY in plugin.optional_capabilities:
         for name, workload in catalogue.workloads.items():
             model = result.get(workload.model)
             if workload.kind == "accuracy" and model is not None and "train" in model.phases:

@@ -3,7 +3,8 @@ thread pools, visible devices, and the check that oneDNN really is on or off as 
 
 TensorFlow sizes its thread pools and fixes its visible devices when its context initialises
 (at the first op), and reads TF_ENABLE_ONEDNN_OPTS once, at import. None of this can change
-in a running process, so the agent's environment decides it."""
+in a running process, so the agent's start-up settings (the runtime's PluginContext, and
+TensorFlow's own variables) decide it."""
 
 from __future__ import annotations
 
@@ -29,13 +30,11 @@ TF_VARIABLES = (
     "ONEDNN_VERBOSE",
     "ONEDNN_MAX_CPU_ISA",
     "KERAS_BACKEND",
-    "FWBENCH_DEVICE",
-    "FWBENCH_THREADS",
-    "FWBENCH_INTEROP_THREADS",
 )
 
 
 def _env_int(name: str) -> int:
+    """One of TensorFlow's own thread variables (TF_NUM_*), as TensorFlow would read it."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return 0
@@ -54,10 +53,9 @@ class Threads:
     inter_op: int
 
 
-def configure_threads() -> Threads:
-    """Applies FWBENCH_THREADS (intra-op) and FWBENCH_INTEROP_THREADS; 0 or unset keeps
-    TensorFlow's default. Returns the effective sizes."""
-    intra, inter = _env_int("FWBENCH_THREADS"), _env_int("FWBENCH_INTEROP_THREADS")
+def configure_threads(intra: int, inter: int) -> Threads:
+    """Sizes the intra-op and inter-op pools; 0 keeps TensorFlow's default. Returns the
+    effective sizes."""
     threading = tf.config.threading
     # Setting an unchanged value is skipped so that a second plugin in the same process (tests)
     # does not trip TensorFlow's "cannot be modified after initialization".
@@ -87,11 +85,9 @@ def effective_inter_op_threads() -> int:
 
 
 def select_device(requested: str) -> str:
-    """FWBENCH_DEVICE: "cpu" (GPUs hidden), "cuda" (a GPU is required) or "auto" (the first GPU
-    when there is one). A CUDA agent on a host without a GPU must fail loudly, not measure the
-    CPU under a CUDA label. Returns a TensorFlow device string."""
-    if requested not in ("cpu", "cuda", "auto"):
-        raise RuntimeError(f"FWBENCH_DEVICE={requested!r}: expected cpu, cuda or auto")
+    """PluginContext.device: "cpu" (GPUs hidden), "cuda" (a GPU is required) or "auto" (the
+    first GPU when there is one). A CUDA agent on a host without a GPU must fail loudly, not
+    measure the CPU under a CUDA label. Returns a TensorFlow device string."""
     gpus = tf.config.list_physical_devices("GPU")
     if requested == "cpu":
         if gpus:

@@ -22,13 +22,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+# PyTorch's BatchNorm defaults; BN_MOMENTUM is PyTorch's convention (Keras would call it 0.9).
+from fwbench.runtime.architectures import BN_EPS, BN_MOMENTUM
+
 Converter = Callable[[np.ndarray], np.ndarray]
 Activation = Callable[[tf.Tensor], tf.Tensor]
 
 # cuDNN rejects BatchNorm epsilons below CUDNN_BN_MIN_EPSILON (1e-5, and float32(1e-5) is a hair
 # smaller); tf.nn.fused_batch_norm clamps to this value for the same reason.
 _CUDNN_MIN_EPSILON = 1.001e-5
-BN_MOMENTUM = 0.1  # PyTorch's BatchNorm momentum (Keras would call it 0.9)
 
 
 def _same(array: np.ndarray) -> np.ndarray:
@@ -197,7 +199,7 @@ class BatchNorm:
     FusedBatchNormV3 does both in one kernel: with `exponential_avg_factor` it returns the
     updated running mean and (Bessel-corrected) running variance directly."""
 
-    def __init__(self, store: ParamStore, name: str, channels: int, eps: float = 1e-5) -> None:
+    def __init__(self, store: ParamStore, name: str, channels: int, eps: float = BN_EPS) -> None:
         dtype = store.norm_dtype
         self.fused = dtype != tf.float64
         self.eps = max(eps, _CUDNN_MIN_EPSILON) if store.on_gpu else eps

@@ -1,7 +1,8 @@
 """TensorFlow definitions of fwbench's catalogue models, NHWC, layer for layer as the PyTorch
 plugin's (agents/torch/fwbench/torch_plugin/models.py): same order, channels, strides,
 symmetric padding, bias flags, BatchNorm epsilons and momentum, dropout placement; every
-weight registered under its PyTorch ``state_dict`` name (see `layers.ParamStore`).
+weight registered under its PyTorch ``state_dict`` name (see `layers.ParamStore`). The
+numbers (channels, depths, strides, stage tables) come from ``fwbench.runtime.architectures``.
 
 Initialisation is Keras' default (Glorot-uniform kernels, zero biases, uniform(-0.05, 0.05)
 embeddings, orthogonal recurrent kernel), not PyTorch's: the models are benchmarked, and
@@ -10,12 +11,22 @@ equivalence tests load canonical weights anyway.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import tensorflow as tf
 
+from fwbench.runtime import architectures as arch
+from fwbench.runtime.architectures import (
+    LENET_IMAGE_SIZE,
+    LSTM_EMBED_DIM,
+    LSTM_HIDDEN_SIZE,
+    LSTM_VOCAB_SIZE,
+    NUM_CLASSES,
+)
+from fwbench.runtime.architectures import check_model_name as check_name
 from fwbench.tf_plugin.layers import (
     LSTM,
     Activation,
@@ -31,22 +42,8 @@ from fwbench.tf_plugin.layers import (
     max_pool_3x3_s2_p1,
 )
 
-MODEL_NAMES: tuple[str, ...] = (
-    "lenet",
-    "resnet18",
-    "resnet50",
-    "resnet152",
-    "vgg16",
-    "mobilenet_v2",
-    "efficientnet_b0",
-    "lstm",
-)
-NUM_CLASSES = dict.fromkeys(MODEL_NAMES, 1000) | {"lenet": 10, "lstm": 2}
-LENET_IMAGE_SIZE = 28
-LSTM_VOCAB_SIZE = 20_000
-LSTM_EMBED_DIM = 128
-LSTM_HIDDEN_SIZE = 128
-_EFFNET_BN_EPS = 1e-3  # torchvision builds EfficientNet (v1) with BatchNorm2d(eps=1e-3)
+MODEL_NAMES = arch.MODEL_NAMES  # re-exported: plugin.py and the tests read it here
+_EFFNET_BN_EPS = arch.EFFICIENTNET_BN_EPS
 
 
 class Model(Protocol):
@@ -67,20 +64,26 @@ def _silu(x: tf.Tensor) -> tf.Tensor:
 
 
 class LeNet:
-    """LeNet-5 for 1x28x28 inputs; padding=2 on conv1 stands in for the original 32x32 input."""
+    """LeNet-5 for 1x28x28 inputs (architectures.LENET_*)."""
 
     def __init__(self, store: ParamStore, num_classes: int, dropout_scale: float) -> None:
         self.store = store
-        self.conv1 = Conv2D(store, "features.0", 1, 6, 5, pad=2, bias=True)
-        self.conv2 = Conv2D(store, "features.3", 6, 16, 5, bias=True)
-        self.fc1 = Dense(store, "classifier.0", 16 * 5 * 5, 120, flattened_from=(16, 5, 5))
-        self.fc2 = Dense(store, "classifier.2", 120, 84)
-        self.fc3 = Dense(store, "classifier.4", 84, num_classes)
+        (c1, c2), (h1, h2) = arch.LENET_CONVS, arch.LENET_HIDDEN
+        self.flat = math.prod(arch.LENET_FEATURES)
+        self.conv1 = Conv2D(
+            store, "features.0", 1, c1.channels, c1.kernel, pad=c1.padding, bias=True
+        )
+        self.conv2 = Conv2D(
+            store, "features.3", c1.channels, c2.channels, c2.kernel, pad=c2.padding, bias=True
+        )
+        self.fc1 = Dense(store, "classifier.0", self.flat, h1, arch.LENET_FEATURES)
+        self.fc2 = Dense(store, "classifier.2", h1, h2)
+        self.fc3 = Dense(store, "classifier.4", h2, num_classes)
 
     def __call__(self, x: tf.Tensor, training: bool) -> tf.Tensor:
         x = max_pool_2x2(tf.nn.relu(self.conv1(x)))
         x = max_pool_2x2(tf.nn.relu(self.conv2(x)))
-        x = tf.reshape(x, (-1, 16 * 5 * 5))  # (H, W, C) order; fc1's rows are permuted to match
+        x = tf.reshape(x, (-1, self.flat))  # (H, W, C) order; fc1's rows are permuted to match
         return self.fc3(tf.nn.relu(self.fc2(tf.nn.relu(self.fc1(x)))))
 
 
@@ -103,7 +106,7 @@ class _ConvBN:
         *,
         depthwise: bool = False,
         activation: Activation | None = None,
-        eps: float = 1e-5,
+        eps: float = arch.BN_EPS,
     ) -> None:
         pad = (kernel - 1) // 2
         self.conv = Conv2D(
@@ -190,19 +193,20 @@ def _residual(
     return tf.nn.relu(out + identity)
 
 
+_BLOCKS: dict[str, type[BasicBlock | Bottleneck]] = {
+    "basic": BasicBlock,
+    "bottleneck": Bottleneck,
+}
+
+
 class ResNet:
-    def __init__(
-        self,
-        store: ParamStore,
-        block: type[BasicBlock | Bottleneck],
-        depths: tuple[int, int, int, int],
-        num_classes: int,
-    ) -> None:
+    def __init__(self, store: ParamStore, spec: arch.ResNetSpec, num_classes: int) -> None:
         self.store = store
-        self.stem = _ConvBN(store, "conv1", "bn1", 3, 64, 7, 2, activation=tf.nn.relu)
+        block, in_ch = _BLOCKS[spec.block], arch.RESNET_STEM_CHANNELS
+        self.stem = _ConvBN(store, "conv1", "bn1", 3, in_ch, 7, 2, activation=tf.nn.relu)
         self.blocks: list[_Block] = []
-        in_ch = 64
-        for stage, (planes, depth) in enumerate(zip((64, 128, 256, 512), depths, strict=True)):
+        widths = arch.RESNET_STAGE_WIDTHS
+        for stage, (planes, depth) in enumerate(zip(widths, spec.depths, strict=True)):
             for i in range(depth):
                 stride = 2 if stage > 0 and i == 0 else 1
                 self.blocks.append(block(store, f"layer{stage + 1}.{i}", in_ch, planes, stride))
@@ -218,18 +222,15 @@ class ResNet:
 
 # ----------------------------------------------------------------------------------------- VGG
 
-# torchvision's configuration "D"; 0 is a 2x2 max-pool.
-_VGG16_CFG = (64, 64, 0, 128, 128, 0, 256, 256, 256, 0, 512, 512, 512, 0, 512, 512, 512, 0)
-
 
 class VGG16:
     def __init__(self, store: ParamStore, num_classes: int, dropout_scale: float) -> None:
         self.store = store
-        self.dropout = 0.5 * dropout_scale
+        self.dropout = arch.VGG_DROPOUT * dropout_scale
         self.features: list[Conv2D | None] = []  # None marks a max-pool
         in_ch = 3
         for index, width in self._torch_indices().items():
-            if width == 0:
+            if width == arch.POOL:
                 self.features.append(None)
                 continue
             # No BatchNorm in plain vgg16, so these convs keep their bias.
@@ -237,41 +238,34 @@ class VGG16:
                 Conv2D(store, f"features.{index}", in_ch, width, 3, pad=1, bias=True)
             )
             in_ch = width
-        self.fc1 = Dense(store, "classifier.0", 512 * 7 * 7, 4096, flattened_from=(512, 7, 7))
-        self.fc2 = Dense(store, "classifier.3", 4096, 4096)
-        self.fc3 = Dense(store, "classifier.6", 4096, num_classes)
+        pooled, hidden = arch.VGG_POOLED_SIZE, arch.VGG_HIDDEN
+        self.flat = (in_ch, pooled, pooled)
+        flat = math.prod(self.flat)
+        self.fc1 = Dense(store, "classifier.0", flat, hidden, flattened_from=self.flat)
+        self.fc2 = Dense(store, "classifier.3", hidden, hidden)
+        self.fc3 = Dense(store, "classifier.6", hidden, num_classes)
 
     @staticmethod
     def _torch_indices() -> dict[int, int]:
         """Position in torchvision's `features` Sequential (conv, ReLU, ..., pool) -> width."""
         indices, position = {}, 0
-        for width in _VGG16_CFG:
+        for width in arch.VGG16_CONFIG:
             indices[position] = width
-            position += 1 if width == 0 else 2  # a conv is followed by its ReLU
+            position += 1 if width == arch.POOL else 2  # a conv is followed by its ReLU
         return indices
 
     def __call__(self, x: tf.Tensor, training: bool) -> tf.Tensor:
         for conv in self.features:
             x = max_pool_2x2(x) if conv is None else tf.nn.relu(conv(x))
         # Adaptive pooling keeps the 25088-wide classifier valid for every image size.
-        x = tf.reshape(adaptive_avg_pool(x, 7), (-1, 7 * 7 * 512))
+        channels, pooled, _ = self.flat
+        x = tf.reshape(adaptive_avg_pool(x, pooled), (-1, pooled * pooled * channels))
         x = dropout(tf.nn.relu(self.fc1(x)), self.dropout, training)
         x = dropout(tf.nn.relu(self.fc2(x)), self.dropout, training)
         return self.fc3(x)
 
 
 # ------------------------------------------------------------------------------- MobileNetV2
-
-# (expand ratio t, output channels c, repeats n, first stride s), as in torchvision.
-_MOBILENET_V2_CFG = (
-    (1, 16, 1, 1),
-    (6, 24, 2, 2),
-    (6, 32, 3, 2),
-    (6, 64, 4, 2),
-    (6, 96, 3, 1),
-    (6, 160, 3, 2),
-    (6, 320, 1, 1),
-)
 
 
 class InvertedResidual:
@@ -313,19 +307,19 @@ class InvertedResidual:
 class MobileNetV2:
     def __init__(self, store: ParamStore, num_classes: int, dropout_scale: float) -> None:
         self.store = store
-        self.dropout = 0.2 * dropout_scale
+        self.dropout = arch.MOBILENET_V2_DROPOUT * dropout_scale
+        in_ch, head = arch.MOBILENET_V2_STEM, arch.MOBILENET_V2_HEAD
         self.features: list[_Block] = [
-            _sequential(store, "features.0", 3, 32, 3, 2, activation=_relu6)
+            _sequential(store, "features.0", 3, in_ch, 3, 2, activation=_relu6)
         ]
-        in_ch = 32
-        for t, c, n, s in _MOBILENET_V2_CFG:
+        for t, c, n, s in arch.MOBILENET_V2_STAGES:
             for i in range(n):
                 name = f"features.{len(self.features)}"
                 self.features.append(InvertedResidual(store, name, in_ch, c, s if i == 0 else 1, t))
                 in_ch = c
         name = f"features.{len(self.features)}"
-        self.features.append(_sequential(store, name, in_ch, 1280, 1, activation=_relu6))
-        self.classifier = Dense(store, "classifier.1", 1280, num_classes)
+        self.features.append(_sequential(store, name, in_ch, head, 1, activation=_relu6))
+        self.classifier = Dense(store, "classifier.1", head, num_classes)
 
     def __call__(self, x: tf.Tensor, training: bool) -> tf.Tensor:
         for layer in self.features:
@@ -334,17 +328,6 @@ class MobileNetV2:
 
 
 # ------------------------------------------------------------------------------ EfficientNet
-
-# (expand ratio, kernel, first stride, in channels, out channels, repeats) for B0.
-_EFFICIENTNET_B0_CFG = (
-    (1, 3, 1, 32, 16, 1),
-    (6, 3, 2, 16, 24, 2),
-    (6, 5, 2, 24, 40, 2),
-    (6, 3, 2, 40, 80, 3),
-    (6, 5, 1, 80, 112, 3),
-    (6, 5, 2, 112, 192, 4),
-    (6, 3, 1, 192, 320, 1),
-)
 
 
 class SqueezeExcitation:
@@ -392,8 +375,8 @@ class MBConv:
             activation=_silu,
             eps=eps,
         )
-        # torchvision sizes the squeeze from the block's *input* width, not the expanded one.
-        se = SqueezeExcitation(store, f"{name}.block.{i + 1}", expanded, max(1, in_ch // 4))
+        squeeze = arch.squeeze_channels(in_ch)
+        se = SqueezeExcitation(store, f"{name}.block.{i + 1}", expanded, squeeze)
         project = _sequential(store, f"{name}.block.{i + 2}", expanded, out_ch, 1, eps=eps)
         self.layers += [depthwise, lambda x, _training: se(x), project]
 
@@ -407,13 +390,12 @@ class MBConv:
 class EfficientNetB0:
     def __init__(self, store: ParamStore, num_classes: int, dropout_scale: float) -> None:
         self.store = store
-        self.dropout = 0.2 * dropout_scale
-        eps = _EFFNET_BN_EPS
-        self.stem = _sequential(store, "features.0", 3, 32, 3, 2, activation=_silu, eps=eps)
+        self.dropout = arch.EFFICIENTNET_B0_DROPOUT * dropout_scale
+        eps, stem, head = _EFFNET_BN_EPS, arch.EFFICIENTNET_B0_STEM, arch.EFFICIENTNET_B0_HEAD
+        self.stem = _sequential(store, "features.0", 3, stem, 3, 2, activation=_silu, eps=eps)
         self.blocks: list[MBConv] = []
-        for stage, (expand, kernel, stride, in_ch, out_ch, repeats) in enumerate(
-            _EFFICIENTNET_B0_CFG, start=1
-        ):
+        stages = arch.EFFICIENTNET_B0_STAGES
+        for stage, (expand, kernel, stride, in_ch, out_ch, repeats) in enumerate(stages, start=1):
             for i in range(repeats):
                 self.blocks.append(
                     MBConv(
@@ -426,8 +408,9 @@ class EfficientNetB0:
                         stride if i == 0 else 1,
                     )
                 )
-        self.head = _sequential(store, "features.8", 320, 1280, 1, activation=_silu, eps=eps)
-        self.classifier = Dense(store, "classifier.1", 1280, num_classes)
+        name, last = f"features.{len(stages) + 1}", stages[-1].out_channels
+        self.head = _sequential(store, name, last, head, 1, activation=_silu, eps=eps)
+        self.classifier = Dense(store, "classifier.1", head, num_classes)
 
     def __call__(self, x: tf.Tensor, training: bool) -> tf.Tensor:
         x = self.stem(x, training)
@@ -459,19 +442,14 @@ class LSTMClassifier:
 _Builder = Callable[[ParamStore, int, float], Model]
 _BUILDERS: dict[str, _Builder] = {
     "lenet": LeNet,
-    "resnet18": lambda s, n, _d: ResNet(s, BasicBlock, (2, 2, 2, 2), n),
-    "resnet50": lambda s, n, _d: ResNet(s, Bottleneck, (3, 4, 6, 3), n),
-    "resnet152": lambda s, n, _d: ResNet(s, Bottleneck, (3, 8, 36, 3), n),
+    "resnet18": lambda s, n, _d: ResNet(s, arch.RESNETS["resnet18"], n),
+    "resnet50": lambda s, n, _d: ResNet(s, arch.RESNETS["resnet50"], n),
+    "resnet152": lambda s, n, _d: ResNet(s, arch.RESNETS["resnet152"], n),
     "vgg16": VGG16,
     "mobilenet_v2": MobileNetV2,
     "efficientnet_b0": EfficientNetB0,
     "lstm": lambda s, n, _d: LSTMClassifier(s, n),
 }
-
-
-def check_name(name: str) -> None:
-    if name not in MODEL_NAMES:
-        raise ValueError(f"unknown model {name!r}; valid names: {', '.join(MODEL_NAMES)}")
 
 
 def build_model(
@@ -516,7 +494,7 @@ def example_batch(
             shape = (batch_size, seq_len)
             inputs = rng.uniform(shape, 0, LSTM_VOCAB_SIZE, dtype=tf.int64)
         else:
-            if name != "lenet" and image_size < 32:
+            if name != "lenet" and image_size < arch.MIN_IMAGE_SIZE:
                 raise ValueError(f"image_size must be >= 32 for {name}, got {image_size}")
             side, channels = (LENET_IMAGE_SIZE, 1) if name == "lenet" else (image_size, 3)
             inputs = rng.normal((batch_size, side, side, channels), dtype=dtype)

@@ -4,8 +4,8 @@ eager."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 import keras
 import numpy as np
@@ -14,13 +14,18 @@ from tensorflow.python.util import _pywrap_util_port
 
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.plugin import (
+    ACCURACY,
+    EQUIVALENCE,
+    THREADS_VARIABLE,
     BuiltStep,
     Capability,
     DeviceInfo,
+    PluginContext,
     PluginDescription,
     Settings,
     UnsupportedWorkload,
     WorkloadSpec,
+    translate_out_of_memory,
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
 from fwbench.tf_plugin import environment, models, reference
@@ -50,16 +55,51 @@ _DTYPE_POLICY = {
     "scale/offset/statistics float32 (FusedBatchNormV3 requires it); softmax loss in float32",
 }
 THREADS_FIXED_MESSAGE = (
-    "TensorFlow sizes its thread pools at start-up; start the agent with FWBENCH_THREADS={n}"
+    f"TensorFlow sizes its thread pools at start-up; start the agent with {THREADS_VARIABLE}={{n}}"
 )
+# Messages of TensorFlow's other errors that mean an allocation failed (XLA's, for one).
+_OOM_MESSAGES = ("resource_exhausted", "out of memory", "failed to allocate")
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+def is_out_of_memory(error: Exception) -> bool:
+    """TensorFlow's ResourceExhaustedError (its allocators' "OOM when allocating tensor"), or
+    another op error whose message says an allocation failed."""
+    if isinstance(error, tf.errors.ResourceExhaustedError):
+        return True
+    text = str(error).lower()
+    return isinstance(error, tf.errors.OpError) and any(m in text for m in _OOM_MESSAGES)
+
+
+def _translated(function: Callable[P, T]) -> Callable[P, T]:
+    return translate_out_of_memory(is_out_of_memory, function)
+
+
+def _wait_for_gpu_unwrapped(output: object) -> None:
+    sync_devices = getattr(tf.test.experimental, "sync_devices", None)
+    if sync_devices is not None:
+        sync_devices()
+        return
+    for tensor in tf.nest.flatten(output):  # older TensorFlow: read one value back
+        if isinstance(tensor, tf.Tensor) and tensor.shape.num_elements():
+            tf.reshape(tensor, [-1])[0].numpy()
+            return
+
+
+# Asynchronous GPU errors, out of memory too, surface when the device is awaited. Wrapped
+# once, here: synchronize runs inside every timed sample.
+_wait_for_gpu = _translated(_wait_for_gpu_unwrapped)
 
 
 class TensorFlowPlugin:
-    def __init__(self) -> None:
+    optional_capabilities = frozenset({ACCURACY, EQUIVALENCE})
+
+    def __init__(self, context: PluginContext) -> None:
         # Order matters: thread pools and visible devices must be set before the first op,
         # and the oneDNN check runs ops.
-        self.threads = environment.configure_threads()
-        self.device = environment.select_device(os.environ.get("FWBENCH_DEVICE", "auto"))
+        self.threads = environment.configure_threads(context.threads, context.interop_threads)
+        self.device = environment.select_device(context.device)
         self.onednn = environment.verify_onednn()
         environment.quiet_retracing_notice()
         self.on_gpu = self.device.startswith("/GPU")
@@ -108,6 +148,10 @@ class TensorFlowPlugin:
         return tuple(devices)
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
+        built = _translated(self._build)(spec)
+        return BuiltStep(_translated(built.step), built.settings)
+
+    def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self.check(spec)
         name = spec.workload.name
         train = spec.phase == "train"
@@ -182,16 +226,8 @@ class TensorFlowPlugin:
         """On the CPU, eager ops and tf.function calls return only once their kernels are done
         (TensorFlow's default executor is synchronous), so there is nothing to wait for. GPU
         kernels run asynchronously on CUDA streams: wait for every device."""
-        if not self.on_gpu:
-            return
-        sync_devices = getattr(tf.test.experimental, "sync_devices", None)
-        if sync_devices is not None:
-            sync_devices()
-            return
-        for tensor in tf.nest.flatten(output):  # older TensorFlow: read one value back
-            if isinstance(tensor, tf.Tensor) and tensor.shape.num_elements():
-                tf.reshape(tensor, [-1])[0].numpy()
-                return
+        if self.on_gpu:
+            _wait_for_gpu(output)
 
     # ------------------------------------------------------------------ ReferencePlugin
 

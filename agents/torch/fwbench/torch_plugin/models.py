@@ -4,8 +4,10 @@ Everything is written with ``torch.nn`` only (torchvision is deliberately not a 
 mirrors torchvision's architectures layer for layer -- same order, channels, strides, padding,
 bias flags and BatchNorm settings -- because the same nets are rebuilt in TensorFlow and JAX and
 their parameter counts must agree exactly.  Submodule names also follow torchvision so that
-``state_dict`` keys line up with it.  Models keep PyTorch's default initialisation (torchvision
-re-initialises some layers); they are benchmarked, not trained to accuracy.
+``state_dict`` keys line up with it.  The numbers (channels, depths, strides, stage tables) come
+from ``fwbench.runtime.architectures``, shared with the TensorFlow and JAX plugins.  Models keep
+PyTorch's default initialisation (torchvision re-initialises some layers); they are benchmarked,
+not trained to accuracy.
 
 FLOP convention: only conv / linear / matmul multiply-accumulates count, 2 FLOPs per MAC, forward
 pass, one input item.  That is what ``torch.utils.flop_counter.FlopCounterMode`` counts for conv
@@ -14,60 +16,46 @@ and linear (biases, BatchNorm, activations, pooling and the SE gating product co
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
-MODEL_NAMES: tuple[str, ...] = (
-    "lenet",
-    "resnet18",
-    "resnet50",
-    "resnet152",
-    "vgg16",
-    "mobilenet_v2",
-    "efficientnet_b0",
-    "lstm",
+from fwbench.runtime import architectures as arch
+from fwbench.runtime.architectures import (
+    LENET_IMAGE_SIZE,
+    LSTM_EMBED_DIM,
+    LSTM_HIDDEN_SIZE,
+    LSTM_VOCAB_SIZE,
+    NUM_CLASSES,
 )
+from fwbench.runtime.architectures import check_model_name as _check_name
 
-# Catalogue-wide shapes; example_batch and forward_flops depend on them.
-LENET_IMAGE_SIZE = 28
-LSTM_VOCAB_SIZE = 20_000
-LSTM_EMBED_DIM = 128
-LSTM_HIDDEN_SIZE = 128
-
-_DEFAULT_NUM_CLASSES = dict.fromkeys(MODEL_NAMES, 1000) | {"lenet": 10, "lstm": 2}
-
-
-def _check_name(name: str) -> None:
-    # A ValueError listing the choices is friendlier than a bare KeyError from a dict lookup.
-    if name not in MODEL_NAMES:
-        raise ValueError(f"unknown model {name!r}; valid names: {', '.join(MODEL_NAMES)}")
+MODEL_NAMES = arch.MODEL_NAMES  # re-exported: plugin.py and the tests read it here
 
 
 # --------------------------------------------------------------------------------------- LeNet
 
 
 class LeNet(nn.Module):
-    """LeNet-5 for 1x28x28 inputs; padding=2 on conv1 stands in for the original 32x32 input."""
+    """LeNet-5 for 1x28x28 inputs (architectures.LENET_*)."""
 
     def __init__(self, num_classes: int = 10) -> None:
         super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(1, 6, kernel_size=5, padding=2),
-            nn.ReLU(inplace=True),
-            nn.MaxPool2d(2),
-            nn.Conv2d(6, 16, kernel_size=5),
-            nn.ReLU(inplace=True),
-            nn.MaxPool2d(2),
-        )
-        self.classifier = nn.Sequential(
-            nn.Linear(16 * 5 * 5, 120),
-            nn.ReLU(inplace=True),
-            nn.Linear(120, 84),
-            nn.ReLU(inplace=True),
-            nn.Linear(84, num_classes),
-        )
+        features: list[nn.Module] = []
+        in_ch = 1
+        for conv in arch.LENET_CONVS:
+            features.append(nn.Conv2d(in_ch, conv.channels, conv.kernel, padding=conv.padding))
+            features += [nn.ReLU(inplace=True), nn.MaxPool2d(2)]
+            in_ch = conv.channels
+        self.features = nn.Sequential(*features)
+        classifier: list[nn.Module] = []
+        width = math.prod(arch.LENET_FEATURES)
+        for hidden in arch.LENET_HIDDEN:
+            classifier += [nn.Linear(width, hidden), nn.ReLU(inplace=True)]
+            width = hidden
+        self.classifier = nn.Sequential(*classifier, nn.Linear(width, num_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.features(x), 1))
@@ -132,20 +120,29 @@ class Bottleneck(nn.Module):
         return self.relu(out + identity)
 
 
+_BLOCKS: dict[str, type[BasicBlock | Bottleneck]] = {
+    "basic": BasicBlock,
+    "bottleneck": Bottleneck,
+}
+
+
 class ResNet(nn.Module):
-    def __init__(self, block: type[BasicBlock | Bottleneck], layers: list[int], num_classes: int):
+    def __init__(self, spec: arch.ResNetSpec, num_classes: int):
         super().__init__()
-        self.in_ch = 64  # running channel count while the stages are built
-        self.conv1 = nn.Conv2d(3, 64, kernel_size=7, stride=2, padding=3, bias=False)
-        self.bn1 = nn.BatchNorm2d(64)
+        block = _BLOCKS[spec.block]
+        stem = arch.RESNET_STEM_CHANNELS
+        self.in_ch = stem  # running channel count while the stages are built
+        self.conv1 = nn.Conv2d(3, stem, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(stem)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
-        self.layer1 = self._make_layer(block, 64, layers[0], stride=1)
-        self.layer2 = self._make_layer(block, 128, layers[1], stride=2)
-        self.layer3 = self._make_layer(block, 256, layers[2], stride=2)
-        self.layer4 = self._make_layer(block, 512, layers[3], stride=2)
+        widths, depths = arch.RESNET_STAGE_WIDTHS, spec.depths
+        self.layer1 = self._make_layer(block, widths[0], depths[0], stride=1)
+        self.layer2 = self._make_layer(block, widths[1], depths[1], stride=2)
+        self.layer3 = self._make_layer(block, widths[2], depths[2], stride=2)
+        self.layer4 = self._make_layer(block, widths[3], depths[3], stride=2)
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
-        self.fc = nn.Linear(512 * block.expansion, num_classes)
+        self.fc = nn.Linear(widths[3] * block.expansion, num_classes)
 
     def _make_layer(
         self, block: type[BasicBlock | Bottleneck], planes: int, blocks: int, stride: int
@@ -168,53 +165,32 @@ class ResNet(nn.Module):
 
 # ----------------------------------------------------------------------------------------- VGG
 
-# torchvision's configuration "D"; "M" is a 2x2 max-pool.
-_VGG16_CFG: tuple[int | str, ...] = (
-    64,
-    64,
-    "M",
-    128,
-    128,
-    "M",
-    256,
-    256,
-    256,
-    "M",
-    512,
-    512,
-    512,
-    "M",
-    512,
-    512,
-    512,
-    "M",
-)
-
 
 class VGG(nn.Module):
-    def __init__(self, cfg: tuple[int | str, ...], num_classes: int):
+    def __init__(self, cfg: tuple[int, ...], num_classes: int):
         super().__init__()
         layers: list[nn.Module] = []
         in_ch = 3
-        for v in cfg:
-            if v == "M":
+        for width in cfg:
+            if width == arch.POOL:
                 layers.append(nn.MaxPool2d(kernel_size=2, stride=2))
             else:
                 # No BatchNorm in plain vgg16, so these convs keep their bias.
-                conv = nn.Conv2d(in_ch, int(v), kernel_size=3, padding=1)
+                conv = nn.Conv2d(in_ch, width, kernel_size=3, padding=1)
                 layers += [conv, nn.ReLU(inplace=True)]
-                in_ch = int(v)
+                in_ch = width
         self.features = nn.Sequential(*layers)
         # Adaptive pooling keeps the 25088-wide classifier valid for any image size >= 32.
-        self.avgpool = nn.AdaptiveAvgPool2d((7, 7))
+        pooled, hidden, rate = arch.VGG_POOLED_SIZE, arch.VGG_HIDDEN, arch.VGG_DROPOUT
+        self.avgpool = nn.AdaptiveAvgPool2d((pooled, pooled))
         self.classifier = nn.Sequential(
-            nn.Linear(512 * 7 * 7, 4096),
+            nn.Linear(in_ch * pooled * pooled, hidden),
             nn.ReLU(inplace=True),
-            nn.Dropout(p=0.5),
-            nn.Linear(4096, 4096),
+            nn.Dropout(p=rate),
+            nn.Linear(hidden, hidden),
             nn.ReLU(inplace=True),
-            nn.Dropout(p=0.5),
-            nn.Linear(4096, num_classes),
+            nn.Dropout(p=rate),
+            nn.Linear(hidden, num_classes),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -235,7 +211,7 @@ def _conv_bn_act(
     stride: int = 1,
     groups: int = 1,
     activation: type[nn.Module] | None = nn.ReLU6,
-    bn_eps: float = 1e-5,
+    bn_eps: float = arch.BN_EPS,
 ) -> nn.Sequential:
     """torchvision's Conv2dNormActivation: bias-free conv, BatchNorm, optional activation."""
     layers: list[nn.Module] = [
@@ -272,37 +248,27 @@ class InvertedResidual(nn.Module):
         return x + out if self.use_res_connect else out
 
 
-# (expand ratio t, output channels c, repeats n, first stride s), as in torchvision.
-_MOBILENET_V2_CFG = (
-    (1, 16, 1, 1),
-    (6, 24, 2, 2),
-    (6, 32, 3, 2),
-    (6, 64, 4, 2),
-    (6, 96, 3, 1),
-    (6, 160, 3, 2),
-    (6, 320, 1, 1),
-)
-
-
 class MobileNetV2(nn.Module):
     def __init__(self, num_classes: int):
         super().__init__()
-        layers: list[nn.Module] = [_conv_bn_act(3, 32, kernel=3, stride=2)]
-        in_ch = 32
-        for t, c, n, s in _MOBILENET_V2_CFG:
+        in_ch, head = arch.MOBILENET_V2_STEM, arch.MOBILENET_V2_HEAD
+        layers: list[nn.Module] = [_conv_bn_act(3, in_ch, kernel=3, stride=2)]
+        for t, c, n, s in arch.MOBILENET_V2_STAGES:
             for i in range(n):
                 layers.append(InvertedResidual(in_ch, c, stride=s if i == 0 else 1, expand_ratio=t))
                 in_ch = c
-        layers.append(_conv_bn_act(in_ch, 1280, kernel=1))
+        layers.append(_conv_bn_act(in_ch, head, kernel=1))
         self.features = nn.Sequential(*layers)
-        self.classifier = nn.Sequential(nn.Dropout(p=0.2), nn.Linear(1280, num_classes))
+        self.classifier = nn.Sequential(
+            nn.Dropout(p=arch.MOBILENET_V2_DROPOUT), nn.Linear(head, num_classes)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = nn.functional.adaptive_avg_pool2d(self.features(x), (1, 1))
         return self.classifier(torch.flatten(x, 1))
 
 
-_EFFNET_BN_EPS = 1e-3  # torchvision builds EfficientNet (v1) with BatchNorm2d(eps=1e-3)
+_EFFNET_BN_EPS = arch.EFFICIENTNET_BN_EPS
 
 
 class SqueezeExcitation(nn.Module):
@@ -348,8 +314,7 @@ class MBConv(nn.Module):
                 activation=nn.SiLU,
                 bn_eps=_EFFNET_BN_EPS,
             ),
-            # torchvision sizes the squeeze from the block's *input* width, not the expanded one.
-            SqueezeExcitation(expanded, max(1, in_ch // 4)),
+            SqueezeExcitation(expanded, arch.squeeze_channels(in_ch)),
             _conv_bn_act(expanded, out_ch, 1, activation=None, bn_eps=_EFFNET_BN_EPS),
         ]
         self.block = nn.Sequential(*layers)
@@ -359,25 +324,14 @@ class MBConv(nn.Module):
         return out + x if self.use_res_connect else out
 
 
-# (expand ratio, kernel, first stride, in channels, out channels, repeats) for B0.
-_EFFICIENTNET_B0_CFG = (
-    (1, 3, 1, 32, 16, 1),
-    (6, 3, 2, 16, 24, 2),
-    (6, 5, 2, 24, 40, 2),
-    (6, 3, 2, 40, 80, 3),
-    (6, 5, 1, 80, 112, 3),
-    (6, 5, 2, 112, 192, 4),
-    (6, 3, 1, 192, 320, 1),
-)
-
-
 class EfficientNet(nn.Module):
     def __init__(self, num_classes: int):
         super().__init__()
+        stem, head = arch.EFFICIENTNET_B0_STEM, arch.EFFICIENTNET_B0_HEAD
         layers: list[nn.Module] = [
-            _conv_bn_act(3, 32, 3, stride=2, activation=nn.SiLU, bn_eps=_EFFNET_BN_EPS)
+            _conv_bn_act(3, stem, 3, stride=2, activation=nn.SiLU, bn_eps=_EFFNET_BN_EPS)
         ]
-        for expand, kernel, stride, in_ch, out_ch, repeats in _EFFICIENTNET_B0_CFG:
+        for expand, kernel, stride, in_ch, out_ch, repeats in arch.EFFICIENTNET_B0_STAGES:
             # One Sequential per stage, as torchvision, so state_dict keys match features.N.M.
             layers.append(
                 nn.Sequential(
@@ -393,11 +347,12 @@ class EfficientNet(nn.Module):
                     )
                 )
             )
-        layers.append(_conv_bn_act(320, 1280, 1, activation=nn.SiLU, bn_eps=_EFFNET_BN_EPS))
+        last = arch.EFFICIENTNET_B0_STAGES[-1].out_channels
+        layers.append(_conv_bn_act(last, head, 1, activation=nn.SiLU, bn_eps=_EFFNET_BN_EPS))
         self.features = nn.Sequential(*layers)
         self.avgpool = nn.AdaptiveAvgPool2d(1)
         self.classifier = nn.Sequential(
-            nn.Dropout(p=0.2, inplace=True), nn.Linear(1280, num_classes)
+            nn.Dropout(p=arch.EFFICIENTNET_B0_DROPOUT, inplace=True), nn.Linear(head, num_classes)
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -454,10 +409,10 @@ class LSTMClassifier(nn.Module):
 
 _BUILDERS: dict[str, Callable[[int], nn.Module]] = {
     "lenet": LeNet,
-    "resnet18": lambda n: ResNet(BasicBlock, [2, 2, 2, 2], n),
-    "resnet50": lambda n: ResNet(Bottleneck, [3, 4, 6, 3], n),
-    "resnet152": lambda n: ResNet(Bottleneck, [3, 8, 36, 3], n),
-    "vgg16": lambda n: VGG(_VGG16_CFG, n),
+    "resnet18": lambda n: ResNet(arch.RESNETS["resnet18"], n),
+    "resnet50": lambda n: ResNet(arch.RESNETS["resnet50"], n),
+    "resnet152": lambda n: ResNet(arch.RESNETS["resnet152"], n),
+    "vgg16": lambda n: VGG(arch.VGG16_CONFIG, n),
     "mobilenet_v2": MobileNetV2,
     "efficientnet_b0": EfficientNet,
     "lstm": LSTMClassifier,
@@ -468,7 +423,7 @@ def build_model(name: str, *, num_classes: int | None = None) -> nn.Module:
     """A freshly initialised model (deterministic under ``torch.manual_seed``)."""
     _check_name(name)
     if num_classes is None:
-        num_classes = _DEFAULT_NUM_CLASSES[name]
+        num_classes = NUM_CLASSES[name]
     if num_classes < 1:
         raise ValueError(f"num_classes must be >= 1, got {num_classes}")
     return _BUILDERS[name](num_classes)
@@ -507,15 +462,14 @@ def example_batch(
     else:
         if name == "lenet":
             shape = (batch_size, 1, LENET_IMAGE_SIZE, LENET_IMAGE_SIZE)
-        elif image_size < 32:
-            # Five stride-2 stages: below 32 pixels the map vanishes (vgg16 fails outright).
+        elif image_size < arch.MIN_IMAGE_SIZE:
             raise ValueError(f"image_size must be >= 32 for {name}, got {image_size}")
         else:
             shape = (batch_size, 3, image_size, image_size)
         inputs = torch.randn(shape, dtype=dtype, device=device, generator=generator)
     labels = torch.randint(
         0,
-        _DEFAULT_NUM_CLASSES[name],
+        NUM_CLASSES[name],
         (batch_size,),
         dtype=torch.int64,
         device=device,

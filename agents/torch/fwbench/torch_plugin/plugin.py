@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Mapping
+from typing import ParamSpec, TypeVar
 
 import numpy as np
 import torch
@@ -16,13 +17,17 @@ from torch import nn
 
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.plugin import (
+    ACCURACY,
+    EQUIVALENCE,
     BuiltStep,
     Capability,
     DeviceInfo,
+    PluginContext,
     PluginDescription,
     Settings,
     UnsupportedWorkload,
     WorkloadSpec,
+    translate_out_of_memory,
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec
 from fwbench.torch_plugin import models, reference
@@ -37,9 +42,10 @@ _DTYPES = {
 }
 _OPS = {"gemm": build_gemm, "conv2d": build_conv2d}
 MODES = ("eager", "compile")
+P = ParamSpec("P")
+T = TypeVar("T")
 # Variables that change what torch does; reported when set.
 _TORCH_VARIABLES = (
-    "FWBENCH_THREADS",
     "OMP_NUM_THREADS",
     "TORCH_NUM_THREADS",
     "ATEN_CPU_CAPABILITY",
@@ -80,33 +86,55 @@ def torch_libraries() -> dict[str, str]:
 
 
 def select_device(requested: str) -> torch.device:
-    """FWBENCH_DEVICE: "cpu", "cuda" or "auto" (CUDA when available). A CUDA agent on a host
-    without CUDA must fail loudly, not measure the CPU under a CUDA label."""
+    """PluginContext.device: "cpu", "cuda" or "auto" (CUDA when available). A CUDA agent on a
+    host without CUDA must fail loudly, not measure the CPU under a CUDA label."""
     if requested == "cpu":
         return torch.device("cpu")
     if requested == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("FWBENCH_DEVICE=cuda but torch sees no CUDA device")
-    if requested not in ("cuda", "auto"):
-        raise RuntimeError(f"FWBENCH_DEVICE={requested!r}: expected cpu, cuda or auto")
     return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
 
 
+def is_out_of_memory(error: Exception) -> bool:
+    """torch.OutOfMemoryError (CUDA's caching allocator); on the CPU, the default allocator's
+    plain RuntimeError ("DefaultCPUAllocator: can't allocate memory: ...")."""
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    return isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+
+
+def _translated(function: Callable[P, T]) -> Callable[P, T]:
+    return translate_out_of_memory(is_out_of_memory, function)
+
+
+# Asynchronous CUDA errors, out of memory too, surface when the device is awaited. Wrapped
+# once, here: synchronize runs inside every timed sample.
+_cuda_synchronize = _translated(torch.cuda.synchronize)
+
+
 class TorchPlugin:
-    def __init__(self) -> None:
-        self.device = select_device(os.environ.get("FWBENCH_DEVICE", "auto"))
-        threads = int(os.environ.get("FWBENCH_THREADS", "0") or 0)
-        if threads:
-            torch.set_num_threads(threads)
+    optional_capabilities = frozenset({ACCURACY, EQUIVALENCE})
+
+    def __init__(self, context: PluginContext) -> None:
+        self.device = select_device(context.device)
+        if context.threads:
+            torch.set_num_threads(context.threads)
+        if context.interop_threads:  # only possible before torch's first parallel work
+            torch.set_num_interop_threads(context.interop_threads)
         # A request for 0 threads means this default, not whatever the previous run left.
         self.default_threads = torch.get_num_threads()
 
     def _apply_threads(self, requested: int) -> None:
         torch.set_num_threads(requested or self.default_threads)
 
-    def describe(self) -> PluginDescription:
+    def _capability(self) -> Capability:
+        """Every workload's: both phases, the device's dtypes, both modes."""
         cuda = self.device.type == "cuda"
         dtypes = ("float32", "float16", "bfloat16") if cuda else ("float32", "bfloat16", "float64")
-        capability = Capability(phases=("train", "infer"), dtypes=dtypes, modes=MODES)
+        return Capability(phases=("train", "infer"), dtypes=dtypes, modes=MODES)
+
+    def describe(self) -> PluginDescription:
+        capability = self._capability()
         names = (*_OPS, *models.MODEL_NAMES)
         return PluginDescription(
             framework="torch",
@@ -129,11 +157,30 @@ class TorchPlugin:
             devices.append(DeviceInfo("gpu", index, props.name, props.total_memory))
         return tuple(devices)
 
+    def _check(self, spec: WorkloadSpec) -> torch.dtype:
+        """Refuses what describe() does not offer; returns the torch dtype."""
+        capability = self._capability()
+        for aspect, value, offered in (
+            ("phase", spec.phase, capability.phases),
+            ("dtype", spec.dtype, capability.dtypes),
+            ("mode", spec.mode, capability.modes),
+        ):
+            if value not in offered:
+                raise UnsupportedWorkload(
+                    f"torch plugin on {self.device.type}: no {aspect} {value!r}; "
+                    f"offered: {', '.join(offered)}"
+                )
+        return _DTYPES[spec.dtype]
+
     def build(self, spec: WorkloadSpec) -> BuiltStep:
+        built = _translated(self._build)(spec)
+        return BuiltStep(_translated(built.step), built.settings)
+
+    def _build(self, spec: WorkloadSpec) -> BuiltStep:
+        dtype = self._check(spec)
         self._apply_threads(spec.threads)
         torch.manual_seed(spec.seed)
         generator = torch.Generator(device=self.device).manual_seed(spec.seed)
-        dtype = _DTYPES[spec.dtype]
         train = spec.phase == "train"
         name = spec.workload.name
         if name in _OPS:
@@ -222,6 +269,7 @@ class TorchPlugin:
         optimizer: OptimizerSpec,
         spec: WorkloadSpec,
     ) -> reference.TorchTrainer:
+        dtype = self._check(spec)
         self._apply_threads(spec.threads)
         torch.manual_seed(spec.seed)
         module: nn.Module = reference.load(model, weights)
@@ -229,11 +277,11 @@ class TorchPlugin:
             module,
             optimizer,
             self.device,
-            _DTYPES[spec.dtype],
+            dtype,
             wrapper(spec.mode),
             self._settings(spec, model),
         )
 
     def synchronize(self, output: object) -> None:
         if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+            _cuda_synchronize(self.device)
