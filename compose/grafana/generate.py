@@ -2,9 +2,15 @@
 
 Run `python compose/grafana/generate.py` after editing this file and check in its output;
 tests/telemetry/test_dashboards.py fails while the JSON is stale, and checks that every
-expression parses and names only metrics an agent exposes. No Grafana library: a dashboard
-is plain JSON, and Grafana fills in what is left out. Every panel, query and variable names
-the Prometheus datasource by the uid that provisioning/datasources/prometheus.yml fixes."""
+expression parses, names only metrics an agent exposes and runs on a real Prometheus with
+the variables resolved there. No Grafana library: a dashboard
+is plain JSON, and Grafana fills in what is left out.
+
+Like node-exporter's and dcgm-exporter's dashboards, these work on any Grafana and Prometheus:
+every panel, query and query variable reads the datasource variable `$datasource` (any
+Prometheus; the provisioned default at first), never a fixed uid, and every selector filters
+on the variables `$job` and `$instance` (and `$agent` on the agent dashboard), so agents
+scraped under another job, or beside other exporters, show up and nothing else does."""
 
 from __future__ import annotations
 
@@ -13,9 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-DATASOURCE = {"type": "prometheus", "uid": "fwbench-prometheus"}
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 DASHBOARDS = Path(__file__).parent / "dashboards"
-AGENT = 'agent="$agent"'
+# Label matchers of every selector: the targets chosen in the variables (regular expressions,
+# as multi-value and "All" selections are), and on the agent dashboard the one agent.
+TARGET = 'job=~"$job", instance=~"$instance"'
+AGENT = f'{TARGET}, agent="$agent"'
 RATE = "[$__rate_interval]"
 
 
@@ -62,7 +71,7 @@ def quantile(q: float, selector: str) -> Query:
 FLEET = (
     Panel(
         "Agents up",
-        (Query('up{job="fwbench-agents"}', "{{agent}}"),),
+        (Query(f"up{{{TARGET}}}", "{{agent}}"),),
         kind="stat",
         height=5,
         description="Whether Prometheus reached each agent's /metrics at the last scrape.",
@@ -70,21 +79,26 @@ FLEET = (
     ),
     Panel(
         "Running a workload",
-        (Query("fwbench_workload_running", "{{agent}}"),),
+        (Query(f"fwbench_workload_running{{{TARGET}}}", "{{agent}}"),),
         kind="stat",
         height=5,
         mappings=(up_down("idle", "running"),),
     ),
     Panel(
-        "Current workload per agent (value 1: running, 0: the last one run)",
-        (Query("fwbench_workload_info", instant=True),),
+        "Workload running now, per agent (idle agents have none)",
+        (Query(f"fwbench_workload_info{{{TARGET}}}", instant=True),),
         kind="table",
         width=24,
         height=6,
     ),
     Panel(
         "Runs since agent start, by status",
-        (Query("sum by (agent, status) (fwbench_workload_runs_total)", "{{agent}} {{status}}"),),
+        (
+            Query(
+                f"sum by (agent, status) (fwbench_workload_runs_total{{{TARGET}}})",
+                "{{agent}} {{status}}",
+            ),
+        ),
         kind="bargauge",
         description="Counters since each agent started (an agent restart sets them to 0).",
     ),
@@ -92,7 +106,7 @@ FLEET = (
         "Throughput: iterations per second, all stages",
         (
             Query(
-                f"sum by (agent) (rate(fwbench_workload_iterations_total{RATE}))",
+                f"sum by (agent) (rate(fwbench_workload_iterations_total{{{TARGET}}}{RATE}))",
                 "{{agent}}",
             ),
         ),
@@ -104,19 +118,19 @@ FLEET = (
         "Agent CPU (cores busy)",
         (
             Query(
-                f"sum by (agent) (rate(fwbench_process_cpu_seconds_total{RATE}))",
+                f"sum by (agent) (rate(fwbench_process_cpu_seconds_total{{{TARGET}}}{RATE}))",
                 "{{agent}}",
             ),
         ),
     ),
     Panel(
         "Agent resident memory",
-        (Query("fwbench_process_resident_memory_bytes", "{{agent}}"),),
+        (Query(f"process_resident_memory_bytes{{{TARGET}}}", "{{agent}}"),),
         unit="bytes",
     ),
     Panel(
         "GPU power",
-        (Query("fwbench_gpu_power_watts", "{{agent}} GPU {{gpu}}"),),
+        (Query(f"fwbench_gpu_power_watts{{{TARGET}}}", "{{agent}} GPU {{gpu}}"),),
         unit="watt",
         description="Agents on one host see the same GPUs: each is shown once per agent.",
     ),
@@ -130,7 +144,7 @@ AGENT_PANELS = (
         height=5,
     ),
     Panel(
-        "Workload (value 1: running, 0: the last one run)",
+        "Workload running now (empty while the agent is idle)",
         (Query(f"fwbench_workload_info{{{AGENT}}}", instant=True),),
         kind="table",
         height=5,
@@ -161,7 +175,7 @@ AGENT_PANELS = (
     Panel(
         "Memory",
         (
-            Query(f"fwbench_process_resident_memory_bytes{{{AGENT}}}", "RSS"),
+            Query(f"process_resident_memory_bytes{{{AGENT}}}", "RSS"),
             Query(f"fwbench_process_resident_memory_peak_bytes{{{AGENT}}}", "peak RSS"),
             Query(f"fwbench_host_memory_available_bytes{{{AGENT}}}", "host available"),
         ),
@@ -232,18 +246,50 @@ AGENT_PANELS = (
     ),
 )
 
-AGENT_VARIABLE = {
-    "name": "agent",
-    "label": "Agent",
-    "type": "query",
-    "datasource": DATASOURCE,
-    "definition": "label_values(fwbench_agent_info, agent)",
-    "query": {"query": "label_values(fwbench_agent_info, agent)", "refId": "agent"},
-    "refresh": 2,
-    "sort": 1,
+DATASOURCE_VARIABLE = {
+    "name": "datasource",
+    "label": "Data source",
+    "type": "datasource",
+    "query": "prometheus",
+    "current": {},  # empty: Grafana's default Prometheus (the provisioned one in compose)
+    "hide": 0,
+    "refresh": 1,
+    "regex": "",
     "multi": False,
     "includeAll": False,
 }
+
+
+def query_variable(name: str, label: str, query: str, multi: bool) -> dict[str, Any]:
+    """A variable filled from label_values(...), refreshed when the time range changes;
+    multi-value ones start at "All" (every value found, as a regular expression)."""
+    return {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DATASOURCE,
+        "definition": query,
+        "query": {"query": query, "refId": name},
+        "current": {"selected": True, "text": ["All"], "value": ["$__all"]} if multi else {},
+        "hide": 0,
+        "refresh": 2,
+        "regex": "",
+        "sort": 1,
+        "multi": multi,
+        "includeAll": multi,
+    }
+
+
+# Jobs that scrape fwbench agents (those that have answered once), then their targets: from
+# `up`, so an agent that is down is still listed (and shown down on the fleet dashboard).
+TARGET_VARIABLES = [
+    DATASOURCE_VARIABLE,
+    query_variable("job", "Job", "label_values(fwbench_agent_info, job)", multi=True),
+    query_variable("instance", "Instance", 'label_values(up{job=~"$job"}, instance)', multi=True),
+]
+AGENT_VARIABLE = query_variable(
+    "agent", "Agent", f"label_values(fwbench_agent_info{{{TARGET}}}, agent)", multi=False
+)
 
 
 def target_json(query: Query, ref_id: str, kind: str) -> dict[str, Any]:
@@ -332,8 +378,10 @@ def dashboard(
 def dashboards() -> dict[str, dict[str, Any]]:
     """File name -> dashboard JSON object."""
     return {
-        "fleet.json": dashboard("fwbench-fleet", "fwbench fleet", FLEET, []),
-        "agent.json": dashboard("fwbench-agent", "fwbench agent", AGENT_PANELS, [AGENT_VARIABLE]),
+        "fleet.json": dashboard("fwbench-fleet", "fwbench fleet", FLEET, TARGET_VARIABLES),
+        "agent.json": dashboard(
+            "fwbench-agent", "fwbench agent", AGENT_PANELS, [*TARGET_VARIABLES, AGENT_VARIABLE]
+        ),
     }
 
 

@@ -24,7 +24,7 @@ from fwbench.runtime.metrics import AgentMetrics
 
 CPU = "fwbench_process_cpu_seconds_total"
 HOST = "fwbench_host_cpu_seconds_total"
-RSS = "fwbench_process_resident_memory_bytes"
+RSS = "process_resident_memory_bytes"  # client_python's standard name, no fwbench_ prefix
 PEAK = "fwbench_process_resident_memory_peak_bytes"
 ENERGY = "fwbench_gpu_energy_joules_total"
 POWER = "fwbench_gpu_power_watts"
@@ -32,11 +32,12 @@ UTIL = "fwbench_gpu_utilization_ratio"
 
 
 def scrape(t: float, **values: float) -> Scrape:
-    """A scrape at time t; keyword names are METRIC__LABEL (label may be empty)."""
+    """A scrape at time t; keyword names are METRIC__LABEL (label may be empty), METRIC
+    without its fwbench_ prefix, or `rss` for the standard RSS series."""
     parsed = {}
     for key, value in values.items():
         metric, _, label = key.partition("__")
-        parsed[(f"fwbench_{metric}", label)] = value
+        parsed[(RSS if metric == "rss" else f"fwbench_{metric}", label)] = value
     return Scrape(t, parsed)
 
 
@@ -51,7 +52,7 @@ def cpu_scrapes(rate_user: float, rate_system: float, times: list[float]) -> lis
             host_cpu_seconds_total__user=1.6 * t,
             host_cpu_seconds_total__idle=2.0 * t,
             host_cpu_seconds_total__iowait=0.4 * t,
-            process_resident_memory_bytes=1000.0 + t,
+            rss=1000.0 + t,
         )
         for t in times
     ]
@@ -73,8 +74,8 @@ def test_counters_are_differenced_over_the_timed_phase_only() -> None:
 def test_a_phase_shorter_than_the_interval_is_interpolated_between_its_neighbours() -> None:
     # The process works only during the phase 1.1 .. 1.2 s; scrapes at 1.0 and 1.5 s.
     scrapes = [
-        scrape(1.0, process_cpu_seconds_total__user=0.0, process_resident_memory_bytes=5.0),
-        scrape(1.5, process_cpu_seconds_total__user=0.5, process_resident_memory_bytes=7.0),
+        scrape(1.0, process_cpu_seconds_total__user=0.0, rss=5.0),
+        scrape(1.5, process_cpu_seconds_total__user=0.5, rss=7.0),
     ]
     columns = summarize(scrapes, 1.1, 1.2)
     assert columns["telemetry_scrapes"] == 0
@@ -85,9 +86,9 @@ def test_a_phase_shorter_than_the_interval_is_interpolated_between_its_neighbour
 
 def test_peak_memory_comes_from_the_high_water_mark_after_the_phase() -> None:
     scrapes = [
-        scrape(0.0, process_resident_memory_bytes=100.0, process_resident_memory_peak_bytes=100.0),
-        scrape(1.0, process_resident_memory_bytes=150.0, process_resident_memory_peak_bytes=900.0),
-        scrape(2.0, process_resident_memory_bytes=120.0, process_resident_memory_peak_bytes=900.0),
+        scrape(0.0, rss=100.0, process_resident_memory_peak_bytes=100.0),
+        scrape(1.0, rss=150.0, process_resident_memory_peak_bytes=900.0),
+        scrape(2.0, rss=120.0, process_resident_memory_peak_bytes=900.0),
     ]
     columns = summarize(scrapes, 0.5, 1.5)
     assert columns["rss_peak_bytes"] == 900.0  # a spike no scrape saw, kept by the kernel
@@ -152,8 +153,9 @@ def test_parse_exposition_reads_a_real_agent_exposition() -> None:
     assert {label for name, label in parsed if name == CPU} == {"user", "system"}
     assert {"user", "system", "idle", "iowait"} <= {lab for name, lab in parsed if name == HOST}
     assert parsed[(CPU, "user")] > 0
+    assert parsed[(RSS, "")] > 0
     # Only watched series are kept: no histogram buckets, no python_gc.
-    assert all(name.startswith("fwbench_") for name, _ in parsed)
+    assert all(name.startswith("fwbench_") or name == RSS for name, _ in parsed)
     assert not any(name.endswith("_bucket") for name, _ in parsed)
 
 
@@ -167,7 +169,7 @@ def test_scraper_scrapes_before_during_and_after_a_cell() -> None:
     registry = CollectorRegistry()
     cpu = Counter("fwbench_process_cpu_seconds", "test", ["mode"], registry=registry)
     cpu.labels("user")  # present at 0 from the first scrape on
-    Gauge("fwbench_process_resident_memory_bytes", "test", registry=registry).set(42)
+    Gauge(RSS, "test", registry=registry).set(42)
     port = free_port()
     server, thread = start_http_server(port, addr="127.0.0.1", registry=registry)
     try:

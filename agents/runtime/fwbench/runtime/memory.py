@@ -75,11 +75,6 @@ class ProcessMemoryCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         yield GaugeMetricFamily(
-            "fwbench_process_resident_memory_bytes",
-            "Resident set size of the agent process",
-            value=self._process.memory_info().rss,
-        )
-        yield GaugeMetricFamily(
             "fwbench_process_resident_memory_peak_bytes",
             "Peak resident set size of the agent process since "
             "fwbench_process_resident_memory_peak_start_time_seconds",

@@ -3,27 +3,27 @@ memory.py) and threads; host CPU by mode (iowait included) and available memory;
 NVML (gpu.py); identity; workload progress and step durations.
 
 Telemetry only: authoritative timings travel in RunResult. Names follow the Prometheus
-guide (one `fwbench_` prefix, base units, `_total` counters, `_info` identity), labels stay
-low-cardinality, and the exposition passes `promtool check metrics` (tested). Host series are
-what a lone agent can see; in a fleet, node_exporter is the better source for the host."""
+guide (one `fwbench_` prefix, base units, `_total` counters, `_info` series of value 1 whose
+labels carry the information), labels stay low-cardinality and never reuse a target label
+(`agent`, `job`, `instance`), and the exposition passes `promtool check metrics` (tested).
+Host series are what a lone agent can see; in a fleet, node_exporter is the better source."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 import psutil
 from prometheus_client import (
     CollectorRegistry,
     Counter,
-    Gauge,
     Histogram,
     Info,
     PlatformCollector,
     ProcessCollector,
     start_http_server,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
 from fwbench.runtime.gpu import GpuCollector
@@ -39,25 +39,25 @@ STEP_BUCKETS: tuple[float, ...] = (
     ),
     100.0,
 )
+# /proc/stat's modes, as psutil names them. guest and guest_nice are left out: the kernel
+# already counts them in user and nice, so adding them would count that time twice.
 HOST_CPU_MODES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
-def host_cpu_seconds(stat_text: str, ticks_per_second: float) -> dict[str, float]:
-    """Seconds per mode, all CPUs together, from the first line of /proc/stat."""
-    fields = stat_text.splitlines()[0].split()
-    if fields[0] != "cpu":
-        raise ValueError("unexpected /proc/stat format")
-    values = [float(v) / ticks_per_second for v in fields[1 : 1 + len(HOST_CPU_MODES)]]
-    return dict(zip(HOST_CPU_MODES, values, strict=False))
+def host_cpu_seconds(times: Any) -> dict[str, float]:
+    """Seconds per mode, all CPUs together, from psutil.cpu_times(); modes this platform's
+    psutil lacks (iowait, irq... outside Linux) are left out."""
+    return {mode: float(getattr(times, mode)) for mode in HOST_CPU_MODES if hasattr(times, mode)}
 
 
 class ResourceCollector(Collector):
-    """Process CPU by mode and threads, host CPU by mode and memory, read at scrape time."""
+    """Process CPU by mode and threads, host CPU by mode and memory, read at scrape time.
 
-    def __init__(self, stat_path: str = "/proc/stat") -> None:
+    cpu_times: the host CPU times reader (psutil.cpu_times; tests inject a fake)."""
+
+    def __init__(self, cpu_times: Callable[[], Any] = psutil.cpu_times) -> None:
         self._process = psutil.Process()
-        self._stat_path = stat_path
-        self._ticks = float(os.sysconf("SC_CLK_TCK"))
+        self._cpu_times = cpu_times
 
     def collect(self) -> Iterator[CounterMetricFamily | GaugeMetricFamily]:
         times = self._process.cpu_times()
@@ -72,19 +72,8 @@ class ResourceCollector(Collector):
         threads = GaugeMetricFamily("fwbench_process_threads", "Threads of the agent process")
         threads.add_metric([], self._process.num_threads())
         yield threads
-        try:
-            with open(self._stat_path) as stat:
-                seconds = host_cpu_seconds(stat.read(), self._ticks)
-        except (OSError, ValueError):
-            seconds = {}
-        if seconds:
-            host = CounterMetricFamily(
-                "fwbench_host_cpu_seconds",
-                "CPU time of the host, all CPUs together, by mode (/proc/stat)",
-                labels=["mode"],
-            )
-            for mode, value in seconds.items():
-                host.add_metric([mode], value)
+        host = self._host_cpu()
+        if host is not None:
             yield host
         memory = psutil.virtual_memory()
         yield GaugeMetricFamily(
@@ -96,10 +85,54 @@ class ResourceCollector(Collector):
             "fwbench_host_memory_total_bytes", "Physical memory of the host", value=memory.total
         )
 
+    def _host_cpu(self) -> CounterMetricFamily | None:
+        """None where the host's times cannot be read (a sandbox hiding /proc/stat): one
+        missing family must not fail the whole scrape."""
+        try:
+            seconds = host_cpu_seconds(self._cpu_times())
+        except OSError:
+            return None
+        host = CounterMetricFamily(
+            "fwbench_host_cpu_seconds",
+            "CPU time of the host, all CPUs together, by mode",
+            labels=["mode"],
+        )
+        for mode, value in seconds.items():
+            host.add_metric([mode], value)
+        return host
+
+
+class WorkloadCollector(Collector):
+    """fwbench_workload_running (0 or 1) and, only while a cell runs, fwbench_workload_info
+    (value 1, the cell in its labels). Both come from one reference, read once per scrape
+    (and replaced whole, never mutated), so a scrape never sees a cell without `running` 1 or
+    the reverse."""
+
+    def __init__(self) -> None:
+        self._cell: dict[str, str] | None = None
+
+    def start(self, labels: Mapping[str, str]) -> None:
+        self._cell = dict(labels)
+
+    def finish(self) -> None:
+        self._cell = None
+
+    def collect(self) -> Iterator[GaugeMetricFamily | InfoMetricFamily]:
+        cell = self._cell
+        yield GaugeMetricFamily(
+            "fwbench_workload_running",
+            "1 while a workload runs, else 0",
+            value=int(cell is not None),
+        )
+        if cell is not None:  # an idle agent has no current cell: the series is absent
+            yield InfoMetricFamily("fwbench_workload", "The workload cell running now", cell)
+
 
 class AgentMetrics:
     """Metrics of one agent, in their own registry (so several agents fit one test process).
 
+    identity: fwbench_agent_info's labels: the agent's name as `agent_name` (not `agent`, the
+    scrape target's label in compose/prometheus/targets), framework, version...
     gpu: the GPU collector to register; None makes one on the real NVML (tests pass a fake)."""
 
     def __init__(self, identity: Mapping[str, str], gpu: GpuCollector | None = None) -> None:
@@ -122,18 +155,9 @@ class AgentMetrics:
             ["status"],
             registry=self.registry,
         )
-        self.running = Gauge(
-            "fwbench_workload_running",
-            "1 while a workload runs, else 0",
-            registry=self.registry,
-        )
         self.registry.register(ResourceCollector())
-        self.workload = Gauge(
-            "fwbench_workload_info",
-            "The workload cell running now (one series, 1) or last run (0)",
-            ["workload", "phase", "mode", "dtype", "batch_size"],
-            registry=self.registry,
-        )
+        self.workload = WorkloadCollector()
+        self.registry.register(self.workload)
         self.steps = Histogram(
             "fwbench_workload_step_duration_seconds",
             "Timed step durations of finished runs (observed after the timed loop, so that "
@@ -145,13 +169,10 @@ class AgentMetrics:
 
     def workload_started(self, labels: Mapping[str, str]) -> None:
         self.memory.reset_peak()  # the peak gauge then covers this workload only
-        self.workload.clear()  # one current cell: label values change per cell
-        self.workload.labels(**labels).set(1)
-        self.running.set(1)
+        self.workload.start(labels)
 
     def workload_finished(self, labels: Mapping[str, str], samples_ns: Sequence[int] = ()) -> None:
-        self.workload.labels(**labels).set(0)
-        self.running.set(0)
+        self.workload.finish()
         histogram = self.steps.labels(workload=labels["workload"], phase=labels["phase"])
         for sample in samples_ns:
             histogram.observe(sample / 1e9)

@@ -65,7 +65,7 @@ def create_server(
     )
     metrics = AgentMetrics(
         {
-            "agent": name,
+            "agent_name": name,
             "framework": identity.framework,
             "framework_version": identity.framework_version,
             "variant": variant,

@@ -30,10 +30,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 DEFAULT_INTERVAL_SECONDS = 0.25
 
+# The agent's resident memory: client_python's standard process collector series (the agent
+# exports RSS once, under this name; agents of any version expose it).
+RSS = "process_resident_memory_bytes"
 # Series the collector keeps, by sample name; the label that tells them apart.
 WATCHED: dict[str, str] = {
     "fwbench_process_cpu_seconds_total": "mode",
-    "fwbench_process_resident_memory_bytes": "",
+    RSS: "",
     "fwbench_process_resident_memory_peak_bytes": "",
     "fwbench_process_threads": "",
     "fwbench_host_cpu_seconds_total": "mode",
@@ -226,7 +229,7 @@ def summarize(
         busy = total - modes.get("idle", 0.0) - modes.get("iowait", 0.0)
         columns["host_cpu_busy_percent"] = 100 * busy / total
         columns["host_iowait_percent"] = 100 * modes.get("iowait", math.nan) / total
-    rss = window.gauge(("fwbench_process_resident_memory_bytes", ""))
+    rss = window.gauge((RSS, ""))
     columns["rss_mean_bytes"] = _mean(rss)
     peak = window.first_after_end(("fwbench_process_resident_memory_peak_bytes", ""))
     columns["rss_peak_bytes"] = _max([v for v in [*rss, peak] if not math.isnan(v)])
