@@ -30,9 +30,10 @@ lint: setup
 proto: setup
 	$(BIN)/python proto/generate.py
 
-# Plugin unit tests run inside the plugin's own agent environment, where its framework is.
-# Each plugin's own tests run inside its agent's environment (AGENT:FOLDER pairs).
-PLUGIN_TESTS := torch-cpu:tests/torch_plugin tf-mkl:tests/tf_plugin jax-cpu:tests/jax_plugin
+# Each plugin's own tests and the plugin contract suite run inside the environment of the agent
+# whose manifest says it represents the plugin ([tests] in agents/manifests/*.toml):
+# `AGENT PLUGIN FOLDER...` lines, derived from the manifests (tests/plugin_matrix.py).
+PLUGIN_MATRIX = $(BIN)/python tests/plugin_matrix.py
 
 # Host tools the tests use: g++ (torch.compile, the torch agents' "compile" mode),
 # promtool (Debian's prometheus package) to lint the agents' /metrics, and chromium with a
@@ -76,17 +77,18 @@ images: docker-deps
 	$(BIN)/collector images build
 
 test-plugins: setup system-deps
-	set -e; for pair in $(PLUGIN_TESTS); do \
-		agent=$${pair%%:*}; folder=$${pair#*:}; \
+	set -e; $(PLUGIN_MATRIX) | while read -r agent plugin folders; do \
 		python=$$($(BIN)/collector env $$agent); \
 		$$python -m pip install --quiet pytest pytest-timeout; \
-		echo "== $$folder in the $$agent environment"; \
-		$$python -m pytest -p no:cacheprovider $$folder; \
+		echo "== $$folders and the plugin contract ($$plugin) in the $$agent environment"; \
+		$$python -m pytest -p no:cacheprovider $$folders tests/plugin_contract --plugin $$plugin; \
 	done
 
 # docker-deps made sure an engine runs: a Docker test that cannot reach it fails, not skips.
 test-main: setup system-deps docker-deps
-	FWBENCH_REQUIRE_DOCKER=1 $(BIN)/pytest $(foreach pair,$(PLUGIN_TESTS),--ignore=$(lastword $(subst :, ,$(pair))))
+	FWBENCH_REQUIRE_DOCKER=1 $(BIN)/pytest --ignore=tests/plugin_contract \
+		$$($(PLUGIN_MATRIX) | while read -r agent plugin folders; do \
+			for f in $$folders; do printf -- '--ignore=%s ' $$f; done; done)
 
 test: lint test-plugins test-main
 

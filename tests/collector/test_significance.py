@@ -213,3 +213,37 @@ def test_holm_keeps_nan_and_caps_at_one() -> None:
 def test_relative_difference_is_symmetric() -> None:
     assert relative_difference(1.05) == pytest.approx(0.05)
     assert relative_difference(1 / 1.05) == pytest.approx(0.05)
+
+
+def test_median_interval_agrees_with_scipy_bootstrap() -> None:
+    """scipy.stats.bootstrap is the oracle; the project's vectorised bootstrap is kept because
+    it is much faster on the sample counts a run produces (test_bootstrap_of_many_samples)."""
+    from scipy.stats import bootstrap
+
+    rng = np.random.default_rng(7)
+    values = rng.lognormal(0.0, 0.2, size=400)
+    low, high = median_interval([values])
+    oracle = bootstrap(
+        (values,), np.median, n_resamples=20_000, method="percentile", random_state=rng
+    ).confidence_interval
+    width = oracle.high - oracle.low
+    assert abs(low - oracle.low) < 0.15 * width and abs(high - oracle.high) < 0.15 * width
+
+
+def test_welch_interval_is_scipys_welch_around_the_speedup() -> None:
+    from scipy.stats import ttest_ind
+
+    rng = np.random.default_rng(3)
+    base = [rng.normal(10.0 + d, 0.3, 50) for d in (0.0, 0.4, -0.2)]
+    other = [rng.normal(8.0 + d, 0.3, 50) for d in (0.1, -0.3, 0.2, 0.0)]
+    estimate = estimate_speedup(base, other)
+    assert estimate.method == "processes"
+    oracle = ttest_ind(
+        np.log([np.median(g) for g in base]),
+        np.log([np.median(g) for g in other]),
+        equal_var=False,
+    )
+    assert estimate.p_value == pytest.approx(oracle.pvalue)
+    ci = oracle.confidence_interval(0.95)
+    half = (ci.high - ci.low) / 2
+    assert math.log(estimate.ci_high) - math.log(estimate.speedup) == pytest.approx(half)

@@ -75,8 +75,9 @@ def test_agent_runs_on_loopback_ports_and_stops_idempotently(
         assert handle.address == f"127.0.0.1:{bindings['50099/tcp'][0]['HostPort']}"
         describe = handle.client.describe()
         assert describe.identity.name == "test-fake" and describe.host.in_container
-        # The container's main process as this host sees it (in the container it is pid 1).
-        assert handle.host_pid == container.attrs["State"]["Pid"] > 1
+        # The agent's process as this host sees it: a child of the container's init (tini).
+        assert handle.host_pid > container.attrs["State"]["Pid"] > 1
+        assert "fwbench-agent" in Path(f"/proc/{handle.host_pid}/cmdline").read_text()
         with urllib.request.urlopen(f"http://{handle.metrics_address}/metrics", timeout=5) as r:
             assert b"fwbench_" in r.read()
         assert handle.alive()

@@ -17,6 +17,7 @@ tests/torch_plugin checks against PyTorch's FlopCounterMode.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 from pathlib import Path
@@ -40,9 +41,17 @@ MODELS = (
     "efficientnet_b0",
     "lstm",
 )
-# plugin -> the agent whose environment runs it
-AGENTS = {"torch": "torch-cpu", "tensorflow": "tf-mkl", "jax": "jax-cpu"}
-OTHERS = ("tensorflow", "jax")
+# plugin -> the agent whose environment runs it: every plugin's representative ([tests] in the
+# manifests). Those whose plugin declares the "equivalence" capability are compared; torch is
+# the reference the others must match.
+MANIFESTS = discover_manifests(manifest_dirs())
+AGENTS = {m.plugin: m.name for m in MANIFESTS.values() if m.representative and not m.requires_gpu}
+OTHERS = tuple(plugin for plugin in AGENTS if plugin != "torch")
+DECLARES = (
+    "import sys; from importlib.metadata import entry_points; "
+    "entry = next(e for e in entry_points(group='fwbench.plugins') if e.name == sys.argv[1]); "
+    "print('equivalence' in entry.load().optional_capabilities)"
+)
 BATCH, IMAGE_SIZE, SEQ_LEN = 4, 224, 8
 OPTIMIZER = OptimizerSpec(learning_rate=0.01, momentum=0.9)
 LOGIT_RTOL = 1e-5  # of max |logit|; measured: at most 7e-7
@@ -54,9 +63,28 @@ DELTA_RTOL_BY_MODEL = {"resnet152": 0.1}
 
 
 def _python(plugin: str) -> Path:
-    env = environment_for(discover_manifests(manifest_dirs())[AGENTS[plugin]])
+    env = environment_for(MANIFESTS[AGENTS[plugin]])
     env.ensure()
     return env.python
+
+
+@functools.cache
+def _declares_equivalence(plugin: str) -> bool:
+    """Asked of the plugin in its own environment: declared, never probed."""
+    done = subprocess.run(
+        [str(_python(plugin)), "-c", DECLARES, plugin], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip() == "True"
+
+
+def _compared() -> list[str]:
+    return [plugin for plugin in AGENTS if _declares_equivalence(plugin)]
+
+
+def _require_equivalence(plugin: str) -> None:
+    if not _declares_equivalence(plugin):
+        pytest.skip(f"plugin {plugin} does not declare the equivalence capability")
 
 
 def _reference(plugin: str, *args: str) -> None:
@@ -89,7 +117,7 @@ def _perturb_batch_norm(weights: dict[str, np.ndarray], rng: np.random.Generator
 def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     folder = tmp_path_factory.mktemp("shapes")
     found = {}
-    for plugin in AGENTS:
+    for plugin in _compared():
         _reference(plugin, "shapes", "--models", ",".join(MODELS), "--out", str(folder / plugin))
         found[plugin] = json.loads((folder / plugin).read_text())
     return found
@@ -112,7 +140,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         cases.append(str(case))
         (root / "w" / f"{model}.npz").unlink()
     found = {}
-    for plugin in AGENTS:
+    for plugin in _compared():
         _reference(plugin, "check", *cases, "--out-dir", str(root / plugin))
         found[plugin] = {m: read_result(root / plugin / f"{m}.npz") for m in MODELS}
     return found
@@ -120,6 +148,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 
 @pytest.mark.parametrize("plugin", AGENTS)
 def test_canonical_shapes_match_the_checked_in_reference(shapes, plugin):
+    _require_equivalence(plugin)
     reference = json.loads((HERE / "canonical_shapes.json").read_text())
     for model in MODELS:
         assert shapes[plugin][model] == reference[model], f"{plugin} {model}"
@@ -128,6 +157,7 @@ def test_canonical_shapes_match_the_checked_in_reference(shapes, plugin):
 @pytest.mark.parametrize("plugin", OTHERS)
 @pytest.mark.parametrize("model", MODELS)
 def test_same_parameter_count_and_output_shape(results, plugin, model):
+    _require_equivalence(plugin)
     torch_result, other = results["torch"][model], results[plugin][model]
     assert other.param_count == torch_result.param_count
     assert other.eval_logits.shape == torch_result.eval_logits.shape
@@ -136,6 +166,7 @@ def test_same_parameter_count_and_output_shape(results, plugin, model):
 @pytest.mark.parametrize("plugin", OTHERS)
 @pytest.mark.parametrize("model", MODELS)
 def test_same_weights_give_the_same_inference_logits(results, plugin, model):
+    _require_equivalence(plugin)
     expected, actual = results["torch"][model].eval_logits, results[plugin][model].eval_logits
     scale = float(np.abs(expected).max())
     error = float(np.abs(actual - expected).max())
@@ -145,6 +176,7 @@ def test_same_weights_give_the_same_inference_logits(results, plugin, model):
 @pytest.mark.parametrize("plugin", OTHERS)
 @pytest.mark.parametrize("model", MODELS)
 def test_one_training_step_moves_the_loss_the_same_way(results, plugin, model):
+    _require_equivalence(plugin)
     expected, actual = results["torch"][model], results[plugin][model]
     assert actual.loss_before == pytest.approx(expected.loss_before, rel=LOSS_RTOL)
     expected_delta = expected.loss_after - expected.loss_before

@@ -1,6 +1,8 @@
 """Per-agent virtual environments for the local launcher, made from a manifest on first use
-and cached. The cache key covers what pip would install (requirements, pip arguments, the
-Python version); the agent's own packages are rebuilt when their sources change."""
+and cached. With a lock (locks.py) the environment is exactly the lock's, installed with
+hashes checked, and the cache key is the lock's content; without one, the key covers what pip
+would install (requirements, pip arguments). The Python version is in both. The agent's own
+packages are rebuilt when their sources change."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 
 ENV_DIR_VARIABLE = "FWBENCH_ENV_DIR"
@@ -31,7 +34,10 @@ def env_root() -> Path:
 
 
 def requirements_key(manifest: AgentManifest) -> str:
-    blob = json.dumps([manifest.requirements, manifest.pip_args, sys.version_info[:2]])
+    """Names the environment: what is installed into it (raises LockError for a stale lock)."""
+    lock = current_lock(manifest)
+    installs: object = lock.read_text("utf-8") if lock else manifest.requirements
+    blob = json.dumps([installs, manifest.pip_args, sys.version_info[:2]])
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
@@ -83,18 +89,29 @@ class AgentEnvironment:
             return
         local = [str(p) for p in self.manifest.local_packages]
         pip = [str(self.python), "-m", "pip", "install", "--no-build-isolation"]
+        lock = current_lock(self.manifest)
         if state == "missing":
             report(f"creating the {self.manifest.name} environment (first use, minutes)")
             self._run([sys.executable, "-m", "venv", "--clear", str(self.path)])
             self._run([str(self.python), "-m", "pip", "install", "setuptools>=68", "wheel"])
-            self._run([*pip, *self.manifest.pip_args, *self.manifest.requirements, *local])
+            if lock is None:
+                self._run([*pip, *self.manifest.pip_args, *self.manifest.requirements, *local])
+            else:
+                locked = ["--require-hashes", "--no-deps", "-r", str(lock)]
+                self._run([*pip, *self.manifest.pip_args, *locked])
+                self._run([*pip, "--no-deps", *local])
+                self._run([str(self.python), "-m", "pip", "check"])
+        elif lock is not None:
+            report(f"reinstalling the {self.manifest.name} agent packages (sources changed)")
+            self._run([*pip, "--force-reinstall", "--no-deps", *local])
         else:
             report(f"reinstalling the {self.manifest.name} agent packages (sources changed)")
             self._run([*pip, "--force-reinstall", "--no-deps", *local])
             self._run([*pip, *self.manifest.pip_args, *local])  # picks up new dependencies
-        (self.path / _MARKER).write_text(
-            json.dumps({"manifest": str(self.manifest.path), "sources": sources_key(self.manifest)})
-        )
+        record: dict[str, str | None] = {"manifest": str(self.manifest.path)}
+        record["sources"] = sources_key(self.manifest)
+        record["lock"] = str(lock) if lock else None
+        (self.path / _MARKER).write_text(json.dumps(record))
 
     def _run(self, command: list[str]) -> None:
         self.log.parent.mkdir(parents=True, exist_ok=True)

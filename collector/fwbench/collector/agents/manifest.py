@@ -36,6 +36,10 @@ class AgentManifest:
     grpc_port: int = 50051
     metrics_port: int = 9101
     requires_gpu: bool = False
+    # [tests]: this agent stands for its plugin in the cross-agent tests (the plugin's own
+    # tests, the plugin contract suite, equivalence); one agent per plugin says so.
+    representative: bool = False
+    plugin_tests: tuple[Path, ...] = ()  # absolute; run inside this agent's environment
 
 
 def _require(raw: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
@@ -66,6 +70,9 @@ def parse_manifest(path: Path) -> AgentManifest:
             raise ManifestError(f"{where}: local package {package} has no pyproject.toml")
     env = raw.get("env", {})
     ports = raw.get("ports", {})
+    tests = raw.get("tests", {})
+    if not isinstance(tests, dict):
+        raise ManifestError(f"{where}: [tests] must be a table")
     return AgentManifest(
         name=name,
         plugin=_require(raw, "plugin", str, where),
@@ -79,6 +86,8 @@ def parse_manifest(path: Path) -> AgentManifest:
         grpc_port=int(ports.get("grpc", 50051)),
         metrics_port=int(ports.get("metrics", 9101)),
         requires_gpu=bool(raw.get("requires_gpu", False)),
+        representative=bool(tests.get("representative", False)),
+        plugin_tests=tuple((path.parent / p).resolve() for p in tests.get("plugin_tests", [])),
     )
 
 

@@ -40,6 +40,7 @@ def main(
 app.command()(run.run)
 app.command("agents")(agents.list_agents)
 app.command()(agents.env)
+app.command()(agents.lock)
 app.command()(agents.describe)
 app.command()(results.results)
 app.command()(analysis.compare)

@@ -11,14 +11,17 @@ from typing import Annotated
 
 import typer
 from google.protobuf.json_format import MessageToDict
+from rich.markup import escape
 from rich.table import Table
 
 from fwbench.collector.agents.environments import environment_for
 from fwbench.collector.agents.launchers.attached import attach
 from fwbench.collector.agents.launchers.local import start_local
+from fwbench.collector.agents.locks import LockError, LockState, lock_state, write_lock
 from fwbench.collector.agents.specs import parse_attached, resolve_agents
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
+    ExitCode,
     JsonOutput,
     ManifestDirs,
     console,
@@ -28,31 +31,37 @@ from fwbench.collector.cli.common import (
     load_manifests,
     print_json,
 )
+from fwbench.collector.run.plan import split_list
 
 
 def list_agents(manifests: ManifestDirs = None, as_json: JsonOutput = False) -> None:
     """List declared agents and whether their local environment is ready."""
     rows: list[dict[str, str]] = []
     for name, manifest in load_manifests(manifests).items():
-        env = environment_for(manifest)
+        try:
+            env = environment_for(manifest)
+        except LockError:
+            env = None
         rows.append(
             {
                 "agent": name,
                 "plugin": manifest.plugin,
                 "variant": manifest.variant,
                 "requires_gpu": str(manifest.requires_gpu).lower(),
-                "environment": env.state(),
-                "environment_path": str(env.path),
+                "environment": env.state() if env else "needs `collector lock`",
+                "lock": lock_state(manifest).value,
+                "environment_path": str(env.path) if env else "",
                 "description": manifest.description,
             }
         )
     if as_json:
         print_json(rows)
         return
-    table = Table("agent", "plugin", "variant", "environment", "description")
+    table = Table("agent", "plugin", "variant", "lock", "environment", "description")
     for row in rows:
         environment = f"{row['environment']} ({row['environment_path']})"
-        table.add_row(row["agent"], row["plugin"], row["variant"], environment, row["description"])
+        cells = (row["agent"], row["plugin"], row["variant"], row["lock"], environment)
+        table.add_row(*cells, row["description"])
     console.print(table)
 
 
@@ -104,3 +113,36 @@ def describe(
     workloads = reply.pop("workloads", [])
     console.print_json(json.dumps(reply))
     console.print("workloads: " + ", ".join(w["name"] for w in workloads))
+
+
+def lock(
+    agents: Annotated[
+        str, typer.Argument(help="Comma-separated agents (default: every declared agent).")
+    ] = "",
+    check: Annotated[
+        bool, typer.Option(help="Only report missing or stale locks (exit 1), write nothing.")
+    ] = False,
+    manifests: ManifestDirs = None,
+) -> None:
+    """Make each agent's locked, hashed requirements (NAME.lock beside its manifest)."""
+    declared = load_manifests(manifests)
+    names = split_list(agents) or list(declared)
+    unknown = [n for n in names if n not in declared]
+    if unknown:
+        fail(f"unknown agents {', '.join(unknown)}; declared: {', '.join(declared)}")
+    failed = False
+    for name in names:
+        state = lock_state(declared[name])
+        if check:
+            failed |= state != LockState.CURRENT
+            console.print(f"{name}: {state}", highlight=False)
+            continue
+        try:
+            path = write_lock(declared[name], lambda line: errors.print(line))
+        except LockError as error:
+            errors.print(f"[red]{escape(name)}:[/] {escape(str(error))}", soft_wrap=True)
+            failed = True
+            continue
+        console.print(f"{name}: wrote {path}", highlight=False)
+    if failed:
+        raise typer.Exit(ExitCode.FAILED)

@@ -32,7 +32,12 @@ from fwbench.collector.images.build import (
     ensure_image,
     list_images,
 )
-from fwbench.collector.images.compose import AGENTS_COMPOSE, render_agents_compose
+from fwbench.collector.images.compose import (
+    AGENTS_COMPOSE,
+    PROMETHEUS_TARGETS,
+    render_agents_compose,
+    render_prometheus_targets,
+)
 from fwbench.collector.images.dockerfile import GENERATED_MARK, IMAGES_DIR, render
 from fwbench.collector.run.plan import split_list
 
@@ -136,8 +141,11 @@ def base(
 
 def generated_files(manifests: dict[str, AgentManifest]) -> dict[Path, str]:
     """What `generate` writes: a Dockerfile per agent (unless its folder holds a hand-written
-    one) and the fleet's compose file."""
-    files = {AGENTS_COMPOSE: render_agents_compose(manifests.values())}
+    one), the fleet's compose file and Prometheus's targets for it."""
+    files = {
+        AGENTS_COMPOSE: render_agents_compose(manifests.values()),
+        PROMETHEUS_TARGETS: render_prometheus_targets(manifests.values()),
+    }
     for name, manifest in manifests.items():
         path = IMAGES_DIR / name / "Dockerfile"
         if not path.is_file() or path.read_text("utf-8").startswith(GENERATED_MARK):
@@ -151,7 +159,8 @@ def generate(
         bool, typer.Option(help="Only report stale files (exit 1), write nothing.")
     ] = False,
 ) -> None:
-    """Rewrite images/NAME/Dockerfile and compose/agents.yaml from agents/manifests."""
+    """Rewrite images/NAME/Dockerfile, compose/agents.yaml and Prometheus's targets from
+    agents/manifests."""
     shipped = discover_manifests([IMAGES_DIR.parent / "agents" / "manifests"])
     stale = []
     for path, text in generated_files(shipped).items():

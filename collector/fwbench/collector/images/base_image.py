@@ -5,6 +5,8 @@ same Debian release and Python minor version, so the same wheels install."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import shutil
 import subprocess
 import tempfile
@@ -62,6 +64,8 @@ def make_base_image(
 def _imported_id(reply: str) -> str:
     """The image id from the daemon's import reply (JSON lines ending with {"status": id})."""
     for line in reversed(str(reply).strip().splitlines()):
-        if '"status"' in line and "sha256:" in line:
-            return line.split('"status":"', 1)[-1].split('"', 1)[0]
+        with contextlib.suppress(json.JSONDecodeError):
+            status = str(json.loads(line).get("status", ""))
+            if status.startswith("sha256:"):
+                return status
     raise ImageBuildError(f"docker import gave no image id: {reply!r}")

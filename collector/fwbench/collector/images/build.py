@@ -8,6 +8,7 @@ else goes through the Docker SDK."""
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import hashlib
 import json
@@ -20,7 +21,9 @@ from pathlib import Path
 import docker
 import docker.errors
 
+from fwbench.collector import __version__
 from fwbench.collector.agents.docker_engine import ImageInfo
+from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.images.dockerfile import IMAGES_DIR, base_image, dockerfile_for
 from fwbench.collector.images.wheelhouse import (
@@ -60,11 +63,11 @@ def resolve_base(
     missing; where it cannot be pulled, the local Debian base when there is one."""
     wanted = os.environ.get(BASE_IMAGE_VARIABLE) or base_image(manifest)
     if find_image(client, wanted):
-        return wanted
+        return pinned(client, wanted)
     try:
         report(f"pulling {wanted}")
         client.images.pull(wanted)
-        return wanted
+        return pinned(client, wanted)
     except docker.errors.DockerException as error:
         if not manifest.requires_gpu and find_image(client, LOCAL_BASE_IMAGE):
             report(f"cannot pull {wanted}; building on {LOCAL_BASE_IMAGE}")
@@ -76,6 +79,13 @@ def resolve_base(
         ) from None
 
 
+def pinned(client: docker.DockerClient, reference: str) -> str:
+    """The reference by registry digest (name@sha256:...) when the image came from a registry,
+    so a build uses exactly the base that was checked; a locally made base keeps its tag."""
+    found = find_image(client, reference)
+    return found.digest if found and found.digest else reference
+
+
 def build_key(client: docker.DockerClient, manifest: AgentManifest, base: str) -> str:
     """What decides the image's content, short of the wheels' own bytes."""
     text, folder = dockerfile_for(manifest)
@@ -85,6 +95,7 @@ def build_key(client: docker.DockerClient, manifest: AgentManifest, base: str) -
         getattr(find_image(client, base), "id", ""),
         manifest.requirements,
         manifest.pip_args,
+        lock.read_text("utf-8") if (lock := current_lock(manifest)) else "",
         *(sources_key_of(p) for p in manifest.local_packages),
     ]
     if folder is not None:
@@ -133,6 +144,10 @@ def _build(
     (context / "Dockerfile").write_text(text)
     args = {
         "BASE_IMAGE": base,
+        "BASE_DIGEST": base.partition("@")[2],
+        "VERSION": __version__,
+        "CREATED": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "SOURCE": _source(),
         "REVISION": _revision(),
         "FRAMEWORK_VERSION": wheels.version_of(manifest.requirements[0])
         if manifest.requirements
@@ -193,6 +208,16 @@ def _quiet(command: list[str]) -> bool:
 def _output(command: list[str]) -> str:
     done = subprocess.run(command, capture_output=True, text=True)
     return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _source() -> str:
+    """Where the image's source lives: the checkout's origin, when it has one."""
+    checkout = IMAGES_DIR.parent
+    return (
+        _output(["git", "-C", str(checkout), "remote", "get-url", "origin"])
+        if (checkout / ".git").exists()
+        else ""
+    )
 
 
 def _revision() -> str:

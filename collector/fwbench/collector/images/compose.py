@@ -1,11 +1,14 @@
 """The standing fleet's agents as a compose file (compose/agents.yaml, included by
-compose/compose.yaml), rendered from the manifests like the Dockerfiles: each agent's image,
-its fixed ports from the manifest's [ports], GPU agents in the `gpu` profile with the NVIDIA
-GPUs reserved. Adding a framework adds a manifest; `collector images generate` then rewrites
-this file (a test checks it is current)."""
+compose/compose.yaml) and as Prometheus's scrape targets (compose/prometheus/targets/
+agents.json), rendered from the manifests like the Dockerfiles: each agent's image, its fixed
+ports from the manifest's [ports], GPU agents in the `gpu` profile with the NVIDIA GPUs
+reserved (their targets are listed too; down until that profile runs). Adding a framework adds
+a manifest; `collector images generate` then rewrites both files (a test checks they are
+current)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 
 from fwbench.collector.agents.manifest import AgentManifest
@@ -15,6 +18,7 @@ from fwbench.collector.images.dockerfile import GENERATED_MARK
 
 COMPOSE_DIR = project_dir("compose")
 AGENTS_COMPOSE = COMPOSE_DIR / "agents.yaml"
+PROMETHEUS_TARGETS = COMPOSE_DIR / "prometheus" / "targets" / "agents.json"
 PUBLISH_VARIABLE = "FWBENCH_PUBLISH_ADDRESS"
 
 _HEADER = f"""\
@@ -33,6 +37,7 @@ def _service(manifest: AgentManifest) -> list[str]:
         f"    image: {image_tag(manifest)}",
         "    pull_policy: never",
         "    restart: unless-stopped",
+        "    init: true",
         "    ports:",
         f'      - "{publish}:{manifest.grpc_port}:{manifest.grpc_port}"',
         f'      - "{publish}:{manifest.metrics_port}:{manifest.metrics_port}"',
@@ -55,3 +60,13 @@ def render_agents_compose(manifests: Iterable[AgentManifest]) -> str:
     """The compose file text (deterministic: agents in gRPC port order)."""
     ordered = sorted(manifests, key=lambda m: (m.grpc_port, m.name))
     return _HEADER + "\n".join(line for m in ordered for line in _service(m)) + "\n"
+
+
+def render_prometheus_targets(manifests: Iterable[AgentManifest]) -> str:
+    """file_sd targets: each agent's service name and metrics port, labelled with its name."""
+    ordered = sorted(manifests, key=lambda m: (m.grpc_port, m.name))
+    groups = [
+        json.dumps({"targets": [f"{m.name}:{m.metrics_port}"], "labels": {"agent": m.name}})
+        for m in ordered
+    ]
+    return "[\n  " + ",\n  ".join(groups) + "\n]\n"

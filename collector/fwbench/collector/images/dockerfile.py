@@ -28,6 +28,7 @@ CUDA_BASE_IMAGE = "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu22.04"
 GENERATED_MARK = "# Generated from "
 IMAGES_DIR = project_dir("images")
 AGENT_USER_ID = 10001
+LICENSE = "Apache-2.0"  # SPDX id of the project's LICENSE file
 
 _HEADER = """\
 {mark}{manifest} by `collector images generate`; edit
@@ -68,6 +69,10 @@ RUN --mount=type=bind,source=fwbench,target=/tmp/wheels \\
 _AGENT = """\
 ENV {env}
 ARG BASE_IMAGE
+ARG BASE_DIGEST=""
+ARG VERSION=unknown
+ARG CREATED=""
+ARG SOURCE=""
 ARG REVISION=unknown
 ARG FRAMEWORK_VERSION=unknown
 ARG PACKAGES=""
@@ -113,8 +118,14 @@ def _labels(manifest: AgentManifest) -> dict[str, str]:
     return {
         "org.opencontainers.image.title": f"fwbench agent {manifest.name}",
         "org.opencontainers.image.description": manifest.description,
+        "org.opencontainers.image.version": "${VERSION}",
+        "org.opencontainers.image.created": "${CREATED}",
+        "org.opencontainers.image.source": "${SOURCE}",
+        "org.opencontainers.image.licenses": LICENSE,
+        "org.opencontainers.image.vendor": "fwbench",
         "org.opencontainers.image.revision": "${REVISION}",
         "org.opencontainers.image.base.name": "${BASE_IMAGE}",
+        "org.opencontainers.image.base.digest": "${BASE_DIGEST}",
         "fwbench.agent": manifest.name,
         "fwbench.framework": manifest.plugin,
         "fwbench.variant": manifest.variant,

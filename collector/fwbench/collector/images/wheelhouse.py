@@ -4,7 +4,8 @@ configuration and mirrors), so that image builds need no index and no network.
 Cached under ~/.cache/fwbench/wheelhouse (or $FWBENCH_WHEELHOUSE):
 - runtime-KEY/: the third-party wheels of the agent runtime (KEY: the runtime packages'
   pyproject.toml files and the Python version);
-- agent-KEY/: everything an agent needs, resolved in one pip run from the manifest's
+- agent-KEY/: everything an agent needs: the files of its lock (agents/locks.py; KEY: the
+  lock's content), or without a lock, resolved in one pip run from the manifest's
   requirements and local packages, as the local launcher's environment is (KEY: the
   manifest's requirements and pip arguments, every local package's pyproject.toml, Python);
 - local/NAME-DIGEST/: the agent's own packages (protocol, runtime, plugin), rebuilt when
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fwbench.collector.agents.environments import sources_key
+from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 
 WHEELHOUSE_VARIABLE = "FWBENCH_WHEELHOUSE"
@@ -153,12 +155,18 @@ def agent_wheels(manifest: AgentManifest, report: Callable[[str], None]) -> Agen
     root = wheelhouse_root()
     runtime_dir = root / f"runtime-{_key(*_pyprojects(runtime_packages))}"
     _pip_wheel(runtime_dir, [str(p) for p in runtime_packages], report)
-    agent_dir = root / (
-        "agent-"
-        + _key(manifest.requirements, manifest.pip_args, *_pyprojects(manifest.local_packages))
-    )
-    local = [str(p) for p in manifest.local_packages]
-    _pip_wheel(agent_dir, [*manifest.pip_args, *manifest.requirements, *local], report)
+    lock = current_lock(manifest)
+    if lock is None:
+        agent_dir = root / (
+            "agent-"
+            + _key(manifest.requirements, manifest.pip_args, *_pyprojects(manifest.local_packages))
+        )
+        local = [str(p) for p in manifest.local_packages]
+        _pip_wheel(agent_dir, [*manifest.pip_args, *manifest.requirements, *local], report)
+    else:  # exactly the lock's files, hashes checked; the agent's own packages come below
+        agent_dir = root / f"agent-{_key(lock.read_text('utf-8'), manifest.pip_args)}"
+        locked = ["--require-hashes", "--no-deps", "-r", str(lock)]
+        _pip_wheel(agent_dir, [*manifest.pip_args, *locked], report)
     local_names = set(names.values())
     return AgentWheels(
         runtime=tuple(_third_party(runtime_dir, local_names)),

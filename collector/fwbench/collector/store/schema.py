@@ -48,8 +48,9 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "agent_pid",
         "Int64",
-        "Process id of the agent that measured the row, as the collector's host sees it (a "
-        "container's main process; an attached agent's own pid); with `--repeat` each "
+        "Process id of the agent that measured the row, as the collector's host sees it (in "
+        "a container, the agent under the container's init; an attached agent's own pid); "
+        "with `--repeat` each "
         "repetition is a fresh process unless --same-process; empty in runs before schema 4",
     ),
     Column(

@@ -174,10 +174,30 @@ def start_docker(
         handle.metrics_address = f"127.0.0.1:{_host_port(container, metrics_port)}"
         handle.client = AgentClient(name, handle.address)
         handle.client.wait_healthy(timeout_seconds, alive=handle.alive)
+        handle.host_pid = _agent_pid(container) or handle.host_pid
     except BaseException:
         handle.stop()
         raise
     return handle
+
+
+def _agent_pid(container: Any) -> int:
+    """The agent's process id as this host sees it: the container's main process is the
+    init (tini), the agent its child. 0 when `docker top` does not tell."""
+    try:
+        top = container.top()
+    except docker.errors.APIError:
+        return 0
+    titles = top.get("Titles") or []
+    if "PID" not in titles or "CMD" not in titles:
+        return 0
+    pid, cmd = titles.index("PID"), titles.index("CMD")
+    found = [
+        row
+        for row in top.get("Processes") or []
+        if "fwbench-agent" in row[cmd] and "docker-init" not in row[cmd]
+    ]
+    return int(found[0][pid]) if found else 0
 
 
 def _run_container(
@@ -205,6 +225,9 @@ def _run_container(
             hostname=str(client.info().get("Name", "")) or None,  # the machine, not an id
             cpuset_cpus=cpuset or None,
             device_requests=gpus,
+            # An init process as PID 1 (docker's tini): signals reach the agent, zombies of
+            # its compiler subprocesses (torch.compile, XLA) are reaped.
+            init=True,
         )
     except docker.errors.APIError as error:
         raise AgentUnavailable(f"docker refused container {name}: {error}") from None

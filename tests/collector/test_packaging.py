@@ -1,0 +1,70 @@
+"""The collector runs from an installed package, not only from a checkout: its wheel carries
+everything it reads (report templates, py.typed), and run from outside any checkout it finds
+the project's files through $FWBENCH_HOME, or works from --manifests alone."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w", str(out), str(REPO)],
+        check=True,
+        timeout=300,
+    )
+    return next(out.glob("fwbench-*.whl"))
+
+
+def test_wheel_carries_templates_and_entry_point(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "fwbench/collector/analysis/report/templates/report.html.j2" in names
+    assert "fwbench/collector/py.typed" in names
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "collector = fwbench.collector.cli:app" in text
+    assert not any(n.startswith(("fwbench/runtime", "fwbench/torch_plugin")) for n in names)
+
+
+def _installed_collector(wheel: Path, tmp_path: Path, *args: str, home: str = "") -> str:
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    env = {k: v for k, v in os.environ.items() if k not in ("FWBENCH_HOME", "PYTHONPATH")}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(REPO / "proto")])
+    if home:
+        env["FWBENCH_HOME"] = home
+    # The dev install puts the checkout's collector/ on sys.path (a .pth file): take it out.
+    checkout = str(REPO / "collector")
+    code = f"import sys; sys.path = [p for p in sys.path if p != {checkout!r}]; "
+    code += f"import fwbench.collector as c; assert c.__file__.startswith({str(site)!r}); "
+    code += "from fwbench.collector.cli import app; app(prog_name='collector')"
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_installed_collector_outside_a_checkout(wheel: Path, tmp_path: Path) -> None:
+    alone = json.loads(_installed_collector(wheel, tmp_path, "agents", "--json"))
+    assert alone == []  # no checkout, no FWBENCH_HOME: no declared agents, no crash
+    homed = json.loads(_installed_collector(wheel, tmp_path, "agents", "--json", home=str(REPO)))
+    assert {"torch-cpu", "tf-mkl", "jax-cpu"} <= {a["agent"] for a in homed}
+    version = _installed_collector(wheel, tmp_path, "--version")
+    assert version.startswith("collector ")
