@@ -1,0 +1,1 @@
+"""The NumPy plugin: gemm on whatever BLAS numpy links (OpenBLAS in the PyPI wheels)."""
