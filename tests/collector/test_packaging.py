@@ -34,6 +34,9 @@ def test_wheel_carries_templates_and_entry_point(wheel: Path) -> None:
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "collector = fwbench.collector.cli:app" in text
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    assert "License-Expression: Apache-2.0" in zipfile.ZipFile(wheel).read(metadata).decode()
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert not any(n.startswith(("fwbench/runtime", "fwbench/torch_plugin")) for n in names)
 
 

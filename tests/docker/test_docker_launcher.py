@@ -3,6 +3,7 @@ loopback, pinning, thread restarts, crashes, and that no container outlives its 
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from fwbench.collector import __version__
 from fwbench.collector.agents.client import AgentUnavailable
 from fwbench.collector.agents.docker_engine import ImageInfo
 from fwbench.collector.agents.launchers.docker import (
@@ -44,6 +46,10 @@ def test_image_is_labelled_from_the_manifest(
     image = docker_daemon.images.get(fake_image.id)
     labels, config = image.labels, image.attrs["Config"]
     assert labels["fwbench.agent"] == "test-fake"
+    assert labels["org.opencontainers.image.version"] == __version__
+    assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
+    assert dt.datetime.fromisoformat(labels["org.opencontainers.image.created"]).tzinfo
+    assert labels["org.opencontainers.image.base.name"]
     assert labels["fwbench.framework"] == "fake"
     assert labels[BUILD_KEY_LABEL]
     assert "fwbench-test-fake-plugin==0.0.1" in labels["fwbench.packages"].split()

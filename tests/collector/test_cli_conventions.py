@@ -1,0 +1,79 @@
+"""The CLI keeps the ecosystem's conventions: --version, shell completion, --json on every
+listing, results on stdout and everything else on stderr, one table from error to exit code,
+choices that name the valid values."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fwbench.collector import __version__
+from fwbench.collector.agents.client import AgentUnavailable
+from fwbench.collector.agents.environments import EnvironmentBuildError
+from fwbench.collector.agents.specs import AgentSpecError
+from fwbench.collector.cli import app
+from fwbench.collector.cli.common import EXIT_CODES, ExitCode
+from fwbench.collector.store import PersistenceError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def collector(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fwbench.collector.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+def test_version_and_completion() -> None:
+    done = collector("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"collector {__version__}"
+    assert "--install-completion" in CliRunner().invoke(app, ["--help"]).output
+
+
+def test_agents_json_lists_every_manifest_with_its_lock() -> None:
+    done = collector("agents", "--json")
+    assert done.returncode == 0, done.stderr
+    agents = {row["agent"]: row for row in json.loads(done.stdout)}
+    shipped = {p.stem for p in (REPO / "agents" / "manifests").glob("*.toml")}
+    assert set(agents) == shipped
+    assert agents["torch-cpu"]["lock"] == "current"
+    assert agents["torch-cu12"]["requires_gpu"] == "true"
+
+
+def test_results_json_in_an_empty_store_is_an_empty_list(tmp_path: Path) -> None:
+    done = collector("results", "--json", "--store", str(tmp_path / "s.sqlite"))
+    assert done.returncode == 0 and json.loads(done.stdout) == []
+
+
+def test_bad_input_goes_to_stderr_with_the_table_s_code(tmp_path: Path) -> None:
+    done = collector("run", "--agents", "nope", "--store", str(tmp_path / "s.sqlite"))
+    assert done.returncode == ExitCode.NOT_STARTED and done.stdout == ""
+    assert "unknown agent 'nope'" in done.stderr
+
+
+def test_choices_name_the_valid_values(tmp_path: Path) -> None:
+    done = collector("run", "--agents", "torch-cpu", "--launcher", "kubernetes")
+    assert done.returncode == 2
+    assert "local" in done.stderr and "docker" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        (AgentSpecError, ExitCode.NOT_STARTED),
+        (AgentUnavailable, ExitCode.NOT_STARTED),
+        (EnvironmentBuildError, ExitCode.NOT_STARTED),
+        (PersistenceError, ExitCode.FAILED),
+    ],
+)
+def test_one_table_from_error_to_exit_code(error: type[Exception], code: ExitCode) -> None:
+    assert EXIT_CODES[error] == code
