@@ -18,6 +18,7 @@ from fwbench.collector.run.normalize import failure_row, identity_columns, resul
 from fwbench.collector.run.plan import Cell, Selection, loop_request
 from fwbench.collector.run.schedule import stretches
 from fwbench.collector.run.telemetry import Scraper, summarize
+from fwbench.collector.run.validate import ERROR_CODE, ProtocolViolation, check_result
 from fwbench.collector.run.work import AgentWork
 from fwbench.spec import Catalogue
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
@@ -220,6 +221,8 @@ def _run_cell(
                 time.sleep(1.0)  # still finishing a timed-out cell: wait for it
                 continue
             return _rpc_failure(handle, request, identity, error, ctx), []
+        except ProtocolViolation as error:
+            return _failed(identity, ctx, "failed", ERROR_CODE, str(error)), []
         row = result_row(identity, item.describe, ctx.selection.seed, result)
         return row, list(result.sample_nanoseconds)
 
@@ -227,13 +230,16 @@ def _run_cell(
 def _stream(
     handle: AgentHandle, request: agent_pb2.RunRequest, ctx: RunContext
 ) -> agent_pb2.RunResult:
+    """The cell's checked RunResult; raises grpc.RpcError (the call failed) or
+    ProtocolViolation (the agent answered, wrongly)."""
     for event in handle.client.run(request, ctx.cell_timeout_seconds):
         if event.HasField("result"):
+            check_result(request, event.result, ctx.catalogue)
             return event.result
         ctx.display.cell_progress(
             handle.name, _STAGE_NAMES.get(event.progress.stage, "?"), event.progress.iterations_done
         )
-    raise grpc.RpcError("stream ended without a result")
+    raise ProtocolViolation("result", "the Run stream ended without a RunResult")
 
 
 def _rpc_failure(

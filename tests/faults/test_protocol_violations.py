@@ -1,0 +1,94 @@
+"""An agent that breaks the protocol gets failed cells that say so, the run exits 1 with no
+traceback, and `results`, `compare` and `report` still work on that run. The agent is written
+from agent.proto alone (liar_agent.py), as somebody else's would be, and runs as its own
+process; the collector is the real command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+HERE = Path(__file__).parent
+LIES = {
+    "zero-samples": "sample_nanoseconds: no samples",
+    "negative-samples": "sample_nanoseconds: 12 of 12 not positive",
+    "no-result": "result: the Run stream ended without a RunResult",
+    "wrong-run-id": "run_id: 'someone-else' answers",
+    "too-many": "samples; the request allows 12 to 20",
+}
+
+
+@pytest.fixture
+def start_agent(tmp_path: Path) -> Iterator[object]:
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(mode: str) -> str:
+        port_file = tmp_path / f"{mode}.json"
+        process = subprocess.Popen([sys.executable, str(HERE / "liar_agent.py"), mode, port_file])
+        started.append(process)
+        deadline = time.monotonic() + 30
+        while not port_file.exists():
+            assert process.poll() is None and time.monotonic() < deadline, "liar did not start"
+            time.sleep(0.05)
+        return f"127.0.0.1:{json.loads(port_file.read_text())['port']}"
+
+    yield start
+    for process in started:
+        process.kill()
+        process.wait()
+
+
+def collector(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    store = ["--store", str(tmp_path / "store.sqlite")]
+    return subprocess.run(
+        [sys.executable, "-m", "fwbench.collector.cli", *args, *store],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+
+
+@pytest.mark.parametrize("lie", LIES)
+def test_a_lying_agent_gets_failed_cells_and_the_run_stays_usable(
+    tmp_path: Path, start_agent: object, lie: str
+) -> None:
+    honest, liar = start_agent("honest"), start_agent(lie)  # type: ignore[operator]
+    out = tmp_path / "run"
+    done = collector(
+        tmp_path,
+        "run",
+        f"--agents=honest@{honest},liar@{liar}",
+        "--workloads=gemm",
+        "--phases=infer",
+        "--batch-sizes=1",
+        "--iterations=12",
+        "--max-iterations=20",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    rows = pd.read_parquet(out / "results.parquet").set_index("agent")
+    assert rows.loc["honest", "status"] == "ok"
+    assert rows.loc["liar", "status"] == "failed"
+    assert rows.loc["liar", "error_code"] == "PROTOCOL_VIOLATION"
+    assert "the agent broke the protocol" in rows.loc["liar", "error"]
+    assert LIES[lie] in rows.loc["liar", "error"]
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    for command in (
+        ["results", run_id],
+        ["compare", run_id, "--baseline", "honest"],
+        ["report", run_id, "--out", str(tmp_path / "report")],
+    ):
+        after = collector(tmp_path, *command)
+        assert after.returncode == 0, (command, after.stderr)
+        assert "Traceback" not in after.stderr
+    assert (tmp_path / "report" / "report.html").is_file()
