@@ -67,6 +67,13 @@ CASES: dict[str, Case] = {
     "run-batch-size-x": run_case("--batch-sizes", "x"),
     "run-malformed-address": Case(("run", "--agents", "a@b", "--out", "out")),
     "run-workload-in-brackets": run_case("--workloads", "[gemm]"),
+    "run-seed-negative": run_case("--seed", "-1"),
+    "run-seed-too-big": run_case("--seed", str(2**64)),
+    "run-threads-huge": run_case("--threads", "99999999999"),
+    "run-iterations-contradict": run_case("--iterations", "50", "--max-iterations", "10"),
+    "run-out-is-a-file": Case(
+        ("run", "--agents", "torch-cpu", "--out", "{root}/afile"), files=(("afile", "x"),)
+    ),
     "agents-bad-manifest-name": Case(
         ("agents", "--manifests", "{root}/manifests"),
         files=(("manifests/bad.toml", BAD_MANIFEST),),
@@ -227,6 +234,11 @@ RUN_ERRORS = {
     "run-batch-size-x": ["invalid batch size 'x'", "integer"],
     "run-malformed-address": ["invalid agent address 'a@b'", "NAME@HOST:PORT"],
     "run-unreachable": ["cannot reach agent x at 127.0.0.1:", "within 3 s"],
+    "run-seed-negative": ["invalid seed -1", "allowed 0..18446744073709551615"],
+    "run-seed-too-big": [f"invalid seed {2**64}"],
+    "run-threads-huge": ["invalid thread count 99999999999", "allowed 0..4096"],
+    "run-iterations-contradict": ["--iterations 50 exceeds --max-iterations 10"],
+    "run-out-is-a-file": ["afile is a file"],
 }
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,10 +14,16 @@ import pytest
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
-from fwbench.collector.agents.specs import aa_pairs, base_name, expand_instances
+from fwbench.collector.agents.specs import (
+    AgentSpecError,
+    aa_pairs,
+    base_name,
+    expand_instances,
+)
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import Cell, SelectionError, build_selection, plan_cells
 from fwbench.collector.run.schedule import cells_per_agent, stretches
+from fwbench.collector.run.session import run_status
 from fwbench.collector.run.work import AgentWork
 from fwbench.spec import load_catalogue
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
@@ -64,9 +71,13 @@ class FakeClient:
         if self.dead or request.workload == self.crash_on:
             self.dead = True
             raise Unavailable()
+        started = time.time_ns()
         yield agent_pb2.RunResponse(
             result=agent_pb2.RunResult(
+                run_id=request.run_id,
                 sample_nanoseconds=[1_000_000] * 10,
+                measure_started_unix_nanoseconds=started,
+                measure_ended_unix_nanoseconds=started + 10_000_000,
                 settings=agent_pb2.EffectiveSettings(mode="function", device="cpu"),
             )
         )
@@ -280,7 +291,11 @@ def test_expand_instances_names_aa_copies() -> None:
     )
     assert expand_instances(["a", "a", "a"]) == ("a", "a#2", "a#3")
     assert expand_instances(["b"], ["a"]) == ("b", "a", "a#2")
-    assert expand_instances(["x@h:1", "x@h:1"]) == ("x@h:1",)
+    with pytest.raises(AgentSpecError, match="the address h:1 is given twice"):
+        expand_instances(["x@h:1", "x@h:1"])
+    with pytest.raises(AgentSpecError, match="given twice"):
+        expand_instances(["x@h:1", "y@h:1"])
+    assert expand_instances(["x@h:1", "x@h:2"]) == ("x@h:1", "x@h:2")
     assert base_name("tf-eigen#2") == "tf-eigen"
 
 
@@ -302,3 +317,20 @@ def test_cell_dataclass_unchanged() -> None:
         "unsupported_reason",
         "mode",
     }
+
+
+@pytest.mark.parametrize(
+    ("statuses", "planned", "interrupted", "escaped", "expected"),
+    [
+        ({"ok": 3, "unsupported": 1}, 4, False, "", "ok"),
+        ({"ok": 3, "failed": 1}, 4, False, "", "failed"),
+        ({"ok": 2, "cancelled": 1}, 4, True, "", "interrupted"),
+        ({"ok": 2}, 4, False, "", "incomplete"),
+        ({"ok": 2}, 4, False, "PersistenceError: disk full", "failed"),
+        ({}, 4, False, "", "incomplete"),
+    ],
+)
+def test_run_status_is_ok_only_when_every_planned_cell_is_ok_or_unsupported(
+    statuses: dict[str, int], planned: int, interrupted: bool, escaped: str, expected: str
+) -> None:
+    assert run_status(statuses, planned, interrupted, escaped) == expected

@@ -9,7 +9,7 @@ found through FWBENCH_MANIFEST_PATH. Nothing in the collector or the runtime nam
 from __future__ import annotations
 
 import os
-import shutil
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,59 +19,8 @@ import pytest
 from fwbench.collector.agents.docker_engine import DockerUnavailable, docker_client
 from fwbench.collector.agents.manifest import AgentManifest, discover_manifests
 
-ROOT = Path(__file__).resolve().parents[2]
-FAKE_PLUGIN = ROOT / "tests" / "runtime" / "fake_plugin.py"
-FAKE_AGENT = "test-fake"
-
-_PYPROJECT = """\
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "fwbench-test-fake-plugin"
-version = "0.0.1"
-dependencies = ["fwbench-agent-runtime"]
-
-[project.entry-points."fwbench.plugins"]
-fake = "fwbench_test_fake.plugin:FakePlugin"
-"""
-
-_MANIFEST = """\
-schema_version = 1
-name = "{name}"
-plugin = "fake"
-variant = "cpu"
-description = "Throwaway agent of the Docker tests (FakePlugin)"
-
-[install]
-requirements = []
-local_packages = ["{proto}", "{runtime}", "{package}"]
-
-[env]
-FAKE_SWITCH = "from-the-manifest"
-
-[ports]
-grpc = 50099
-metrics = 9199
-"""
-
-
-def write_fake_agent(root: Path, name: str = FAKE_AGENT) -> Path:
-    """Writes the plugin package and the manifest under `root`; returns the manifests folder."""
-    package = root / "plugin"
-    (package / "fwbench_test_fake").mkdir(parents=True)
-    (package / "fwbench_test_fake" / "__init__.py").write_text("")
-    shutil.copy(FAKE_PLUGIN, package / "fwbench_test_fake" / "plugin.py")
-    (package / "pyproject.toml").write_text(_PYPROJECT)
-    manifests = root / "manifests"
-    manifests.mkdir()
-    (manifests / f"{name}.toml").write_text(
-        _MANIFEST.format(
-            name=name, proto=ROOT / "proto", runtime=ROOT / "agents" / "runtime", package=package
-        )
-    )
-    return manifests
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/fake_agent.py
+from fake_agent import FAKE_AGENT, write_fake_agent
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,10 @@ class LiarAgent(agent_pb2_grpc.AgentServiceServicer):
         return agent_pb2.DescribeResponse(
             spec_version=SPEC_VERSION,
             identity=agent_pb2.AgentIdentity(
-                name="liar", framework="liar", framework_version="1", variant=self.mode
+                name="honest" if self.mode == "honest" else "liar",
+                framework="liar",
+                framework_version="1",
+                variant=self.mode,
             ),
             threads=agent_pb2.ThreadSettings(intra_op_threads=1, inter_op_threads=1),
             workloads=[

@@ -6,16 +6,12 @@ process; the collector is the real command."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from fault_cli import collector
 
-HERE = Path(__file__).parent
 LIES = {
     "zero-samples": "sample_nanoseconds: no samples",
     "negative-samples": "sample_nanoseconds: 12 of 12 not positive",
@@ -23,37 +19,6 @@ LIES = {
     "wrong-run-id": "run_id: 'someone-else' answers",
     "too-many": "samples; the request allows 12 to 20",
 }
-
-
-@pytest.fixture
-def start_agent(tmp_path: Path) -> Iterator[object]:
-    started: list[subprocess.Popen[bytes]] = []
-
-    def start(mode: str) -> str:
-        port_file = tmp_path / f"{mode}.json"
-        process = subprocess.Popen([sys.executable, str(HERE / "liar_agent.py"), mode, port_file])
-        started.append(process)
-        deadline = time.monotonic() + 30
-        while not port_file.exists():
-            assert process.poll() is None and time.monotonic() < deadline, "liar did not start"
-            time.sleep(0.05)
-        return f"127.0.0.1:{json.loads(port_file.read_text())['port']}"
-
-    yield start
-    for process in started:
-        process.kill()
-        process.wait()
-
-
-def collector(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    store = ["--store", str(tmp_path / "store.sqlite")]
-    return subprocess.run(
-        [sys.executable, "-m", "fwbench.collector.cli", *args, *store],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
 
 
 @pytest.mark.parametrize("lie", LIES)

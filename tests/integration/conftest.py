@@ -19,6 +19,7 @@ from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.manifest import AgentManifest, discover_manifests, manifest_dirs
 
 sys.path.insert(0, str(Path(__file__).parent))  # collector_cli
+sys.path.insert(0, str(Path(__file__).parents[1]))  # fake_agent
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,11 @@
-"""The question the tool exists to settle, end to end with real agents: is oneDNN faster than
-Eigen for a 3x3 convolution, and is an agent different from itself? `collector run` with
-interleaved repetitions and an A/A pair, then `collector compare` and `collector report`."""
+"""The question the tool exists to settle, end to end: `collector run` with interleaved
+repetitions and an A/A pair, then `collector compare` and `collector report`.
+
+What the verdicts must be is only asserted where the difference is under the test's control
+(fake agents whose steps take 2 and 4 ms, whatever the CPU): which TensorFlow variant is
+faster depends on the machine (oneDNN beats Eigen 2.1-2.6x for conv2d training on a Xeon, ties
+on a Zen 3 EPYC; docs/frameworks.md), so with the real agents the test checks the tool's
+bookkeeping and that the A/A pair is no difference, not which library wins."""
 
 from __future__ import annotations
 
@@ -9,9 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 from collector_cli import collector
+from fake_agent import write_fake_agents
 
 
-def test_compare_calls_onednn_a_win_and_aa_no_difference(tmp_path: Path, isolated_store) -> None:
+def test_tf_variants_interleave_and_aa_is_no_difference(tmp_path: Path, isolated_store) -> None:
     out = tmp_path / "run"
     done = collector(
         "run",
@@ -58,8 +64,8 @@ def test_compare_calls_onednn_a_win_and_aa_no_difference(tmp_path: Path, isolate
     # that two processes of one agent can differ for their whole life (docs/report.md).
     columns = ["agent", "repetition", "agent_pid", "median_seconds", "cpu_system_percent"]
     detail = json.dumps(document, indent=1) + "\n" + table.reindex(columns=columns).to_string()
-    assert mkl["verdict"] == "faster", detail
-    assert mkl["speedup_ci_low"] > 1.3, detail  # measured 2.1-2.6x (docs/frameworks.md)
+    assert mkl["verdict"] in ("faster", "slower", "no clear difference"), detail
+    assert mkl["speedup_ci_low"] <= mkl["speedup"] <= mkl["speedup_ci_high"], detail
     assert twin["verdict"] == "no clear difference", detail
     assert twin["notes"].startswith("A/A"), detail
     assert document["measured_noise_floor"] is not None
@@ -69,3 +75,55 @@ def test_compare_calls_onednn_a_win_and_aa_no_difference(tmp_path: Path, isolate
     html = (out / "report" / "report.html").read_text()
     assert html.count('<img class="plot"') >= 4
     assert "tf-eigen#2" in html
+
+
+def test_compare_calls_a_controlled_difference_and_aa_no_difference(
+    tmp_path: Path, isolated_store
+) -> None:
+    """Two agents of the sleeping fake plugin, one taking twice as long per step: compare
+    must call it slower with an interval around 0.5, and the fast one's A/A twin no
+    difference. Sleep-bound steps keep the factor on any CPU."""
+    manifests = write_fake_agents(
+        tmp_path / "agents", {"fast": {}, "slow": {"FAKE_STEP_SCALE": "2"}}
+    )
+    out = tmp_path / "run"
+    done = collector(
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "fast,slow",
+        "--aa",
+        "fast",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1",
+        "--param",
+        "m=2000",  # the fake plugin's step: 2000 us
+        "--repeat",
+        "3",
+        "--min-seconds",
+        "0.2",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    compared = collector("compare", run_id, "--baseline", "fast", "--json", cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    document = json.loads(compared.stdout)
+    verdicts = {c["agent"]: c for c in document["comparisons"]}
+    slow, twin = verdicts["slow"], verdicts["fast#2"]
+    detail = json.dumps(document, indent=1)
+    assert slow["verdict"] == "slower", detail
+    # 2 ms against 4 ms of sleep, plus each step's constant overhead (tens of microseconds):
+    # the ratio is a little above 0.5, never far from it.
+    assert 0.45 < slow["speedup_ci_low"] <= slow["speedup"] <= slow["speedup_ci_high"] < 0.56, (
+        detail
+    )
+    assert slow["method"] == "processes", detail
+    assert twin["verdict"] == "no clear difference", detail

@@ -1,6 +1,9 @@
-"""All framework agents through the real collector: one table for torch, TensorFlow with and
-without oneDNN, and JAX; the oneDNN/Eigen difference; time to accuracy in every framework;
-thread sweeps on frameworks that size their pools at start-up."""
+"""All framework agents through the real collector: one table for every CPU agent (torch,
+TensorFlow with and without oneDNN, JAX, NumPy, and any agent added later); time to accuracy in
+every framework; thread sweeps on frameworks that size their pools at start-up. Which variant
+is faster is the machine's business, not the tool's: these tests assert none (the figures are
+in docs/frameworks.md with their CPUs; compare's verdicts are checked with a controlled
+difference in test_compare_run.py)."""
 
 from __future__ import annotations
 
@@ -75,34 +78,6 @@ def test_every_cpu_agent_gives_one_table(tmp_path, isolated_store):
         for agent in ("tf-mkl", "tf-eigen")
     }
     assert onednn == {"tf-mkl": "true", "tf-eigen": "false"}
-
-
-def test_onednn_is_faster_than_eigen_for_a_3x3_convolution(tmp_path, isolated_store):
-    """The variants are really different environments: training a 3x3, 64-channel convolution
-    (forward and both gradients) ran 2.1-2.6x faster with oneDNN here (docs/frameworks.md).
-    Both agents are measured in alternation (three rounds, medians of medians) so that a noisy
-    moment cannot decide it."""
-    tables = []
-    for round_, order in enumerate(["tf-mkl,tf-eigen", "tf-eigen,tf-mkl", "tf-mkl,tf-eigen"]):
-        folder = tmp_path / f"round{round_}"
-        folder.mkdir()
-        tables.append(
-            run_table(
-                folder,
-                "--agents",
-                order,
-                "--workloads",
-                "conv2d",
-                "--phases",
-                "train",
-                "--batch-sizes",
-                "8",
-                "--min-seconds",
-                "1",
-            )
-        )
-    speed = pd.concat(tables).groupby("agent")["gflops_per_second"].median()
-    assert speed["tf-mkl"] > 1.3 * speed["tf-eigen"], speed.to_dict()
 
 
 def test_every_framework_trains_to_the_target_accuracy(tmp_path, isolated_store):

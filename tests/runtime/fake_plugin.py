@@ -5,6 +5,7 @@ the plugin contract (docs/plugins.md): tests/plugin_contract runs against it too
 
 from __future__ import annotations
 
+import os
 import time
 
 from fwbench.runtime.plugin import (
@@ -79,7 +80,9 @@ class FakePlugin:
         micros = spec.params.get("m", 100)
         if micros > OOM_ABOVE:
             raise FakeAllocatorError("tried to allocate 1 PiB")
-        seconds = micros / 1e6
+        # FAKE_STEP_SCALE (an agent's environment) stretches every step: two agents of this
+        # plugin then differ by a known factor, whatever the CPU (tests/integration).
+        seconds = micros / 1e6 * float(os.environ.get("FAKE_STEP_SCALE", "1"))
 
         def step() -> object:
             time.sleep(seconds)

@@ -21,17 +21,27 @@ def base_name(instance: str) -> str:
 
 def expand_instances(specs: Sequence[str], aa: Sequence[str] = ()) -> tuple[str, ...]:
     """Agent specs as given, a repeated plain name becoming NAME#2, NAME#3; each name in `aa`
-    adds a second instance of that agent (and the first, when it was not listed). An
-    attached agent (NAME@HOST:PORT) given twice is the same agent and is kept once."""
+    adds a second instance of that agent (and the first, when it was not listed). An attached
+    agent (NAME@HOST:PORT) is one process someone else runs: its address given twice, under
+    any names, raises AgentSpecError (two instances of it would be one process measured
+    twice, not an A/A pair)."""
     wanted = list(specs)
     for name in aa:
         wanted += [name, name] if name not in wanted else [name]
     seen: Counter[str] = Counter()
+    addresses: dict[str, str] = {}
     instances: list[str] = []
     for spec in wanted:
-        if "@" in spec:
-            if spec not in instances:
-                instances.append(spec)
+        attached = parse_attached(spec)
+        if attached:
+            earlier = addresses.setdefault(attached[1], spec)
+            if earlier != spec or spec in instances:
+                raise AgentSpecError(
+                    f"{spec}: the address {attached[1]} is given twice ({earlier}); an agent "
+                    "someone else runs can be measured once per run (for an A/A pair, start a "
+                    "second one on another port)"
+                )
+            instances.append(spec)
             continue
         seen[spec] += 1
         instances.append(spec if seen[spec] == 1 else f"{spec}{SEPARATOR}{seen[spec]}")

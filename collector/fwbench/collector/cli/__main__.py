@@ -2,4 +2,5 @@
 
 from fwbench.collector.cli import app
 
-app(prog_name="collector")
+if __name__ == "__main__":
+    app(prog_name="collector")

@@ -73,10 +73,10 @@ def run(
         Path | None, typer.Option(help="Output folder (default fwbench-results/RUN_ID).")
     ] = None,
     cell_timeout: Annotated[
-        float, typer.Option(help="Seconds before one cell is abandoned.")
+        float, typer.Option(min=0.0, help="Seconds before one cell is abandoned (0 = never).")
     ] = 1800.0,
     start_timeout: Annotated[
-        float, typer.Option(help="Seconds for an agent to become healthy.")
+        float, typer.Option(min=1.0, help="Seconds for an agent to become healthy.")
     ] = 180.0,
     scrape_interval: Annotated[
         float,
@@ -124,12 +124,14 @@ def run(
     store: StorePath = None,
 ) -> None:
     """Run workloads on agents and store one normalized results table."""
+    if out is not None and out.exists() and not out.is_dir():
+        fail(f"--out {out} is a file; give a folder (new, or holding no run)")
     if cpuset and launcher != LauncherKind.DOCKER:
         fail("--cpuset needs --launcher docker")
     catalogue = load_catalogue()
     declared = load_manifests(manifests)
-    agent_specs = expand_instances(split_list(agents), split_list(aa))
     try:
+        agent_specs = expand_instances(split_list(agents), split_list(aa))
         resolve_agents(agent_specs, declared)
         selection = build_selection(
             catalogue,
@@ -176,5 +178,5 @@ def run(
     console.print(f"results: {summary.out_dir}/results.parquet ({counts})", highlight=False)
     if summary.interrupted:
         fail("interrupted; results measured so far are saved", ExitCode.INTERRUPTED)
-    if summary.statuses.get("failed") or summary.statuses.get("cancelled"):
-        raise typer.Exit(ExitCode.FAILED)
+    if summary.status != "ok":
+        fail(f"run {summary.run_id} is {summary.status}", ExitCode.FAILED)

@@ -13,6 +13,8 @@ from fwbench.spec.catalogue import DTYPES, PHASES
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
 MAX_REPEAT = 100
+MAX_SEED = 2**64 - 1  # RunRequest.seed is a uint64
+MAX_THREADS = 4096  # RunRequest.threads is a uint32; no host has more cores than this
 
 
 class SelectionError(ValueError):
@@ -118,6 +120,11 @@ def build_selection(
     )
     if not 1 <= repeat <= MAX_REPEAT:
         raise SelectionError(f"invalid repeat {repeat}: allowed 1..{MAX_REPEAT}")
+    if not 0 <= seed <= MAX_SEED:
+        raise SelectionError(f"invalid seed {seed}: allowed 0..{MAX_SEED} (2^64 - 1)")
+    too_many = [t for t in selection.threads if t > MAX_THREADS]
+    if too_many:
+        raise SelectionError(f"invalid thread count {too_many[0]}: allowed 0..{MAX_THREADS}")
     _check_limits(catalogue, selection)
     return selection
 
@@ -178,6 +185,13 @@ def _check_loop(catalogue: Catalogue, loop: LoopSettings) -> None:
     if loop.min_seconds is not None and not 0 <= loop.min_seconds <= catalogue.min_seconds_max:
         raise SelectionError(
             f"invalid min seconds {loop.min_seconds}: allowed 0..{catalogue.min_seconds_max}"
+        )
+    least = loop.min_iterations or limits["min_iterations"].default
+    most = loop.max_iterations or limits["max_iterations"].default
+    if least > most:
+        raise SelectionError(
+            f"--iterations {least} exceeds --max-iterations {most}: the loop could never "
+            "reach its minimum"
         )
 
 
@@ -266,3 +280,19 @@ def _unsupported(
     if DTYPE_VALUES[dtype] not in support.dtypes:
         return f"agent does not support dtype {dtype} for {workload}"
     return ""
+
+
+def check_modes_offered(
+    modes: tuple[str, ...], describes: Mapping[str, agent_pb2.DescribeResponse]
+) -> None:
+    """Raises SelectionError for a mode named in --modes that none of the agents offers for any
+    workload (a typo, most likely), listing the modes they do offer."""
+    if modes in (("default",), ("all",)):
+        return
+    offered = {m for d in describes.values() for w in d.workloads for m in w.modes}
+    unknown = [mode for mode in modes if mode not in offered]
+    if unknown:
+        raise SelectionError(
+            f"mode {unknown[0]!r} is offered by none of the agents "
+            f"({', '.join(describes)}); they offer: {', '.join(sorted(offered)) or 'no modes'}"
+        )

@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
+from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.docker_engine import docker_client
 from fwbench.collector.agents.launchers import (
     AgentHandle,
@@ -26,11 +27,16 @@ from fwbench.collector.agents.launchers import (
 from fwbench.collector.agents.launchers.attached import attach
 from fwbench.collector.agents.launchers.docker import remove_orphans
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.specs import base_name, parse_attached
+from fwbench.collector.agents.specs import AgentSpecError, base_name, parse_attached
 from fwbench.collector.images.build import ensure_image
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.metadata import agent_metadata, host_metadata, new_run_id, now
-from fwbench.collector.run.plan import Selection, SelectionError, plan_cells
+from fwbench.collector.run.plan import (
+    Selection,
+    SelectionError,
+    check_modes_offered,
+    plan_cells,
+)
 from fwbench.collector.run.progress import RichDisplay
 from fwbench.collector.run.recording import Recorder, keep_logs
 from fwbench.collector.run.schedule import cells_per_agent
@@ -61,6 +67,7 @@ class RunSummary:
     out_dir: Path
     statuses: dict[str, int]
     interrupted: bool
+    status: str = "ok"  # run_status(): ok, failed, incomplete or interrupted
 
 
 def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Console) -> Launcher:
@@ -108,6 +115,30 @@ def launch_all(
             handle.stop()
         raise errors[0]
     return handles
+
+
+def run_status(statuses: dict[str, int], planned: int, interrupted: bool, escaped: str) -> str:
+    """What a run's status says, in the store, run.json and the exit code: `ok` only when every
+    planned cell was recorded ok or unsupported by its agent."""
+    if interrupted:
+        return "interrupted"
+    if escaped or statuses.get("failed", 0) or statuses.get("cancelled", 0):
+        return "failed"
+    return "incomplete" if sum(statuses.values()) < planned else "ok"
+
+
+def check_identity(handle: AgentHandle, describe: agent_pb2.DescribeResponse) -> None:
+    """An attached agent is what its NAME@ says, or the run is refused (AgentSpecError) before
+    anything is written: rows are labelled with NAME, so a wrong one would mislabel them."""
+    said, actual = base_name(handle.name), describe.identity.name
+    if handle.kind != "attached" or said == actual:
+        return
+    what = describe.identity
+    raise AgentSpecError(
+        f"the agent at {handle.address} is {actual!r} ({what.framework} "
+        f"{what.framework_version}, variant {what.variant or '-'}), not {said!r}; attach it as "
+        f"{actual}@{handle.address}"
+    )
 
 
 def _restarter(
@@ -167,11 +198,13 @@ def _execute(
             if handle.manifest is not None:
                 restart = _restarter(handle.manifest, launcher, handle.name)
             describe = handle.client.describe()
+            check_identity(handle, describe)
             if not handle.metrics_address and describe.metrics_port:
                 # Attached: the agent's own port, on the host the collector reaches it at.
                 host = handle.address.rpartition(":")[0]
                 handle.metrics_address = f"{host}:{describe.metrics_port}"
             work.append(AgentWork(handle, describe, [], restart))
+        check_modes_offered(selection.modes, {w.handle.name: w.describe for w in work})
         for item in work:
             item.cells = plan_cells(item.handle.name, item.describe, catalogue, selection)
         return _measure(run_id, out_dir, work, options, selection, catalogue, console)
@@ -220,22 +253,23 @@ def _measure(
         options.cell_timeout_seconds,
         options.scrape_interval_seconds,
     )
-    interrupted = False
+    interrupted, escaped = False, ""
     try:
         with ctx.display:  # type: ignore[attr-defined]
             run_all(work, ctx)
     except KeyboardInterrupt:
         interrupted = True
+    except BaseException as error:
+        escaped = f"{type(error).__name__}: {error}"
+        raise
     finally:
-        failed = ctx.statuses.get("failed", 0) or ctx.statuses.get("cancelled", 0)
-        metadata.update(
-            finished_at=now(),
-            statuses=ctx.statuses,
-            status="interrupted" if interrupted else ("failed" if failed else "ok"),
-        )
+        status = run_status(ctx.statuses, sum(counts), interrupted, escaped)
+        metadata.update(finished_at=now(), statuses=ctx.statuses, status=status)
+        if escaped:
+            metadata["error"] = escaped
         with contextlib.suppress(PersistenceError):  # the original error matters more
             store.finish_run(run_id, metadata["status"], metadata["finished_at"], metadata)
             recorder.sync()
             folder.write_metadata(metadata)
         store.close()
-    return RunSummary(run_id, out_dir, ctx.statuses, interrupted)
+    return RunSummary(run_id, out_dir, ctx.statuses, interrupted, metadata["status"])
