@@ -79,6 +79,9 @@ def test_agent_runs_on_loopback_ports_and_stops_idempotently(
             "127.0.0.1"
         }
         assert handle.address == f"127.0.0.1:{bindings['50099/tcp'][0]['HostPort']}"
+        host = container.attrs["HostConfig"]
+        assert host["Init"] is True and "no-new-privileges" in host["SecurityOpt"]
+        assert host["PidsLimit"] == 4096 and host["Memory"] > 0
         describe = handle.client.describe()
         assert describe.identity.name == "test-fake" and describe.host.in_container
         # The agent's process as this host sees it: a child of the container's init (tini).

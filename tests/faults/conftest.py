@@ -13,6 +13,7 @@ import pytest
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))  # fault_cli
+sys.path.insert(0, str(HERE.parent))  # fake_agent
 
 
 @pytest.fixture

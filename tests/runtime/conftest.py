@@ -16,7 +16,7 @@ from fwbench.runtime.server import AgentServer, create_server
 
 @pytest.fixture
 def agent() -> Iterator[AgentServer]:
-    server = create_server(FakePlugin(), name="fake-cpu", variant="cpu", reflection_enabled=True)
+    server = create_server(FakePlugin(), name="fake-cpu", variant="cpu")  # reflection: default
     yield server
     server.stop(0)
 

@@ -191,6 +191,13 @@ def test_health_reports_serving_for_server_and_service(channel, agent):
     assert reply.status == health_pb2.HealthCheckResponse.NOT_SERVING
 
 
+def test_reflection_is_served_by_default_and_can_be_turned_off():
+    from fwbench.runtime.cli import build_parser
+
+    assert build_parser().parse_args(["--plugin", "fake"]).reflection is True
+    assert build_parser().parse_args(["--plugin", "fake", "--no-reflection"]).reflection is False
+
+
 def test_reflection_lists_the_agent_service(channel):
     stub = reflection_pb2_grpc.ServerReflectionStub(channel)
     replies = stub.ServerReflectionInfo(

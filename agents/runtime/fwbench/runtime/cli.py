@@ -26,7 +26,7 @@ from fwbench.runtime.registry import PluginInvalid, PluginNotFound, load_plugin
 from fwbench.runtime.server import create_server
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     env = os.environ.get
     p = argparse.ArgumentParser(prog="fwbench-agent", description=__doc__)
     plugin = env("FWBENCH_PLUGIN")
@@ -44,7 +44,13 @@ def _parser() -> argparse.ArgumentParser:
         help="/metrics port, 0 = any",
     )
     p.add_argument("--no-metrics", action="store_true", help="disable the /metrics endpoint")
-    p.add_argument("--reflection", action="store_true", help="enable gRPC server reflection")
+    p.add_argument(
+        "--reflection",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="serve gRPC server reflection (default: on; grpcurl and other tools list the "
+        "services with it)",
+    )
     p.add_argument("--ports-file", type=Path, help="write bound ports here as JSON")
     p.add_argument(
         "--exit-with-parent",
@@ -73,7 +79,7 @@ def _write_ports(path: Path, grpc_port: int, metrics_port: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     if args.memory_limit_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (args.memory_limit_bytes, args.memory_limit_bytes))
     # CUDA numbers GPUs fastest-first by default, NVML by PCI bus: make "cuda:N" the device

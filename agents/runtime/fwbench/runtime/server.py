@@ -47,7 +47,7 @@ def create_server(
     port: int = 0,
     metrics_host: str | None = None,
     metrics_port: int | None = 0,
-    reflection_enabled: bool = False,
+    reflection_enabled: bool = True,
 ) -> AgentServer:
     """Starts serving and returns the server with its bound ports (port 0 picks a free one).
 

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from fwbench.collector.agents.launchers import LauncherKind
+from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.specs import AgentSpecError, expand_instances, resolve_agents
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
@@ -120,12 +120,23 @@ def run(
     cpuset: Annotated[
         str, typer.Option(help="docker: CPUs each container is pinned to, e.g. 0-1 or 1.")
     ] = "",
+    memory: Annotated[
+        str,
+        typer.Option(
+            help="docker: each container's memory limit, e.g. 8g (default: 90% of this host's)."
+        ),
+    ] = "",
+    pids_limit: Annotated[
+        int, typer.Option(min=64, help="docker: each container's process and thread limit.")
+    ] = DEFAULT_PIDS_LIMIT,
     manifests: ManifestDirs = None,
     store: StorePath = None,
 ) -> None:
     """Run workloads on agents and store one normalized results table."""
     if out is not None and out.exists() and not out.is_dir():
         fail(f"--out {out} is a file; give a folder (new, or holding no run)")
+    if (memory or pids_limit != DEFAULT_PIDS_LIMIT) and launcher != LauncherKind.DOCKER:
+        fail("--memory and --pids-limit limit containers: they need --launcher docker")
     if cpuset and launcher != LauncherKind.DOCKER:
         fail("--cpuset needs --launcher docker")
     catalogue = load_catalogue()
@@ -159,6 +170,8 @@ def run(
         scrape_interval_seconds=scrape_interval if scrape_interval > 0 else None,
         launcher=launcher,
         cpuset=cpuset,
+        memory=memory,
+        pids_limit=pids_limit,
     )
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:

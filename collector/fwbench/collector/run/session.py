@@ -18,6 +18,7 @@ from rich.console import Console
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.docker_engine import docker_client
 from fwbench.collector.agents.launchers import (
+    DEFAULT_PIDS_LIMIT,
     AgentHandle,
     Launcher,
     LauncherKind,
@@ -59,6 +60,8 @@ class RunOptions:
     scrape_interval_seconds: float | None = DEFAULT_INTERVAL_SECONDS
     launcher: LauncherKind = LauncherKind.LOCAL  # how agents given by name are started
     cpuset: str = ""  # docker: CPUs each container is pinned to ("0-1"); "" = all
+    memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share
+    pids_limit: int = DEFAULT_PIDS_LIMIT  # docker: each container's process limit
 
 
 @dataclass
@@ -82,6 +85,8 @@ def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Cons
         report=console.print,
         start_timeout_seconds=options.start_timeout_seconds,
         cpuset=options.cpuset,
+        memory=options.memory,
+        pids_limit=options.pids_limit,
         image_for=image_for,
     )
     return launcher_for(options.launcher, settings)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fwbench.collector.agents.launchers.base import (
+    DEFAULT_PIDS_LIMIT,
     AgentHandle,
     Launcher,
     LauncherKind,
@@ -14,7 +15,15 @@ from fwbench.collector.agents.launchers.base import (
 from fwbench.collector.agents.launchers.docker import DockerLauncher
 from fwbench.collector.agents.launchers.local import LocalLauncher
 
-__all__ = ["LAUNCHERS", "AgentHandle", "LaunchSettings", "Launcher", "LauncherKind", "launcher_for"]
+__all__ = [
+    "DEFAULT_PIDS_LIMIT",
+    "LAUNCHERS",
+    "AgentHandle",
+    "LaunchSettings",
+    "Launcher",
+    "LauncherKind",
+    "launcher_for",
+]
 
 LAUNCHERS: dict[LauncherKind, Callable[[LaunchSettings], Launcher]] = {
     LauncherKind.LOCAL: LocalLauncher,

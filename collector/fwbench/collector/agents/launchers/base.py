@@ -18,6 +18,8 @@ from fwbench.collector.agents.docker_engine import ImageInfo
 from fwbench.collector.agents.manifest import AgentManifest
 
 START_TIMEOUT_SECONDS = 180.0
+DEFAULT_PIDS_LIMIT = 4096  # processes and threads of one container; XLA and torch need hundreds
+DEFAULT_MEMORY_SHARE = 0.9  # of the host's memory, so a runaway agent cannot take it all
 
 
 class LauncherKind(StrEnum):
@@ -117,5 +119,9 @@ class LaunchSettings:
     report: Callable[[str], None] = _ignore  # one line of progress (builds, pulls)
     start_timeout_seconds: float = START_TIMEOUT_SECONDS
     cpuset: str = ""  # docker: CPUs each container is pinned to ("0-1"); "" = all
+    # docker: each container's memory limit (Docker's syntax: "8g"; "" = DEFAULT_MEMORY_SHARE
+    # of this host's memory) and process limit.
+    memory: str = ""
+    pids_limit: int = DEFAULT_PIDS_LIMIT
     # docker: the image of an agent, built or refreshed when needed (images/build.py).
     image_for: Callable[[AgentManifest], ImageInfo] | None = None

@@ -20,11 +20,14 @@ from typing import Any, ClassVar
 
 import docker
 import docker.errors
+import psutil
 from docker.types import DeviceRequest
 
 from fwbench.collector.agents.client import AgentClient, AgentUnavailable
 from fwbench.collector.agents.docker_engine import ImageInfo, docker_client
 from fwbench.collector.agents.launchers.base import (
+    DEFAULT_MEMORY_SHARE,
+    DEFAULT_PIDS_LIMIT,
     START_TIMEOUT_SECONDS,
     AgentHandle,
     LauncherKind,
@@ -122,6 +125,7 @@ class DockerLauncher:
             threads=threads,
             cpuset=self.settings.cpuset,
             instance=instance,
+            limits=ContainerLimits(self.settings.memory, self.settings.pids_limit),
         )
 
     def close(self) -> None:
@@ -137,6 +141,7 @@ def start_docker(
     threads: int = 0,
     cpuset: str = "",
     instance: str = "",
+    limits: ContainerLimits | None = None,
 ) -> ContainerAgent:
     """Starts the agent's container from `image` and waits until its health service says
     SERVING. `threads` > 0 sets FWBENCH_THREADS; `cpuset` ("0-1", "0,2") pins the container's
@@ -155,6 +160,7 @@ def start_docker(
         labels={RUN_LABEL: run_id, HOST_LABEL: socket.gethostname(), PID_LABEL: str(os.getpid())},
         environment={"FWBENCH_THREADS": str(threads)} if threads else {},
         cpuset=cpuset,
+        limits=limits or ContainerLimits(),
     )
     handle = ContainerAgent(
         name=name,
@@ -179,6 +185,19 @@ def start_docker(
         handle.stop()
         raise
     return handle
+
+
+@dataclass(frozen=True)
+class ContainerLimits:
+    """What one agent container may use: memory (Docker's syntax, "8g"; "" = the default
+    share of the host) and processes (threads included)."""
+
+    memory: str = ""
+    pids_limit: int = DEFAULT_PIDS_LIMIT
+
+
+def _default_memory() -> int:
+    return int(psutil.virtual_memory().total * DEFAULT_MEMORY_SHARE)
 
 
 def _agent_pid(container: Any) -> int:
@@ -208,6 +227,7 @@ def _run_container(
     labels: dict[str, str],
     environment: dict[str, str],
     cpuset: str,
+    limits: ContainerLimits,
 ) -> Any:
     """Creates and starts the container; its ports go to 127.0.0.1 on ports the daemon picks
     (a one-element binding is the host address alone)."""
@@ -228,6 +248,9 @@ def _run_container(
             # An init process as PID 1 (docker's tini): signals reach the agent, zombies of
             # its compiler subprocesses (torch.compile, XLA) are reaped.
             init=True,
+            mem_limit=limits.memory or _default_memory(),
+            pids_limit=limits.pids_limit,
+            security_opt=["no-new-privileges"],
         )
     except docker.errors.APIError as error:
         raise AgentUnavailable(f"docker refused container {name}: {error}") from None
