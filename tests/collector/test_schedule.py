@@ -162,23 +162,38 @@ def test_run_all_repeat_runs_a_fresh_process_per_repetition() -> None:
     assert len(set.union(*pids.values())) == 6  # and a new one for each (2 agents x 3)
 
 
-def test_run_all_fresh_process_recovers_from_a_crash_in_the_next_repetition() -> None:
+def test_run_all_replaces_a_crashed_agent_and_the_sweep_goes_on() -> None:
     selection = build_selection(
         CATALOGUE, workloads="gemm,conv2d", phases="train", batch_sizes="8", repeat=2
     )
     log: list = []
     items = work_for(["a"], selection, log)
     items[0].handle.client.crash_on = "gemm"  # type: ignore[attr-defined]
+    first_pid = items[0].handle.client.pid  # type: ignore[attr-defined]
     recorder = Recorder()
     ctx = RunContext("r", CATALOGUE, selection, recorder, Display(), None)  # type: ignore[arg-type]
     run_all(items, ctx)
     assert [(r["workload"], r["repetition"], r["status"]) for r in recorder.rows] == [
-        ("gemm", 0, "failed"),
-        ("conv2d", 0, "failed"),  # not run: the process died
-        ("gemm", 1, "ok"),  # the fresh process of repetition 1 does not crash
+        ("gemm", 0, "failed"),  # the process died during this cell
+        ("conv2d", 0, "ok"),  # a new process, started right away, goes on
+        ("gemm", 1, "ok"),
         ("conv2d", 1, "ok"),
     ]
-    assert "crashed" in recorder.rows[1]["error"]
+    assert "agent crashed during this cell" in recorder.rows[0]["error"]
+    assert recorder.rows[1]["agent_pid"] != first_pid
+
+
+def test_run_all_fails_the_rest_of_an_attached_agent_that_crashed() -> None:
+    selection = build_selection(CATALOGUE, workloads="gemm,conv2d", phases="train", batch_sizes="8")
+    log: list = []
+    items = work_for(["a"], selection, log)
+    items[0].restart = None  # attached: nobody here can start it again
+    items[0].handle.client.crash_on = "gemm"  # type: ignore[attr-defined]
+    recorder = Recorder()
+    ctx = RunContext("r", CATALOGUE, selection, recorder, Display(), None)  # type: ignore[arg-type]
+    run_all(items, ctx)
+    assert [r["status"] for r in recorder.rows] == ["failed", "failed"]
+    assert "not run: agent a failed earlier" in recorder.rows[1]["error"]
 
 
 def test_run_all_failed_fresh_start_fails_that_repetition_only() -> None:
@@ -334,3 +349,29 @@ def test_run_status_is_ok_only_when_every_planned_cell_is_ok_or_unsupported(
     statuses: dict[str, int], planned: int, interrupted: bool, escaped: str, expected: str
 ) -> None:
     assert run_status(statuses, planned, interrupted, escaped) == expected
+
+
+def test_a_cell_with_a_silent_gap_is_failed_as_stalled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent that went silent mid-cell (stopped, then continued) finishes the cell, but a
+    sample may span the gap: the cell is failed, never ok."""
+    from fwbench.collector.run import call
+
+    monkeypatch.setattr(call, "STALL_GAP_SECONDS", 0.05)
+    selection = build_selection(CATALOGUE, workloads="gemm", phases="train", batch_sizes="8")
+    log: list = []
+    items = work_for(["a"], selection, log)
+    client = items[0].handle.client
+    real_run = client.run  # type: ignore[attr-defined]
+
+    def slow_run(request: Any, timeout: Any) -> Iterator[Any]:
+        time.sleep(0.1)  # nothing sent for longer than the gap allows
+        yield from real_run(request, timeout)
+
+    client.run = slow_run  # type: ignore[attr-defined]
+    items[0].describe.spec_version = "1.2"  # an agent that sends heartbeats
+    recorder = Recorder()
+    ctx = RunContext("r", CATALOGUE, selection, recorder, Display(), None)  # type: ignore[arg-type]
+    run_all(items, ctx)
+    [row] = recorder.rows
+    assert row["status"] == "failed" and row["error_code"] == "STALLED"
+    assert "a sample may span the stall" in row["error"]

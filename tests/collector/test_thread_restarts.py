@@ -33,7 +33,7 @@ class FakeHandle:
     def __post_init__(self) -> None:
         self.client = FakeClient(self.threads)
 
-    def stop(self) -> None:
+    def stop(self, grace_seconds: float = 10.0) -> None:
         self.stopped = True
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import urllib.request
@@ -229,3 +230,22 @@ def test_metrics_expose_process_identity_and_workload_counters(stub, agent):
 def test_load_plugin_unknown_name_lists_installed():
     with pytest.raises(PluginNotFound, match="no fwbench plugin named 'nope'; installed"):
         load_plugin("nope", PluginContext())
+
+
+def test_run_sends_heartbeats_while_nothing_new_happens(stub, monkeypatch):
+    """Protocol 1.2: a Progress at least every HEARTBEAT_SECONDS, the last one repeated, with
+    a growing elapsed time, so that a client can tell a long step from a hung agent."""
+    from fwbench.runtime import service
+
+    monkeypatch.setattr(service, "HEARTBEAT_SECONDS", 0.005)
+    progress, result = run_to_end(stub, request(params={"m": 20000}, min_iterations=10))
+    assert result.sample_nanoseconds
+    elapsed = [e.progress.elapsed_seconds for e in progress]
+    assert elapsed == sorted(elapsed) and elapsed[-1] > 0
+    repeats = sum(
+        a.progress.stage == b.progress.stage
+        and a.progress.iterations_done == b.progress.iterations_done
+        for a, b in itertools.pairwise(progress)
+    )
+    assert repeats >= 5, [(e.progress.stage, e.progress.iterations_done) for e in progress]
+    assert all(e.progress.run_id for e in progress)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -44,6 +45,10 @@ _STAGES = {
     "measure": agent_pb2.STAGE_MEASURE,
 }
 _DEVICE_KINDS = {"cpu": agent_pb2.DEVICE_KIND_CPU, "gpu": agent_pb2.DEVICE_KIND_GPU}
+
+
+# While a run is active the agent sends a Progress at least this often (agent.proto, Run).
+HEARTBEAT_SECONDS = 2.0
 
 
 @dataclass
@@ -153,9 +158,21 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     def _relay(
         self, run_id: str, events: queue.Queue[object], context: grpc.ServicerContext
     ) -> Iterator[agent_pb2.RunResponse]:
+        """Streams the measurement thread's events; while none comes, repeats the last
+        progress every HEARTBEAT_SECONDS (protocol 1.2), so that a client can tell a long step
+        from a hung agent: a stopped or frozen process sends nothing."""
+        started = time.monotonic()
+        last = agent_pb2.Progress(run_id=run_id, stage=agent_pb2.STAGE_BUILD)
         while True:
-            event = events.get()
+            try:
+                event = events.get(timeout=HEARTBEAT_SECONDS)
+            except queue.Empty:
+                last.elapsed_seconds = time.monotonic() - started
+                yield agent_pb2.RunResponse(progress=last)
+                continue
             if isinstance(event, agent_pb2.Progress):
+                last = event
+                event.elapsed_seconds = time.monotonic() - started
                 yield agent_pb2.RunResponse(progress=event)
             elif isinstance(event, agent_pb2.RunResult):
                 yield agent_pb2.RunResponse(result=event)

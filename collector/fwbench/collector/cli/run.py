@@ -23,6 +23,7 @@ from fwbench.collector.cli.common import (
     fail_with,
     load_manifests,
 )
+from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.plan import LoopSettings, SelectionError, build_selection, split_list
 from fwbench.collector.run.progress import summary_table
 from fwbench.collector.run.session import RunOptions, execute_run
@@ -78,6 +79,15 @@ def run(
     start_timeout: Annotated[
         float, typer.Option(min=1.0, help="Seconds for an agent to become healthy.")
     ] = 180.0,
+    hang_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            help="Seconds without a heartbeat (agents send one every 2 s) before an agent "
+            "counts as hung: the cell fails and an agent the collector started is restarted; "
+            "0 = only --cell-timeout.",
+        ),
+    ] = HANG_SECONDS,
     scrape_interval: Annotated[
         float,
         typer.Option(
@@ -168,6 +178,7 @@ def run(
         start_timeout,
         shlex.join(["collector", *sys.argv[1:]]),
         scrape_interval_seconds=scrape_interval if scrape_interval > 0 else None,
+        hang_timeout_seconds=hang_timeout or None,
         launcher=launcher,
         cpuset=cpuset,
         memory=memory,

@@ -14,22 +14,20 @@ import pandas as pd
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.run.call import AgentCrashed, AgentStalled, gone, stream_result
+from fwbench.collector.run.liveness import (
+    HANG_SECONDS,
+)
 from fwbench.collector.run.normalize import failure_row, identity_columns, result_row
 from fwbench.collector.run.plan import Cell, Selection, loop_request
 from fwbench.collector.run.schedule import stretches
 from fwbench.collector.run.telemetry import Scraper, summarize
-from fwbench.collector.run.validate import ERROR_CODE, ProtocolViolation, check_result
+from fwbench.collector.run.validate import ERROR_CODE, ProtocolViolation
 from fwbench.collector.run.work import AgentWork
 from fwbench.spec import Catalogue
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
 BUSY_GRACE_SECONDS = 30.0
-_STAGE_NAMES = {
-    agent_pb2.STAGE_BUILD: "build",
-    agent_pb2.STAGE_FIRST_ITERATION: "first iteration",
-    agent_pb2.STAGE_WARMUP: "warm-up",
-    agent_pb2.STAGE_MEASURE: "measure",
-}
 
 
 class Recorder(Protocol):
@@ -46,10 +44,6 @@ class Display(Protocol):
     def cell_finished(self, agent: str, row: dict[str, Any]) -> None: ...
 
 
-class AgentCrashed(RuntimeError):
-    """The agent process died or stopped answering during a cell."""
-
-
 @dataclass
 class RunContext:
     run_id: str
@@ -60,6 +54,8 @@ class RunContext:
     cell_timeout_seconds: float | None
     # Seconds between /metrics scrapes during a cell; None = no scraping at all.
     scrape_interval_seconds: float | None = None
+    # Seconds without a heartbeat before an agent counts as hung (liveness.py); None = never.
+    hang_timeout_seconds: float | None = HANG_SECONDS
     statuses: dict[str, int] = field(default_factory=dict)
     next_index: int = 0
 
@@ -115,7 +111,7 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
                 try:
                     row, samples, telemetry = _scraped_cell(item, cell, identity, ctx)
                 except AgentCrashed as error:
-                    crashed = f"agent {item.handle.name} crashed earlier: {error}"
+                    crashed = _recover(item, error)
                     row, samples = (
                         _failed(
                             identity,
@@ -128,6 +124,18 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
                     )
             _finish(item.handle.name, row, samples, ctx, telemetry)
         crashed_agents[id(item)] = crashed
+
+
+def _recover(item: AgentWork, error: AgentCrashed) -> str:
+    """After a crash or a hang: a fresh process of an agent the collector started, so the
+    sweep goes on ("" then); else why the agent's remaining cells cannot run."""
+    name = item.handle.name
+    try:
+        if item.replace_dead():
+            return ""
+    except Exception as failure:  # noqa: BLE001 (the remaining cells carry it)
+        return f"agent {name} failed ({error}) and starting it again failed: {failure}"
+    return f"agent {name} failed earlier: {error}"
 
 
 def _finish(
@@ -205,7 +213,7 @@ def _run_cell(
     busy_until = time.monotonic() + BUSY_GRACE_SECONDS
     while True:
         try:
-            result = _stream(handle, request, ctx)
+            result = stream_result(item, request, ctx)
         except KeyboardInterrupt:
             handle.client.cancel(request.run_id)
             _finish(
@@ -223,23 +231,10 @@ def _run_cell(
             return _rpc_failure(handle, request, identity, error, ctx), []
         except ProtocolViolation as error:
             return _failed(identity, ctx, "failed", ERROR_CODE, str(error)), []
+        except AgentStalled as error:
+            return _failed(identity, ctx, "failed", "STALLED", str(error)), []
         row = result_row(identity, item.describe, ctx.selection.seed, result)
         return row, list(result.sample_nanoseconds)
-
-
-def _stream(
-    handle: AgentHandle, request: agent_pb2.RunRequest, ctx: RunContext
-) -> agent_pb2.RunResult:
-    """The cell's checked RunResult; raises grpc.RpcError (the call failed) or
-    ProtocolViolation (the agent answered, wrongly)."""
-    for event in handle.client.run(request, ctx.cell_timeout_seconds):
-        if event.HasField("result"):
-            check_result(request, event.result, ctx.catalogue)
-            return event.result
-        ctx.display.cell_progress(
-            handle.name, _STAGE_NAMES.get(event.progress.stage, "?"), event.progress.iterations_done
-        )
-    raise ProtocolViolation("result", "the Run stream ended without a RunResult")
 
 
 def _rpc_failure(
@@ -259,16 +254,7 @@ def _rpc_failure(
         grpc.StatusCode.CANCELLED,
         grpc.StatusCode.UNKNOWN,
         grpc.StatusCode.INTERNAL,
-    ) and _gone(handle):
+    ) and gone(handle):
         raise AgentCrashed(handle.exit_reason())
     status = "cancelled" if code == grpc.StatusCode.CANCELLED else "failed"
     return _failed(identity, ctx, status, code.name, details)
-
-
-def _gone(handle: AgentHandle) -> bool:
-    """True when the agent died or stopped answering; a dying process gets a moment to be
-    reaped so that its exit status can be reported."""
-    if handle.client.healthy():
-        return False
-    handle.settle(3.0)  # alive but not answering after this: as good as gone
-    return True

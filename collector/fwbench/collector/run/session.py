@@ -31,6 +31,7 @@ from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.specs import AgentSpecError, base_name, parse_attached
 from fwbench.collector.images.build import ensure_image
 from fwbench.collector.run.execute import RunContext, run_all
+from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.metadata import agent_metadata, host_metadata, new_run_id, now
 from fwbench.collector.run.plan import (
     Selection,
@@ -58,6 +59,8 @@ class RunOptions:
     command_line: str
     # Seconds between /metrics scrapes during each cell; None turns scraping off.
     scrape_interval_seconds: float | None = DEFAULT_INTERVAL_SECONDS
+    # Seconds without a heartbeat before an agent counts as hung; None = only the cell timeout.
+    hang_timeout_seconds: float | None = HANG_SECONDS
     launcher: LauncherKind = LauncherKind.LOCAL  # how agents given by name are started
     cpuset: str = ""  # docker: CPUs each container is pinned to ("0-1"); "" = all
     memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share
@@ -257,6 +260,7 @@ def _measure(
         RichDisplay(console, cells),
         options.cell_timeout_seconds,
         options.scrape_interval_seconds,
+        options.hang_timeout_seconds,
     )
     interrupted, escaped = False, ""
     try:

@@ -45,8 +45,16 @@ class AgentWork:
         self._swap(threads)
         return ""
 
-    def _swap(self, threads: int) -> None:
+    def replace_dead(self) -> bool:
+        """Replaces a crashed or hung agent the collector started with a fresh process (same
+        thread count). Returns False for an attached agent. Raises what starting one raises."""
+        if self.restart is None:
+            return False
+        self._swap(self.handle.threads, grace_seconds=1.0)  # a hung one will not stop politely
+        return True
+
+    def _swap(self, threads: int, grace_seconds: float = 10.0) -> None:
         assert self.restart is not None
-        self.handle.stop()
+        self.handle.stop(grace_seconds)
         self.handle = self.restart(threads)
         self.describe = self.handle.client.describe()

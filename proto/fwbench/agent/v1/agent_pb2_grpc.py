@@ -74,6 +74,9 @@ class AgentServiceServicer(object):
         CANCELLED           the run was cancelled (Cancel RPC, client cancellation or deadline)
         INTERNAL            the framework raised anything else (message carries the error)
         Cancelling the call or exceeding its deadline stops the work at the next iteration.
+        Heartbeat (since 1.2): while the run is active the agent sends a Progress at least every
+        2 s, repeating the last one when nothing new happened (a long step, a compilation), so a
+        client can tell a long step from a stopped or frozen agent, which sends nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -33,11 +31,15 @@ from fwbench.collector.agents.launchers.base import (
     LauncherKind,
     LaunchSettings,
 )
+from fwbench.collector.agents.launchers.docker_sweep import (
+    HOST_LABEL,
+    PID_LABEL,
+    RUN_LABEL,
+    refuse_if_closed,
+    remove_orphans,
+    remove_run_containers,
+)
 from fwbench.collector.agents.manifest import AgentManifest
-
-RUN_LABEL = "fwbench.run_id"
-HOST_LABEL = "fwbench.collector-host"
-PID_LABEL = "fwbench.collector-pid"
 
 
 @dataclass
@@ -151,7 +153,7 @@ def start_docker(
     client = docker_client()
     suffix = f"-threads{threads}" if threads else ""
     grpc_port, metrics_port = f"{manifest.grpc_port}/tcp", f"{manifest.metrics_port}/tcp"
-    _refuse_if_closed(run_id, name)
+    refuse_if_closed(run_id, name)
     container = _run_container(
         client,
         manifest,
@@ -173,7 +175,7 @@ def start_docker(
         image=image,
     )
     try:
-        _refuse_if_closed(run_id, name)  # the run ended (Ctrl-C) while this one was created
+        refuse_if_closed(run_id, name)  # the run ended (Ctrl-C) while this one was created
         container.reload()
         handle.host_pid = int(container.attrs["State"].get("Pid") or 0)
         handle.address = f"127.0.0.1:{_host_port(container, grpc_port)}"
@@ -263,53 +265,13 @@ def _host_port(container: Any, port: str) -> str:
     return str(bindings[0]["HostPort"])
 
 
-def remove_run_containers(run_id: str) -> int:
-    """Removes every container of this run, running or not, and refuses new ones from then on
-    (a start still under way in another thread when the run ends); returns how many."""
-    with _closed_lock:
-        _closed_runs.add(run_id)
-    return _remove({"label": f"{RUN_LABEL}={run_id}"})
-
-
-_closed_runs: set[str] = set()
-_closed_lock = threading.Lock()
-
-
-def _refuse_if_closed(run_id: str, name: str) -> None:
-    with _closed_lock:
-        if run_id in _closed_runs:
-            raise AgentUnavailable(f"agent {name} not started: run {run_id} has ended")
-
-
-def remove_orphans() -> int:
-    """Removes containers that collectors on this host started and that outlived them."""
-
-    def orphaned(container: Any) -> bool:
-        pid = container.labels.get(PID_LABEL, "")
-        return pid.isdigit() and not _process_exists(int(pid))
-
-    return _remove({"label": f"{HOST_LABEL}={socket.gethostname()}"}, orphaned)
-
-
-def _remove(
-    filters: dict[str, str | list[str] | bool], chosen: Callable[[Any], bool] = lambda _: True
-) -> int:
-    try:
-        client = docker_client()
-    except Exception:  # noqa: BLE001 (no daemon: nothing of ours can be running)
-        return 0
-    found = [c for c in client.containers.list(all=True, filters=filters) if chosen(c)]
-    for container in found:
-        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
-            container.remove(force=True)
-    return len(found)
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+__all__ = [
+    "HOST_LABEL",
+    "PID_LABEL",
+    "RUN_LABEL",
+    "ContainerAgent",
+    "DockerLauncher",
+    "remove_orphans",
+    "remove_run_containers",
+    "start_docker",
+]

@@ -1,0 +1,74 @@
+"""No container of a run outlives it: every container carries the run's id, this host and this
+collector's pid as labels; the end of a run removes its containers and refuses new ones, and
+the next run sweeps what a collector killed outright (SIGKILL) left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import docker
+import docker.errors
+
+from fwbench.collector.agents.client import AgentUnavailable
+from fwbench.collector.agents.docker_engine import docker_client
+
+RUN_LABEL = "fwbench.run_id"
+HOST_LABEL = "fwbench.collector-host"
+PID_LABEL = "fwbench.collector-pid"
+
+
+def remove_run_containers(run_id: str) -> int:
+    """Removes every container of this run, running or not, and refuses new ones from then on
+    (a start still under way in another thread when the run ends); returns how many."""
+    with _closed_lock:
+        _closed_runs.add(run_id)
+    return _remove({"label": f"{RUN_LABEL}={run_id}"})
+
+
+_closed_runs: set[str] = set()
+_closed_lock = threading.Lock()
+
+
+def refuse_if_closed(run_id: str, name: str) -> None:
+    with _closed_lock:
+        if run_id in _closed_runs:
+            raise AgentUnavailable(f"agent {name} not started: run {run_id} has ended")
+
+
+def remove_orphans() -> int:
+    """Removes containers that collectors on this host started and that outlived them."""
+
+    def orphaned(container: Any) -> bool:
+        pid = container.labels.get(PID_LABEL, "")
+        return pid.isdigit() and not _process_exists(int(pid))
+
+    return _remove({"label": f"{HOST_LABEL}={socket.gethostname()}"}, orphaned)
+
+
+def _remove(
+    filters: dict[str, str | list[str] | bool], chosen: Callable[[Any], bool] = lambda _: True
+) -> int:
+    try:
+        client = docker_client()
+    except Exception:  # noqa: BLE001 (no daemon: nothing of ours can be running)
+        return 0
+    found = [c for c in client.containers.list(all=True, filters=filters) if chosen(c)]
+    for container in found:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            container.remove(force=True)
+    return len(found)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

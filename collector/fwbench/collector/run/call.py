@@ -1,0 +1,84 @@
+"""One Run call to an agent: its event stream relayed to the display, watched for liveness
+(liveness.py), and its result checked (validate.py) before anyone sees it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import grpc
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.run.liveness import STALL_GAP_SECONDS, StallWatch, sends_heartbeats
+from fwbench.collector.run.validate import ProtocolViolation, check_result
+from fwbench.collector.run.work import AgentWork
+
+if TYPE_CHECKING:
+    from fwbench.collector.run.execute import RunContext
+
+STAGE_NAMES = {
+    agent_pb2.STAGE_BUILD: "build",
+    agent_pb2.STAGE_FIRST_ITERATION: "first iteration",
+    agent_pb2.STAGE_WARMUP: "warm-up",
+    agent_pb2.STAGE_MEASURE: "measure",
+}
+
+
+class AgentCrashed(RuntimeError):
+    """The agent process died or stopped answering during a cell."""
+
+
+class AgentHung(AgentCrashed):
+    """The agent sent no heartbeat for the hang timeout (liveness.py)."""
+
+
+class AgentStalled(RuntimeError):
+    """The agent went silent for a while during a cell that then finished: a sample may span
+    the stall, so the cell cannot be trusted."""
+
+    def __init__(self, gap_seconds: float) -> None:
+        super().__init__(
+            f"the agent sent nothing for {gap_seconds:.1f} s during this cell (more than "
+            f"{STALL_GAP_SECONDS:g} s: it was stopped or frozen); a sample may span the stall"
+        )
+
+
+def stream_result(
+    item: AgentWork, request: agent_pb2.RunRequest, ctx: RunContext
+) -> agent_pb2.RunResult:
+    """The cell's checked RunResult; raises grpc.RpcError (the call failed), AgentHung (no
+    heartbeat for the hang timeout), AgentStalled (a gap in a finished cell) or
+    ProtocolViolation (the agent answered, wrongly)."""
+    handle = item.handle
+    heartbeats = sends_heartbeats(item.describe)
+    call = handle.client.run(request, ctx.cell_timeout_seconds)
+    watch = StallWatch(call, ctx.hang_timeout_seconds if heartbeats else None)
+    try:
+        for event in call:
+            watch.event()
+            if event.HasField("result"):
+                check_result(request, event.result, ctx.catalogue)
+                if heartbeats and watch.longest_gap > STALL_GAP_SECONDS:
+                    raise AgentStalled(watch.longest_gap)
+                return event.result
+            stage = STAGE_NAMES.get(event.progress.stage, "?")
+            ctx.display.cell_progress(handle.name, stage, event.progress.iterations_done)
+    except grpc.RpcError:
+        if watch.fired:
+            raise AgentHung(
+                f"agent {handle.name} sent nothing for {ctx.hang_timeout_seconds:g} s (it "
+                "sends a heartbeat every 2 s while it runs): hung, stopped or frozen"
+            ) from None
+        raise
+    finally:
+        watch.stop()
+    raise ProtocolViolation("result", "the Run stream ended without a RunResult")
+
+
+def gone(handle: AgentHandle) -> bool:
+    """True when the agent died or stopped answering; a dying process gets a moment to be
+    reaped so that its exit status can be reported."""
+    if handle.client.healthy():
+        return False
+    handle.settle(3.0)  # alive but not answering after this: as good as gone
+    return True

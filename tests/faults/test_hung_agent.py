@@ -1,0 +1,58 @@
+"""A hung agent is noticed in bounded time, whatever the cell timeout: SIGSTOP a real agent
+mid-cell and the collector fails that cell as hung after --hang-timeout, kills the stopped
+process, starts a fresh one and measures the rest of the sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+from fake_agent import write_fake_agents
+
+COLLECTOR = Path(sys.executable).with_name("collector")
+
+
+def _rows(folder: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(folder / "results.parquet")
+    except (FileNotFoundError, OSError, ValueError):  # not written yet, or mid-replace
+        return pd.DataFrame()
+
+
+def test_a_stopped_agent_is_hung_killed_restarted_and_the_sweep_goes_on(tmp_path: Path) -> None:
+    manifests = write_fake_agents(tmp_path / "agents", {"sleepy": {}})
+    out = tmp_path / "run"
+    command = [
+        str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "sleepy",
+        "--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1,2,3",
+        "--param", "m=20000",  # 20 ms a step
+        "--min-seconds", "3", "--hang-timeout", "5", "--cell-timeout", "600",
+        "--store", str(tmp_path / "store.sqlite"), "--out", str(out),
+    ]  # fmt: skip
+    started = time.monotonic()
+    process = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 300
+    while len(_rows(out)) < 1:
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr
+        time.sleep(0.2)
+    pid = int(_rows(out)["agent_pid"].iloc[0])
+    time.sleep(1.0)  # into the second cell's timed loop
+    os.kill(pid, signal.SIGSTOP)
+    _, stderr = process.communicate(timeout=300)
+    elapsed = time.monotonic() - started
+    assert process.returncode == 1, stderr.decode()
+    rows = _rows(out).sort_values("cell")
+    assert list(rows["status"]) == ["ok", "failed", "ok"]
+    assert "sent nothing for 5 s" in rows["error"].iloc[1]
+    assert rows["agent_pid"].iloc[2] != pid  # a fresh process measured the rest
+    assert elapsed < 120  # not the 600 s cell timeout
+    assert not Path(f"/proc/{pid}").exists()  # the stopped process was killed, not left behind
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"
