@@ -77,11 +77,17 @@ class AgentEnvironment:
 
     def ensure(self, report: Callable[[str], None] = lambda _: None) -> None:
         """Creates or refreshes the environment; blocks (minutes on first use). Safe to call
-        from several collectors at once: they take turns on a lock file."""
+        from several threads and collectors at once: they take turns on a lock file per
+        environment and, to build, on one for all of them: pip builds the agents' own
+        packages inside their source folders (build/), which two builds at once would share."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(f"{self.path}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            self._ensure_locked(report)
+            if self.state() == "ready":
+                return
+            with open(self.path.parent / ".builds.lock", "w") as builds:
+                fcntl.flock(builds, fcntl.LOCK_EX)
+                self._ensure_locked(report)
 
     def _ensure_locked(self, report: Callable[[str], None]) -> None:
         state = self.state()
