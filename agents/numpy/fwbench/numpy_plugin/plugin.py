@@ -44,12 +44,16 @@ _BLAS_VARIABLES = (
 )
 
 
+def _blas() -> dict[str, object] | None:
+    """threadpoolctl's record of the BLAS numpy calls, None when none is loaded."""
+    return next((i for i in threadpool_info() if i.get("user_api") == "blas"), None)
+
+
 def blas_libraries() -> dict[str, str]:
-    """The BLAS numpy calls, as threadpoolctl finds it loaded."""
-    found = [i for i in threadpool_info() if i.get("user_api") == "blas"]
-    if not found:
+    """The BLAS numpy calls: library, version, kernel architecture."""
+    blas = _blas()
+    if blas is None:
         return {}
-    blas = found[0]
     libraries = {"blas": str(blas.get("internal_api", "")), "blas_version": str(blas["version"])}
     if blas.get("architecture"):
         libraries["blas_architecture"] = str(blas["architecture"])
@@ -68,8 +72,8 @@ class NumpyPlugin:
 
     @staticmethod
     def _threads() -> int:
-        found = [i for i in threadpool_info() if i.get("user_api") == "blas"]
-        return int(found[0]["num_threads"]) if found else 1
+        blas = _blas()
+        return int(str(blas["num_threads"])) if blas else 1
 
     def describe(self) -> PluginDescription:
         memory = psutil.virtual_memory().total

@@ -186,13 +186,18 @@ def _check_loop(catalogue: Catalogue, loop: LoopSettings) -> None:
         raise SelectionError(
             f"invalid min seconds {loop.min_seconds}: allowed 0..{catalogue.min_seconds_max}"
         )
-    least = loop.min_iterations or limits["min_iterations"].default
-    most = loop.max_iterations or limits["max_iterations"].default
+    least = iteration_limit(catalogue, "min_iterations", loop.min_iterations)
+    most = iteration_limit(catalogue, "max_iterations", loop.max_iterations)
     if least > most:
         raise SelectionError(
             f"--iterations {least} exceeds --max-iterations {most}: the loop could never "
             "reach its minimum"
         )
+
+
+def iteration_limit(catalogue: Catalogue, name: str, given: int) -> int:
+    """min_iterations or max_iterations as the agent applies it: 0 stands for the default."""
+    return int(given or catalogue.run_limits[name].default)
 
 
 def _params_for(catalogue: Catalogue, workload: str, params: Mapping[str, int]) -> dict[str, int]:

@@ -11,6 +11,7 @@ after it starts and holds the samples (their sum fits in it); accuracy fields in
 from __future__ import annotations
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.run.plan import iteration_limit
 from fwbench.spec import Catalogue
 
 ERROR_CODE = "PROTOCOL_VIOLATION"
@@ -55,14 +56,9 @@ def _check_samples(samples: list[int], empty_allowed: bool) -> None:
         )
 
 
-def _limit(request: agent_pb2.RunRequest, name: str, catalogue: Catalogue) -> int:
-    """The request's iteration limit, or the catalogue's default that 0 stands for."""
-    return int(getattr(request, name) or catalogue.run_limits[name].default)
-
-
 def _check_count(request: agent_pb2.RunRequest, count: int, catalogue: Catalogue) -> None:
-    most = _limit(request, "max_iterations", catalogue)
-    least = min(_limit(request, "min_iterations", catalogue), most)
+    most = iteration_limit(catalogue, "max_iterations", request.max_iterations)
+    least = min(iteration_limit(catalogue, "min_iterations", request.min_iterations), most)
     if not least <= count <= most:
         raise ProtocolViolation(
             "sample_nanoseconds", f"{count} samples; the request allows {least} to {most}"
