@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.run.validate import iteration_limit
 from fwbench.spec import Catalogue, CatalogueError
 from fwbench.spec.catalogue import DTYPES, PHASES
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
@@ -193,11 +194,6 @@ def _check_loop(catalogue: Catalogue, loop: LoopSettings) -> None:
             f"--iterations {least} exceeds --max-iterations {most}: the loop could never "
             "reach its minimum"
         )
-
-
-def iteration_limit(catalogue: Catalogue, name: str, given: int) -> int:
-    """min_iterations or max_iterations as the agent applies it: 0 stands for the default."""
-    return int(given or catalogue.run_limits[name].default)
 
 
 def _params_for(catalogue: Catalogue, workload: str, params: Mapping[str, int]) -> dict[str, int]:

@@ -11,13 +11,17 @@ after it starts and holds the samples (their sum fits in it); accuracy fields in
 from __future__ import annotations
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.run.plan import iteration_limit
 from fwbench.spec import Catalogue
 
 ERROR_CODE = "PROTOCOL_VIOLATION"
 # The window is read from a wall clock, the samples from a monotonic one: allow the two a
 # little disagreement before calling the samples impossible.
 WINDOW_SLACK_NANOSECONDS = 5_000_000
+
+
+def iteration_limit(catalogue: Catalogue, name: str, given: int) -> int:
+    """min_iterations or max_iterations as the agent applies it: 0 stands for the default."""
+    return int(given or catalogue.run_limits[name].default)
 
 
 class ProtocolViolation(ValueError):
