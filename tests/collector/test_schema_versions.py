@@ -88,6 +88,7 @@ ADDED_LATER = (
     "outliers",
     "noisy",
     "agent_pid",
+    "settings_mismatch",
 )
 
 
@@ -134,8 +135,8 @@ def old_store(tmp_path: Path) -> ResultStore:
     return db
 
 
-def test_schema_version_is_4() -> None:
-    assert SCHEMA_VERSION == 4
+def test_schema_version_is_5() -> None:
+    assert SCHEMA_VERSION == 5
 
 
 @pytest.mark.parametrize("version", [1, 2])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ import pandas as pd
 import pytest
 
 from fwbench.collector.store import PersistenceError, ResultStore, RunFolder
+from fwbench.collector.store.owner import ResumeRefused, this_collector
 from fwbench.collector.store.schema import COLUMN_NAMES, COLUMNS, to_frame
 
 RUN_ID = "20250101-000000-abcd"
@@ -84,7 +87,8 @@ def store(store_path: Path) -> Iterator[ResultStore]:
 
 @pytest.fixture
 def filled_store(store: ResultStore, rows: list[dict[str, Any]]) -> ResultStore:
-    store.start_run(RUN_ID, Path("/somewhere/out"), "2025-01-01T00:00:00+00:00", {"seed": 0})
+    metadata = {"seed": 0, "collector": this_collector()}
+    store.start_run(RUN_ID, Path("/somewhere/out"), "2025-01-01T00:00:00+00:00", metadata)
     store.add_result(RUN_ID, rows[0], [1_000_000, 3_000_000, 2_000_000])
     store.add_result(RUN_ID, rows[1], [])
     return store
@@ -179,7 +183,7 @@ def test_result_store_second_store_sees_committed_rows(
     try:
         pd.testing.assert_frame_equal(other.results(RUN_ID), filled_store.results(RUN_ID))
         pd.testing.assert_frame_equal(other.samples(RUN_ID), filled_store.samples(RUN_ID))
-        assert other.run_metadata(RUN_ID) == {"seed": 0}
+        assert other.run_metadata(RUN_ID) == {"seed": 0, "collector": this_collector()}
     finally:
         other.close()
 
@@ -203,6 +207,60 @@ def test_result_store_runs_lists_run_with_cell_count(filled_store: ResultStore) 
     assert run["out_dir"] == "/somewhere/out"
     assert run["started_at"] == "2025-01-01T00:00:00+00:00"
     assert run["finished_at"] is None or pd.isna(run["finished_at"])
+
+
+@pytest.mark.parametrize(
+    "owner",
+    [
+        None,  # stored before owners were recorded
+        {"hostname": socket.gethostname(), "pid": 2**22 + 12345, "process_started": 1.0},
+        # this pid, but another process start time: the pid was reused
+        {**this_collector(), "process_started": 1.0},
+    ],
+)
+def test_a_running_run_whose_collector_is_gone_is_listed_interrupted(
+    store: ResultStore, owner: dict[str, Any] | None
+) -> None:
+    store.start_run("gone", Path("out"), "2025-01-02T00:00:00+00:00", {"collector": owner})
+    assert store.runs()["status"].tolist() == ["interrupted"]
+
+
+def test_a_run_on_another_host_is_never_taken_for_gone(store: ResultStore) -> None:
+    owner = {**this_collector(), "hostname": "elsewhere.example"}
+    store.start_run("far", Path("out"), "2025-01-02T00:00:00+00:00", {"collector": owner})
+    assert store.runs()["status"].tolist() == ["running"]
+    with pytest.raises(ResumeRefused, match="still being measured"):
+        store.claim_run("far", this_collector())
+
+
+def test_claim_refuses_a_live_run_and_takes_over_a_gone_one(filled_store: ResultStore) -> None:
+    with pytest.raises(ResumeRefused, match=f"collector pid {os.getpid()}"):
+        filled_store.claim_run(RUN_ID, this_collector())
+    with pytest.raises(ResumeRefused, match="no run 'nope'"):
+        filled_store.claim_run("nope", this_collector())
+    filled_store.finish_run(RUN_ID, "interrupted", "2025-01-01T00:01:00+00:00", {"seed": 0})
+    owner = {**this_collector(), "pid": 7}
+    assert filled_store.claim_run(RUN_ID, owner)["collector"] == owner
+    run = filled_store.runs().iloc[0]
+    assert run["status"] == "interrupted"  # running, but pid 7 is not this collector
+    assert filled_store.run_metadata(RUN_ID)["collector"] == owner  # type: ignore[index]
+
+
+def test_forget_cells_deletes_rows_samples_and_telemetry(filled_store: ResultStore) -> None:
+    filled_store.forget_cells(RUN_ID, [0])
+    assert filled_store.results(RUN_ID)["cell"].tolist() == [1]
+    assert set(filled_store.samples(RUN_ID)["cell"]) == set()
+
+
+def test_a_failed_commit_reports_its_own_cause(
+    filled_store: ResultStore, rows: list[dict[str, Any]]
+) -> None:
+    """SQLite rolls a transaction back itself on some errors (SQLITE_FULL): the error shown
+    must be the cause, never "cannot rollback - no transaction is active"."""
+    with pytest.raises(PersistenceError, match="UNIQUE constraint") as caught:
+        filled_store.add_result(RUN_ID, rows[0], [1])  # cell 0 again
+    assert "rollback" not in str(caught.value)
+    assert filled_store.results(RUN_ID)["cell"].tolist() == [0, 1]
 
 
 def test_result_store_runs_counts_run_without_results(store: ResultStore) -> None:

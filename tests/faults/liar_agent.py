@@ -18,7 +18,15 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
 from fwbench.spec import SPEC_VERSION
 
-MODES = ("honest", "zero-samples", "negative-samples", "no-result", "wrong-run-id", "too-many")
+MODES = (
+    "honest",
+    "zero-samples",
+    "negative-samples",
+    "no-result",
+    "wrong-run-id",
+    "too-many",
+    "own-threads",  # measures right, on one thread whatever was asked
+)
 
 
 class LiarAgent(agent_pb2_grpc.AgentServiceServicer):
@@ -69,7 +77,10 @@ class LiarAgent(agent_pb2_grpc.AgentServiceServicer):
                 measure_started_unix_nanoseconds=ended - sum(abs(s) for s in samples) - 1000,
                 measure_ended_unix_nanoseconds=ended,
                 settings=agent_pb2.EffectiveSettings(
-                    dtype=request.dtype, intra_op_threads=1, inter_op_threads=1, mode="eager"
+                    dtype=request.dtype,
+                    intra_op_threads=1 if self.mode == "own-threads" else request.threads or 1,
+                    inter_op_threads=1,
+                    mode="eager",
                 ),
             )
         )

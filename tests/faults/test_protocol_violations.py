@@ -57,3 +57,30 @@ def test_a_lying_agent_gets_failed_cells_and_the_run_stays_usable(
         assert after.returncode == 0, (command, after.stderr)
         assert "Traceback" not in after.stderr
     assert (tmp_path / "report" / "report.html").is_file()
+
+
+def test_an_agent_that_ignores_the_thread_count_gets_a_flagged_row(
+    tmp_path: Path, start_agent: object
+) -> None:
+    """Measured right but not as asked: the row is ok (the figure is true for what ran), says
+    what differed, and the summary points at it."""
+    honest, own = start_agent("honest"), start_agent("own-threads")  # type: ignore[operator]
+    out = tmp_path / "run"
+    done = collector(
+        tmp_path,
+        "run",
+        f"--agents=honest@{honest},liar@{own}",
+        "--workloads=gemm",
+        "--phases=infer",
+        "--batch-sizes=1",
+        "--threads=2",
+        "--out",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(out / "results.parquet").set_index("agent")
+    assert rows.loc["liar", "status"] == "ok"
+    assert rows.loc["liar", "settings_mismatch"] == "threads: asked 2, ran 1"
+    assert rows.loc["honest", "settings_mismatch"] == ""
+    assert "NOT AS ASKED: threads: asked 2, ran 1" in done.stderr
+    assert "1 cell(s) ran with other settings than asked" in done.stdout

@@ -28,6 +28,7 @@ from fwbench.collector.analysis.contenders import ComparisonError
 from fwbench.collector.images.build import ImageBuildError
 from fwbench.collector.run.plan import SelectionError
 from fwbench.collector.store import PersistenceError
+from fwbench.collector.store.owner import ResumeRefused
 
 
 class ExitCode(IntEnum):
@@ -51,6 +52,7 @@ EXIT_CODES: dict[type[Exception], ExitCode] = {
     LockError: ExitCode.NOT_STARTED,
     ImageBuildError: ExitCode.NOT_STARTED,
     DockerUnavailable: ExitCode.NOT_STARTED,
+    ResumeRefused: ExitCode.NOT_STARTED,
     PersistenceError: ExitCode.FAILED,
 }
 KNOWN_ERRORS = tuple(EXIT_CODES)

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
+from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.specs import AgentSpecError, expand_instances, resolve_agents
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
@@ -24,11 +25,20 @@ from fwbench.collector.cli.common import (
     load_manifests,
 )
 from fwbench.collector.run.liveness import HANG_SECONDS
-from fwbench.collector.run.plan import LoopSettings, SelectionError, build_selection, split_list
+from fwbench.collector.run.options import RunOptions, options_from_record
+from fwbench.collector.run.plan import (
+    LoopSettings,
+    Selection,
+    SelectionError,
+    build_selection,
+    split_list,
+)
 from fwbench.collector.run.progress import summary_table
-from fwbench.collector.run.session import RunOptions, execute_run
+from fwbench.collector.run.resume import ResumePoint, resume_point
+from fwbench.collector.run.session import execute_run
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
 from fwbench.collector.store import PersistenceError, ResultStore, default_store_path
+from fwbench.collector.store.owner import ResumeRefused
 from fwbench.spec import load_catalogue
 
 
@@ -37,13 +47,14 @@ def _raise_interrupt(*_: object) -> None:
 
 
 def run(
+    ctx: typer.Context,
     agents: Annotated[
         str,
         typer.Option(
             help="Comma-separated agent names or NAME@HOST:PORT; a name given twice runs two "
-            "instances (NAME, NAME#2: an A/A pair)."
+            "instances (NAME, NAME#2: an A/A pair). Required unless --resume."
         ),
-    ],
+    ] = "",
     workloads: Annotated[
         str, typer.Option(help="Comma-separated workloads.")
     ] = "gemm,conv2d,resnet18",
@@ -141,8 +152,22 @@ def run(
     ] = DEFAULT_PIDS_LIMIT,
     manifests: ManifestDirs = None,
     store: StorePath = None,
+    resume: Annotated[
+        str,
+        typer.Option(
+            metavar="RUN_ID",
+            help="Finish a run that was interrupted, killed or stopped by a write error: "
+            "measure only its missing cells, with its own selection and settings, into the "
+            "same run (`collector results` shows such runs as interrupted or incomplete).",
+        ),
+    ] = "",
 ) -> None:
     """Run workloads on agents and store one normalized results table."""
+    if resume:
+        _resume(ctx, resume, manifests, store)
+        return
+    if not agents:
+        fail("give --agents NAME[,NAME...] (`collector agents` lists them), or --resume RUN_ID")
     if out is not None and out.exists() and not out.is_dir():
         fail(f"--out {out} is a file; give a folder (new, or holding no run)")
     if (memory or pids_limit != DEFAULT_PIDS_LIMIT) and launcher != LauncherKind.DOCKER:
@@ -183,12 +208,47 @@ def run(
         cpuset=cpuset,
         memory=memory,
         pids_limit=pids_limit,
+        manifest_dirs=tuple(str(path.resolve()) for path in manifests or ()),
     )
+    _execute(options, selection, declared)
+
+
+def _resume(
+    ctx: typer.Context, run_id: str, manifests: list[Path] | None, store: Path | None
+) -> None:
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ctx.params
+        if name not in ("resume", "manifests", "store")
+        and getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
+    ]
+    if given:
+        fail(
+            f"--resume measures the run with its own selection and settings; drop "
+            f"{', '.join(given)}"
+        )
+    store_path = store or default_store_path()
+    try:
+        point = resume_point(ResultStore(store_path), run_id)
+        options = options_from_record(
+            point.options, point.out_dir, store_path, shlex.join(["collector", *sys.argv[1:]])
+        )
+    except (ResumeRefused, PersistenceError) as error:
+        fail_with(error)
+    extra = manifests or [Path(folder) for folder in options.manifest_dirs]
+    _execute(options, point.selection, load_manifests(extra), point)
+
+
+def _execute(
+    options: RunOptions,
+    selection: Selection,
+    declared: dict[str, AgentManifest],
+    resume: ResumePoint | None = None,
+) -> None:
+    catalogue = load_catalogue()
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        summary = execute_run(options, selection, catalogue, declared, errors)
-    except PersistenceError as error:
-        fail_with(error, "; results measured before this are kept in the store and folder")
+        summary = execute_run(options, selection, catalogue, declared, errors, resume)
     except KNOWN_ERRORS as error:
         fail_with(error)
     except KeyboardInterrupt:

@@ -57,6 +57,8 @@ class RunContext:
     # Seconds without a heartbeat before an agent counts as hung (liveness.py); None = never.
     hang_timeout_seconds: float | None = HANG_SECONDS
     statuses: dict[str, int] = field(default_factory=dict)
+    # Planned cell numbers already recorded (a resumed run): not run again.
+    skip: frozenset[int] = frozenset()
     next_index: int = 0
 
 
@@ -67,10 +69,16 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
     and recorded as cancelled."""
     crashed_agents: dict[int, str] = {}  # id(AgentWork) -> why its remaining cells fail
     fresh = ctx.selection.fresh_process and ctx.selection.repeat > 1
-    for item, stretch in stretches(work, ctx.selection.repeat, fresh):
+    for item, whole in stretches(work, ctx.selection.repeat, fresh):
+        first_index = ctx.next_index
+        ctx.next_index += len(whole)
+        numbered = [(first_index + i, pair) for i, pair in enumerate(whole)]
+        stretch = [(index, pair) for index, pair in numbered if index not in ctx.skip]
+        if not stretch:
+            continue
         crashed = crashed_agents.get(id(item), "")
         if fresh:
-            first, repetition = stretch[0]
+            first, repetition = stretch[0][1]
             try:
                 if item.ensure_fresh(repetition, first.threads):
                     crashed = ""  # a new process: an earlier crash no longer applies
@@ -79,9 +87,7 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
                 crashed += f" failed: {error}"
         samples: list[int]
         telemetry: pd.DataFrame | None
-        for cell, repetition in stretch:
-            index = ctx.next_index
-            ctx.next_index += 1
+        for index, (cell, repetition) in stretch:
             if not crashed and not cell.unsupported_reason:
                 try:
                     reason = item.ensure_threads(cell.threads)

@@ -92,9 +92,25 @@ def result_row(
             "status": "ok",
         }
     )
+    row["settings_mismatch"] = settings_mismatch(identity, row)
     if result.HasField("accuracy"):
         row.update(accuracy_columns(result.accuracy))
     return row
+
+
+def settings_mismatch(asked: dict[str, Any], ran: dict[str, Any]) -> str:
+    """What the agent ran otherwise than asked ("" when nothing): a thread count other than
+    the one requested (0 asks for the agent's default, so anything goes), another dtype, or
+    another mode than one named. The row keeps what was in effect; this says it differs."""
+    differences = []
+    threads = asked["threads_requested"]
+    if threads and ran["intra_op_threads"] and ran["intra_op_threads"] != threads:
+        differences.append(f"threads: asked {threads}, ran {ran['intra_op_threads']}")
+    if ran["dtype"] != asked["dtype"]:
+        differences.append(f"dtype: asked {asked['dtype']}, ran {ran['dtype']}")
+    if asked["mode"] and ran["mode"] != asked["mode"]:
+        differences.append(f"mode: asked {asked['mode']}, ran {ran['mode'] or '(none said)'}")
+    return "; ".join(differences)
 
 
 def accuracy_columns(accuracy: agent_pb2.AccuracyResult) -> dict[str, Any]:

@@ -69,7 +69,14 @@ def describe_row(row: dict[str, Any]) -> str:
     gflops = row.get("gflops_per_second")
     if gflops and not math.isnan(gflops):
         text += f", {gflops:.1f} GFLOP/s"
+    if mismatch := _mismatch(row):
+        text += f"; NOT AS ASKED: {mismatch}"
     return text
+
+
+def _mismatch(row: Mapping[Any, Any]) -> str:
+    value = row.get("settings_mismatch")
+    return "" if _missing(value) else str(value)
 
 
 class RichDisplay:
@@ -111,6 +118,8 @@ class RichDisplay:
         mark = {"ok": "[green]✓", "unsupported": "[yellow]-", "cancelled": "[yellow]✗"}.get(
             row["status"], "[red]✗"
         )
+        if _mismatch(row):
+            mark = "[yellow]!"
         self.progress.console.print(
             f"{mark}[/] {agent} {self._labels[agent]}: {describe_row(row)}", highlight=False
         )
@@ -187,6 +196,20 @@ def summary_table(results: pd.DataFrame, title: str) -> Table:
             _number(row["gflops_per_second"] if ok else None, "{:,.1f}"),
             _seconds(row["first_iteration_seconds"]) if ok else "-",
             *(show(row) if ok else "-" for _, show in telemetry),
-            (accuracy_text(row) or "ok") if ok else f"{row['status']} ({row['error_code']})",
+            _status(row),
+        )
+    mismatched = sum(bool(_mismatch(row)) for row in results.to_dict("records"))
+    if mismatched:
+        table.caption = (
+            f"* {mismatched} cell(s) ran with other settings than asked (settings_mismatch "
+            "column): compare them knowingly"
         )
     return table
+
+
+def _status(row: Mapping[Any, Any]) -> str:
+    if row["status"] != "ok":
+        return f"{row['status']} ({row['error_code']})"
+    text = accuracy_text(row) or "ok"
+    mismatch = _mismatch(row)
+    return f"{text} * {mismatch}" if mismatch else text

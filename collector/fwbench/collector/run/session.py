@@ -1,38 +1,26 @@
 """One `collector run`, start to end: launch or attach agents, check them, plan, measure,
-persist, and always stop what was started. Nothing is written before every agent is up."""
+persist, and always stop what was started. Nothing is written before every agent is up. A
+resumed run (resume.py) goes the same way into the run it finishes."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import shutil
+import sys
 import tempfile
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.agents.docker_engine import docker_client
-from fwbench.collector.agents.launchers import (
-    DEFAULT_PIDS_LIMIT,
-    AgentHandle,
-    Launcher,
-    LauncherKind,
-    LaunchSettings,
-    launcher_for,
-)
-from fwbench.collector.agents.launchers.attached import attach
+from fwbench.collector.agents.launchers import Launcher, LauncherKind
 from fwbench.collector.agents.launchers.docker import remove_orphans
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.specs import AgentSpecError, base_name, parse_attached
-from fwbench.collector.images.build import ensure_image
 from fwbench.collector.run.execute import RunContext, run_all
-from fwbench.collector.run.liveness import HANG_SECONDS
+from fwbench.collector.run.launch import check_identity, launch_all, make_launcher, restarter
 from fwbench.collector.run.metadata import agent_metadata, host_metadata, new_run_id, now
+from fwbench.collector.run.options import RunOptions, options_record
 from fwbench.collector.run.plan import (
     Selection,
     SelectionError,
@@ -41,30 +29,21 @@ from fwbench.collector.run.plan import (
 )
 from fwbench.collector.run.progress import RichDisplay
 from fwbench.collector.run.recording import Recorder, keep_logs
-from fwbench.collector.run.schedule import cells_per_agent
-from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
+from fwbench.collector.run.resume import (
+    ResumePoint,
+    cells_to_skip,
+    check_same_agents,
+    kept_statuses,
+    selection_record,
+)
+from fwbench.collector.run.schedule import stretches
 from fwbench.collector.run.work import AgentWork
 from fwbench.collector.store import PersistenceError, ResultStore, RunFolder
+from fwbench.collector.store.owner import this_collector
 from fwbench.collector.store.schema import SCHEMA_VERSION
 from fwbench.spec import Catalogue
 
-
-@dataclass(frozen=True)
-class RunOptions:
-    agents: tuple[str, ...]
-    out_dir: Path | None
-    store_path: Path
-    cell_timeout_seconds: float | None
-    start_timeout_seconds: float
-    command_line: str
-    # Seconds between /metrics scrapes during each cell; None turns scraping off.
-    scrape_interval_seconds: float | None = DEFAULT_INTERVAL_SECONDS
-    # Seconds without a heartbeat before an agent counts as hung; None = only the cell timeout.
-    hang_timeout_seconds: float | None = HANG_SECONDS
-    launcher: LauncherKind = LauncherKind.LOCAL  # how agents given by name are started
-    cpuset: str = ""  # docker: CPUs each container is pinned to ("0-1"); "" = all
-    memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share
-    pids_limit: int = DEFAULT_PIDS_LIMIT  # docker: each container's process limit
+__all__ = ["RunOptions", "RunSummary", "execute_run", "run_status"]
 
 
 @dataclass
@@ -74,55 +53,6 @@ class RunSummary:
     statuses: dict[str, int]
     interrupted: bool
     status: str = "ok"  # run_status(): ok, failed, incomplete or interrupted
-
-
-def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Console) -> Launcher:
-    """The launcher options.launcher names; the Docker one builds stale images before use."""
-    image_for = None
-    if options.launcher == LauncherKind.DOCKER:
-        client = docker_client()
-        image_for = lambda manifest: ensure_image(client, manifest, console.print)  # noqa: E731
-    settings = LaunchSettings(
-        run_id=run_id,
-        log_dir=log_dir,
-        report=console.print,
-        start_timeout_seconds=options.start_timeout_seconds,
-        cpuset=options.cpuset,
-        memory=options.memory,
-        pids_limit=options.pids_limit,
-        image_for=image_for,
-    )
-    return launcher_for(options.launcher, settings)
-
-
-def launch_all(
-    specs: Sequence[str],
-    manifests: dict[str, AgentManifest],
-    launcher: Launcher,
-    timeout: float,
-) -> list[AgentHandle]:
-    """Starts or attaches every agent side by side; on any failure stops those started and
-    re-raises."""
-
-    def one(spec: str) -> AgentHandle:
-        attached = parse_attached(spec)
-        if attached:
-            return attach(*attached, timeout_seconds=min(timeout, 10.0))
-        return launcher.start(manifests[base_name(spec)], spec, 0)
-
-    with ThreadPoolExecutor(max_workers=len(specs)) as pool:
-        futures = [pool.submit(one, spec) for spec in specs]
-    handles, errors = [], []
-    for future in futures:
-        try:
-            handles.append(future.result())
-        except Exception as error:  # noqa: BLE001 (collected, re-raised below)
-            errors.append(error)
-    if errors:
-        for handle in handles:
-            handle.stop()
-        raise errors[0]
-    return handles
 
 
 def run_status(statuses: dict[str, int], planned: int, interrupted: bool, escaped: str) -> str:
@@ -135,37 +65,19 @@ def run_status(statuses: dict[str, int], planned: int, interrupted: bool, escape
     return "incomplete" if sum(statuses.values()) < planned else "ok"
 
 
-def check_identity(handle: AgentHandle, describe: agent_pb2.DescribeResponse) -> None:
-    """An attached agent is what its NAME@ says, or the run is refused (AgentSpecError) before
-    anything is written: rows are labelled with NAME, so a wrong one would mislabel them."""
-    said, actual = base_name(handle.name), describe.identity.name
-    if handle.kind != "attached" or said == actual:
-        return
-    what = describe.identity
-    raise AgentSpecError(
-        f"the agent at {handle.address} is {actual!r} ({what.framework} "
-        f"{what.framework_version}, variant {what.variant or '-'}), not {said!r}; attach it as "
-        f"{actual}@{handle.address}"
-    )
-
-
-def _restarter(
-    manifest: AgentManifest, launcher: Launcher, instance: str
-) -> Callable[[int], AgentHandle]:
-    return lambda threads: launcher.start(manifest, instance, threads)
-
-
 def execute_run(
     options: RunOptions,
     selection: Selection,
     catalogue: Catalogue,
     manifests: dict[str, AgentManifest],
     console: Console,
+    resume: ResumePoint | None = None,
 ) -> RunSummary:
-    """Runs it all; no agent the run started outlives it (for Docker: no container)."""
-    run_id = new_run_id()
-    out_dir = options.out_dir or Path("fwbench-results") / run_id
-    if (out_dir / "run.json").exists():
+    """Runs it all (with `resume`: the missing cells of that run); no agent the run started
+    outlives it (for Docker: no container)."""
+    run_id = resume.run_id if resume else new_run_id()
+    out_dir = resume.out_dir if resume else options.out_dir or Path("fwbench-results") / run_id
+    if resume is None and (out_dir / "run.json").exists():
         raise SelectionError(f"{out_dir} already holds a run; choose another --out")
     if options.launcher == LauncherKind.DOCKER:
         remove_orphans()
@@ -177,7 +89,16 @@ def execute_run(
         raise
     try:
         return _execute(
-            run_id, out_dir, log_dir, launcher, options, selection, catalogue, manifests, console
+            run_id,
+            out_dir,
+            log_dir,
+            launcher,
+            options,
+            selection,
+            catalogue,
+            manifests,
+            console,
+            resume,
         )
     finally:
         launcher.close()  # what a Ctrl-C during start-up left half-started
@@ -193,6 +114,7 @@ def _execute(
     catalogue: Catalogue,
     manifests: dict[str, AgentManifest],
     console: Console,
+    resume: ResumePoint | None,
 ) -> RunSummary:
     try:
         handles = launch_all(options.agents, manifests, launcher, options.start_timeout_seconds)
@@ -204,7 +126,7 @@ def _execute(
         for handle in handles:
             restart = None
             if handle.manifest is not None:
-                restart = _restarter(handle.manifest, launcher, handle.name)
+                restart = restarter(handle.manifest, launcher, handle.name)
             describe = handle.client.describe()
             check_identity(handle, describe)
             if not handle.metrics_address and describe.metrics_port:
@@ -215,7 +137,7 @@ def _execute(
         check_modes_offered(selection.modes, {w.handle.name: w.describe for w in work})
         for item in work:
             item.cells = plan_cells(item.handle.name, item.describe, catalogue, selection)
-        return _measure(run_id, out_dir, work, options, selection, catalogue, console)
+        return _measure(run_id, out_dir, work, options, selection, catalogue, console, resume)
     finally:
         for handle in [*handles, *(item.handle for item in work)]:
             handle.stop()  # idempotent; restarted instances are in `work`
@@ -233,34 +155,61 @@ def _measure(
     selection: Selection,
     catalogue: Catalogue,
     console: Console,
+    resume: ResumePoint | None,
 ) -> RunSummary:
-    metadata: dict[str, Any] = {
-        "run_id": run_id,
-        "schema_version": SCHEMA_VERSION,
-        "command": options.command_line,
-        "started_at": now(),
-        "status": "running",
-        "host": host_metadata(),
-        "selection": json.loads(json.dumps(selection, default=lambda o: o.__dict__)),
-        "agents": {item.handle.name: agent_metadata(item.handle, item.describe) for item in work},
-    }
+    order = [
+        (item.handle.name, cell, repetition)
+        for item, stretch in stretches(work, selection.repeat, selection.fresh_process)
+        for cell, repetition in stretch
+    ]
+    agents = {item.handle.name: agent_metadata(item.handle, item.describe) for item in work}
     folder = RunFolder(out_dir)
-    folder.create()
     store = ResultStore(options.store_path)
-    store.start_run(run_id, out_dir.resolve(), metadata["started_at"], metadata)
+    if resume is None:
+        skip: frozenset[int] = frozenset()
+        metadata: dict[str, Any] = {
+            "run_id": run_id,
+            "schema_version": SCHEMA_VERSION,
+            "command": options.command_line,
+            "started_at": now(),
+            "status": "running",
+            "host": host_metadata(),
+            "collector": this_collector(),
+            "options": options_record(options),
+            "selection": selection_record(selection),
+            "planned_cells": len(order),
+            "agents": agents,
+        }
+        folder.create()
+        store.start_run(run_id, out_dir.resolve(), metadata["started_at"], metadata)
+    else:
+        check_same_agents(resume, {name: meta["describe"] for name, meta in agents.items()})
+        skip = cells_to_skip(resume, [(cell, repetition) for _, cell, repetition in order])
+        metadata = store.claim_run(run_id, this_collector())  # refuses a live collector's run
+        store.forget_cells(run_id, resume.redo())
+        for stale in ("finished_at", "error", "statuses"):
+            metadata.pop(stale, None)
+        metadata["status"] = "running"
+        metadata.setdefault("resumed", []).append(
+            {"at": now(), "command": options.command_line, "agents": agents}
+        )
+        folder.create()
     folder.write_metadata(metadata)
     recorder = Recorder(run_id, store, folder)
-    counts = cells_per_agent(work, selection.repeat, selection.fresh_process)
-    cells = {item.handle.name: count for item, count in zip(work, counts, strict=True)}
+    todo: dict[str, int] = {item.handle.name: 0 for item in work}
+    for index, (name, _, _) in enumerate(order):
+        todo[name] += index not in skip
     ctx = RunContext(
         run_id,
         catalogue,
         selection,
         recorder,
-        RichDisplay(console, cells),
+        RichDisplay(console, todo),
         options.cell_timeout_seconds,
         options.scrape_interval_seconds,
         options.hang_timeout_seconds,
+        statuses=kept_statuses(resume) if resume else {},
+        skip=skip,
     )
     interrupted, escaped = False, ""
     try:
@@ -268,17 +217,48 @@ def _measure(
             run_all(work, ctx)
     except KeyboardInterrupt:
         interrupted = True
+    except PersistenceError as error:
+        escaped = f"{type(error).__name__}: {error}"
+        raise PersistenceError(
+            f"{error}; every cell recorded before is kept; once there is room, `collector run "
+            f"--resume {run_id}` measures the rest"
+        ) from error
     except BaseException as error:
         escaped = f"{type(error).__name__}: {error}"
         raise
     finally:
-        status = run_status(ctx.statuses, sum(counts), interrupted, escaped)
-        metadata.update(finished_at=now(), statuses=ctx.statuses, status=status)
-        if escaped:
-            metadata["error"] = escaped
-        with contextlib.suppress(PersistenceError):  # the original error matters more
-            store.finish_run(run_id, metadata["status"], metadata["finished_at"], metadata)
-            recorder.sync()
-            folder.write_metadata(metadata)
-        store.close()
+        _finish_run(
+            store, folder, recorder, metadata, ctx.statuses, len(order), interrupted, escaped
+        )
     return RunSummary(run_id, out_dir, ctx.statuses, interrupted, metadata["status"])
+
+
+def _finish_run(
+    store: ResultStore,
+    folder: RunFolder,
+    recorder: Recorder,
+    metadata: dict[str, Any],
+    statuses: dict[str, int],
+    planned: int,
+    interrupted: bool,
+    escaped: str,
+) -> None:
+    """Records the run's end in the store and the folder, each as far as it can: a write that
+    fails here (a full disk) is reported on stderr, never in place of the error that ended the
+    run. A store that cannot record the end leaves the run `running`, which `collector results`
+    shows as interrupted once this collector is gone, and `--resume` finishes."""
+    status = run_status(statuses, planned, interrupted, escaped)
+    metadata.update(finished_at=now(), statuses=dict(statuses), status=status)
+    if escaped:
+        metadata["error"] = escaped
+    writes: list[Callable[[], None]] = [
+        lambda: store.finish_run(metadata["run_id"], status, metadata["finished_at"], metadata),
+        recorder.sync,
+        lambda: folder.write_metadata(metadata),
+    ]
+    for write in writes:
+        try:
+            write()
+        except PersistenceError as error:
+            print(f"warning: the end of the run could not be recorded: {error}", file=sys.stderr)
+    store.close()

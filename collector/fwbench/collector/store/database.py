@@ -4,6 +4,7 @@ already measured."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fwbench.collector.store.owner import ResumeRefused, collector_gone, owner_text
 from fwbench.collector.store.schema import SCHEMA_VERSION, to_frame
 
 STORE_VARIABLE = "FWBENCH_STORE"
@@ -137,8 +139,16 @@ class ResultStore:
                     )
                 self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                self._rollback()
                 raise
+
+    def _rollback(self) -> None:
+        """Undoes an open transaction. SQLite may already have rolled it back itself (it does
+        on SQLITE_FULL): then there is nothing to undo, and a ROLLBACK would raise "no
+        transaction is active" in place of the real cause."""
+        if self._db.in_transaction:  # the error that made us roll back is the one to report
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
 
     def finish_run(
         self, run_id: str, status: str, finished_at: str, metadata: Mapping[str, Any]
@@ -149,12 +159,67 @@ class ResultStore:
                 (status, finished_at, json.dumps(metadata), run_id),
             )
 
+    def claim_run(self, run_id: str, owner: Mapping[str, Any]) -> dict[str, Any]:
+        """Takes over a run to resume it: refuses (ResumeRefused) a run that is unknown or
+        still measured by a live collector; otherwise marks it `running` under `owner` and
+        returns its metadata. Check and update happen in one write transaction, so two
+        collectors cannot both claim it."""
+        with saving(str(self.path)):
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                found = self._db.execute(
+                    "SELECT status, metadata_json FROM runs WHERE run_id = ?", (run_id,)
+                ).fetchone()
+                if found is None:
+                    raise ResumeRefused(
+                        f"no run {run_id!r} in {self.path}; `collector results` lists the runs"
+                    )
+                metadata = json.loads(found[1])
+                if found[0] == "running" and not collector_gone(metadata.get("collector")):
+                    raise ResumeRefused(f"run {run_id} is {owner_text(metadata)}")
+                metadata["collector"] = dict(owner)
+                self._db.execute(
+                    "UPDATE runs SET status = 'running', finished_at = NULL, metadata_json = ? "
+                    "WHERE run_id = ?",
+                    (json.dumps(metadata), run_id),
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+        return dict(metadata)
+
+    def forget_cells(self, run_id: str, cells: Sequence[int]) -> None:
+        """Deletes the rows of `cells` (cells a resumed run measures again: those cancelled by
+        an interrupt, which hold no measurement), with their samples and telemetry."""
+        with saving(str(self.path)):
+            self._db.execute("BEGIN")
+            try:
+                for table in ("results", "samples", "telemetry"):
+                    self._db.executemany(
+                        f"DELETE FROM {table} WHERE run_id = ? AND cell = ?",
+                        [(run_id, cell) for cell in cells],
+                    )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+
     def runs(self) -> pd.DataFrame:
+        """Every run, oldest first. A run still `running` whose collector is gone (killed,
+        or the machine restarted) is shown as `interrupted`: `collector run --resume` finishes
+        it."""
         query = """SELECT r.run_id, r.started_at, r.finished_at, r.status, r.out_dir,
-                          COUNT(s.cell) AS cells
+                          COUNT(s.cell) AS cells, r.metadata_json
                    FROM runs r LEFT JOIN results s ON s.run_id = r.run_id
                    GROUP BY r.run_id ORDER BY r.started_at"""
-        return pd.read_sql_query(query, self._db)
+        frame = pd.read_sql_query(query, self._db)
+        owners = [json.loads(text).get("collector") for text in frame["metadata_json"]]
+        frame["status"] = [
+            "interrupted" if status == "running" and collector_gone(owner) else status
+            for status, owner in zip(frame["status"], owners, strict=True)
+        ]
+        return frame.drop(columns="metadata_json")
 
     def run_metadata(self, run_id: str) -> dict[str, Any] | None:
         found = self._db.execute(

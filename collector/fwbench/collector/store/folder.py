@@ -15,9 +15,15 @@ from fwbench.collector.store.database import json_default, saving
 
 
 def write_atomic(path: Path, data: bytes) -> None:
+    """Replaces `path` whole or not at all; a failed write (a full disk) leaves the previous
+    file as it was and no partial temporary file behind."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(path)
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 class RunFolder:

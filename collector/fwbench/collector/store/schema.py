@@ -15,8 +15,9 @@ import pandas as pd
 #   Docker launcher image, image_id and image_digest.
 # 4 (fwbench 0.4): agent_pid, the process that measured the row (`--repeat` starts a fresh
 #   one per repetition by default).
+# 5 (fwbench 0.5): settings_mismatch, what an agent ran otherwise than asked.
 # Rows of an older version load with the newer columns empty.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 STATUSES = ("ok", "failed", "unsupported", "cancelled")
 
 
@@ -103,6 +104,12 @@ COLUMNS: tuple[Column, ...] = (
         "string",
         "JSON object of framework facts that decide fairness, as the agent reports them "
         "(oneDNN on/off, TF32, autocast or dtype policy, compiler backend, XLA)",
+    ),
+    Column(
+        "settings_mismatch",
+        "string",
+        "What the agent ran otherwise than asked, e.g. 'threads: asked 2, ran 4' (threads, "
+        "dtype, mode); empty when it ran as asked or on rows that did not run",
     ),
     Column("seed", "Int64", "Seed of synthetic inputs and weights"),
     Column("n", "Int64", "Number of timed samples"),

@@ -1,0 +1,94 @@
+"""Starting (or attaching) a run's agents side by side, and checking that an attached agent
+is what its NAME@ says."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from rich.console import Console
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.agents.docker_engine import docker_client
+from fwbench.collector.agents.launchers import (
+    AgentHandle,
+    Launcher,
+    LauncherKind,
+    LaunchSettings,
+    launcher_for,
+)
+from fwbench.collector.agents.launchers.attached import attach
+from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.specs import AgentSpecError, base_name, parse_attached
+from fwbench.collector.images.build import ensure_image
+from fwbench.collector.run.options import RunOptions
+
+
+def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Console) -> Launcher:
+    """The launcher options.launcher names; the Docker one builds stale images before use."""
+    image_for = None
+    if options.launcher == LauncherKind.DOCKER:
+        client = docker_client()
+        image_for = lambda manifest: ensure_image(client, manifest, console.print)  # noqa: E731
+    settings = LaunchSettings(
+        run_id=run_id,
+        log_dir=log_dir,
+        report=console.print,
+        start_timeout_seconds=options.start_timeout_seconds,
+        cpuset=options.cpuset,
+        memory=options.memory,
+        pids_limit=options.pids_limit,
+        image_for=image_for,
+    )
+    return launcher_for(options.launcher, settings)
+
+
+def launch_all(
+    specs: Sequence[str],
+    manifests: dict[str, AgentManifest],
+    launcher: Launcher,
+    timeout: float,
+) -> list[AgentHandle]:
+    """Starts or attaches every agent side by side; on any failure stops those started and
+    re-raises."""
+
+    def one(spec: str) -> AgentHandle:
+        attached = parse_attached(spec)
+        if attached:
+            return attach(*attached, timeout_seconds=min(timeout, 10.0))
+        return launcher.start(manifests[base_name(spec)], spec, 0)
+
+    with ThreadPoolExecutor(max_workers=len(specs)) as pool:
+        futures = [pool.submit(one, spec) for spec in specs]
+    handles, errors = [], []
+    for future in futures:
+        try:
+            handles.append(future.result())
+        except Exception as error:  # noqa: BLE001 (collected, re-raised below)
+            errors.append(error)
+    if errors:
+        for handle in handles:
+            handle.stop()
+        raise errors[0]
+    return handles
+
+
+def check_identity(handle: AgentHandle, describe: agent_pb2.DescribeResponse) -> None:
+    """An attached agent is what its NAME@ says, or the run is refused (AgentSpecError) before
+    anything is written: rows are labelled with NAME, so a wrong one would mislabel them."""
+    said, actual = base_name(handle.name), describe.identity.name
+    if handle.kind != "attached" or said == actual:
+        return
+    what = describe.identity
+    raise AgentSpecError(
+        f"the agent at {handle.address} is {actual!r} ({what.framework} "
+        f"{what.framework_version}, variant {what.variant or '-'}), not {said!r}; attach it as "
+        f"{actual}@{handle.address}"
+    )
+
+
+def restarter(
+    manifest: AgentManifest, launcher: Launcher, instance: str
+) -> Callable[[int], AgentHandle]:
+    return lambda threads: launcher.start(manifest, instance, threads)

@@ -1,0 +1,58 @@
+"""A run's options (how agents start, time limits, scraping, container limits), and their
+record in the run's metadata, from which `collector run --resume` takes them back."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
+from fwbench.collector.run.liveness import HANG_SECONDS
+from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
+
+# Not recorded: where results go and the command line are the resuming command's own.
+_NOT_RECORDED = ("out_dir", "store_path", "command_line")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    agents: tuple[str, ...]
+    out_dir: Path | None
+    store_path: Path
+    cell_timeout_seconds: float | None
+    start_timeout_seconds: float
+    command_line: str
+    # Seconds between /metrics scrapes during each cell; None turns scraping off.
+    scrape_interval_seconds: float | None = DEFAULT_INTERVAL_SECONDS
+    # Seconds without a heartbeat before an agent counts as hung; None = only the cell timeout.
+    hang_timeout_seconds: float | None = HANG_SECONDS
+    launcher: LauncherKind = LauncherKind.LOCAL  # how agents given by name are started
+    cpuset: str = ""  # docker: CPUs each container is pinned to ("0-1"); "" = all
+    memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share
+    pids_limit: int = DEFAULT_PIDS_LIMIT  # docker: each container's process limit
+    manifest_dirs: tuple[str, ...] = ()  # extra manifest folders (--manifests)
+
+
+def options_record(options: RunOptions) -> dict[str, Any]:
+    """The options as JSON for the run's metadata."""
+    record = dataclasses.asdict(options)
+    for name in _NOT_RECORDED:
+        record.pop(name)
+    record["launcher"] = options.launcher.value
+    record["agents"] = list(options.agents)
+    record["manifest_dirs"] = list(options.manifest_dirs)
+    return record
+
+
+def options_from_record(
+    record: dict[str, Any], out_dir: Path, store_path: Path, command_line: str
+) -> RunOptions:
+    """The options a run recorded (options_record), for resuming it."""
+    known = {f.name for f in dataclasses.fields(RunOptions)} - set(_NOT_RECORDED)
+    values = {key: value for key, value in record.items() if key in known}
+    values["launcher"] = LauncherKind(values.get("launcher", LauncherKind.LOCAL.value))
+    values["agents"] = tuple(values["agents"])
+    values["manifest_dirs"] = tuple(values.get("manifest_dirs", ()))
+    return RunOptions(out_dir=out_dir, store_path=store_path, command_line=command_line, **values)

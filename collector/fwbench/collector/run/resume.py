@@ -1,0 +1,175 @@
+"""`collector run --resume RUN_ID`: finishing a run that a killed or interrupted collector, or
+a write error, left short. The run's own selection and settings are read back from the store;
+the agents must be the ones that measured it (same framework, version, variant and plugin);
+the plan is made again and must give every recorded cell the same place; then only the cells
+with no row (and those cancelled by an interrupt, which hold no measurement) are measured, into
+the same run, with their planned cell numbers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from fwbench.collector.run.plan import Cell, LoopSettings, Selection
+from fwbench.collector.store import ResultStore
+from fwbench.collector.store.owner import ResumeRefused, collector_gone, owner_text
+
+# What identifies a cell in a plan and in a recorded row (mode and dtype are left out: a row
+# holds the effective ones, which may differ from those asked for).
+CellKey = tuple[str, str, str, int, int, str, int]
+_IDENTITY = ("framework", "framework_version", "variant", "plugin_version")
+_TUPLES = ("workloads", "phases", "batch_sizes", "dtypes", "threads", "modes", "agents")
+
+
+def selection_record(selection: Selection) -> dict[str, Any]:
+    return dict(json.loads(json.dumps(selection, default=lambda o: o.__dict__)))
+
+
+def selection_from_record(record: Mapping[str, Any]) -> Selection:
+    values = {f.name: record[f.name] for f in fields(Selection) if f.name in record}
+    for name in _TUPLES:
+        if name in values:
+            values[name] = tuple(values[name])
+    values["loop"] = LoopSettings(**record.get("loop", {}))
+    values["params"] = dict(record.get("params", {}))
+    return Selection(**values)
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """A run to finish: its id, folder, stored metadata, and what its rows already hold."""
+
+    run_id: str
+    out_dir: Path
+    metadata: dict[str, Any]
+    rows: pd.DataFrame
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The run's recorded options (RunOptions fields), agents as a tuple."""
+        options = dict(self.metadata["options"])
+        options["agents"] = tuple(options["agents"])
+        return options
+
+    @property
+    def selection(self) -> Selection:
+        return selection_from_record(self.metadata["selection"])
+
+    def redo(self) -> list[int]:
+        """Recorded cells measured again: those an interrupt cancelled."""
+        if self.rows.empty:
+            return []
+        return [int(cell) for cell in self.rows.loc[self.rows["status"] == "cancelled", "cell"]]
+
+    def kept(self) -> pd.DataFrame:
+        return self.rows[~self.rows["cell"].isin(self.redo())] if len(self.rows) else self.rows
+
+
+def resume_point(store: ResultStore, run_id: str) -> ResumePoint:
+    """Reads a run back for resuming, refusing (ResumeRefused) one that cannot be: unknown,
+    still measured by a live collector, stored without its options (before resuming existed),
+    or already complete."""
+    metadata = store.run_metadata(run_id)
+    if metadata is None:
+        raise ResumeRefused(
+            f"no run {run_id!r} in {store.path}; `collector results` lists the runs"
+        )
+    status = metadata.get("status")
+    if status == "running" and not collector_gone(metadata.get("collector")):
+        raise ResumeRefused(f"run {run_id} is {owner_text(metadata)}")
+    if "options" not in metadata:
+        raise ResumeRefused(
+            f"run {run_id} was stored by an older collector that did not record its options; "
+            "it cannot be resumed"
+        )
+    runs = store.runs()
+    out_dir = Path(runs.loc[runs["run_id"] == run_id, "out_dir"].iloc[0])
+    point = ResumePoint(run_id, out_dir, metadata, store.results(run_id))
+    planned = int(metadata.get("planned_cells", 0))
+    if status == "ok" or (planned and len(point.kept()) >= planned):
+        raise ResumeRefused(
+            f"run {run_id} has all its {planned or len(point.rows)} cells recorded "
+            f"(status {status}); nothing to resume"
+        )
+    return point
+
+
+def check_same_agents(point: ResumePoint, described: Mapping[str, Mapping[str, Any]]) -> None:
+    """The agents started now are those that measured the run (name -> Describe as a dict)."""
+    before: Mapping[str, Any] = point.metadata.get("agents", {})
+    if set(before) != set(described):
+        raise ResumeRefused(
+            f"run {point.run_id} was measured by {', '.join(sorted(before))}, not "
+            f"{', '.join(sorted(described))}"
+        )
+    for name, now in described.items():
+        was = before[name].get("describe", {}).get("identity", {})
+        is_ = now.get("identity", {})
+        changed = [
+            f"{key} {was.get(key)!r} -> {is_.get(key)!r}"
+            for key in _IDENTITY
+            if was.get(key, "") != is_.get(key, "")
+        ]
+        if changed:
+            raise ResumeRefused(
+                f"agent {name} changed since run {point.run_id} was measured ("
+                f"{'; '.join(changed)}): its rows would not be comparable; start a new run"
+            )
+
+
+def cell_key(cell: Cell, repetition: int) -> CellKey:
+    params = json.dumps(dict(sorted(cell.params.items())))
+    return (
+        cell.agent,
+        cell.workload,
+        cell.phase,
+        cell.batch_size,
+        cell.threads,
+        params,
+        repetition,
+    )
+
+
+def row_key(row: Mapping[str, Any]) -> CellKey:
+    repetition = row.get("repetition")
+    return (
+        str(row["agent"]),
+        str(row["workload"]),
+        str(row["phase"]),
+        int(row["batch_size"]),
+        int(row["threads_requested"]),
+        str(row["params"]),
+        0 if repetition is None or pd.isna(repetition) else int(repetition),
+    )
+
+
+def cells_to_skip(point: ResumePoint, order: Sequence[tuple[Cell, int]]) -> frozenset[int]:
+    """The planned cell numbers that already hold a kept row; refuses a plan that puts a
+    recorded cell elsewhere (the catalogue or an agent's offer changed)."""
+    kept = point.kept()
+    planned = [cell_key(cell, repetition) for cell, repetition in order]
+    for row in _records(kept):
+        index = int(row["cell"])
+        if index >= len(planned) or planned[index] != row_key(row):
+            raise ResumeRefused(
+                f"run {point.run_id}: cell {index} ({row['agent']} {row['workload']} "
+                f"{row['phase']} bs={row['batch_size']}) is not where the plan made now puts "
+                "it (the catalogue or an agent's workloads changed); start a new run"
+            )
+    return frozenset(int(cell) for cell in kept["cell"]) if len(kept) else frozenset()
+
+
+def kept_statuses(point: ResumePoint) -> dict[str, int]:
+    kept = point.kept()
+    if kept.empty:
+        return {}
+    return {str(k): int(v) for k, v in kept["status"].value_counts().items()}
+
+
+def _records(frame: pd.DataFrame) -> Iterable[dict[str, Any]]:
+    return [{str(k): v for k, v in row.items()} for row in frame.to_dict("records")]

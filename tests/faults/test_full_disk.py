@@ -1,0 +1,135 @@
+"""A full disk under the store or under the run folder: the real collector command, a real local
+agent (the fake plugin), a small tmpfs filled to the last byte mid-run. The run must stop with
+the real cause (never "ok", never an unrelated SQLite message), keep every cell committed
+before, leave no partial file, and `--resume` must finish it once there is room. Mounting a
+tmpfs needs root, as CI runs."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fake_agent import write_fake_agents
+
+COLLECTOR = Path(sys.executable).with_name("collector")
+CELLS = 5
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "--lazy", str(disk)], check=True)
+
+
+def _fill(disk: Path) -> Path:
+    """Takes every free byte of `disk`; returns the file to delete to make room again."""
+    filler = disk / "filler"
+    chunk = b"\0" * 4096
+    with filler.open("wb", buffering=0) as sink, contextlib.suppress(OSError):
+        while True:
+            sink.write(chunk)
+    return filler
+
+
+def _rows(folder: Path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(folder / "results.parquet")
+    except (FileNotFoundError, OSError, ValueError):
+        return pd.DataFrame()
+
+
+def _collector(store: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(COLLECTOR), *args, "--store", str(store)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _run_and_fill(tmp_path: Path, store: Path, out: Path, disk: Path) -> tuple[int, str, Path]:
+    """Starts a 5-cell run, fills `disk` once the first row is recorded, waits for the end."""
+    manifests = write_fake_agents(tmp_path / "agents", {"steady": {}})
+    command = [
+        str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "steady",
+        "--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1,2,3,4,5",
+        "--param", "m=20000", "--min-seconds", "1",
+        "--store", str(store), "--out", str(out),
+    ]  # fmt: skip
+    process = subprocess.Popen(
+        command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 300
+    while len(_rows(out)) < 1:
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.1)
+    filler = _fill(disk)
+    _, stderr = process.communicate(timeout=300)
+    return process.returncode, stderr, filler
+
+
+def _run_status(store: Path, run_id: str, cwd: Path) -> str:
+    listed = _collector(store, "results", "--json", cwd=cwd)
+    assert listed.returncode == 0, listed.stderr
+    return str(next(r["status"] for r in json.loads(listed.stdout) if r["run_id"] == run_id))
+
+
+def test_a_full_disk_under_the_store_stops_the_run_with_its_cause(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    store, out = small_disk / "store.sqlite", tmp_path / "run"
+    code, stderr, filler = _run_and_fill(tmp_path, store, out, small_disk)
+    assert code == 1, stderr
+    assert "database or disk is full" in stderr, stderr
+    assert "rollback" not in stderr and "Traceback" not in stderr, stderr
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    assert f"--resume {run_id}" in stderr
+    filler.unlink()
+    kept = _collector(store, "results", run_id, "--json", cwd=tmp_path)
+    assert kept.returncode == 0, kept.stderr
+    recorded = json.loads(kept.stdout)
+    assert 1 <= len(recorded) < CELLS and {r["status"] for r in recorded} == {"ok"}
+    assert _run_status(store, run_id, tmp_path) in ("failed", "interrupted")  # never ok
+
+    resumed = _collector(store, "run", "--resume", run_id, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _run_status(store, run_id, tmp_path) == "ok"
+    assert sorted(_rows(out)["cell"]) == list(range(CELLS))
+
+
+def test_a_full_disk_under_the_run_folder_stops_the_run_and_keeps_the_store(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    store, out = tmp_path / "store.sqlite", small_disk / "run"
+    code, stderr, filler = _run_and_fill(tmp_path, store, out, small_disk)
+    assert code == 1, stderr
+    assert "No space left on device" in stderr and "Traceback" not in stderr, stderr
+    assert not list(out.glob(".*.tmp")), "a partial file was left in the run folder"
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    assert _run_status(store, run_id, tmp_path) == "failed"
+    stored = _collector(store, "results", run_id, "--json", cwd=tmp_path)
+    rows = json.loads(stored.stdout)
+    assert len(rows) >= 2  # the cell whose folder write failed was committed to the store
+    assert len(rows) > len(_rows(out))
+
+    filler.unlink()
+    resumed = _collector(store, "run", "--resume", run_id, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted(_rows(out)["cell"]) == list(range(CELLS))
+    assert json.loads((out / "run.json").read_text())["status"] == "ok"
