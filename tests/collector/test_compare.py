@@ -15,7 +15,7 @@ import pytest
 from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
 from fwbench.collector.analysis.contenders import ComparisonError, RunData, contenders
-from fwbench.collector.stats.significance import FASTER, NO_CLEAR_DIFFERENCE, SLOWER
+from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
 
 CONV = ("conv2d", "train", 8)
 GEMM = ("gemm", "train", 8)
@@ -61,18 +61,19 @@ def test_compare_to_baseline_verdicts(run: RunData) -> None:
     assert conv["tf-mkl"].ci_low > 2.0
     assert conv["tf-mkl"].p_adjusted < 0.05
     assert conv["tf-mkl"].method == "processes"  # 3 repetitions a side: Welch over them
-    assert gemm["tf-mkl"].verdict == NO_CLEAR_DIFFERENCE
+    assert gemm["tf-mkl"].verdict == EQUIVALENT
+    assert gemm["tf-mkl"].evidence == "processes"
     assert gemm["torch-cpu"].verdict == SLOWER
     for aa in (conv["tf-eigen#2"], gemm["tf-eigen#2"]):
-        assert aa.verdict == NO_CLEAR_DIFFERENCE
+        assert aa.verdict == EQUIVALENT
         assert aa.notes == "A/A"
         assert aa.noise_floor == 0.03  # judged against the default floor only
     assert result.skipped == []  # torch-cpu has no conv2d: nothing to compare, nothing skipped
 
 
 def test_compare_to_baseline_noise_floor_from_aa(make_run: Callable[..., RunData]) -> None:
-    # The A/A twin measured itself 8% apart in gemm: a 6% "win" there is no clear difference,
-    # while the same 6% in conv2d (A/A 0%) with the default floor of 3% is a win.
+    # The A/A twin measured itself 8% apart in gemm: a 6% "win" there is equivalent within
+    # that noise, while the same 6% in conv2d (A/A 0%) with the default floor of 3% is a win.
     run = make_run(
         "noisy",
         {
@@ -85,7 +86,7 @@ def test_compare_to_baseline_noise_floor_from_aa(make_run: Callable[..., RunData
     assert result.measured_floor == pytest.approx(0.08, abs=0.005)
     gemm, conv = by_agent(result, "gemm")["b"], by_agent(result, "conv2d")["b"]
     assert gemm.noise_floor == pytest.approx(0.08, abs=0.005)
-    assert gemm.verdict == NO_CLEAR_DIFFERENCE
+    assert gemm.verdict == EQUIVALENT  # within the floor, which widens the margin to 8%
     assert conv.noise_floor == pytest.approx(0.03, abs=0.001)
     assert conv.verdict == FASTER
     # The twin itself: 8% apart, beyond the default floor, so the machine is noisier than
@@ -114,7 +115,7 @@ def test_compare_runs_flags_regression_beyond_threshold(make_run: Callable[..., 
     conv, gemm = by_agent(result, "conv2d")["x"], by_agent(result, "gemm")["x"]
     assert conv.verdict == SLOWER  # 25% slower
     assert conv.speedup == pytest.approx(0.8, rel=0.03)
-    assert gemm.verdict == NO_CLEAR_DIFFERENCE  # 2% is under the 5% threshold
+    assert gemm.verdict == EQUIVALENT  # 2%, within the 5% threshold
     assert conv.baseline == "before"
     assert result.skipped == ["y gemm train bs=8 float32: not in run before"]
 
@@ -136,6 +137,50 @@ def test_formats_agree(run: RunData) -> None:
     assert "A/A (tf-eigen / tf-eigen#2; 2 cells)" in text
 
 
+def test_one_process_a_side_without_an_aa_pair_is_undecided(
+    make_run: Callable[..., RunData],
+) -> None:
+    """Two processes 2x apart say nothing about the agents when nothing measured how much two
+    processes of one agent differ (here they may differ 1.6x): undecided, saying what would
+    decide it. With an A/A pair in the run, its difference is the floor and a verdict is
+    made."""
+    single = make_run(
+        "single",
+        {"a": {CONV: reps(0.02, 1, count=1)}, "b": {CONV: reps(0.01, 2, count=1)}},
+    )
+    (only,) = compare_to_baseline(single, "a").comparisons
+    assert only.verdict == UNDECIDED and only.evidence == "one process"
+    assert "--repeat 3" in only.notes
+    with_aa = make_run(
+        "with-aa",
+        {
+            "a": {CONV: reps(0.02, 1, count=1)},
+            "a#2": {CONV: reps(0.021, 3, count=1)},
+            "b": {CONV: reps(0.01, 2, count=1)},
+        },
+    )
+    called = by_agent(compare_to_baseline(with_aa, "a"), "conv2d")
+    assert called["b"].verdict == FASTER and called["b"].evidence == "A/A floor"
+    assert called["a#2"].verdict == UNDECIDED  # the A/A pair cannot be its own prior
+    before = make_run("before-1", {"x": {CONV: reps(0.010, 1, count=1)}})
+    after = make_run("after-1", {"x": {CONV: reps(0.020, 2, count=1)}})
+    (regression,) = compare_runs(before, after, threshold=0.05).comparisons
+    assert regression.verdict == UNDECIDED and "--repeat 3" in regression.notes
+
+
+def test_undecided_says_how_many_repetitions_would_decide(
+    make_run: Callable[..., RunData],
+) -> None:
+    run = make_run(
+        "close",
+        {"a": {CONV: reps(0.010, 1, count=2, spread=0.2, n=5)},
+         "b": {CONV: reps(0.0108, 2, count=2, spread=0.2, n=5)}},
+    )  # fmt: skip
+    (close,) = compare_to_baseline(run, "a").comparisons
+    assert close.verdict == UNDECIDED and close.evidence == "processes"
+    assert "repetitions a side would likely decide it" in close.notes or "edge" in close.notes
+
+
 # --- the `collector compare` and `collector report` commands ----------------------------------
 
 
@@ -153,7 +198,7 @@ def test_cli_compare_json_and_errors(run: RunData, store: Any, tmp_path: Any) ->
     )
     assert done.exit_code == 0, done.output
     document = json.loads(done.output)
-    assert {c["verdict"] for c in document["comparisons"]} == {FASTER, SLOWER, NO_CLEAR_DIFFERENCE}
+    assert {c["verdict"] for c in document["comparisons"]} == {FASTER, SLOWER, EQUIVALENT}
     missing = invoke("compare", "run-a", "--store", str(store.path))
     assert missing.exit_code == 2
     assert "needs --baseline" in missing.output and "tf-mkl" in missing.output
@@ -171,7 +216,7 @@ def test_cli_compare_two_runs(run: RunData, store: Any) -> None:
     assert "Noise floor 5.0% (--threshold; no A/A pair measured it)" in table.output
     done = invoke("compare", "run-a", "run-a", "--format", "json", "--store", str(store.path))
     verdicts = [c["verdict"] for c in json.loads(done.output)["comparisons"]]
-    assert verdicts == [NO_CLEAR_DIFFERENCE] * 7  # a run against itself
+    assert verdicts == [EQUIVALENT] * 7  # a run against itself
 
 
 def test_cli_report_writes_to_out(run: RunData, store: Any, tmp_path: Any) -> None:

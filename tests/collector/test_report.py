@@ -129,7 +129,7 @@ def test_report_writes_html_markdown_and_figures(run: RunData, tmp_path: Path) -
         assert f"](figures/{name}.png)" in markdown
     assert "_no GPU telemetry in this run (CPU agents)_" in markdown
     assert "| conv2d train bs=8 float32 | tf-mkl |" in markdown
-    verdicts = re.findall(r"\| (faster|slower|no clear difference) \|", markdown)
+    verdicts = re.findall(r"\| (faster|slower|equivalent|undecided) \|", markdown)
     assert verdicts.count("faster") == 8  # tf-mkl in every cell
     assert len(verdicts) == 16
 

@@ -15,13 +15,15 @@ from fwbench.collector.stats.bootstrap import (
     resampled_medians,
 )
 from fwbench.collector.stats.significance import (
+    EQUIVALENT,
     FASTER,
-    NO_CLEAR_DIFFERENCE,
     SLOWER,
+    UNDECIDED,
     RatioEstimate,
     estimate_speedup,
     holm,
     relative_difference,
+    repetitions_needed,
     verdict,
 )
 
@@ -102,11 +104,11 @@ def test_resampled_medians_without_samples_raise() -> None:
 # --- verdicts ---------------------------------------------------------------------------------
 
 
-def test_identical_distributions_give_no_clear_difference() -> None:
+def test_identical_distributions_are_equivalent() -> None:
     base = [lognormal(0.010, 0.05, 400, seed=s) for s in (1, 2, 3)]
     other = [lognormal(0.010, 0.05, 400, seed=s) for s in (4, 5, 6)]
     estimate, result = judged(base, other)
-    assert result == NO_CLEAR_DIFFERENCE
+    assert result == EQUIVALENT
     assert estimate.ci_low < 1 < estimate.ci_high
     assert estimate.speedup == pytest.approx(1.0, abs=0.02)
 
@@ -129,26 +131,56 @@ def test_twice_as_slow_is_slower() -> None:
     assert estimate.speedup == pytest.approx(0.5, rel=0.03)
 
 
-def test_shift_smaller_than_noise_floor_is_no_clear_difference() -> None:
+def test_shift_smaller_than_noise_floor_is_not_a_difference() -> None:
     # 1.5% faster, very precisely measured: the test finds it, the floor (3%) refuses it.
     base = [lognormal(0.010 * 1.015, 0.01, 3000, seed=1)]
     other = [lognormal(0.010, 0.01, 3000, seed=2)]
     estimate, result = judged(base, other, floor=0.03)
     assert estimate.p_value < 1e-6
     assert 1.0 < estimate.ci_low < 1.03
-    assert result == NO_CLEAR_DIFFERENCE
+    assert result == EQUIVALENT  # within the 5% margin: equal for the question asked
     # The same data with a floor under the shift is a win.
     assert verdict(estimate, estimate.p_value, floor=0.005) == FASTER
 
 
-def test_large_but_insignificant_difference_is_no_clear_difference() -> None:
+def test_large_but_insignificant_difference_is_undecided() -> None:
     estimate = RatioEstimate(speedup=1.5, ci_low=1.2, ci_high=1.8, p_value=0.2)
-    assert verdict(estimate, 0.2, floor=0.03) == NO_CLEAR_DIFFERENCE
+    assert verdict(estimate, 0.2, floor=0.03) == UNDECIDED
 
 
-def test_interval_reaching_into_floor_is_no_clear_difference() -> None:
+def test_interval_reaching_into_floor_is_undecided() -> None:
     estimate = RatioEstimate(speedup=1.2, ci_low=1.02, ci_high=1.4, p_value=1e-9)
-    assert verdict(estimate, 1e-9, floor=0.03) == NO_CLEAR_DIFFERENCE
+    assert verdict(estimate, 1e-9, floor=0.03) == UNDECIDED
+
+
+def test_equivalence_needs_the_whole_interval_inside_the_margin() -> None:
+    inside = RatioEstimate(speedup=1.01, ci_low=0.97, ci_high=1.04, p_value=0.5)
+    assert verdict(inside, 0.5, floor=0.03, margin=0.05) == EQUIVALENT
+    assert verdict(inside, 0.5, floor=0.03, margin=0.02) == UNDECIDED  # 4% > 3% floor, 2%
+    assert verdict(inside, 0.5, floor=0.05, margin=0.02) == EQUIVALENT  # the floor widens it
+    wide = RatioEstimate(speedup=1.0, ci_low=0.9, ci_high=1.11, p_value=1.0)
+    assert verdict(wide, 1.0, floor=0.03) == UNDECIDED  # "no difference found" is not "equal"
+
+
+def test_no_verdict_without_process_to_process_variation_accounted_for() -> None:
+    clear = RatioEstimate(speedup=2.0, ci_low=1.9, ci_high=2.1, p_value=1e-9)
+    assert verdict(clear, 1e-9, floor=0.03, accounted=False) == UNDECIDED
+    same = RatioEstimate(speedup=1.0, ci_low=0.99, ci_high=1.01, p_value=1.0)
+    assert verdict(same, 1.0, floor=0.03, accounted=False) == UNDECIDED
+
+
+def test_repetitions_needed_shrink_the_interval_to_a_verdict() -> None:
+    # 1.30x [1.00, 1.69] from 3 a side: half-width log(1.3); to clear a 3% floor the
+    # half-width must fall under log(1.3) - log(1.03), (0.262 / 0.233)^2 * 3 -> 4.
+    wide = RatioEstimate(speedup=1.3, ci_low=1.3 / 1.3, ci_high=1.3 * 1.3, p_value=0.1)
+    assert repetitions_needed(wide, 3, floor=0.03) == 4
+    # Near 1, the margin is the nearer target: 1.01x [0.9, 1.13] from 2 a side.
+    near = RatioEstimate(speedup=1.01, ci_low=0.9, ci_high=1.13, p_value=0.8)
+    needed = repetitions_needed(near, 2, floor=0.03, margin=0.05)
+    assert needed is not None and 10 < needed < 60
+    # On the floor's edge no number is likely to decide it.
+    edge = RatioEstimate(speedup=1.03, ci_low=0.95, ci_high=1.12, p_value=0.5)
+    assert repetitions_needed(edge, 3, floor=0.03, margin=0.03) is None
 
 
 def process_runs(effects: list[float], seed: int, n: int = 60) -> list[np.ndarray]:
@@ -163,7 +195,7 @@ def test_processes_that_differ_for_life_are_noise_not_a_difference() -> None:
     estimate, result = judged(base, other)
     assert estimate.method == "processes"
     assert estimate.ci_low < 1 < estimate.ci_high
-    assert result == NO_CLEAR_DIFFERENCE
+    assert result == UNDECIDED
     # Treating each side as one process (all samples pooled) would have called it.
     pooled, called = judged([np.concatenate(base)], [np.concatenate(other)])
     assert pooled.method == "bootstrap" and called == SLOWER
@@ -178,15 +210,27 @@ def test_aa_false_calls_stay_rare_with_process_to_process_spread() -> None:
     calls = 0
     for trial in range(300):
         sides = [process_runs(list(rng.lognormal(0, 0.07, 3)), seed=trial * 10 + k) for k in (0, 5)]
-        calls += judged(*sides)[1] != NO_CLEAR_DIFFERENCE
+        calls += judged(*sides)[1] in (FASTER, SLOWER)
     assert calls / 300 < 0.05
+
+
+def test_a_real_difference_beyond_the_margin_is_rarely_called_equivalent() -> None:
+    # 300 seeded comparisons of a true 8% difference, with the spread above: equivalence
+    # within 5% must stay rarer than ALPHA / 2 (the test's nominal level per side).
+    rng = np.random.default_rng(11)
+    equivalent = 0
+    for trial in range(300):
+        base = process_runs(list(1.08 * rng.lognormal(0, 0.07, 3)), seed=trial * 10)
+        other = process_runs(list(rng.lognormal(0, 0.07, 3)), seed=trial * 10 + 5)
+        equivalent += judged(base, other)[1] == EQUIVALENT
+    assert equivalent / 300 < 0.025
 
 
 def test_identical_repetition_medians_compare_without_error() -> None:
     same = [np.full(20, 0.01), np.full(20, 0.01)]
     estimate, result = judged(same, same)
     assert estimate.method == "processes" and estimate.p_value == 1.0
-    assert estimate.ci_low == estimate.ci_high == 1.0 and result == NO_CLEAR_DIFFERENCE
+    assert estimate.ci_low == estimate.ci_high == 1.0 and result == EQUIVALENT
     faster, called = judged(same, [np.full(20, 0.005), np.full(20, 0.005)])
     assert faster.speedup == 2.0 and faster.p_value == 0.0 and called == FASTER
 
@@ -195,7 +239,7 @@ def test_constant_samples_compare_without_error() -> None:
     same = [np.full(20, 0.01)]
     estimate, result = judged(same, same)
     assert estimate.p_value == 1.0 and estimate.speedup == 1.0
-    assert result == NO_CLEAR_DIFFERENCE
+    assert result == EQUIVALENT
 
 
 def test_holm_known_values() -> None:

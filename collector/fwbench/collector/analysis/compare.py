@@ -26,14 +26,21 @@ from fwbench.collector.analysis.contenders import (
     key_label,
 )
 from fwbench.collector.stats.significance import (
+    DEFAULT_MARGIN,
     DEFAULT_NOISE_FLOOR,
-    NO_CLEAR_DIFFERENCE,
+    FASTER,
+    SLOWER,
+    UNDECIDED,
     RatioEstimate,
     estimate_speedup,
     holm,
     relative_difference,
+    repetitions_needed,
     verdict,
 )
+
+# What accounts for process-to-process variation in a comparison (significance.py).
+PROCESSES, AA_FLOOR, ONE_PROCESS = "processes", "A/A floor", "one process"
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,12 @@ class Comparison:
     # How the interval and p came about: "processes" (Welch's t over the repetitions) or
     # "bootstrap" (samples of one process on at least one side); significance.py.
     method: str = ""
+    margin: float = DEFAULT_MARGIN  # equivalence margin asked for (max'ed with the floor)
+    # What accounts for process-to-process variation: PROCESSES, AA_FLOOR or ONE_PROCESS
+    # (nothing does: the verdict is undecided).
+    evidence: str = ""
+    repetitions: int = 1
+    baseline_repetitions: int = 1
 
     def key_dict(self) -> dict[str, Any]:
         return dict(zip(KEY_COLUMNS, self.key, strict=True))
@@ -88,6 +101,7 @@ class ComparisonSet:
     default_floor: float
     skipped: list[str]  # contenders that had nothing to be compared with
     floor_source: str = "default"  # where default_floor came from, for the reader
+    margin: float = DEFAULT_MARGIN
 
     @property
     def measured_floor(self) -> float | None:
@@ -96,11 +110,21 @@ class ComparisonSet:
 
 
 def _compare(
-    base: Contender, other: Contender, baseline_label: str, floor: float, notes: list[str]
+    base: Contender,
+    other: Contender,
+    baseline_label: str,
+    floor: float,
+    notes: list[str],
+    margin: float,
+    aa_floor: bool = False,
 ) -> Comparison:
+    """`aa_floor`: the floor comes from an A/A pair of the run (a measured prior)."""
     estimate = estimate_speedup(base.groups, other.groups)
     if base.noisy or other.noisy:
         notes = [*notes, "noisy"]
+    evidence = PROCESSES if estimate.method == "processes" else ONE_PROCESS
+    if evidence == ONE_PROCESS and aa_floor:
+        evidence = AA_FLOOR
     return Comparison(
         key=other.key,
         agent=other.agent,
@@ -120,6 +144,10 @@ def _compare(
         verdict="",
         notes=", ".join(notes),
         method=estimate.method,
+        margin=margin,
+        evidence=evidence,
+        repetitions=len(other.groups),
+        baseline_repetitions=len(base.groups),
     )
 
 
@@ -128,12 +156,29 @@ def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
     adjusted = holm([c.p_value for c in comparisons])
     done = []
     for comparison, p in zip(comparisons, adjusted, strict=True):
-        called = verdict(_estimate(comparison), p, comparison.noise_floor)
-        notes = comparison.notes
-        if notes.startswith("A/A") and called != NO_CLEAR_DIFFERENCE:
-            notes = notes.replace("A/A", "A/A: the same agent differs from itself", 1)
-        done.append(replace(comparison, p_adjusted=p, verdict=called, notes=notes))
+        estimate = _estimate(comparison)
+        accounted = comparison.evidence != ONE_PROCESS
+        called = verdict(estimate, p, comparison.noise_floor, comparison.margin, accounted)
+        notes = [comparison.notes] if comparison.notes else []
+        if notes and notes[0].startswith("A/A") and called in (FASTER, SLOWER):
+            notes[0] = notes[0].replace("A/A", "A/A: the same agent differs from itself", 1)
+        if called == UNDECIDED:
+            notes.append(_how_to_decide(comparison, estimate))
+        done.append(replace(comparison, p_adjusted=p, verdict=called, notes=", ".join(notes)))
     return done
+
+
+def _how_to_decide(comparison: Comparison, estimate: RatioEstimate) -> str:
+    if comparison.evidence == ONE_PROCESS:
+        return (
+            "one process a side and no A/A pair: how much processes differ is unknown; "
+            "--repeat 3 (or more) decides"
+        )
+    repetitions = min(comparison.repetitions, comparison.baseline_repetitions)
+    needed = repetitions_needed(estimate, repetitions, comparison.noise_floor, comparison.margin)
+    if needed is None:
+        return "at the edge of the floor: more repetitions may not decide it"
+    return f"about {needed} repetitions a side would likely decide it"
 
 
 def _estimate(comparison: Comparison) -> RatioEstimate:
@@ -165,7 +210,10 @@ def noise_measurements(cells: Iterable[Contender]) -> list[NoiseMeasurement]:
 
 
 def compare_to_baseline(
-    run: RunData, baseline: str, default_floor: float = DEFAULT_NOISE_FLOOR
+    run: RunData,
+    baseline: str,
+    default_floor: float = DEFAULT_NOISE_FLOOR,
+    margin: float = DEFAULT_MARGIN,
 ) -> ComparisonSet:
     """Every other agent against `baseline` in every cell both measured. The noise floor of
     a cell is the largest of `default_floor` and the A/A differences measured in that cell
@@ -198,10 +246,11 @@ def compare_to_baseline(
             continue
         notes = []
         floor = max(default_floor, per_key.get(cell.key, run_floor))
+        aa_floor = bool(noise)
         if base_name(cell.agent) == base_name(baseline) and cell.mode == base.mode:
             notes.append("A/A")
-            floor = default_floor
-        comparisons.append(_compare(base, cell, baseline, floor, notes))
+            floor, aa_floor = default_floor, False  # its own difference is being tested
+        comparisons.append(_compare(base, cell, baseline, floor, notes, margin, aa_floor))
     keys, order = list(dict.fromkeys(c.key for c in cells)), list(agents)
     comparisons.sort(key=lambda c: (keys.index(c.key), order.index(c.agent)))
     return ComparisonSet(
@@ -210,12 +259,17 @@ def compare_to_baseline(
         noise,
         default_floor,
         skipped,
+        margin=margin,
     )
 
 
-def compare_runs(before: RunData, after: RunData, threshold: float) -> ComparisonSet:
+def compare_runs(
+    before: RunData, after: RunData, threshold: float, margin: float = DEFAULT_MARGIN
+) -> ComparisonSet:
     """Each agent's cells in `after` against the same agent, mode and cell in `before`; a
-    change is called only beyond `threshold` (the noise floor)."""
+    change is called only beyond `threshold` (the noise floor), equivalence within
+    max(margin, threshold); with one process a run, undecided (nothing measured how much two
+    processes differ)."""
     old = {(c.agent, c.mode, c.key): c for c in contenders(before)}
     comparisons, skipped = [], []
     for cell in contenders(after):
@@ -223,7 +277,7 @@ def compare_runs(before: RunData, after: RunData, threshold: float) -> Compariso
         if base is None:
             skipped.append(f"{cell.agent} {key_label(cell.key)}: not in run {before.run_id}")
             continue
-        comparisons.append(_compare(base, cell, before.run_id, threshold, []))
+        comparisons.append(_compare(base, cell, before.run_id, threshold, [], margin))
     skipped += [f"{agent} {key_label(key)}: not in run {after.run_id}" for agent, _, key in old]
     return ComparisonSet(
         f"run {after.run_id} against run {before.run_id} (speedup above 1: {after.run_id} "
@@ -233,4 +287,5 @@ def compare_runs(before: RunData, after: RunData, threshold: float) -> Compariso
         threshold,
         skipped,
         "--threshold",
+        margin,
     )

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from fwbench.collector.analysis.compare import Comparison, ComparisonSet
 from fwbench.collector.analysis.contenders import KEY_COLUMNS, key_label
-from fwbench.collector.stats.significance import FASTER, SLOWER
+from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
 
 
 class OutputFormat(StrEnum):
@@ -24,7 +24,7 @@ class OutputFormat(StrEnum):
 
 
 FORMATS = tuple(OutputFormat)
-_STYLES = {FASTER: "green", SLOWER: "red"}
+_STYLES = {FASTER: "green", SLOWER: "red", EQUIVALENT: "cyan", UNDECIDED: "yellow"}
 
 
 def record(comparison: Comparison) -> dict[str, Any]:
@@ -45,7 +45,11 @@ def record(comparison: Comparison) -> dict[str, Any]:
         "p_value": comparison.p_value,
         "p_holm": comparison.p_adjusted,
         "method": comparison.method,
+        "evidence": comparison.evidence,
+        "repetitions": comparison.repetitions,
+        "baseline_repetitions": comparison.baseline_repetitions,
         "noise_floor": comparison.noise_floor,
+        "equivalence_margin": max(comparison.margin, comparison.noise_floor),
         "verdict": comparison.verdict,
         "notes": comparison.notes,
     }
@@ -53,20 +57,24 @@ def record(comparison: Comparison) -> dict[str, Any]:
 
 
 def noise_floor_text(result: ComparisonSet) -> str:
-    """One sentence: what the noise floor is and where it came from."""
+    """What the noise floor and the equivalence margin are and where they came from."""
     default = f"{result.default_floor:.1%}"
     measured = result.measured_floor
+    margin = (
+        f" Equivalent: the whole interval within ±{result.margin:.1%} (or the floor, if "
+        "larger). Verdicts need repetitions on both sides or an A/A pair; else undecided."
+    )
     if measured is None:
         return (
             f"Noise floor {default} ({result.floor_source}; no A/A pair measured it): "
-            "smaller differences are never called."
+            "smaller differences are never called." + margin
         )
     pairs = sorted({f"{m.agent} / {m.other}" for m in result.noise})
     cells = len({m.key for m in result.noise})
     return (
         f"A/A ({', '.join(pairs)}; {cells} cells): the same agent differed from "
         f"itself by at most {measured:.1%}. Noise floor per cell: the larger of {default} and "
-        "that cell's A/A difference; smaller differences are never called."
+        "that cell's A/A difference; smaller differences are never called." + margin
     )
 
 
@@ -88,6 +96,7 @@ def row_cells(comparison: Comparison) -> list[str]:
         f"[{comparison.ci_low:.3f}, {comparison.ci_high:.3f}]",
         _p(comparison.p_adjusted),
         f"{comparison.noise_floor:.1%}",
+        f"{comparison.repetitions}/{comparison.baseline_repetitions}",
         comparison.verdict,
         comparison.notes,
     ]
@@ -103,6 +112,7 @@ HEADERS = (
     "95% CI",
     "p (Holm)",
     "floor",
+    "reps",
     "verdict",
     "notes",
 )
@@ -115,7 +125,8 @@ def rich_table(result: ComparisonSet) -> Table:
         table.add_column(header, justify="right" if right else "left")
     for comparison in result.comparisons:
         cells: list[str | Text] = list(row_cells(comparison))
-        cells[9] = Text(comparison.verdict, style=_STYLES.get(comparison.verdict, ""))
+        verdict_at = HEADERS.index("verdict")
+        cells[verdict_at] = Text(comparison.verdict, style=_STYLES.get(comparison.verdict, ""))
         table.add_row(*cells)
     return table
 
@@ -136,6 +147,7 @@ def json_text(result: ComparisonSet) -> str:
     document = {
         "title": result.title,
         "default_noise_floor": result.default_floor,
+        "equivalence_margin": result.margin,
         "measured_noise_floor": result.measured_floor,
         "noise_floor": noise_floor_text(result),
         "aa": [

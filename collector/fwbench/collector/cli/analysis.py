@@ -12,7 +12,7 @@ from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
 from fwbench.collector.analysis.contenders import ComparisonError, RunData, load_run
 from fwbench.collector.analysis.report import write_report
 from fwbench.collector.cli.common import StorePath, console, fail, fail_with
-from fwbench.collector.stats.significance import DEFAULT_NOISE_FLOOR
+from fwbench.collector.stats.significance import DEFAULT_MARGIN, DEFAULT_NOISE_FLOOR
 from fwbench.collector.store import ResultStore, default_store_path
 
 
@@ -38,6 +38,13 @@ def compare(
         float,
         typer.Option(help="One run: default noise floor, raised by A/A pairs in the run."),
     ] = DEFAULT_NOISE_FLOOR,
+    margin: Annotated[
+        float,
+        typer.Option(
+            help="Equivalence margin: a comparison whose whole 95% interval lies within "
+            "±margin (or the noise floor, if larger) is called equivalent (0.05 = 5%)."
+        ),
+    ] = DEFAULT_MARGIN,
     output_format: Annotated[
         formats.OutputFormat, typer.Option("--format", help="How to print the comparisons.")
     ] = formats.OutputFormat.TABLE,
@@ -48,8 +55,8 @@ def compare(
     or every agent's cells in RUN_B against RUN_A."""
     if as_json:
         output_format = formats.OutputFormat.JSON
-    if not 0 <= threshold < 1 or not 0 <= noise_floor < 1:
-        fail("--threshold and --noise-floor are fractions in [0, 1), e.g. 0.05 for 5%")
+    if not 0 <= threshold < 1 or not 0 <= noise_floor < 1 or not 0 <= margin < 1:
+        fail("--threshold, --noise-floor and --margin are fractions in [0, 1), e.g. 0.05 for 5%")
     db = ResultStore(store or default_store_path())
     loaded = [_load(db, run_id) for run_id in runs]
     try:
@@ -57,11 +64,11 @@ def compare(
             if baseline is None:
                 agents = ", ".join(dict.fromkeys(loaded[0].results["agent"].dropna()))
                 fail(f"one run needs --baseline AGENT; agents in {runs[0]}: {agents}")
-            result = compare_to_baseline(loaded[0], baseline, noise_floor)
+            result = compare_to_baseline(loaded[0], baseline, noise_floor, margin)
         elif len(loaded) == 2:
             if baseline is not None:
                 fail("--baseline compares agents within one run; give one run")
-            result = compare_runs(loaded[0], loaded[1], threshold)
+            result = compare_runs(loaded[0], loaded[1], threshold, margin)
         else:
             fail("give one run (with --baseline) or two runs (RUN_A RUN_B)")
     except ComparisonError as error:

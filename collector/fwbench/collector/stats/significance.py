@@ -17,10 +17,21 @@
   together, which holds the chance of any false "significant" among them to ALPHA.
 - Noise floor f: a speedup within [1 / (1 + f), 1 + f] is never called a difference. f is
   DEFAULT_NOISE_FLOOR or, when larger, what an A/A pair (the same agent twice) measured.
-- Verdict: "faster" when the adjusted p < ALPHA and the whole interval lies above 1 + f;
-  "slower" when the adjusted p < ALPHA and the whole interval lies below 1 / (1 + f); otherwise
-  "no clear difference". Both conditions, because with thousands of samples the test alone
-  finds differences too small to matter, and the interval alone ignores how many were tried.
+- Evidence: a verdict must account for how much two processes of one agent differ. It does
+  when both sides have two or more repetitions (measured), or when an A/A pair in the run
+  measured that difference and raised the floor to it (a prior from this host, this run).
+  Without either (one process a side, no A/A), the verdict is "undecided", whatever the
+  samples of those two processes say.
+- Verdict, one of four:
+  - "faster" when the adjusted p < ALPHA and the whole interval lies above 1 + f;
+  - "slower" when the adjusted p < ALPHA and the whole interval lies below 1 / (1 + f);
+  - "equivalent" when the whole interval lies within [1 / (1 + m), 1 + m], the equivalence
+    margin m = max(margin, f) (default DEFAULT_MARGIN): two one-sided tests at ALPHA / 2 each,
+    as the 95% interval is used (TOST; conservative against the usual 90% interval);
+  - otherwise "undecided", with the repetitions a side that would likely decide it
+    (repetitions_needed).
+  Both conditions for a difference, because with thousands of samples the test alone finds
+  differences too small to matter, and the interval alone ignores how many were tried.
 """
 
 from __future__ import annotations
@@ -36,7 +47,9 @@ from fwbench.collector.stats.bootstrap import FloatArray, ratio_interval
 
 ALPHA = 0.05
 DEFAULT_NOISE_FLOOR = 0.03
-FASTER, SLOWER, NO_CLEAR_DIFFERENCE = "faster", "slower", "no clear difference"
+DEFAULT_MARGIN = 0.05
+FASTER, SLOWER, EQUIVALENT, UNDECIDED = "faster", "slower", "equivalent", "undecided"
+VERDICTS = (FASTER, SLOWER, EQUIVALENT, UNDECIDED)
 
 
 @dataclass(frozen=True)
@@ -97,14 +110,50 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
-def verdict(estimate: RatioEstimate, p_adjusted: float, floor: float) -> str:
-    if not p_adjusted < ALPHA:
-        return NO_CLEAR_DIFFERENCE
-    if estimate.ci_low > 1 + floor:
+def verdict(
+    estimate: RatioEstimate,
+    p_adjusted: float,
+    floor: float,
+    margin: float = DEFAULT_MARGIN,
+    accounted: bool = True,
+) -> str:
+    """The verdict of the module's rules; `accounted` says whether process-to-process
+    variation is accounted for (repetitions on both sides, or an A/A floor)."""
+    if not accounted:
+        return UNDECIDED
+    if p_adjusted < ALPHA and estimate.ci_low > 1 + floor:
         return FASTER
-    if estimate.ci_high < 1 / (1 + floor):
+    if p_adjusted < ALPHA and estimate.ci_high < 1 / (1 + floor):
         return SLOWER
-    return NO_CLEAR_DIFFERENCE
+    bound = 1 + max(margin, floor)
+    if estimate.ci_low >= 1 / bound and estimate.ci_high <= bound:
+        return EQUIVALENT
+    return UNDECIDED
+
+
+def repetitions_needed(
+    estimate: RatioEstimate, repetitions: int, floor: float, margin: float = DEFAULT_MARGIN
+) -> int | None:
+    """About how many repetitions a side would likely settle an undecided comparison measured
+    with `repetitions` a side, if the speedup stays where it is: the interval narrows as one
+    over the square root of the repetitions, until it clears the floor (a difference) or fits
+    the margin (equivalence), whichever needs fewer. None when the estimate sits on the
+    boundary (no number of repetitions is likely to decide it)."""
+    if estimate.ci_low <= 0 or repetitions < 1:
+        return None
+    half = (math.log(estimate.ci_high) - math.log(estimate.ci_low)) / 2
+    distance = abs(math.log(estimate.speedup))
+    targets = [
+        room
+        for room in (
+            distance - math.log(1 + floor),  # the interval must clear the floor
+            math.log(1 + max(margin, floor)) - distance,  # or fit inside the margin
+        )
+        if room > 0.005  # closer than half a percent to the boundary: not worth stating
+    ]
+    if not targets or half <= 0:
+        return None
+    return max(repetitions + 1, math.ceil(repetitions * (half / max(targets)) ** 2))
 
 
 def relative_difference(speedup: float) -> float:
