@@ -23,6 +23,13 @@ from fwbench.collector.cli.common import (
     fail_with,
     load_manifests,
 )
+from fwbench.collector.cli.security import (
+    AgentTokenFile,
+    TlsCa,
+    TlsCert,
+    TlsKey,
+    security_settings,
+)
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.plan import LoopSettings, SelectionError, build_selection, split_list
 from fwbench.collector.run.progress import summary_table
@@ -139,6 +146,11 @@ def run(
     pids_limit: Annotated[
         int, typer.Option(min=64, help="docker: each container's process and thread limit.")
     ] = DEFAULT_PIDS_LIMIT,
+    # Attached agents' token and TLS (cli/security.py, docs/security.md).
+    agent_token_file: AgentTokenFile = None,
+    tls_ca: TlsCa = None,
+    tls_cert: TlsCert = None,
+    tls_key: TlsKey = None,
     manifests: ManifestDirs = None,
     store: StorePath = None,
 ) -> None:
@@ -149,6 +161,7 @@ def run(
         fail("--memory and --pids-limit limit containers: they need --launcher docker")
     if cpuset and launcher != LauncherKind.DOCKER:
         fail("--cpuset needs --launcher docker")
+    security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     catalogue = load_catalogue()
     declared = load_manifests(manifests)
     try:
@@ -183,6 +196,7 @@ def run(
         cpuset=cpuset,
         memory=memory,
         pids_limit=pids_limit,
+        security=security,
     )
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:

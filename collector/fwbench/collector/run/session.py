@@ -28,6 +28,7 @@ from fwbench.collector.agents.launchers import (
 from fwbench.collector.agents.launchers.attached import attach
 from fwbench.collector.agents.launchers.docker import remove_orphans
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import AgentSpecError, base_name, parse_attached
 from fwbench.collector.images.build import ensure_image
 from fwbench.collector.run.execute import RunContext, run_all
@@ -65,6 +66,7 @@ class RunOptions:
     cpuset: str = ""  # docker: CPUs each container is pinned to ("0-1"); "" = all
     memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share
     pids_limit: int = DEFAULT_PIDS_LIMIT  # docker: each container's process limit
+    security: ChannelSecurity | None = None  # token and TLS of attached agents (NAME@HOST:PORT)
 
 
 @dataclass
@@ -100,6 +102,7 @@ def launch_all(
     manifests: dict[str, AgentManifest],
     launcher: Launcher,
     timeout: float,
+    security: ChannelSecurity | None = None,
 ) -> list[AgentHandle]:
     """Starts or attaches every agent side by side; on any failure stops those started and
     re-raises."""
@@ -107,7 +110,7 @@ def launch_all(
     def one(spec: str) -> AgentHandle:
         attached = parse_attached(spec)
         if attached:
-            return attach(*attached, timeout_seconds=min(timeout, 10.0))
+            return attach(*attached, min(timeout, 10.0), security)
         return launcher.start(manifests[base_name(spec)], spec, 0)
 
     with ThreadPoolExecutor(max_workers=len(specs)) as pool:
@@ -195,7 +198,9 @@ def _execute(
     console: Console,
 ) -> RunSummary:
     try:
-        handles = launch_all(options.agents, manifests, launcher, options.start_timeout_seconds)
+        handles = launch_all(
+            options.agents, manifests, launcher, options.start_timeout_seconds, options.security
+        )
     except BaseException:
         shutil.rmtree(log_dir, ignore_errors=True)  # failures carry the log's last line
         raise
