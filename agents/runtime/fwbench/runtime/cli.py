@@ -8,7 +8,13 @@ In an image, the options that are facts of the deployment come from the environm
 (FWBENCH_PLUGIN, FWBENCH_AGENT_NAME, FWBENCH_VARIANT, FWBENCH_HOST, FWBENCH_GRPC_PORT,
 FWBENCH_METRICS_PORT), so the container's command needs no arguments; flags override them.
 The plugin's start-up settings (FWBENCH_DEVICE, FWBENCH_THREADS, FWBENCH_INTEROP_THREADS) are
-read here, once, and handed to its constructor as a PluginContext."""
+read here, once, and handed to its constructor as a PluginContext.
+
+Security (docs/security.md): --token-file (or $FWBENCH_AGENT_TOKEN_FILE, or the token itself in
+$FWBENCH_AGENT_TOKEN) makes every AgentService call carry `authorization: Bearer TOKEN`;
+--tls-cert and --tls-key serve TLS, and --tls-client-ca also demands client certificates that CA
+signed (mutual TLS); $FWBENCH_TLS_CERT, $FWBENCH_TLS_KEY, $FWBENCH_TLS_CLIENT_CA likewise. A bad
+file exits 2 with one line. Serving beyond loopback with neither warns on stderr."""
 
 from __future__ import annotations
 
@@ -23,7 +29,14 @@ from pathlib import Path
 
 from fwbench.runtime.plugin import InvalidContext, context_from_environment
 from fwbench.runtime.registry import PluginInvalid, PluginNotFound, load_plugin
+from fwbench.runtime.security import (
+    SecurityConfigError,
+    ServerSecurity,
+    is_loopback,
+    server_security,
+)
 from fwbench.runtime.server import create_server
+from fwbench.spec.metadata import TokenError, read_token
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,7 +76,40 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="address-space limit; allocations beyond it fail as out of memory",
     )
+    _security_options(p)
     return p
+
+
+def _security_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        help="file holding the token every AgentService call must carry as 'authorization: "
+        "Bearer TOKEN' (default: $FWBENCH_AGENT_TOKEN_FILE, else $FWBENCH_AGENT_TOKEN itself)",
+    )
+    tls = (
+        ("--tls-cert", "FWBENCH_TLS_CERT", "the server's PEM certificate (chain): serve TLS"),
+        ("--tls-key", "FWBENCH_TLS_KEY", "the PEM private key of --tls-cert"),
+        ("--tls-client-ca", "FWBENCH_TLS_CLIENT_CA", "PEM CA: require client certificates it "
+         "signed (mutual TLS)"),
+    )  # fmt: skip
+    for flag, variable, text in tls:
+        default = Path(os.environ[variable]) if os.environ.get(variable) else None
+        p.add_argument(flag, type=Path, default=default, help=f"{text} (${variable})")
+
+
+def _security(args: argparse.Namespace) -> ServerSecurity:
+    """Raises SecurityConfigError or TokenError (one line each)."""
+    token = read_token(args.token_file, os.environ)
+    security = server_security(token, args.tls_cert, args.tls_key, args.tls_client_ca)
+    if not (security.token or security.tls) and not is_loopback(args.host):
+        print(
+            f"fwbench-agent: warning: serving on {args.host} with neither a token nor TLS: "
+            "whoever reaches this port can run and cancel workloads (docs/security.md)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return security
 
 
 def _watch_parent(pid: int, stop: threading.Event) -> None:
@@ -86,19 +132,25 @@ def main(argv: list[str] | None = None) -> int:
     # NVML calls N, so that telemetry joins the right GPU (before any framework loads CUDA).
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     try:
+        security = _security(args)  # before the framework loads: a bad file fails at once
         plugin = load_plugin(args.plugin, context_from_environment())
-    except (InvalidContext, PluginNotFound, PluginInvalid) as error:
+    except (InvalidContext, PluginNotFound, PluginInvalid, SecurityConfigError, TokenError) as e:
+        print(f"fwbench-agent: {e}", file=sys.stderr)
+        return 2
+    try:
+        agent = create_server(
+            plugin,
+            name=args.name or args.plugin,
+            variant=args.variant,
+            host=args.host,
+            port=args.port,
+            metrics_port=None if args.no_metrics else args.metrics_port,
+            reflection_enabled=args.reflection,
+            security=security,
+        )
+    except RuntimeError as error:  # the port cannot be bound, or gRPC refused the TLS files
         print(f"fwbench-agent: {error}", file=sys.stderr)
         return 2
-    agent = create_server(
-        plugin,
-        name=args.name or args.plugin,
-        variant=args.variant,
-        host=args.host,
-        port=args.port,
-        metrics_port=None if args.no_metrics else args.metrics_port,
-        reflection_enabled=args.reflection,
-    )
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -110,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         _write_ports(args.ports_file, agent.port, agent.metrics_port)
     print(
         f"fwbench-agent {args.name or args.plugin} serving on {args.host}:{agent.port} "
-        f"(metrics {agent.metrics_port})",
+        f"(metrics {agent.metrics_port}; {security.summary()})",
         file=sys.stderr,
         flush=True,
     )

@@ -3,22 +3,41 @@ is SERVING; exit status 0 when it is, 1 otherwise (what Docker's HEALTHCHECK and
 `healthcheck` expect). Framework-free and quick: it imports no plugin.
 
 The address defaults to the agent this container runs: 127.0.0.1 and $FWBENCH_GRPC_PORT
-(50051 when unset)."""
+(50051 when unset). The health service needs no token (docs/security.md); an agent serving
+TLS is reached with TLS when $FWBENCH_TLS_CA or $FWBENCH_TLS_CERT is set (security.client_tls:
+in a container whose agent serves TLS, set $FWBENCH_TLS_CA to the CA that signed its
+certificate; with mutual TLS, its own certificate must also be one that the client CA
+accepts)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from collections.abc import Sequence
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from fwbench.runtime.security import SecurityConfigError, client_tls
 
-def check(address: str, timeout_seconds: float, service: str = "") -> str:
+
+def check(
+    address: str,
+    timeout_seconds: float,
+    service: str = "",
+    credentials: grpc.ChannelCredentials | None = None,
+    options: Sequence[tuple[str, Any]] = (),
+) -> str:
     """The health status name (SERVING, NOT_SERVING, ...) or why there is none. Blocks at
-    most `timeout_seconds`; never raises for an unreachable agent."""
-    with grpc.insecure_channel(address) as channel:
+    most `timeout_seconds`; never raises for an unreachable agent. `credentials`: TLS."""
+    channel = (
+        grpc.secure_channel(address, credentials, options=list(options))
+        if credentials
+        else grpc.insecure_channel(address)
+    )
+    with channel:
         stub = health_pb2_grpc.HealthStub(channel)
         try:
             reply = stub.Check(
@@ -36,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds to wait")
     parser.add_argument("--service", default="", help="service name ('' = the whole server)")
     args = parser.parse_args(argv)
-    status = check(args.address, args.timeout, args.service)
+    try:
+        credentials, options = client_tls(os.environ)
+    except SecurityConfigError as error:
+        print(f"{args.address}: {error}")
+        return 1
+    status = check(args.address, args.timeout, args.service, credentials, options)
     print(f"{args.address}: {status}")
     return 0 if status == "SERVING" else 1
 

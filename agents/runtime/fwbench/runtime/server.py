@@ -1,5 +1,5 @@
 """Builds and runs the agent's gRPC server: AgentService, grpc.health.v1, optional
-reflection, and the Prometheus endpoint."""
+reflection, and the Prometheus endpoint; with a token and/or TLS when asked (security.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
 from fwbench.runtime import __version__
 from fwbench.runtime.metrics import AgentMetrics
 from fwbench.runtime.plugin import FrameworkPlugin
+from fwbench.runtime.security import ServerSecurity
 from fwbench.runtime.service import AgentServicer
 from fwbench.spec import load_catalogue
 
@@ -48,11 +49,14 @@ def create_server(
     metrics_host: str | None = None,
     metrics_port: int | None = 0,
     reflection_enabled: bool = True,
+    security: ServerSecurity | None = None,
 ) -> AgentServer:
     """Starts serving and returns the server with its bound ports (port 0 picks a free one).
 
-    metrics_port None disables the Prometheus endpoint. Raises RuntimeError when the port
-    cannot be bound."""
+    metrics_port None disables the Prometheus endpoint; `security` (default: none) adds a
+    token check and TLS. Raises RuntimeError when the port cannot be bound (with TLS: also
+    when gRPC refuses the certificate and key)."""
+    security = security or ServerSecurity()
     description = plugin.describe()
     identity = agent_pb2.AgentIdentity(
         name=name,
@@ -72,6 +76,7 @@ def create_server(
         }
     )
     servicer = AgentServicer(plugin, load_catalogue(), identity, metrics)
+    servicer.trust_every_caller = security.trusts_every_caller
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="fwbench-grpc"),
         options=[
@@ -79,6 +84,7 @@ def create_server(
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ],
+        interceptors=security.interceptors(),
     )
     agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
     health_servicer = health.HealthServicer()
@@ -87,7 +93,19 @@ def create_server(
         reflection.enable_server_reflection(
             (SERVICE_NAME, health.SERVICE_NAME, reflection.SERVICE_NAME), server
         )
-    bound = server.add_insecure_port(f"{_bracket(host)}:{port}")
+    address = f"{_bracket(host)}:{port}"
+    try:
+        if security.tls:
+            bound = server.add_secure_port(address, security.credentials())
+        else:
+            bound = server.add_insecure_port(address)
+    except RuntimeError:  # grpc raises for a certificate it cannot use, too
+        bound = 0
+    if bound == 0 and security.tls:
+        raise RuntimeError(
+            f"cannot serve TLS on {host}:{port}: the port is taken, or gRPC refused the "
+            "certificate and key (is the key the certificate's?)"
+        )
     if bound == 0:
         raise RuntimeError(f"cannot bind gRPC port {host}:{port}")
     if metrics_port is not None:

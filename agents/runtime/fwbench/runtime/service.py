@@ -2,7 +2,8 @@
 
 Runs execute on one long-lived measurement thread, so framework thread settings and device
 contexts stay put between runs, and at most one run measures at a time: a second Run while
-one is in progress is refused with FAILED_PRECONDITION instead of sharing the machine."""
+one is in progress is refused with FAILED_PRECONDITION instead of sharing the machine.
+Cancel stops a run its caller names by id, or, with no id, the caller's own run (security.py)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ from fwbench.runtime.plugin import (
 )
 from fwbench.runtime.reference import AccuracyPlugin
 from fwbench.runtime.requests import loop_plan, workload_spec
+from fwbench.runtime.security import caller
 from fwbench.runtime.timing import LoopPlan, Measurement, measure
 from fwbench.spec import SPEC_VERSION, Catalogue
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
@@ -55,6 +57,7 @@ HEARTBEAT_SECONDS = 2.0
 class _ActiveRun:
     run_id: str
     cancel: threading.Event
+    owner: str  # security.caller() of the Run call
 
 
 class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
@@ -76,6 +79,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._active: _ActiveRun | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fwbench-measure")
         self.metrics_port = 0
+        # Whether any caller may Cancel the active run without naming it (all are
+        # authenticated: a token or mTLS); otherwise only the caller that started it.
+        self.trust_every_caller = False
 
     def Describe(  # noqa: N802 (gRPC method name)
         self, request: agent_pb2.DescribeRequest, context: grpc.ServicerContext
@@ -142,18 +148,26 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             self._metrics.runs.labels(status="refused").inc()
             context.abort(*status_for(error))
         if not self._busy.acquire(blocking=False):
-            busy_with = self._active.run_id if self._active else "another run"
+            busy_with = self._busy_with(context)
             self._metrics.runs.labels(status="refused").inc()
             context.abort(
                 grpc.StatusCode.FAILED_PRECONDITION,
-                f"agent is busy with run {busy_with}; it measures one workload at a time",
+                f"agent is busy with {busy_with}; it measures one workload at a time",
             )
-        active = _ActiveRun(run_id, threading.Event())
+        active = _ActiveRun(run_id, threading.Event(), caller(context))
         self._active = active
         context.add_callback(active.cancel.set)  # client gone or deadline passed: stop work
         events: queue.Queue[object] = queue.Queue()
         self._executor.submit(self._execute, spec, plan, active, events)
         yield from self._relay(run_id, events, context)
+
+    def _busy_with(self, context: grpc.ServicerContext) -> str:
+        """The active run, named only to a caller who may know it: a run id lets its holder
+        cancel the run."""
+        active = self._active
+        if active and (self.trust_every_caller or caller(context) == active.owner):
+            return f"run {active.run_id}"
+        return "another run" if active is None else "another caller's run"
 
     def _relay(
         self, run_id: str, events: queue.Queue[object], context: grpc.ServicerContext
@@ -242,9 +256,13 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     def Cancel(  # noqa: N802
         self, request: agent_pb2.CancelRequest, context: grpc.ServicerContext
     ) -> agent_pb2.CancelResponse:
+        """A named run is cancelled (its id is known to its caller alone); with no run id,
+        only the caller's own run, unless every caller is trusted."""
         active = self._active
         if active is None or (request.run_id and request.run_id != active.run_id):
             return agent_pb2.CancelResponse(cancelled=False, run_id=request.run_id)
+        if not request.run_id and not self.trust_every_caller and caller(context) != active.owner:
+            return agent_pb2.CancelResponse(cancelled=False)
         active.cancel.set()
         return agent_pb2.CancelResponse(cancelled=True, run_id=active.run_id)
 

@@ -1,15 +1,21 @@
-"""AgentClient: the collector's side of the protocol, over a real gRPC channel."""
+"""AgentClient: the collector's side of the protocol, over a real gRPC channel. Every call
+carries the client's random id as `x-fwbench-client` (an agent lets a Cancel without a run id
+stop only its caller's own run) and, with ChannelSecurity, a token; the channel is TLS when
+the security settings say so."""
 
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
+from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.spec import SPEC_VERSION, versions_compatible
+from fwbench.spec.metadata import CLIENT_ID
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
@@ -23,22 +29,27 @@ class IncompatibleAgent(RuntimeError):
 
 
 class AgentClient:
-    def __init__(self, name: str, address: str) -> None:
+    def __init__(self, name: str, address: str, security: ChannelSecurity | None = None) -> None:
         self.name = name
         self.address = address
-        self._channel = grpc.insecure_channel(
-            address,
-            options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.enable_retries", 0),
-                # Readiness is polled through the health service: a connection refused while
-                # the agent starts (or by Docker's port proxy before anything listens behind
-                # it) must be retried within a poll, not after gRPC's default 1-120 s backoff.
-                ("grpc.initial_reconnect_backoff_ms", 100),
-                ("grpc.min_reconnect_backoff_ms", 100),
-                ("grpc.max_reconnect_backoff_ms", 1000),
-            ],
+        self.security = security or ChannelSecurity()
+        self._metadata = ((CLIENT_ID, uuid.uuid4().hex), *self.security.metadata())
+        options = [
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.enable_retries", 0),
+            # Readiness is polled through the health service: a connection refused while
+            # the agent starts (or by Docker's port proxy before anything listens behind
+            # it) must be retried within a poll, not after gRPC's default 1-120 s backoff.
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 1000),
+            *self.security.options(),
+        ]
+        self._channel = (
+            grpc.secure_channel(address, self.security.credentials(), options=options)
+            if self.security.tls
+            else grpc.insecure_channel(address, options=options)
         )
         self._stub = agent_pb2_grpc.AgentServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._health = health_pb2_grpc.HealthStub(self._channel)
@@ -54,21 +65,30 @@ class AgentClient:
             if callable(alive) and not alive():
                 raise AgentUnavailable(f"agent {self.name} exited before it became healthy")
             try:
-                reply = self._health.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
+                reply = self._health.Check(
+                    health_pb2.HealthCheckRequest(service=""), timeout=2, metadata=self._metadata
+                )
                 if reply.status == health_pb2.HealthCheckResponse.SERVING:
                     return
                 last_error = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
             except grpc.RpcError as error:
                 last_error = error.details() or error.code().name
+                if self.security.refused(last_error):
+                    raise AgentUnavailable(
+                        f"cannot reach agent {self.name} at {self.address}: TLS refused "
+                        f"({last_error})"
+                    ) from None
             time.sleep(0.2)
         raise AgentUnavailable(
             f"cannot reach agent {self.name} at {self.address} within {timeout_seconds:.0f} s "
-            f"({last_error})"
+            f"({last_error}){self.security.hint(last_error)}"
         )
 
     def healthy(self) -> bool:
         try:
-            reply = self._health.Check(health_pb2.HealthCheckRequest(service=""), timeout=2)
+            reply = self._health.Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=2, metadata=self._metadata
+            )
         except grpc.RpcError:
             return False
         return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
@@ -77,12 +97,15 @@ class AgentClient:
         """Describe, refusing an agent of another protocol major version."""
         try:
             reply: agent_pb2.DescribeResponse = self._stub.Describe(
-                agent_pb2.DescribeRequest(), timeout=timeout_seconds
+                agent_pb2.DescribeRequest(), timeout=timeout_seconds, metadata=self._metadata
             )
         except grpc.RpcError as error:
+            hint = ""
+            if error.code() == grpc.StatusCode.UNAUTHENTICATED:
+                hint = " (the token: --agent-token-file or $FWBENCH_AGENT_TOKEN_FILE)"
             raise AgentUnavailable(
                 f"agent {self.name} at {self.address}: Describe failed: "
-                f"{error.code().name} {error.details()}"
+                f"{error.code().name} {error.details()}{hint}"
             ) from error
         if not versions_compatible(SPEC_VERSION, reply.spec_version):
             raise IncompatibleAgent(
@@ -96,12 +119,16 @@ class AgentClient:
     ) -> Iterator[agent_pb2.RunResponse]:
         """The Run stream; iterating raises grpc.RpcError on failure. Cancel it with cancel()
         or by closing the iterator."""
-        stream: Iterator[agent_pb2.RunResponse] = self._stub.Run(request, timeout=timeout_seconds)
+        stream: Iterator[agent_pb2.RunResponse] = self._stub.Run(
+            request, timeout=timeout_seconds, metadata=self._metadata
+        )
         return stream
 
     def cancel(self, run_id: str = "") -> bool:
         try:
-            reply = self._stub.Cancel(agent_pb2.CancelRequest(run_id=run_id), timeout=5)
+            reply = self._stub.Cancel(
+                agent_pb2.CancelRequest(run_id=run_id), timeout=5, metadata=self._metadata
+            )
         except grpc.RpcError:
             return False
         return bool(reply.cancelled)

@@ -31,6 +31,13 @@ from fwbench.collector.cli.common import (
     load_manifests,
     print_json,
 )
+from fwbench.collector.cli.security import (
+    AgentTokenFile,
+    TlsCa,
+    TlsCert,
+    TlsKey,
+    security_settings,
+)
 from fwbench.collector.run.plan import split_list
 
 
@@ -85,15 +92,20 @@ def describe(
     agent: Annotated[str, typer.Argument(help="Declared agent name or NAME@HOST:PORT.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw Describe reply.")] = False,
     manifests: ManifestDirs = None,
+    agent_token_file: AgentTokenFile = None,
+    tls_ca: TlsCa = None,
+    tls_cert: TlsCert = None,
+    tls_key: TlsKey = None,
 ) -> None:
     """Start (or reach) an agent and print what it reports about itself."""
+    security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     declared = load_manifests(manifests)
     logs = Path(tempfile.mkdtemp(prefix="fwbench-logs-"))
     try:
         resolve_agents([agent], declared)
         attached = parse_attached(agent)
         handle = (
-            attach(*attached)
+            attach(*attached, security=security)
             if attached
             else start_local(declared[agent], logs, report=lambda line: errors.print(line))
         )

@@ -23,6 +23,7 @@ from fwbench.collector.agents.manifest import (
     discover_manifests,
     manifest_dirs,
 )
+from fwbench.collector.agents.security import SecurityError
 from fwbench.collector.agents.specs import AgentSpecError
 from fwbench.collector.analysis.contenders import ComparisonError
 from fwbench.collector.images.build import ImageBuildError
@@ -53,6 +54,7 @@ EXIT_CODES: dict[type[Exception], ExitCode] = {
     ImageBuildError: ExitCode.NOT_STARTED,
     DockerUnavailable: ExitCode.NOT_STARTED,
     ResumeRefused: ExitCode.NOT_STARTED,
+    SecurityError: ExitCode.NOT_STARTED,
     PersistenceError: ExitCode.FAILED,
 }
 KNOWN_ERRORS = tuple(EXIT_CODES)

@@ -12,6 +12,7 @@ import typer
 
 from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import AgentSpecError, expand_instances, resolve_agents
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
@@ -23,6 +24,14 @@ from fwbench.collector.cli.common import (
     fail,
     fail_with,
     load_manifests,
+)
+from fwbench.collector.cli.security import (
+    SECURITY_OPTIONS,
+    AgentTokenFile,
+    TlsCa,
+    TlsCert,
+    TlsKey,
+    security_settings,
 )
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.options import RunOptions, options_from_record
@@ -150,6 +159,11 @@ def run(
     pids_limit: Annotated[
         int, typer.Option(min=64, help="docker: each container's process and thread limit.")
     ] = DEFAULT_PIDS_LIMIT,
+    # Attached agents' token and TLS (cli/security.py, docs/security.md).
+    agent_token_file: AgentTokenFile = None,
+    tls_ca: TlsCa = None,
+    tls_cert: TlsCert = None,
+    tls_key: TlsKey = None,
     manifests: ManifestDirs = None,
     store: StorePath = None,
     resume: Annotated[
@@ -164,7 +178,8 @@ def run(
 ) -> None:
     """Run workloads on agents and store one normalized results table."""
     if resume:
-        _resume(ctx, resume, manifests, store)
+        security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
+        _resume(ctx, resume, manifests, store, security)
         return
     if not agents:
         fail("give --agents NAME[,NAME...] (`collector agents` lists them), or --resume RUN_ID")
@@ -174,6 +189,7 @@ def run(
         fail("--memory and --pids-limit limit containers: they need --launcher docker")
     if cpuset and launcher != LauncherKind.DOCKER:
         fail("--cpuset needs --launcher docker")
+    security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     catalogue = load_catalogue()
     declared = load_manifests(manifests)
     try:
@@ -209,17 +225,27 @@ def run(
         memory=memory,
         pids_limit=pids_limit,
         manifest_dirs=tuple(str(path.resolve()) for path in manifests or ()),
+        security=security,
     )
     _execute(options, selection, declared)
 
 
+# What --resume takes from its own command line: where things are, and credentials (never
+# recorded with the run).
+_RESUME_OPTIONS = ("resume", "manifests", "store", *SECURITY_OPTIONS)
+
+
 def _resume(
-    ctx: typer.Context, run_id: str, manifests: list[Path] | None, store: Path | None
+    ctx: typer.Context,
+    run_id: str,
+    manifests: list[Path] | None,
+    store: Path | None,
+    security: ChannelSecurity | None,
 ) -> None:
     given = [
         f"--{name.replace('_', '-')}"
         for name in ctx.params
-        if name not in ("resume", "manifests", "store")
+        if name not in _RESUME_OPTIONS
         and getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
     ]
     if given:
@@ -231,7 +257,11 @@ def _resume(
     try:
         point = resume_point(ResultStore(store_path), run_id)
         options = options_from_record(
-            point.options, point.out_dir, store_path, shlex.join(["collector", *sys.argv[1:]])
+            point.options,
+            point.out_dir,
+            store_path,
+            shlex.join(["collector", *sys.argv[1:]]),
+            security,
         )
     except (ResumeRefused, PersistenceError) as error:
         fail_with(error)

@@ -25,7 +25,8 @@ _HEADER = f"""\
 {GENERATED_MARK}agents/manifests/*.toml by `collector images generate`; do not edit.
 # Images come from `collector images build` and are never pulled. Ports are published on
 # ${{{PUBLISH_VARIABLE}:-127.0.0.1}}: set {PUBLISH_VARIABLE}=0.0.0.0 to let collectors on other
-# hosts attach (the agents have no authentication). GPU agents start with `--profile gpu`.
+# hosts attach (give the agents a token or TLS first: docs/security.md). GPU agents start
+# with `--profile gpu`.
 services:
 """
 

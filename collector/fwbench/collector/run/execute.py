@@ -4,6 +4,7 @@ one cell at a time, each result persisted before the next cell starts."""
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -214,7 +215,8 @@ def _run_cell(
 ) -> tuple[dict[str, Any], list[int]]:
     if cell.unsupported_reason:
         return _failed(identity, ctx, "unsupported", "UNIMPLEMENTED", cell.unsupported_reason), []
-    request = _request(cell, f"{ctx.run_id}-{identity['cell']}", ctx)
+    # Random too: an agent cancels a run for whoever names its id (agent.proto, Cancel).
+    request = _request(cell, f"{ctx.run_id}-{identity['cell']}-{secrets.token_hex(8)}", ctx)
     handle = item.handle
     busy_until = time.monotonic() + BUSY_GRACE_SECONDS
     while True:

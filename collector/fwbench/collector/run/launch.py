@@ -20,6 +20,7 @@ from fwbench.collector.agents.launchers import (
 )
 from fwbench.collector.agents.launchers.attached import attach
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import AgentSpecError, base_name, parse_attached
 from fwbench.collector.images.build import ensure_image
 from fwbench.collector.run.options import RunOptions
@@ -49,6 +50,7 @@ def launch_all(
     manifests: dict[str, AgentManifest],
     launcher: Launcher,
     timeout: float,
+    security: ChannelSecurity | None = None,
 ) -> list[AgentHandle]:
     """Starts or attaches every agent side by side; on any failure stops those started and
     re-raises."""
@@ -56,7 +58,7 @@ def launch_all(
     def one(spec: str) -> AgentHandle:
         attached = parse_attached(spec)
         if attached:
-            return attach(*attached, timeout_seconds=min(timeout, 10.0))
+            return attach(*attached, min(timeout, 10.0), security)
         return launcher.start(manifests[base_name(spec)], spec, 0)
 
     with ThreadPoolExecutor(max_workers=len(specs)) as pool:

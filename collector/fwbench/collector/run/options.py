@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
+from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
 
-# Not recorded: where results go and the command line are the resuming command's own.
-_NOT_RECORDED = ("out_dir", "store_path", "command_line")
+# Not recorded: where results go, the command line and the credentials for attached agents
+# (never written down) are the resuming command's own.
+_NOT_RECORDED = ("out_dir", "store_path", "command_line", "security")
 
 
 @dataclass(frozen=True)
@@ -33,13 +35,16 @@ class RunOptions:
     memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share
     pids_limit: int = DEFAULT_PIDS_LIMIT  # docker: each container's process limit
     manifest_dirs: tuple[str, ...] = ()  # extra manifest folders (--manifests)
+    security: ChannelSecurity | None = None  # token and TLS of attached agents (NAME@HOST:PORT)
 
 
 def options_record(options: RunOptions) -> dict[str, Any]:
     """The options as JSON for the run's metadata."""
-    record = dataclasses.asdict(options)
-    for name in _NOT_RECORDED:
-        record.pop(name)
+    record = {
+        field.name: getattr(options, field.name)
+        for field in dataclasses.fields(options)
+        if field.name not in _NOT_RECORDED
+    }
     record["launcher"] = options.launcher.value
     record["agents"] = list(options.agents)
     record["manifest_dirs"] = list(options.manifest_dirs)
@@ -47,7 +52,11 @@ def options_record(options: RunOptions) -> dict[str, Any]:
 
 
 def options_from_record(
-    record: dict[str, Any], out_dir: Path, store_path: Path, command_line: str
+    record: dict[str, Any],
+    out_dir: Path,
+    store_path: Path,
+    command_line: str,
+    security: ChannelSecurity | None = None,
 ) -> RunOptions:
     """The options a run recorded (options_record), for resuming it."""
     known = {f.name for f in dataclasses.fields(RunOptions)} - set(_NOT_RECORDED)

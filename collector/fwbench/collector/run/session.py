@@ -117,7 +117,9 @@ def _execute(
     resume: ResumePoint | None,
 ) -> RunSummary:
     try:
-        handles = launch_all(options.agents, manifests, launcher, options.start_timeout_seconds)
+        handles = launch_all(
+            options.agents, manifests, launcher, options.start_timeout_seconds, options.security
+        )
     except BaseException:
         shutil.rmtree(log_dir, ignore_errors=True)  # failures carry the log's last line
         raise

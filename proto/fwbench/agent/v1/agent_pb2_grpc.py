@@ -84,6 +84,10 @@ class AgentServiceServicer(object):
 
     def Cancel(self, request, context):
         """Asks the running workload to stop at its next iteration. Returns at once.
+        Scoped to its caller: a request naming the run id cancels that run (the id is one only
+        its caller knows: choose it at random); an empty run id cancels the active run only when
+        the same caller (x-fwbench-client) started it, or when the agent authenticates every
+        caller (a token or mutual TLS). Otherwise nothing is cancelled (cancelled = false).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

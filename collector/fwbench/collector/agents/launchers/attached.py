@@ -1,16 +1,23 @@
 """Attached agents: `NAME@HOST:PORT`, an agent someone else runs. Nothing is started or
-stopped but the channel; the handle is the base AgentHandle."""
+stopped but the channel (with a token and/or TLS: agents/security.py); the handle is the base
+AgentHandle."""
 
 from __future__ import annotations
 
 from fwbench.collector.agents.client import AgentClient, AgentUnavailable
 from fwbench.collector.agents.launchers.base import AgentHandle
+from fwbench.collector.agents.security import ChannelSecurity
 
 
-def attach(name: str, address: str, timeout_seconds: float = 10.0) -> AgentHandle:
+def attach(
+    name: str,
+    address: str,
+    timeout_seconds: float = 10.0,
+    security: ChannelSecurity | None = None,
+) -> AgentHandle:
     """A handle on the agent at `address` once its health service says SERVING; raises
     AgentUnavailable."""
-    client = AgentClient(name, address)
+    client = AgentClient(name, address, security)
     try:
         client.wait_healthy(timeout_seconds)
     except AgentUnavailable:

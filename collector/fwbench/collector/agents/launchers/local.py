@@ -26,6 +26,7 @@ from fwbench.collector.agents.launchers.base import (
     LaunchSettings,
 )
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.security import AGENT_VARIABLES
 
 
 @dataclass
@@ -104,7 +105,9 @@ def start_local(
     name = instance or manifest.name
     env = environment_for(manifest)
     env.ensure(report)
-    variables = {**os.environ, **manifest.env}
+    # The collector's own token and TLS files are not its agents' (agents/security.py).
+    variables = {k: v for k, v in os.environ.items() if k not in AGENT_VARIABLES}
+    variables.update(manifest.env)
     suffix = ""
     if threads:
         variables["FWBENCH_THREADS"] = str(threads)
