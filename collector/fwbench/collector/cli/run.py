@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,22 +10,25 @@ from typing import Annotated
 import typer
 
 from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
-from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import AgentSpecError, expand_instances, resolve_agents
 from fwbench.collector.cli.common import (
-    KNOWN_ERRORS,
-    ExitCode,
     ManifestDirs,
     StorePath,
-    console,
-    errors,
     fail,
     fail_with,
     load_manifests,
 )
+from fwbench.collector.cli.decide import (
+    DEFAULT_BUDGET,
+    DEFAULT_MAX_ROUNDS,
+    Baseline,
+    Budget,
+    Margin,
+    UntilDecided,
+    decide_options,
+)
+from fwbench.collector.cli.execution import execute, resume_run
 from fwbench.collector.cli.security import (
-    SECURITY_OPTIONS,
     AgentTokenFile,
     TlsCa,
     TlsCert,
@@ -34,25 +36,17 @@ from fwbench.collector.cli.security import (
     security_settings,
 )
 from fwbench.collector.run.liveness import HANG_SECONDS
-from fwbench.collector.run.options import RunOptions, options_from_record
+from fwbench.collector.run.options import RunOptions
 from fwbench.collector.run.plan import (
     LoopSettings,
-    Selection,
     SelectionError,
     build_selection,
     split_list,
 )
-from fwbench.collector.run.progress import summary_table
-from fwbench.collector.run.resume import ResumePoint, resume_point
-from fwbench.collector.run.session import execute_run
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
-from fwbench.collector.store import PersistenceError, ResultStore, default_store_path
-from fwbench.collector.store.owner import ResumeRefused
+from fwbench.collector.stats.significance import DEFAULT_MARGIN
+from fwbench.collector.store import default_store_path
 from fwbench.spec import load_catalogue
-
-
-def _raise_interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
 
 
 def run(
@@ -159,6 +153,10 @@ def run(
     pids_limit: Annotated[
         int, typer.Option(min=64, help="docker: each container's process and thread limit.")
     ] = DEFAULT_PIDS_LIMIT,
+    until_decided: UntilDecided = False,
+    budget: Budget = DEFAULT_BUDGET,
+    baseline: Baseline = "",
+    margin: Margin = DEFAULT_MARGIN,
     # Attached agents' token and TLS (cli/security.py, docs/security.md).
     agent_token_file: AgentTokenFile = None,
     tls_ca: TlsCa = None,
@@ -179,7 +177,7 @@ def run(
     """Run workloads on agents and store one normalized results table."""
     if resume:
         security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
-        _resume(ctx, resume, manifests, store, security)
+        resume_run(ctx, resume, manifests, store, security)
         return
     if not agents:
         fail("give --agents NAME[,NAME...] (`collector agents` lists them), or --resume RUN_ID")
@@ -195,6 +193,9 @@ def run(
     try:
         agent_specs = expand_instances(split_list(agents), split_list(aa))
         resolve_agents(agent_specs, declared)
+        decide = decide_options(until_decided, budget, baseline, margin, agent_specs, fresh_process)
+        if decide and getattr(ctx.get_parameter_source("repeat"), "name", "") != "COMMANDLINE":
+            repeat = DEFAULT_MAX_ROUNDS
         selection = build_selection(
             catalogue,
             workloads=workloads,
@@ -226,71 +227,6 @@ def run(
         pids_limit=pids_limit,
         manifest_dirs=tuple(str(path.resolve()) for path in manifests or ()),
         security=security,
+        **decide,
     )
-    _execute(options, selection, declared)
-
-
-# What --resume takes from its own command line: where things are, and credentials (never
-# recorded with the run).
-_RESUME_OPTIONS = ("resume", "manifests", "store", *SECURITY_OPTIONS)
-
-
-def _resume(
-    ctx: typer.Context,
-    run_id: str,
-    manifests: list[Path] | None,
-    store: Path | None,
-    security: ChannelSecurity | None,
-) -> None:
-    given = [
-        f"--{name.replace('_', '-')}"
-        for name in ctx.params
-        if name not in _RESUME_OPTIONS
-        and getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
-    ]
-    if given:
-        fail(
-            f"--resume measures the run with its own selection and settings; drop "
-            f"{', '.join(given)}"
-        )
-    store_path = store or default_store_path()
-    try:
-        point = resume_point(ResultStore(store_path), run_id)
-        options = options_from_record(
-            point.options,
-            point.out_dir,
-            store_path,
-            shlex.join(["collector", *sys.argv[1:]]),
-            security,
-        )
-    except (ResumeRefused, PersistenceError) as error:
-        fail_with(error)
-    extra = manifests or [Path(folder) for folder in options.manifest_dirs]
-    _execute(options, point.selection, load_manifests(extra), point)
-
-
-def _execute(
-    options: RunOptions,
-    selection: Selection,
-    declared: dict[str, AgentManifest],
-    resume: ResumePoint | None = None,
-) -> None:
-    catalogue = load_catalogue()
-    signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        summary = execute_run(options, selection, catalogue, declared, errors, resume)
-    except KNOWN_ERRORS as error:
-        fail_with(error)
-    except KeyboardInterrupt:
-        fail(
-            "interrupted before measuring began; agents stopped, nothing written",
-            ExitCode.INTERRUPTED,
-        )
-    results = ResultStore(options.store_path).results(summary.run_id)
-    console.print(summary_table(results, f"run {summary.run_id}"))
-    counts = ", ".join(f"{n} {status}" for status, n in sorted(summary.statuses.items()))
-    console.print(f"results: {summary.out_dir}/results.parquet ({counts})", highlight=False)
-    if summary.interrupted:
-        fail("interrupted; results measured so far are saved", ExitCode.INTERRUPTED)
-    if summary.status != "ok":
-        fail(f"run {summary.run_id} is {summary.status}", ExitCode.FAILED)
+    execute(options, selection, declared)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -60,6 +60,10 @@ class RunContext:
     statuses: dict[str, int] = field(default_factory=dict)
     # Planned cell numbers already recorded (a resumed run): not run again.
     skip: frozenset[int] = frozenset()
+    # Measuring until decided (decide.py): the round whose repetition this is (each round a
+    # fresh process of every agent), and who is told of each recorded cell.
+    round: int = 0
+    observe: Callable[[Cell, dict[str, Any], Sequence[int]], None] | None = None
     next_index: int = 0
 
 
@@ -69,7 +73,7 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
     otherwise. KeyboardInterrupt propagates after the running cell is cancelled on its agent
     and recorded as cancelled."""
     crashed_agents: dict[int, str] = {}  # id(AgentWork) -> why its remaining cells fail
-    fresh = ctx.selection.fresh_process and ctx.selection.repeat > 1
+    fresh = (ctx.selection.fresh_process and ctx.selection.repeat > 1) or ctx.round > 0
     for item, whole in stretches(work, ctx.selection.repeat, fresh):
         first_index = ctx.next_index
         ctx.next_index += len(whole)
@@ -80,6 +84,7 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
         crashed = crashed_agents.get(id(item), "")
         if fresh:
             first, repetition = stretch[0][1]
+            repetition += ctx.round
             try:
                 if item.ensure_fresh(repetition, first.threads):
                     crashed = ""  # a new process: an earlier crash no longer applies
@@ -106,7 +111,7 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
                 cell,
                 ctx.catalogue,
             )
-            identity["repetition"] = repetition
+            identity["repetition"] = repetition + ctx.round
             ctx.display.cell_started(item.handle.name, cell)
             telemetry = None
             if crashed:
@@ -130,6 +135,8 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
                         [],
                     )
             _finish(item.handle.name, row, samples, ctx, telemetry)
+            if ctx.observe is not None:
+                ctx.observe(cell, row, samples)
         crashed_agents[id(item)] = crashed
 
 

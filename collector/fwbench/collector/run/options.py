@@ -12,6 +12,7 @@ from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
+from fwbench.collector.stats.significance import DEFAULT_MARGIN, DEFAULT_NOISE_FLOOR
 
 # Not recorded: where results go, the command line and the credentials for attached agents
 # (never written down) are the resuming command's own.
@@ -35,6 +36,12 @@ class RunOptions:
     memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share
     pids_limit: int = DEFAULT_PIDS_LIMIT  # docker: each container's process limit
     manifest_dirs: tuple[str, ...] = ()  # extra manifest folders (--manifests)
+    # --until-decided (run/decide.py): the budget in seconds (None: a plain run), the agent
+    # every other is compared with, the noise floor and the equivalence margin.
+    until_decided_seconds: float | None = None
+    baseline: str = ""
+    noise_floor: float = DEFAULT_NOISE_FLOOR
+    margin: float = DEFAULT_MARGIN
     security: ChannelSecurity | None = None  # token and TLS of attached agents (NAME@HOST:PORT)
 
 

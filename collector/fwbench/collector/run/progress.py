@@ -97,6 +97,20 @@ class RichDisplay:
         }
         self._labels: dict[str, str] = {}
 
+    def new_round(self, number: int, cells_per_agent: dict[str, int]) -> None:
+        """Measuring until decided: one bar per agent for this round's cells."""
+        for task in list(self._tasks.values()):
+            self.progress.remove_task(task)
+        open_cells = sum(cells_per_agent.values())
+        self.progress.console.print(
+            f"round {number + 1}: {open_cells} cells with an open comparison", highlight=False
+        )
+        self._tasks = {
+            agent: self.progress.add_task("waiting", total=total, agent=agent)
+            for agent, total in cells_per_agent.items()
+            if total
+        }
+
     def __enter__(self) -> RichDisplay:
         self.progress.start()
         return self
@@ -123,9 +137,10 @@ class RichDisplay:
         self.progress.console.print(
             f"{mark}[/] {agent} {self._labels[agent]}: {describe_row(row)}", highlight=False
         )
-        self.progress.advance(self._tasks[agent])
-        if self.progress.tasks[self._tasks[agent]].finished:
-            self.progress.update(self._tasks[agent], description="done")
+        task = self._tasks[agent]
+        self.progress.advance(task)
+        if next(t for t in self.progress.tasks if t.id == task).finished:
+            self.progress.update(task, description="done")
 
 
 def _bytes(value: object) -> str:

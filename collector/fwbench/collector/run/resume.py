@@ -87,6 +87,11 @@ def resume_point(store: ResultStore, run_id: str) -> ResumePoint:
             f"run {run_id} was stored by an older collector that did not record its options; "
             "it cannot be resumed"
         )
+    if metadata["options"].get("until_decided_seconds") is not None:
+        raise ResumeRefused(
+            f"run {run_id} was measured --until-decided: its rounds and looks cannot be "
+            "continued; start a new run"
+        )
     runs = store.runs()
     out_dir = Path(runs.loc[runs["run_id"] == run_id, "out_dir"].iloc[0])
     point = ResumePoint(run_id, out_dir, metadata, store.results(run_id))

@@ -4,6 +4,7 @@ resumed run (resume.py) goes the same way into the run it finishes."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import sys
 import tempfile
@@ -17,6 +18,7 @@ from rich.console import Console
 from fwbench.collector.agents.launchers import Launcher, LauncherKind
 from fwbench.collector.agents.launchers.docker import remove_orphans
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.run.decide import DecideSettings, Decisions, run_until_decided
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.launch import check_identity, launch_all, make_launcher, restarter
 from fwbench.collector.run.metadata import agent_metadata, host_metadata, new_run_id, now
@@ -53,6 +55,7 @@ class RunSummary:
     statuses: dict[str, int]
     interrupted: bool
     status: str = "ok"  # run_status(): ok, failed, incomplete or interrupted
+    decisions: dict[str, Any] | None = None  # --until-decided: Decisions.record()
 
 
 def run_status(statuses: dict[str, int], planned: int, interrupted: bool, escaped: str) -> str:
@@ -159,6 +162,18 @@ def _measure(
     console: Console,
     resume: ResumePoint | None,
 ) -> RunSummary:
+    decisions = None
+    if options.until_decided_seconds is not None:
+        baseline = options.baseline or work[0].handle.name
+        settings = DecideSettings(
+            baseline,
+            options.noise_floor,
+            options.margin,
+            options.until_decided_seconds,
+            selection.repeat,  # the most rounds
+        )
+        decisions = Decisions(settings, [])
+        selection = dataclasses.replace(selection, repeat=1)  # rounds are decide.py's
     order = [
         (item.handle.name, cell, repetition)
         for item, stretch in stretches(work, selection.repeat, selection.fresh_process)
@@ -216,7 +231,10 @@ def _measure(
     interrupted, escaped = False, ""
     try:
         with ctx.display:  # type: ignore[attr-defined]
-            run_all(work, ctx)
+            if decisions is None:
+                run_all(work, ctx)
+            else:
+                run_until_decided(work, ctx, decisions, ctx.display.new_round)  # type: ignore[attr-defined]
     except KeyboardInterrupt:
         interrupted = True
     except PersistenceError as error:
@@ -229,10 +247,19 @@ def _measure(
         escaped = f"{type(error).__name__}: {error}"
         raise
     finally:
-        _finish_run(
-            store, folder, recorder, metadata, ctx.statuses, len(order), interrupted, escaped
-        )
-    return RunSummary(run_id, out_dir, ctx.statuses, interrupted, metadata["status"])
+        planned = len(order)
+        if decisions is not None:
+            metadata["until_decided"] = decisions.record()
+            planned = ctx.next_index  # what the rounds scheduled
+        _finish_run(store, folder, recorder, metadata, ctx.statuses, planned, interrupted, escaped)
+    return RunSummary(
+        run_id,
+        out_dir,
+        ctx.statuses,
+        interrupted,
+        metadata["status"],
+        metadata.get("until_decided"),
+    )
 
 
 def _finish_run(

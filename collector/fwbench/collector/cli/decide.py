@@ -1,0 +1,119 @@
+"""`collector run --until-decided`: its options, their checks, and the table of decisions a
+run measured that way ends with (run/decide.py does the measuring)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from fwbench.collector.run.plan import SelectionError
+from fwbench.collector.stats.significance import (
+    DEFAULT_MARGIN,
+    DEFAULT_NOISE_FLOOR,
+    EQUIVALENT,
+    FASTER,
+    SLOWER,
+)
+
+DEFAULT_BUDGET = "10m"
+DEFAULT_MAX_ROUNDS = 20  # --repeat's meaning with --until-decided, unless given
+_UNITS = {"s": 1, "m": 60, "h": 3600}
+_STYLES = {FASTER: "green", SLOWER: "red", EQUIVALENT: "cyan"}
+
+UntilDecided = Annotated[
+    bool,
+    typer.Option(
+        "--until-decided",
+        help="Add fresh-process rounds until every agent is decided against --baseline in "
+        "every cell (faster, slower or equivalent within --margin), or --budget ends; decided "
+        "cells stop being measured. --repeat is then the most rounds (default 20).",
+    ),
+]
+Budget = Annotated[
+    str,
+    typer.Option(help="With --until-decided: the most wall time to spend, e.g. 90s, 10m, 1h."),
+]
+Baseline = Annotated[
+    str,
+    typer.Option(help="With --until-decided: the agent the others are compared with (first)."),
+]
+Margin = Annotated[
+    float,
+    typer.Option(
+        help="With --until-decided: equivalence margin, a fraction (0.05 = within 5%; the "
+        "noise floor, 3%, if larger)."
+    ),
+]
+
+
+def parse_budget(text: str) -> float:
+    """Seconds in "90s", "10m", "1.5h" or a bare number of seconds."""
+    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
+    if not found or float(found.group(1)) <= 0:
+        raise SelectionError(f"--budget {text!r}: give a positive time such as 90s, 10m or 1h")
+    return float(found.group(1)) * _UNITS[found.group(2) or "s"]
+
+
+def decide_options(
+    until_decided: bool,
+    budget: str,
+    baseline: str,
+    margin: float,
+    agents: Sequence[str],
+    fresh_process: bool,
+) -> dict[str, Any]:
+    """RunOptions fields for --until-decided (empty without it); SelectionError for bad input."""
+    if not until_decided:
+        if baseline or margin != DEFAULT_MARGIN or budget != DEFAULT_BUDGET:
+            raise SelectionError("--baseline, --margin and --budget go with --until-decided")
+        return {}
+    if len(agents) < 2:
+        raise SelectionError(
+            "--until-decided compares agents: give two or more (or --aa NAME for an A/A pair)"
+        )
+    if not fresh_process:
+        raise SelectionError("--until-decided needs a fresh process a round; drop --same-process")
+    if baseline and baseline not in agents:
+        raise SelectionError(f"--baseline {baseline!r} is not among {', '.join(agents)}")
+    if not 0 < margin < 1:
+        raise SelectionError("--margin is a fraction in (0, 1), e.g. 0.05 for 5%")
+    return {
+        "until_decided_seconds": parse_budget(budget),
+        "baseline": baseline or agents[0],
+        "noise_floor": DEFAULT_NOISE_FLOOR,
+        "margin": margin,
+    }
+
+
+def decisions_table(decisions: dict[str, Any], title: str) -> Table:
+    """Every comparison's verdict, with its interval and the processes it took."""
+    table = Table(
+        title=f"{title}: against {decisions['baseline']}, measured until decided",
+        caption=(
+            f"{decisions['rounds']} rounds in {decisions['seconds']:.0f} s of a "
+            f"{decisions['budget_seconds']:.0f} s budget; stopped: {decisions['stopped']}. "
+            f"Equivalent: within ±{max(decisions['margin'], decisions['floor']):.0%}; "
+            f"intervals at each comparison's last look ({decisions['method']})."
+        ),
+    )
+    for header in ("cell", "agent", "mode", "speedup", "interval", "processes", "verdict"):
+        table.add_column(header, justify="right" if header in ("speedup", "processes") else "left")
+    for q in decisions["decisions"]:
+        interval = "-" if q["ci_low"] is None else f"[{q['ci_low']:.3f}, {q['ci_high']:.3f}]"
+        speedup = "-" if q["speedup"] is None else f"{q['speedup']:.3f}x"
+        verdict = q["verdict"] if not q["why"] else f"{q['verdict']} ({q['why']})"
+        table.add_row(
+            q["cell"],
+            q["agent"],
+            q["mode"] or "-",
+            speedup,
+            interval,
+            str(q["repetitions"]),
+            Text(verdict, style=_STYLES.get(q["verdict"], "yellow")),
+        )
+    return table

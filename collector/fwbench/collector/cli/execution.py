@@ -1,0 +1,107 @@
+"""How `collector run` carries out what it was asked: execute a run (or resume one), print
+its summary (and, measured until decided, its decisions) and exit with the code that tells
+the truth about it."""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+from pathlib import Path
+
+import typer
+
+from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.cli.common import (
+    KNOWN_ERRORS,
+    ExitCode,
+    console,
+    errors,
+    fail,
+    fail_with,
+    load_manifests,
+)
+from fwbench.collector.cli.decide import decisions_table
+from fwbench.collector.cli.security import SECURITY_OPTIONS
+from fwbench.collector.run.options import RunOptions, options_from_record
+from fwbench.collector.run.plan import Selection
+from fwbench.collector.run.progress import summary_table
+from fwbench.collector.run.resume import ResumePoint, resume_point
+from fwbench.collector.run.session import execute_run
+from fwbench.collector.store import PersistenceError, ResultStore, default_store_path
+from fwbench.collector.store.owner import ResumeRefused
+from fwbench.spec import load_catalogue
+
+
+def _raise_interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+# What --resume takes from its own command line: where things are, and credentials (never
+# recorded with the run).
+_RESUME_OPTIONS = ("resume", "manifests", "store", *SECURITY_OPTIONS)
+
+
+def resume_run(
+    ctx: typer.Context,
+    run_id: str,
+    manifests: list[Path] | None,
+    store: Path | None,
+    security: ChannelSecurity | None,
+) -> None:
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ctx.params
+        if name not in _RESUME_OPTIONS
+        and getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
+    ]
+    if given:
+        fail(
+            f"--resume measures the run with its own selection and settings; drop "
+            f"{', '.join(given)}"
+        )
+    store_path = store or default_store_path()
+    try:
+        point = resume_point(ResultStore(store_path), run_id)
+        options = options_from_record(
+            point.options,
+            point.out_dir,
+            store_path,
+            shlex.join(["collector", *sys.argv[1:]]),
+            security,
+        )
+    except (ResumeRefused, PersistenceError) as error:
+        fail_with(error)
+    extra = manifests or [Path(folder) for folder in options.manifest_dirs]
+    execute(options, point.selection, load_manifests(extra), point)
+
+
+def execute(
+    options: RunOptions,
+    selection: Selection,
+    declared: dict[str, AgentManifest],
+    resume: ResumePoint | None = None,
+) -> None:
+    catalogue = load_catalogue()
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        summary = execute_run(options, selection, catalogue, declared, errors, resume)
+    except KNOWN_ERRORS as error:
+        fail_with(error)
+    except KeyboardInterrupt:
+        fail(
+            "interrupted before measuring began; agents stopped, nothing written",
+            ExitCode.INTERRUPTED,
+        )
+    results = ResultStore(options.store_path).results(summary.run_id)
+    if summary.decisions is None:
+        console.print(summary_table(results, f"run {summary.run_id}"))
+    else:
+        console.print(decisions_table(summary.decisions, f"run {summary.run_id}"))
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(summary.statuses.items()))
+    console.print(f"results: {summary.out_dir}/results.parquet ({counts})", highlight=False)
+    if summary.interrupted:
+        fail("interrupted; results measured so far are saved", ExitCode.INTERRUPTED)
+    if summary.status != "ok":
+        fail(f"run {summary.run_id} is {summary.status}", ExitCode.FAILED)

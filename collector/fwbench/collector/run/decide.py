@@ -1,0 +1,210 @@
+"""`collector run --until-decided`: rounds of fresh processes until every comparison asked for
+is decided, or the budget ends.
+
+The comparisons: every agent against the baseline (`--baseline`, default the first agent) in
+every cell both run; an A/A twin of the baseline (`--aa`) is one of them and should come out
+equivalent. Each round starts a fresh process of every agent and measures the cells with an
+open comparison, agents one after the other as in any run; after each round from the second,
+every open comparison is looked at with the sequential rules of stats/sequential.py (error
+rates held over repeated looks), and a cell whose comparisons are all decided is not measured
+again. Before a round, the time it will likely take (the last round's, scaled by the cells
+left) must fit in what remains of the budget; otherwise the run stops and the open
+comparisons stay undecided."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fwbench.collector.run.execute import RunContext, run_all
+from fwbench.collector.run.plan import Cell
+from fwbench.collector.run.work import AgentWork
+from fwbench.collector.stats.sequential import look
+from fwbench.collector.stats.significance import UNDECIDED
+
+# A comparison's cell: what every agent runs alike (the mode is the agent's own).
+Key = tuple[str, str, int, str, int, str]
+
+
+def cell_key(cell: Cell) -> Key:
+    params = json.dumps(dict(sorted(cell.params.items())))
+    return (cell.workload, cell.phase, cell.batch_size, cell.dtype, cell.threads, params)
+
+
+def key_text(key: Key) -> str:
+    threads = f" t={key[4]}" if key[4] else ""
+    return f"{key[0]} {key[1]} bs={key[2]} {key[3]}{threads}"
+
+
+@dataclass
+class Question:
+    """One comparison: `agent` (in `mode`) against the baseline (in its first mode) in `key`."""
+
+    key: Key
+    agent: str
+    mode: str
+    baseline_mode: str
+    verdict: str = UNDECIDED
+    speedup: float = float("nan")
+    ci_low: float = float("nan")
+    ci_high: float = float("nan")
+    repetitions: int = 0
+    looks: int = 0
+    why: str = ""  # why it ended undecided, or "" while open
+
+    @property
+    def open(self) -> bool:
+        return self.verdict == UNDECIDED and not self.why
+
+
+@dataclass(frozen=True)
+class DecideSettings:
+    baseline: str
+    floor: float
+    margin: float
+    budget_seconds: float
+    max_rounds: int
+
+
+@dataclass
+class Decisions:
+    """What the procedure did, for run.json and the printed summary."""
+
+    settings: DecideSettings
+    questions: list[Question]
+    rounds: int = 0
+    seconds: float = 0.0
+    stopped: str = ""  # why measuring stopped
+    round_seconds: list[float] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            **asdict(self.settings),
+            "rounds": self.rounds,
+            "seconds": round(self.seconds, 1),
+            "round_seconds": [round(s, 1) for s in self.round_seconds],
+            "stopped": self.stopped,
+            "method": "Welch over fresh processes, alpha spending 6/(pi^2 k^2) per look, "
+            "Bonferroni over the comparisons (stats/sequential.py)",
+            "decisions": [
+                {**_finite(asdict(q)), "cell": key_text(q.key), "key": list(q.key)}
+                for q in self.questions
+            ],
+        }
+
+
+def _finite(record: dict[str, Any]) -> dict[str, Any]:
+    """NaN (not looked at yet) as None: run.json stays standard JSON."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in record.items()}
+
+
+def questions_for(work: Sequence[AgentWork], baseline: str) -> list[Question]:
+    """Every agent's cell (in each mode it runs) against the baseline's cell of the same key."""
+    base_modes: dict[Key, str] = {}
+    for item in work:
+        if item.handle.name == baseline:
+            for cell in item.cells:
+                if not cell.unsupported_reason:
+                    base_modes.setdefault(cell_key(cell), cell.mode)
+    found = []
+    for item in work:
+        for cell in item.cells:
+            key = cell_key(cell)
+            is_base = item.handle.name == baseline and cell.mode == base_modes.get(key)
+            if key in base_modes and not cell.unsupported_reason and not is_base:
+                found.append(Question(key, item.handle.name, cell.mode, base_modes[key]))
+    return found
+
+
+def run_until_decided(
+    work: Sequence[AgentWork],
+    ctx: RunContext,
+    decisions: Decisions,
+    new_round: Callable[[int, dict[str, int]], None],
+) -> None:
+    """Measures rounds until decided, filling `decisions` as it goes (so an interrupt keeps
+    what was decided); `new_round(round, cells per agent)` resets the display."""
+    settings = decisions.settings
+    planned = {id(item): list(item.cells) for item in work}
+    decisions.questions = questions_for(work, settings.baseline)
+    groups: dict[tuple[str, str, Key], list[np.ndarray]] = {}
+
+    def observe(cell: Cell, row: dict[str, Any], samples: Sequence[int]) -> None:
+        if row["status"] == "ok" and len(samples):
+            sample = np.asarray(samples, dtype=np.float64) / 1e9
+            groups.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append(sample)
+
+    ctx.observe = observe
+    started = time.monotonic()
+    cells_last = 0
+    for round_number in range(settings.max_rounds):
+        still = [q for q in decisions.questions if q.open]
+        if not still:
+            decisions.stopped = "every comparison decided"
+            break
+        # The cells an open comparison needs: its contender's, and the baseline's.
+        needed = {(q.agent, q.mode, q.key) for q in still}
+        needed |= {(settings.baseline, q.baseline_mode, q.key) for q in still}
+        for item in work:
+            item.cells = [
+                c
+                for c in planned[id(item)]
+                if round_number == 0 or (item.handle.name, c.mode, cell_key(c)) in needed
+            ]
+        cells = sum(len(item.cells) for item in work)
+        if round_number and decisions.round_seconds:
+            likely = decisions.round_seconds[-1] * cells / max(cells_last, 1)
+            left = settings.budget_seconds - (time.monotonic() - started)
+            if likely > left:
+                decisions.stopped = (
+                    f"budget: the next round would likely take {likely:.0f} s, {left:.0f} s left"
+                )
+                break
+        new_round(round_number, {item.handle.name: len(item.cells) for item in work})
+        round_started = time.monotonic()
+        ctx.round = round_number
+        run_all([item for item in work if item.cells], ctx)
+        decisions.round_seconds.append(time.monotonic() - round_started)
+        decisions.rounds, cells_last = round_number + 1, cells
+        _look(decisions, groups)
+    else:
+        decisions.stopped = f"--repeat {settings.max_rounds}: the most rounds allowed"
+    decisions.seconds = time.monotonic() - started
+    for question in decisions.questions:
+        if question.open:
+            question.why = decisions.stopped
+
+
+def _look(decisions: Decisions, groups: dict[tuple[str, str, Key], list[np.ndarray]]) -> None:
+    settings = decisions.settings
+    for question in decisions.questions:
+        if not question.open:
+            continue
+        base = groups.get((settings.baseline, question.baseline_mode, question.key), [])
+        other = groups.get((question.agent, question.mode, question.key), [])
+        if not base or not other:
+            question.why = "no ok result on one side"
+            continue
+        if min(len(base), len(other)) < 2:
+            continue
+        question.looks += 1
+        seen = look(
+            base,
+            other,
+            question.looks,
+            len(decisions.questions),
+            settings.floor,
+            settings.margin,
+        )
+        question.verdict, question.repetitions = seen.verdict, seen.repetitions
+        question.speedup, question.ci_low, question.ci_high = (
+            seen.speedup,
+            seen.ci_low,
+            seen.ci_high,
+        )

@@ -1,0 +1,116 @@
+"""`collector run --until-decided`, end to end with agents whose difference is under the test's
+control (the sleeping fake plugin: steps of 1, 1.5 and 1.02 ms scaled, whatever the CPU): the
+rounds stop when every comparison is decided, decided cells stop being measured, the budget is
+respected, and the decisions are printed and stored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+from collector_cli import collector
+from fake_agent import write_fake_agents
+
+
+def _run(tmp_path: Path, agents: dict[str, dict[str, str]], *extra: str) -> tuple[Path, object]:
+    manifests = write_fake_agents(tmp_path / "agents", agents)
+    out = tmp_path / "run"
+    done = collector(
+        "run", "--manifests", str(manifests), "--agents", ",".join(agents),
+        "--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1,2",
+        "--param", "m=3000", "--min-seconds", "0.2", "--scrape-interval", "0",
+        "--until-decided", "--out", str(out), *extra,
+        cwd=tmp_path,
+    )  # fmt: skip
+    return out, done
+
+
+def test_rounds_go_on_until_every_comparison_is_decided(tmp_path: Path, isolated_store) -> None:
+    out, done = _run(
+        tmp_path,
+        {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}},
+        "--aa", "fast", "--budget", "5m",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    metadata = json.loads((out / "run.json").read_text())
+    decided = metadata["until_decided"]
+    assert decided["stopped"] == "every comparison decided"
+    verdicts = {(d["agent"], d["key"][2]): d["verdict"] for d in decided["decisions"]}
+    assert verdicts == {
+        ("slow", 1): "slower",
+        ("slow", 2): "slower",
+        ("fast#2", 1): "equivalent",
+        ("fast#2", 2): "equivalent",
+    }
+    for decision in decided["decisions"]:
+        assert decision["repetitions"] >= 2
+        assert decision["ci_low"] <= decision["speedup"] <= decision["ci_high"]
+        if decision["agent"] == "slow":
+            # 1 / 1.5 plus each step's small constant overhead; 2 processes a side on a busy
+            # machine leave the interval a few percent wide.
+            assert 0.62 < decision["speedup"] < 0.72, decision
+            assert decision["ci_low"] > 0.5 and decision["ci_high"] < 0.8, decision
+    rows = pd.read_parquet(out / "results.parquet")
+    assert set(rows["status"]) == {"ok"}
+    assert sorted(set(rows["repetition"])) == list(range(decided["rounds"]))
+    # Each round is a fresh process of every agent it measures (pids may be reused later).
+    for _, agent_rows in rows.groupby("agent"):
+        per_round = agent_rows.groupby("repetition")["agent_pid"].nunique()
+        assert (per_round == 1).all()
+        assert agent_rows["agent_pid"].diff().fillna(1).ne(0).sum() == len(per_round)
+    assert "measured until decided" in done.stdout and "slower" in done.stdout
+    assert metadata["status"] == "ok"
+
+
+def test_a_decided_cell_is_not_measured_again(tmp_path: Path, isolated_store) -> None:
+    # "near" is 3% slower, right at the 3% floor and the 3% margin: its interval straddles
+    # both, so it stays open while "slow" is decided at the first look.
+    out, done = _run(
+        tmp_path,
+        {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}, "near": {"FAKE_STEP_SCALE": "1.03"}},
+        "--margin", "0.03", "--repeat", "4", "--budget", "5m",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    decided = json.loads((out / "run.json").read_text())["until_decided"]
+    rows = pd.read_parquet(out / "results.parquet")
+    measured = rows.groupby(["agent", "batch_size"]).size()
+    for decision in decided["decisions"]:
+        cell = (decision["agent"], decision["key"][2])
+        if decision["verdict"] != "undecided":  # measured up to its deciding look, no more
+            assert measured[cell] == decision["repetitions"], (decision, measured)
+        else:
+            assert measured[cell] == decided["rounds"] == 4, (decision, measured)
+    slow = [d for d in decided["decisions"] if d["agent"] == "slow"]
+    assert all(d["verdict"] == "slower" and d["repetitions"] == 2 for d in slow)
+    baseline = max(d["repetitions"] for d in decided["decisions"])
+    assert measured[("fast", 1)] >= baseline
+
+
+def test_the_budget_stops_the_rounds(tmp_path: Path, isolated_store) -> None:
+    out, done = _run(tmp_path, {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}}, "--budget", "1s")
+    assert done.returncode == 0, done.stderr
+    decided = json.loads((out / "run.json").read_text())["until_decided"]
+    assert decided["stopped"].startswith("budget: the next round would likely take")
+    assert decided["rounds"] == 1  # the first round alone overruns 1 s
+    assert all(d["verdict"] == "undecided" for d in decided["decisions"])
+    assert all(d["why"].startswith("budget") for d in decided["decisions"])
+    assert "undecided (budget" in done.stdout
+
+
+def test_bad_until_decided_input_is_refused_before_anything_starts(
+    tmp_path: Path, isolated_store
+) -> None:
+    for extra, message in (
+        (("--budget", "ten"), "--budget 'ten'"),
+        (("--baseline", "nope"), "--baseline 'nope' is not among fast, slow"),
+        (("--same-process",), "drop --same-process"),
+        (("--margin", "1.5"), "--margin is a fraction"),
+    ):
+        out, done = _run(tmp_path / extra[0].strip("-"), {"fast": {}, "slow": {}}, *extra)
+        assert done.returncode == 2 and message in done.stderr, (extra, done.stderr)
+        assert not out.exists()
+    lonely = collector("run", "--agents", "torch-cpu", "--until-decided", cwd=tmp_path)
+    assert lonely.returncode == 2 and "two or more" in lonely.stderr
+    stray = collector("run", "--agents", "torch-cpu", "--margin", "0.1", cwd=tmp_path)
+    assert stray.returncode == 2 and "go with --until-decided" in stray.stderr
