@@ -11,7 +11,6 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -19,10 +18,7 @@ import pytest
 from fuzz_requests import cancel_request, garbage, run_request
 
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
-from fwbench.collector.agents.environments import environment_for
 from fwbench.collector.agents.launchers import AgentHandle
-from fwbench.collector.agents.launchers.local import start_local
-from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
 from fwbench.collector.run.validate import check_result
 from fwbench.spec import load_catalogue
 
@@ -50,15 +46,6 @@ CHECK = agent_pb2.RunRequest(
 )  # fmt: skip
 
 pytestmark = pytest.mark.agent
-
-
-@pytest.fixture(scope="module")
-def numpy_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentHandle]:
-    manifest = discover_manifests(manifest_dirs())["numpy-cpu"]
-    environment_for(manifest).ensure()
-    handle = start_local(manifest, tmp_path_factory.mktemp("logs"))
-    yield handle
-    handle.stop()
 
 
 class Caller:
