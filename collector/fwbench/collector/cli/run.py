@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -22,6 +21,7 @@ from fwbench.collector.cli.common import (
     fail,
     fail_with,
     load_manifests,
+    take_interrupts_once,
 )
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.plan import LoopSettings, SelectionError, build_selection, split_list
@@ -30,10 +30,6 @@ from fwbench.collector.run.session import RunOptions, execute_run
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
 from fwbench.collector.store import PersistenceError, ResultStore, default_store_path
 from fwbench.spec import load_catalogue
-
-
-def _raise_interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
 
 
 def run(
@@ -184,7 +180,7 @@ def run(
         memory=memory,
         pids_limit=pids_limit,
     )
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    take_interrupts_once()
     try:
         summary = execute_run(options, selection, catalogue, declared, errors)
     except PersistenceError as error:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from fwbench.collector.agents.launchers import (
 from fwbench.collector.agents.launchers.attached import attach
 from fwbench.collector.agents.launchers.docker import remove_orphans
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.scratch import move_logs, scratch_folder
 from fwbench.collector.agents.specs import AgentSpecError, base_name, parse_attached
 from fwbench.collector.images.build import ensure_image
 from fwbench.collector.run.execute import RunContext, run_all
@@ -169,7 +169,7 @@ def execute_run(
         raise SelectionError(f"{out_dir} already holds a run; choose another --out")
     if options.launcher == LauncherKind.DOCKER:
         remove_orphans()
-    log_dir = Path(tempfile.mkdtemp(prefix="fwbench-logs-"))
+    log_dir = scratch_folder("logs")
     try:
         launcher = make_launcher(options, run_id, log_dir, console)
     except BaseException:
@@ -196,8 +196,13 @@ def _execute(
 ) -> RunSummary:
     try:
         handles = launch_all(options.agents, manifests, launcher, options.start_timeout_seconds)
-    except BaseException:
-        shutil.rmtree(log_dir, ignore_errors=True)  # failures carry the log's last line
+    except BaseException as error:
+        # A failed start keeps the agents' logs in the run folder (and says where); an
+        # interrupted one keeps nothing.
+        kept = move_logs(log_dir, out_dir / "logs") if isinstance(error, Exception) else []
+        shutil.rmtree(log_dir, ignore_errors=True)
+        for log in kept:
+            console.print(f"agent log kept: {log}", highlight=False)
         raise
     work: list[AgentWork] = []
     try:
