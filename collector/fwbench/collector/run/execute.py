@@ -270,5 +270,11 @@ def _rpc_failure(
         grpc.StatusCode.INTERNAL,
     ) and gone(handle):
         raise AgentCrashed(handle.exit_reason())
-    status = "cancelled" if code == grpc.StatusCode.CANCELLED else "failed"
+    # UNIMPLEMENTED: a cell the agent cannot run by its framework's rules (agent.proto), which
+    # it can tell only from the request (torch's BatchNorm at batch 1 on a 1x1 map): as a cell
+    # Describe rules out, unsupported with the agent's reason, not a failure.
+    status = _RPC_STATUS.get(code, "failed")
     return _failed(identity, ctx, status, code.name, details)
+
+
+_RPC_STATUS = {grpc.StatusCode.CANCELLED: "cancelled", grpc.StatusCode.UNIMPLEMENTED: "unsupported"}
