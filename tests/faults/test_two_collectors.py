@@ -88,6 +88,7 @@ def test_a_second_collector_on_a_busy_agent_says_so_at_once_and_measures_nothing
     assert first_still_running, "the second collector waited for the first run to end"
     busy = [t for t, line in second_output if "agent busy: numpy-cpu is measuring another" in line]
     assert busy, text
+    print(f"'agent busy' {busy[0] - measuring:.2f} s after the second run began")
     assert busy[0] - measuring < 5.0, f"said after {busy[0] - measuring:.1f} s"
     assert "Traceback" not in text
     rows = pd.read_parquet(tmp_path / "second" / "run" / "results.parquet").sort_values("cell")
