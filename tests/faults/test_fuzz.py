@@ -11,7 +11,6 @@ import os
 import random
 import threading
 import time
-from pathlib import Path
 
 import grpc
 import pytest
@@ -152,7 +151,7 @@ def _back_to_back(handle: AgentHandle, count: int) -> list[str]:
 
 
 def test_a_fuzzed_agent_answers_by_the_protocol_and_keeps_measuring(
-    numpy_agent: AgentHandle, tmp_path: Path
+    numpy_agent: AgentHandle,
 ) -> None:
     print(f"fuzz seed {SEED} (replay: FWBENCH_FUZZ_SEED={SEED})")
     before = _fastest_ns(numpy_agent)

@@ -64,9 +64,10 @@ def _wait_for(path: Path, process: subprocess.Popen[str], seconds: float) -> flo
 def test_a_second_collector_on_a_busy_agent_says_so_at_once_and_measures_nothing(
     numpy_agent: AgentHandle, tmp_path: Path
 ) -> None:
-    # Three cells of at least 4 s each: the second collector comes during the first of them.
+    # Three cells of at least 5 s each: the second collector (a few seconds to start on a busy
+    # machine) comes while the first measures.
     first = _start(
-        tmp_path / "first", numpy_agent.address, "--batch-sizes", "1,2,3", "--min-seconds", "4"
+        tmp_path / "first", numpy_agent.address, "--batch-sizes", "1,2,3", "--min-seconds", "5"
     )
     first_output: list[tuple[float, str]] = []
     reader = _lines(first, first_output)
