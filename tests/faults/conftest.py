@@ -11,6 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.agents.launchers.local import start_local
+from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
+
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))  # fault_cli
 sys.path.insert(0, str(HERE.parent))  # fake_agent
@@ -34,3 +39,14 @@ def start_agent(tmp_path: Path) -> Iterator[object]:
     for process in started:
         process.kill()
         process.wait()
+
+
+@pytest.fixture(scope="module")
+def numpy_agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgentHandle]:
+    """A real numpy-cpu agent (a real gemm, a small environment), started as `collector run`
+    starts one, for the tests to attach to or call directly."""
+    manifest = discover_manifests(manifest_dirs())["numpy-cpu"]
+    environment_for(manifest).ensure()
+    handle = start_local(manifest, tmp_path_factory.mktemp("logs"))
+    yield handle
+    handle.stop()

@@ -37,6 +37,9 @@ class FakePlugin:
     optional_capabilities: frozenset[str] = frozenset()
 
     def __init__(self, context: PluginContext | None = None) -> None:
+        # FAKE_START_SECONDS (an agent's environment) makes the agent slow to start, as a
+        # framework's import can be (tests/faults/test_leftovers.py interrupts a start).
+        time.sleep(float(os.environ.get("FAKE_START_SECONDS", "0")))
         self.context = context or PluginContext(device="cpu")
         self.built: list[WorkloadSpec] = []
         self.synchronized = 0

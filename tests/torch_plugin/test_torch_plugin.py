@@ -203,3 +203,24 @@ def test_out_of_memory_in_a_step_is_translated_too(plugin, monkeypatch):
     with pytest.raises(OutOfMemory) as caught:
         built.step()
     assert isinstance(caught.value.__cause__, torch.OutOfMemoryError)
+
+
+def test_torch_batch_norm_refuses_to_train_on_one_value_per_channel():
+    """The premise of the check below, in this torch: its rule, not the plugin's."""
+    with pytest.raises(ValueError, match="Expected more than 1 value per channel when training"):
+        nn.BatchNorm2d(4).train()(torch.zeros(1, 4, 1, 1))
+
+
+@pytest.mark.parametrize(
+    ("name", "layer"), [("resnet18", "layer4.0.downsample.1"), ("mobilenet_v2", "features.14")]
+)
+def test_training_on_a_1x1_map_at_batch_1_is_unsupported_naming_batch_norm(plugin, name, layer):
+    with pytest.raises(UnsupportedWorkload) as refused:
+        plugin.build(spec(name, "train", "eager", batch=1, image_size=32))
+    message = str(refused.value)
+    assert f"BatchNorm layer {layer}" in message and "gets a 1x1 feature map" in message
+    assert "Expected more than 1 value per channel when training" in message
+    assert "it runs at batch size 2 or more, or at image_size 64 or more" in message
+    # What it says runs, runs; inference never normalises with batch statistics.
+    plugin.build(spec(name, "train", "eager", batch=1, image_size=64)).step()
+    plugin.build(spec(name, "infer", "eager", batch=1, image_size=32)).step()

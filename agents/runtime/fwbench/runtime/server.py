@@ -11,8 +11,9 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
+from fwbench.agent.v1 import agent_pb2
 from fwbench.runtime import __version__
+from fwbench.runtime.handlers import add_agent_service
 from fwbench.runtime.metrics import AgentMetrics
 from fwbench.runtime.plugin import FrameworkPlugin
 from fwbench.runtime.security import ServerSecurity
@@ -86,7 +87,7 @@ def create_server(
         ],
         interceptors=security.interceptors(),
     )
-    agent_pb2_grpc.add_AgentServiceServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
+    add_agent_service(servicer, server)  # bytes that are not a request: INVALID_ARGUMENT
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     if reflection_enabled:

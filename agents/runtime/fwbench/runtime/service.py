@@ -201,7 +201,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         active: _ActiveRun,
         events: queue.Queue[object],
     ) -> None:
-        """Runs on the measurement thread; always releases the agent for the next run."""
+        """Runs on the measurement thread; always releases the agent for the next run, before
+        the last event goes out: a client that sends its next Run as soon as it has a result
+        must not find the agent still busy with the run that answered it."""
         iterations = self._metrics.iterations.labels(workload=spec.workload.name, phase=spec.phase)
         counted: list[object] = ["", 0]  # stage, iterations already counted in it
 
@@ -221,20 +223,22 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             "batch_size": str(spec.batch_size),
         }
         self._metrics.workload_started(labels)
+        outcome: object
         try:
             result = self._measure(spec, plan, active, on_progress)
             # Metrics first: a client that scrapes right after the result must see them.
             self._metrics.workload_finished(labels, result.sample_nanoseconds)
+            outcome = result
             self._metrics.runs.labels(status="ok").inc()
-            events.put(result)
         except BaseException as error:  # noqa: BLE001 (reported to the client as a status)
+            outcome = error
             self._metrics.workload_finished(labels)
             code, _ = status_for(error)
             self._metrics.runs.labels(status=code.name.lower()).inc()
-            events.put(error)
         finally:
             self._active = None
             self._busy.release()
+        events.put(outcome)
 
     def _measure(
         self,

@@ -31,6 +31,7 @@ from fwbench.runtime.plugin import (
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec
 from fwbench.torch_plugin import models, reference
+from fwbench.torch_plugin.batchnorm import refuse_one_value_batch_norm
 from fwbench.torch_plugin.ops import build_conv2d, build_gemm
 
 PLUGIN_VERSION = "0.1.0"
@@ -203,12 +204,15 @@ class TorchPlugin:
         self, spec: WorkloadSpec, dtype: torch.dtype, generator: torch.Generator, train: bool
     ) -> Callable[[], object]:
         name = spec.workload.name
+        image_size = spec.params.get("image_size", 224)
+        if train:  # a cell torch's BatchNorm would refuse in its first step: unsupported
+            refuse_one_value_batch_norm(name, spec.batch_size, image_size)
         model = models.build_model(name).to(device=self.device, dtype=dtype)
         forward = wrapper(spec.mode)(model)
         inputs, labels = models.example_batch(
             name,
             spec.batch_size,
-            image_size=spec.params.get("image_size", 224),
+            image_size=image_size,
             seq_len=spec.params.get("seq_len", 200),
             dtype=dtype,
             device=self.device,

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -18,6 +16,7 @@ from fwbench.collector.agents.environments import environment_for
 from fwbench.collector.agents.launchers.attached import attach
 from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.locks import LockError, LockState, lock_state, write_lock
+from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.specs import parse_attached, resolve_agents
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
@@ -30,6 +29,7 @@ from fwbench.collector.cli.common import (
     fail_with,
     load_manifests,
     print_json,
+    take_interrupts_once,
 )
 from fwbench.collector.cli.security import (
     AgentTokenFile,
@@ -100,24 +100,31 @@ def describe(
     """Start (or reach) an agent and print what it reports about itself."""
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     declared = load_manifests(manifests)
-    logs = Path(tempfile.mkdtemp(prefix="fwbench-logs-"))
+    take_interrupts_once()
+    # Removed on every way out: a failed start's error carries the log's last line.
+    logs = scratch_folder("logs")
     try:
-        resolve_agents([agent], declared)
-        attached = parse_attached(agent)
-        handle = (
-            attach(*attached, security=security)
-            if attached
-            else start_local(declared[agent], logs, report=lambda line: errors.print(line))
-        )
-    except KNOWN_ERRORS as error:
-        shutil.rmtree(logs, ignore_errors=True)
-        fail_with(error)
-    try:
-        reply = MessageToDict(handle.client.describe(), preserving_proto_field_name=True)
-    except KNOWN_ERRORS as error:
-        fail_with(error)
+        try:
+            resolve_agents([agent], declared)
+            attached = parse_attached(agent)
+            handle = (
+                attach(*attached, security=security)
+                if attached
+                else start_local(declared[agent], logs, report=lambda line: errors.print(line))
+            )
+        except KNOWN_ERRORS as error:
+            fail_with(error)
+        except KeyboardInterrupt:
+            fail("interrupted", ExitCode.INTERRUPTED)
+        try:
+            reply = MessageToDict(handle.client.describe(), preserving_proto_field_name=True)
+        except KNOWN_ERRORS as error:
+            fail_with(error)
+        except KeyboardInterrupt:
+            fail("interrupted", ExitCode.INTERRUPTED)
+        finally:
+            handle.stop()
     finally:
-        handle.stop()
         shutil.rmtree(logs, ignore_errors=True)
     if as_json:
         print(json.dumps(reply, indent=2))

@@ -3,7 +3,10 @@ stderr), the options several commands take, and the one table from error to exit
 
 from __future__ import annotations
 
+import atexit
 import json
+import os
+import signal
 import sys
 from enum import IntEnum
 from pathlib import Path
@@ -97,3 +100,31 @@ def load_manifests(extra: list[Path] | None) -> dict[str, AgentManifest]:
 
 def print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, default=str))
+
+
+def take_interrupts_once() -> None:
+    """SIGINT (Ctrl-C) and SIGTERM raise KeyboardInterrupt once, where the command is, so that
+    it stops and cleans up: cancels the running cell, stops the agents it started, removes its
+    temporary folders. Another one during that cleanup, or while the interpreter exits, is
+    noted and ignored, never raised: it would cut the cleanup short and leave agents and
+    temporary folders behind (or kill the process as it exits). SIGKILL still ends the command
+    at once. A SIGINT ignored from the start (a background job) stays ignored."""
+    taken = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        taken.append(signal.SIGINT)
+
+    def again(signum: int, frame: object) -> None:
+        os.write(2, b"stopping the agents and removing temporary folders; SIGKILL abandons them\n")
+
+    def ignore() -> None:  # Python puts back default handlers as it exits, not ignored ones
+        for taken_signal in taken:
+            signal.signal(taken_signal, signal.SIG_IGN)
+
+    def first(signum: int, frame: object) -> None:
+        for taken_signal in taken:
+            signal.signal(taken_signal, again)
+        atexit.register(ignore)
+        raise KeyboardInterrupt
+
+    for taken_signal in taken:
+        signal.signal(taken_signal, first)

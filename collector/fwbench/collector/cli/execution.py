@@ -5,7 +5,6 @@ the truth about it."""
 from __future__ import annotations
 
 import shlex
-import signal
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from fwbench.collector.cli.common import (
     fail,
     fail_with,
     load_manifests,
+    take_interrupts_once,
 )
 from fwbench.collector.cli.decide import decisions_table
 from fwbench.collector.cli.security import SECURITY_OPTIONS
@@ -32,11 +32,6 @@ from fwbench.collector.run.session import execute_run
 from fwbench.collector.store import PersistenceError, ResultStore, default_store_path
 from fwbench.collector.store.owner import ResumeRefused
 from fwbench.spec import load_catalogue
-
-
-def _raise_interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
-
 
 # What --resume takes from its own command line: where things are, and credentials (never
 # recorded with the run).
@@ -84,7 +79,7 @@ def execute(
     resume: ResumePoint | None = None,
 ) -> None:
     catalogue = load_catalogue()
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    take_interrupts_once()
     try:
         summary = execute_run(options, selection, catalogue, declared, errors, resume)
     except KNOWN_ERRORS as error:

@@ -32,6 +32,19 @@ class AgentHung(AgentCrashed):
     """The agent sent no heartbeat for the hang timeout (liveness.py)."""
 
 
+AGENT_BUSY = "AGENT_BUSY"  # error_code of a cell not measured because another caller had it
+
+
+class AgentBusy(RuntimeError):
+    """The agent refused the cell (FAILED_PRECONDITION) because it is measuring a run that is
+    none of this run's cells: another caller shares it. Not waited for (docs/reliability.md):
+    the agent's cells fail at once, so this run never cuts into the other caller's sweep."""
+
+    def __init__(self, agent: str, details: str) -> None:
+        said = f" (the agent says: {details})" if details else ""
+        super().__init__(f"agent busy: {agent} is measuring another caller's run{said}")
+
+
 class AgentStalled(RuntimeError):
     """The agent went silent for a while during a cell that then finished: a sample may span
     the stall, so the cell cannot be trusted."""

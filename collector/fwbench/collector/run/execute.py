@@ -15,7 +15,14 @@ import pandas as pd
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
-from fwbench.collector.run.call import AgentCrashed, AgentStalled, gone, stream_result
+from fwbench.collector.run.call import (
+    AGENT_BUSY,
+    AgentBusy,
+    AgentCrashed,
+    AgentStalled,
+    gone,
+    stream_result,
+)
 from fwbench.collector.run.liveness import (
     HANG_SECONDS,
 )
@@ -28,7 +35,15 @@ from fwbench.collector.run.work import AgentWork
 from fwbench.spec import Catalogue
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
+# How long a cell waits for the agent to stop this run's previous cell (one that timed out):
+# the agent stops at its next iteration. A run of another caller is not waited for (AgentBusy).
 BUSY_GRACE_SECONDS = 30.0
+STOPPING = "waiting for the agent to stop this run's previous cell"
+LEFT = (
+    "; this run leaves the agent to that caller rather than wait an unknown time or cut into "
+    "its sweep: this cell and the agent's remaining cells are not measured (run them again "
+    "when the agent is free)"
+)
 
 
 class Recorder(Protocol):
@@ -72,7 +87,8 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
     schedule.py, in a fresh process of each agent per repetition unless the selection says
     otherwise. KeyboardInterrupt propagates after the running cell is cancelled on its agent
     and recorded as cancelled."""
-    crashed_agents: dict[int, str] = {}  # id(AgentWork) -> why its remaining cells fail
+    # id(AgentWork) -> (error code, why) of its remaining cells when they cannot run
+    crashed_agents: dict[int, tuple[str, str]] = {}
     fresh = (ctx.selection.fresh_process and ctx.selection.repeat > 1) or ctx.round > 0
     for item, whole in stretches(work, ctx.selection.repeat, fresh):
         first_index = ctx.next_index
@@ -81,7 +97,7 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
         stretch = [(index, pair) for index, pair in numbered if index not in ctx.skip]
         if not stretch:
             continue
-        crashed = crashed_agents.get(id(item), "")
+        code, crashed = crashed_agents.get(id(item), ("UNAVAILABLE", ""))
         if fresh:
             first, repetition = stretch[0][1]
             repetition += ctx.round
@@ -89,8 +105,8 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
                 if item.ensure_fresh(repetition, first.threads):
                     crashed = ""  # a new process: an earlier crash no longer applies
             except Exception as error:  # noqa: BLE001 (a failed start fails the stretch)
-                crashed = f"starting a fresh {item.handle.name} for repetition {repetition}"
-                crashed += f" failed: {error}"
+                code, crashed = "UNAVAILABLE", f"starting a fresh {item.handle.name} for "
+                crashed += f"repetition {repetition} failed: {error}"
         samples: list[int]
         telemetry: pd.DataFrame | None
         for index, (cell, repetition) in stretch:
@@ -98,6 +114,7 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
                 try:
                     reason = item.ensure_threads(cell.threads)
                 except Exception as error:  # noqa: BLE001 (a failed restart fails the rest)
+                    code = "UNAVAILABLE"
                     crashed = f"restarting {item.handle.name} with {cell.threads} threads failed"
                     crashed += f": {error}"
                     reason = ""
@@ -115,29 +132,21 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
             ctx.display.cell_started(item.handle.name, cell)
             telemetry = None
             if crashed:
-                row, samples = (
-                    _failed(identity, ctx, "failed", "UNAVAILABLE", f"not run: {crashed}"),
-                    [],
-                )
+                row, samples = _failed(identity, ctx, "failed", code, f"not run: {crashed}"), []
             else:
                 try:
                     row, samples, telemetry = _scraped_cell(item, cell, identity, ctx)
                 except AgentCrashed as error:
-                    crashed = _recover(item, error)
-                    row, samples = (
-                        _failed(
-                            identity,
-                            ctx,
-                            "failed",
-                            "UNAVAILABLE",
-                            f"agent crashed during this cell: {error}",
-                        ),
-                        [],
-                    )
+                    code, crashed = "UNAVAILABLE", _recover(item, error)
+                    why = f"agent crashed during this cell: {error}"
+                    row, samples = _failed(identity, ctx, "failed", "UNAVAILABLE", why), []
+                except AgentBusy as error:  # another caller's run: leave the agent to it
+                    code, crashed = AGENT_BUSY, str(error)
+                    row, samples = _failed(identity, ctx, "failed", code, f"{error}{LEFT}"), []
             _finish(item.handle.name, row, samples, ctx, telemetry)
             if ctx.observe is not None:
                 ctx.observe(cell, row, samples)
-        crashed_agents[id(item)] = crashed
+        crashed_agents[id(item)] = (code, crashed)
 
 
 def _recover(item: AgentWork, error: AgentCrashed) -> str:
@@ -240,9 +249,14 @@ def _run_cell(
             raise
         except grpc.RpcError as error:
             code: grpc.StatusCode = error.code()
-            if code == grpc.StatusCode.FAILED_PRECONDITION and time.monotonic() < busy_until:
-                time.sleep(1.0)  # still finishing a timed-out cell: wait for it
-                continue
+            if code == grpc.StatusCode.FAILED_PRECONDITION:
+                details = error.details() or ""
+                if ctx.run_id not in details:  # the run it names is none of this run's cells
+                    raise AgentBusy(handle.name, details) from None
+                if time.monotonic() < busy_until:  # still stopping a cell that timed out
+                    ctx.display.cell_progress(handle.name, STOPPING, 0)
+                    time.sleep(1.0)
+                    continue
             return _rpc_failure(handle, request, identity, error, ctx), []
         except ProtocolViolation as error:
             return _failed(identity, ctx, "failed", ERROR_CODE, str(error)), []
@@ -271,5 +285,11 @@ def _rpc_failure(
         grpc.StatusCode.INTERNAL,
     ) and gone(handle):
         raise AgentCrashed(handle.exit_reason())
-    status = "cancelled" if code == grpc.StatusCode.CANCELLED else "failed"
+    # UNIMPLEMENTED: a cell the agent cannot run by its framework's rules (agent.proto), which
+    # it can tell only from the request (torch's BatchNorm at batch 1 on a 1x1 map): as a cell
+    # Describe rules out, unsupported with the agent's reason, not a failure.
+    status = _RPC_STATUS.get(code, "failed")
     return _failed(identity, ctx, status, code.name, details)
+
+
+_RPC_STATUS = {grpc.StatusCode.CANCELLED: "cancelled", grpc.StatusCode.UNIMPLEMENTED: "unsupported"}

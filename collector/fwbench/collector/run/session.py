@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from rich.console import Console
 from fwbench.collector.agents.launchers import Launcher, LauncherKind
 from fwbench.collector.agents.launchers.docker import remove_orphans
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.scratch import move_logs, scratch_folder
 from fwbench.collector.run.decide import DecideSettings, Decisions, run_until_decided
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.launch import check_identity, launch_all, make_launcher, restarter
@@ -84,7 +84,7 @@ def execute_run(
         raise SelectionError(f"{out_dir} already holds a run; choose another --out")
     if options.launcher == LauncherKind.DOCKER:
         remove_orphans()
-    log_dir = Path(tempfile.mkdtemp(prefix="fwbench-logs-"))
+    log_dir = scratch_folder("logs")
     try:
         launcher = make_launcher(options, run_id, log_dir, console)
     except BaseException:
@@ -123,8 +123,13 @@ def _execute(
         handles = launch_all(
             options.agents, manifests, launcher, options.start_timeout_seconds, options.security
         )
-    except BaseException:
-        shutil.rmtree(log_dir, ignore_errors=True)  # failures carry the log's last line
+    except BaseException as error:
+        # A failed start keeps the agents' logs in the run folder (and says where); an
+        # interrupted one keeps nothing.
+        kept = move_logs(log_dir, out_dir / "logs") if isinstance(error, Exception) else []
+        shutil.rmtree(log_dir, ignore_errors=True)
+        for log in kept:
+            console.print(f"agent log kept: {log}", highlight=False)
         raise
     work: list[AgentWork] = []
     try:

@@ -10,7 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +26,13 @@ from fwbench.collector.agents.launchers.base import (
     LaunchSettings,
 )
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.security import AGENT_VARIABLES
+
+# How long close() waits for abandoned starts to stop their processes (SIGTERM, then SIGKILL
+# after ProcessAgent.stop's grace) and remove their folders; an environment build under way
+# is not interrupted, and may take longer.
+CLOSE_WAIT_SECONDS = 30.0
 
 
 @dataclass
@@ -75,20 +81,39 @@ class LocalLauncher:
 
     def __init__(self, settings: LaunchSettings) -> None:
         self.settings = settings
+        self._closed = threading.Event()
+        self._starting = 0  # starts under way, in any thread
+        self._changed = threading.Condition()
 
     def start(self, manifest: AgentManifest, instance: str, threads: int) -> AgentHandle:
-        return start_local(
-            manifest,
-            self.settings.log_dir,
-            report=self.settings.report,
-            timeout_seconds=self.settings.start_timeout_seconds,
-            threads=threads,
-            instance=instance,
-        )
+        if self._closed.is_set():
+            raise AgentUnavailable(f"not starting {instance or manifest.name}: the run is ending")
+        with self._changed:
+            self._starting += 1
+        try:
+            return start_local(
+                manifest,
+                self.settings.log_dir,
+                report=self.settings.report,
+                timeout_seconds=self.settings.start_timeout_seconds,
+                threads=threads,
+                instance=instance,
+                abandon=self._closed,
+            )
+        finally:
+            with self._changed:
+                self._starting -= 1
+                self._changed.notify_all()
 
     def close(self) -> None:
-        """Nothing to sweep: every process is a handle's, in its own session, and dies with the
-        collector (--exit-with-parent)."""
+        """Abandons the starts still under way (an interrupt during start-up) and waits until
+        each has stopped its process and removed its ports folder: left to finish on their
+        own, they would outlive the collector (a worker thread interrupted in join() can be
+        taken for finished, and the interpreter does not wait for it at exit). Processes
+        started are their handles' to stop, and die with the collector (--exit-with-parent)."""
+        self._closed.set()
+        with self._changed:
+            self._changed.wait_for(lambda: self._starting == 0, timeout=CLOSE_WAIT_SECONDS)
 
 
 def start_local(
@@ -98,13 +123,18 @@ def start_local(
     timeout_seconds: float = START_TIMEOUT_SECONDS,
     threads: int = 0,
     instance: str = "",
+    abandon: threading.Event | None = None,
 ) -> ProcessAgent:
     """Prepares the environment if needed and starts the agent; raises AgentUnavailable or
     EnvironmentBuildError. The process is in its own session, so a Ctrl-C in the terminal
-    reaches only the collector, which then stops it in order."""
+    reaches only the collector, which then stops it in order. `abandon`, once set, ends the
+    start (AgentUnavailable) with the process stopped and its ports folder removed."""
     name = instance or manifest.name
+    abandoned = abandon.is_set if abandon is not None else lambda: False
     env = environment_for(manifest)
     env.ensure(report)
+    if abandoned():
+        raise AgentUnavailable(f"the start of {name} was abandoned: the run is ending")
     # The collector's own token and TLS files are not its agents' (agents/security.py).
     variables = {k: v for k, v in os.environ.items() if k not in AGENT_VARIABLES}
     variables.update(manifest.env)
@@ -112,7 +142,7 @@ def start_local(
     if threads:
         variables["FWBENCH_THREADS"] = str(threads)
         suffix = f"-threads{threads}"
-    ports_dir = Path(tempfile.mkdtemp(prefix="fwbench-ports-"))
+    ports_dir = scratch_folder("ports")
     handle = ProcessAgent(
         name=name,
         address="",
@@ -125,12 +155,16 @@ def start_local(
     try:
         handle.process = _spawn(_command(env.python, manifest, ports_dir), handle, variables)
         handle.host_pid = handle.process.pid
-        ports = _wait_for_ports(handle, ports_dir / "ports.json", timeout_seconds)
+        ports = _wait_for_ports(handle, ports_dir / "ports.json", timeout_seconds, abandoned)
         handle.address = f"127.0.0.1:{ports['grpc']}"
         if ports.get("metrics"):
             handle.metrics_address = f"127.0.0.1:{ports['metrics']}"
         handle.client = AgentClient(name, handle.address)
-        handle.client.wait_healthy(timeout_seconds, alive=handle.alive)
+        handle.client.wait_healthy(
+            timeout_seconds, alive=lambda: handle.alive() and not abandoned()
+        )
+        if abandoned():
+            raise AgentUnavailable(f"the start of {name} was abandoned: the run is ending")
     except BaseException:
         handle.stop()
         raise
@@ -180,15 +214,19 @@ def _spawn(
         )
 
 
-def _wait_for_ports(handle: ProcessAgent, ports_file: Path, timeout: float) -> dict[str, int]:
+def _wait_for_ports(
+    handle: ProcessAgent, ports_file: Path, timeout: float, abandoned: Callable[[], bool]
+) -> dict[str, int]:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not abandoned():
         if ports_file.exists():
             ports: dict[str, int] = json.loads(ports_file.read_text())
             return ports
         if not handle.alive():
             raise AgentUnavailable(f"agent {handle.name} failed to start: {handle.exit_reason()}")
         time.sleep(0.1)
+    if abandoned():
+        raise AgentUnavailable(f"the start of {handle.name} was abandoned: the run is ending")
     raise AgentUnavailable(
-        f"agent {handle.name} did not start within {timeout:.0f} s (log: {handle.log_path})"
+        f"agent {handle.name} did not start within {timeout:.0f} s: {handle.exit_reason()}"
     )

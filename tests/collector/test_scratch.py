@@ -1,0 +1,54 @@
+"""The collector's temporary folders carry its process id; the next command removes those of
+a collector that is gone (killed with SIGKILL), never a running one's or another kind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fwbench.collector.agents import scratch
+
+
+def _gone_pid() -> int:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
+                          capture_output=True, text=True)  # fmt: skip
+    return int(done.stdout)
+
+
+def test_folders_of_gone_collectors_are_removed_others_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(scratch.tempfile, "tempdir", None)  # re-read TMPDIR
+    gone = _gone_pid()
+    stale = [tmp_path / f"fwbench-logs-{gone}-abc", tmp_path / f"fwbench-ports-{gone}-x_1"]
+    kept = [
+        tmp_path / f"fwbench-logs-{os.getpid()}-abc",  # a running collector's
+        tmp_path / "fwbench-logs-k2j3h4_9",  # an older collector's name: no process id
+        tmp_path / f"fwbench-lock-{gone}-abc",  # not a kind this module makes
+    ]
+    for folder in stale + kept:
+        folder.mkdir()
+        (folder / "agent.log").write_text("x")
+    made = scratch.scratch_folder("logs")
+    assert made.parent == tmp_path and made.name.startswith(f"fwbench-logs-{os.getpid()}-")
+    assert not any(folder.exists() for folder in stale)
+    assert all(folder.exists() for folder in kept)
+
+
+def test_move_logs_moves_the_logs_and_removes_the_folder(tmp_path: Path) -> None:
+    logs = tmp_path / "scratch"
+    logs.mkdir()
+    (logs / "a.log").write_text("started")
+    (logs / "ports.json").write_text("{}")
+    moved = scratch.move_logs(logs, tmp_path / "run" / "logs")
+    assert moved == [tmp_path / "run" / "logs" / "a.log"] and moved[0].read_text() == "started"
+    assert not logs.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert scratch.move_logs(empty, tmp_path / "other" / "logs") == []
+    assert not (tmp_path / "other").exists() and not empty.exists()
