@@ -39,7 +39,10 @@ def test_peak_rss_covers_an_allocation_then_drops_at_the_next_workload(metrics):
     del block
     metrics.workload_finished({**LABELS, "batch_size": "1"})
     peak = gauges(metrics)["fwbench_process_resident_memory_peak_bytes"]
-    assert peak >= before + 195 * MB  # RSS counters are per-CPU approximations
+    # The peak covers what was resident during the workload. RSS counters are per-CPU
+    # approximations, and `before` can include pages the process gives back meanwhile (a CI
+    # run saw the peak 193 MB above it after a 200 MB block), so compare with `during`.
+    assert peak >= during["process_resident_memory_bytes"] - 8 * MB
     metrics.workload_started({**LABELS, "batch_size": "2"})
     after = gauges(metrics)
     assert after["fwbench_process_resident_memory_peak_bytes"] <= peak - 150 * MB
