@@ -30,7 +30,7 @@ def test_rounds_go_on_until_every_comparison_is_decided(tmp_path: Path, isolated
     out, done = _run(
         tmp_path,
         {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}},
-        "--aa", "fast", "--budget", "5m",
+        "--aa", "slow", "--budget", "5m",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     metadata = json.loads((out / "run.json").read_text())
@@ -38,10 +38,13 @@ def test_rounds_go_on_until_every_comparison_is_decided(tmp_path: Path, isolated
     detail = json.dumps(decided, indent=1)
     verdicts = {(d["agent"], d["key"][2]): d["verdict"] for d in decided["decisions"]}
     assert verdicts[("slow", 1)] == verdicts[("slow", 2)] == "slower", detail
-    # The A/A twin: equivalent, as the rules decide it in nearly every run; on a machine so
-    # loaded that two processes differ, it may stay open, but it is never called a difference.
+    # The A/A twin is compared with its own agent, not the baseline: equivalent, as the rules
+    # decide it in nearly every run; on a machine so loaded that two processes differ, it may
+    # stay open, but it is never called a difference.
+    against = {d["agent"]: d["against"] for d in decided["decisions"]}
+    assert against == {"slow": "fast", "slow#2": "slow"}, detail
     for batch in (1, 2):
-        assert verdicts[("fast#2", batch)] in ("equivalent", "undecided"), detail
+        assert verdicts[("slow#2", batch)] in ("equivalent", "undecided"), detail
     if set(verdicts.values()) == {"slower", "equivalent"}:
         assert decided["stopped"] == "every comparison decided", detail
     for decision in decided["decisions"]:

@@ -93,7 +93,7 @@ def decide_options(
 def decisions_table(decisions: dict[str, Any], title: str) -> Table:
     """Every comparison's verdict, with its interval and the processes it took."""
     table = Table(
-        title=f"{title}: against {decisions['baseline']}, measured until decided",
+        title=f"{title}: measured until decided (baseline {decisions['baseline']})",
         caption=(
             f"{decisions['rounds']} rounds in {decisions['seconds']:.0f} s of a "
             f"{decisions['budget_seconds']:.0f} s budget; stopped: {decisions['stopped']}. "
@@ -101,7 +101,7 @@ def decisions_table(decisions: dict[str, Any], title: str) -> Table:
             f"intervals at each comparison's last look ({decisions['method']})."
         ),
     )
-    for header in ("cell", "agent", "mode", "speedup", "interval", "processes", "verdict"):
+    for header in ("cell", "agent", "against", "speedup", "interval", "processes", "verdict"):
         table.add_column(header, justify="right" if header in ("speedup", "processes") else "left")
     for q in decisions["decisions"]:
         interval = "-" if q["ci_low"] is None else f"[{q['ci_low']:.3f}, {q['ci_high']:.3f}]"
@@ -109,8 +109,8 @@ def decisions_table(decisions: dict[str, Any], title: str) -> Table:
         verdict = q["verdict"] if not q["why"] else f"{q['verdict']} ({q['why']})"
         table.add_row(
             q["cell"],
-            q["agent"],
-            q["mode"] or "-",
+            q["agent"] + (f" ({q['mode']})" if q["mode"] else ""),
+            q["against"] + (f" ({q['against_mode']})" if q["against_mode"] else ""),
             speedup,
             interval,
             str(q["repetitions"]),

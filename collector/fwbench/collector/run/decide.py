@@ -2,9 +2,10 @@
 is decided, or the budget ends.
 
 The comparisons: every agent against the baseline (`--baseline`, default the first agent) in
-every cell both run; an A/A twin of the baseline (`--aa`) is one of them and should come out
-equivalent. Each round starts a fresh process of every agent and measures the cells with an
-open comparison, agents one after the other as in any run; after each round from the second,
+every cell both run; an A/A twin (`--aa NAME`: NAME#2) against its own agent NAME instead, so
+that the pair measures the noise and should come out equivalent. Each round starts a fresh
+process of every agent and measures the cells an open comparison needs, agents one after the
+other as in any run; after each round from the second,
 every open comparison is looked at with the sequential rules of stats/sequential.py (error
 rates held over repeated looks), and a cell whose comparisons are all decided is not measured
 again. Before a round, the time it will likely take (the last round's, scaled by the cells
@@ -22,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from fwbench.collector.agents.specs import base_name
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import Cell
 from fwbench.collector.run.work import AgentWork
@@ -44,12 +46,14 @@ def key_text(key: Key) -> str:
 
 @dataclass
 class Question:
-    """One comparison: `agent` (in `mode`) against the baseline (in its first mode) in `key`."""
+    """One comparison: `agent` (in `mode`) against agent `against` (in its first mode) in
+    `key`: the baseline, or for an A/A twin its own agent."""
 
     key: Key
     agent: str
     mode: str
-    baseline_mode: str
+    against: str
+    against_mode: str
     verdict: str = UNDECIDED
     speedup: float = float("nan")
     ci_low: float = float("nan")
@@ -105,20 +109,23 @@ def _finite(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def questions_for(work: Sequence[AgentWork], baseline: str) -> list[Question]:
-    """Every agent's cell (in each mode it runs) against the baseline's cell of the same key."""
-    base_modes: dict[Key, str] = {}
-    for item in work:
-        if item.handle.name == baseline:
-            for cell in item.cells:
-                if not cell.unsupported_reason:
-                    base_modes.setdefault(cell_key(cell), cell.mode)
-    found = []
+    """Every agent's cell (in each mode it runs) against the baseline's cell of the same key,
+    an A/A twin's against its own agent's; the baseline's twins against the baseline."""
+    first_modes: dict[tuple[str, Key], str] = {}
     for item in work:
         for cell in item.cells:
+            if not cell.unsupported_reason:
+                first_modes.setdefault((item.handle.name, cell_key(cell)), cell.mode)
+    found = []
+    for item in work:
+        name = item.handle.name
+        against = base_name(name) if base_name(name) != name else baseline
+        for cell in item.cells:
             key = cell_key(cell)
-            is_base = item.handle.name == baseline and cell.mode == base_modes.get(key)
-            if key in base_modes and not cell.unsupported_reason and not is_base:
-                found.append(Question(key, item.handle.name, cell.mode, base_modes[key]))
+            mode = first_modes.get((against, key))
+            if mode is None or cell.unsupported_reason or (name, cell.mode) == (against, mode):
+                continue
+            found.append(Question(key, name, cell.mode, against, mode))
     return found
 
 
@@ -150,7 +157,7 @@ def run_until_decided(
             break
         # The cells an open comparison needs: its contender's, and the baseline's.
         needed = {(q.agent, q.mode, q.key) for q in still}
-        needed |= {(settings.baseline, q.baseline_mode, q.key) for q in still}
+        needed |= {(q.against, q.against_mode, q.key) for q in still}
         for item in work:
             item.cells = [
                 c
@@ -186,7 +193,7 @@ def _look(decisions: Decisions, groups: dict[tuple[str, str, Key], list[np.ndarr
     for question in decisions.questions:
         if not question.open:
             continue
-        base = groups.get((settings.baseline, question.baseline_mode, question.key), [])
+        base = groups.get((question.against, question.against_mode, question.key), [])
         other = groups.get((question.agent, question.mode, question.key), [])
         if not base or not other:
             question.why = "no ok result on one side"
