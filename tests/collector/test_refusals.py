@@ -120,6 +120,14 @@ def test_a_cell_the_agent_cannot_run_is_unsupported_with_its_reason() -> None:
     assert run_status({"ok": 2, "unsupported": 1}, 3, False, "") == "ok"
 
 
+@pytest.mark.parametrize("said", ["Method not found!", "Method not implemented!"])
+def test_an_agent_without_a_run_method_fails_its_cells(said: str) -> None:
+    """gRPC's own UNIMPLEMENTED is no reason of the framework's: a failure, never a run that
+    exits 0 having measured nothing."""
+    rows = sweep(FakeClient({"conv2d": Refusal(grpc.StatusCode.UNIMPLEMENTED, said)}))
+    assert [r["status"] for r in rows] == ["ok", "failed", "ok"]
+
+
 def test_another_callers_run_fails_the_agents_cells_at_once_without_another_run() -> None:
     busy = "agent is busy with run theirs-3; it measures one workload at a time"
     client = FakeClient({"gemm": Refusal(grpc.StatusCode.FAILED_PRECONDITION, busy)})

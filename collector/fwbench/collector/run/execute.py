@@ -287,9 +287,14 @@ def _rpc_failure(
         raise AgentCrashed(handle.exit_reason())
     # UNIMPLEMENTED: a cell the agent cannot run by its framework's rules (agent.proto), which
     # it can tell only from the request (torch's BatchNorm at batch 1 on a 1x1 map): as a cell
-    # Describe rules out, unsupported with the agent's reason, not a failure.
+    # Describe rules out, unsupported with the agent's reason, not a failure. gRPC's own
+    # UNIMPLEMENTED (an agent with no Run method) is a failure: nothing could be measured.
     status = _RPC_STATUS.get(code, "failed")
+    if details in _NO_SUCH_METHOD:
+        status = "failed"
     return _failed(identity, ctx, status, code.name, details)
 
 
 _RPC_STATUS = {grpc.StatusCode.CANCELLED: "cancelled", grpc.StatusCode.UNIMPLEMENTED: "unsupported"}
+# What gRPC itself says for a method the server lacks, or a generated servicer's stub.
+_NO_SUCH_METHOD = ("Method not found!", "Method not implemented!")
