@@ -15,9 +15,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from fake_agent import write_fake_agents
+from fault_cli import folder_rows
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 CELLS = 5
@@ -46,13 +46,6 @@ def _fill(disk: Path) -> Path:
     return filler
 
 
-def _rows(folder: Path) -> pd.DataFrame:
-    try:
-        return pd.read_parquet(folder / "results.parquet")
-    except (FileNotFoundError, OSError, ValueError):
-        return pd.DataFrame()
-
-
 def _collector(store: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(COLLECTOR), *args, "--store", str(store)],
@@ -76,7 +69,7 @@ def _run_and_fill(tmp_path: Path, store: Path, out: Path, disk: Path) -> tuple[i
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
     deadline = time.monotonic() + 300
-    while len(_rows(out)) < 1:
+    while len(folder_rows(out)) < 1:
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.1)
     filler = _fill(disk)
@@ -110,7 +103,7 @@ def test_a_full_disk_under_the_store_stops_the_run_with_its_cause(
     resumed = _collector(store, "run", "--resume", run_id, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert _run_status(store, run_id, tmp_path) == "ok"
-    assert sorted(_rows(out)["cell"]) == list(range(CELLS))
+    assert sorted(folder_rows(out)["cell"]) == list(range(CELLS))
 
 
 def test_a_full_disk_under_the_run_folder_stops_the_run_and_keeps_the_store(
@@ -126,10 +119,10 @@ def test_a_full_disk_under_the_run_folder_stops_the_run_and_keeps_the_store(
     stored = _collector(store, "results", run_id, "--json", cwd=tmp_path)
     rows = json.loads(stored.stdout)
     assert len(rows) >= 2  # the cell whose folder write failed was committed to the store
-    assert len(rows) > len(_rows(out))
+    assert len(rows) > len(folder_rows(out))
 
     filler.unlink()
     resumed = _collector(store, "run", "--resume", run_id, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
-    assert sorted(_rows(out)["cell"]) == list(range(CELLS))
+    assert sorted(folder_rows(out)["cell"]) == list(range(CELLS))
     assert json.loads((out / "run.json").read_text())["status"] == "ok"

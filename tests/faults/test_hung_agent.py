@@ -12,17 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 from fake_agent import write_fake_agents
+from fault_cli import folder_rows
 
 COLLECTOR = Path(sys.executable).with_name("collector")
-
-
-def _rows(folder: Path) -> pd.DataFrame:
-    try:
-        return pd.read_parquet(folder / "results.parquet")
-    except (FileNotFoundError, OSError, ValueError):  # not written yet, or mid-replace
-        return pd.DataFrame()
 
 
 def test_a_stopped_agent_is_hung_killed_restarted_and_the_sweep_goes_on(tmp_path: Path) -> None:
@@ -40,16 +33,16 @@ def test_a_stopped_agent_is_hung_killed_restarted_and_the_sweep_goes_on(tmp_path
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     deadline = time.monotonic() + 300
-    while len(_rows(out)) < 1:
+    while len(folder_rows(out)) < 1:
         assert process.poll() is None and time.monotonic() < deadline, process.stderr
         time.sleep(0.2)
-    pid = int(_rows(out)["agent_pid"].iloc[0])
+    pid = int(folder_rows(out)["agent_pid"].iloc[0])
     time.sleep(1.0)  # into the second cell's timed loop
     os.kill(pid, signal.SIGSTOP)
     _, stderr = process.communicate(timeout=300)
     elapsed = time.monotonic() - started
     assert process.returncode == 1, stderr.decode()
-    rows = _rows(out).sort_values("cell")
+    rows = folder_rows(out).sort_values("cell")
     assert list(rows["status"]) == ["ok", "failed", "ok"]
     assert "sent nothing for 5 s" in rows["error"].iloc[1]
     assert rows["agent_pid"].iloc[2] != pid  # a fresh process measured the rest

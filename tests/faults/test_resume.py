@@ -14,16 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 from fake_agent import write_fake_agents
+from fault_cli import folder_rows
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 BATCH_SIZES = "1,2,3,4,5"
-
-
-def _rows(folder: Path) -> pd.DataFrame:
-    try:
-        return pd.read_parquet(folder / "results.parquet")
-    except (FileNotFoundError, OSError, ValueError):  # not written yet, or mid-replace
-        return pd.DataFrame()
 
 
 def _collector(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -49,13 +43,13 @@ def _start(tmp_path: Path, out: Path) -> subprocess.Popen[bytes]:
         return subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
 
 
-def _wait_rows(process: subprocess.Popen[bytes], out: Path, count: int) -> pd.DataFrame:
+def _waitfolder_rows(process: subprocess.Popen[bytes], out: Path, count: int) -> pd.DataFrame:
     deadline = time.monotonic() + 300
-    while len(_rows(out)) < count:
+    while len(folder_rows(out)) < count:
         assert process.poll() is None, (out.parent / "collector.log").read_text()
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    return _rows(out)
+    return folder_rows(out)
 
 
 def _listed_status(tmp_path: Path, run_id: str) -> str:
@@ -69,7 +63,7 @@ def test_a_killed_collectors_run_is_interrupted_and_resume_measures_only_the_res
 ) -> None:
     out = tmp_path / "run"
     process = _start(tmp_path, out)
-    before = _wait_rows(process, out, 2)
+    before = _waitfolder_rows(process, out, 2)
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     # While it measures, the run is its collector's: no second collector takes it over.
     busy = _collector(tmp_path, "run", "--resume", run_id)
@@ -77,7 +71,7 @@ def test_a_killed_collectors_run_is_interrupted_and_resume_measures_only_the_res
     assert "still being measured by collector pid" in busy.stderr
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
-    before = _rows(out)  # what the killed collector had committed and exported
+    before = folder_rows(out)  # what the killed collector had committed and exported
     assert _listed_status(tmp_path, run_id) == "interrupted"
     assert json.loads((out / "run.json").read_text())["status"] == "running"
 
@@ -86,7 +80,7 @@ def test_a_killed_collectors_run_is_interrupted_and_resume_measures_only_the_res
     resumed = _collector(tmp_path, "run", "--resume", run_id)
     assert resumed.returncode == 0, resumed.stderr
 
-    rows = _rows(out).sort_values("cell")
+    rows = folder_rows(out).sort_values("cell")
     assert rows["cell"].tolist() == list(range(5))
     assert set(rows["status"]) == {"ok"}
     assert rows["batch_size"].tolist() == [1, 2, 3, 4, 5]  # each cell where the plan put it
@@ -112,18 +106,18 @@ def test_a_killed_collectors_run_is_interrupted_and_resume_measures_only_the_res
 def test_resume_after_ctrl_c_measures_the_cancelled_cell_again(tmp_path: Path) -> None:
     out = tmp_path / "run"
     process = _start(tmp_path, out)
-    _wait_rows(process, out, 1)
+    _waitfolder_rows(process, out, 1)
     time.sleep(0.5)  # into the second cell
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=120) == 130, (tmp_path / "collector.log").read_text()
-    rows = _rows(out)
+    rows = folder_rows(out)
     assert "cancelled" in set(rows["status"]), rows[["cell", "status"]]
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     assert _listed_status(tmp_path, run_id) == "interrupted"
 
     resumed = _collector(tmp_path, "run", "--resume", run_id)
     assert resumed.returncode == 0, resumed.stderr
-    rows = _rows(out).sort_values("cell")
+    rows = folder_rows(out).sort_values("cell")
     assert rows["cell"].tolist() == list(range(5))
     assert set(rows["status"]) == {"ok"}
 
@@ -133,7 +127,7 @@ def test_resume_refuses_unknown_runs_and_runs_of_changed_agents(tmp_path: Path) 
     assert unknown.returncode == 2 and "no run '20250101-000000-dead'" in unknown.stderr
     out = tmp_path / "run"
     process = _start(tmp_path, out)
-    _wait_rows(process, out, 1)
+    _waitfolder_rows(process, out, 1)
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     run_id = json.loads((out / "run.json").read_text())["run_id"]
@@ -143,5 +137,5 @@ def test_resume_refuses_unknown_runs_and_runs_of_changed_agents(tmp_path: Path) 
     changed = _collector(tmp_path, "run", "--resume", run_id)
     assert changed.returncode == 2, changed.stderr
     assert "agent steady changed" in changed.stderr and "variant" in changed.stderr
-    assert len(_rows(out)) >= 1  # nothing lost
+    assert len(folder_rows(out)) >= 1  # nothing lost
     assert _listed_status(tmp_path, run_id) == "interrupted"  # nothing claimed either

@@ -91,11 +91,17 @@ class RichDisplay:
             TimeElapsedColumn(),
             console=console,
         )
-        self._tasks: dict[str, TaskID] = {
+        self._tasks: dict[str, TaskID] = {}
+        self._add_tasks(cells_per_agent)
+        self._labels: dict[str, str] = {}
+
+    def _add_tasks(self, cells_per_agent: dict[str, int]) -> None:
+        """One bar per agent with cells to measure."""
+        self._tasks = {
             agent: self.progress.add_task("waiting", total=total, agent=agent)
             for agent, total in cells_per_agent.items()
+            if total
         }
-        self._labels: dict[str, str] = {}
 
     def new_round(self, number: int, cells_per_agent: dict[str, int]) -> None:
         """Measuring until decided: one bar per agent for this round's cells."""
@@ -105,11 +111,7 @@ class RichDisplay:
         self.progress.console.print(
             f"round {number + 1}: {open_cells} cells with an open comparison", highlight=False
         )
-        self._tasks = {
-            agent: self.progress.add_task("waiting", total=total, agent=agent)
-            for agent, total in cells_per_agent.items()
-            if total
-        }
+        self._add_tasks(cells_per_agent)
 
     def __enter__(self) -> RichDisplay:
         self.progress.start()
