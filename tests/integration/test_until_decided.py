@@ -64,6 +64,19 @@ def test_rounds_go_on_until_every_comparison_is_decided(tmp_path: Path, isolated
         assert agent_rows["agent_pid"].diff().fillna(1).ne(0).sum() == len(per_round)
     assert "measured until decided" in done.stdout and "slower" in done.stdout
     assert metadata["status"] == "ok"
+    # compare and the report show the run's own sequential decisions, said to be the answers.
+    run_id = metadata["run_id"]
+    compared = collector("compare", run_id, "--baseline", "fast", "--format", "json", cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    assert json.loads(compared.stdout)["until_decided"]["decisions"] == decided["decisions"]
+    table = collector("compare", run_id, "--baseline", "fast", cwd=tmp_path)
+    assert "measured until decided" in table.stdout and "sequential decisions" in table.stdout
+    reported = collector("report", run_id, "--out", str(tmp_path / "report"), cwd=tmp_path)
+    assert reported.returncode == 0, reported.stderr
+    page = (tmp_path / "report" / "report.md").read_text()
+    section = page.split("## Measured until decided (baseline fast)")[1]
+    for decision in decided["decisions"]:
+        assert f"| {decision['cell']} | {decision['agent']} | {decision['against']} |" in section
 
 
 def test_a_decided_cell_is_not_measured_again(tmp_path: Path, isolated_store) -> None:

@@ -13,6 +13,12 @@ from rich.text import Text
 
 from fwbench.collector.analysis.compare import Comparison, ComparisonSet
 from fwbench.collector.analysis.contenders import KEY_COLUMNS, key_label
+from fwbench.collector.analysis.decisions import (
+    DECISION_HEADERS,
+    SEQUENTIAL_NOTE,
+    decision_rows,
+    decisions_caption,
+)
 from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
 
 
@@ -131,11 +137,16 @@ def rich_table(result: ComparisonSet) -> Table:
     return table
 
 
-def markdown(result: ComparisonSet) -> str:
+def markdown(result: ComparisonSet, decided: dict[str, Any] | None = None) -> str:
     lines = [f"## {result.title}", "", noise_floor_text(result), ""]
     lines += ["| " + " | ".join(HEADERS) + " |", "|" + " --- |" * len(HEADERS)]
     lines += ["| " + " | ".join(row_cells(c)) + " |" for c in result.comparisons]
     lines += [f"- not compared: {reason}" for reason in result.skipped]
+    if decided is not None:
+        lines += ["", f"## Measured until decided (baseline {decided['baseline']})", ""]
+        lines += [decisions_caption(decided), "", SEQUENTIAL_NOTE, ""]
+        lines += ["| " + " | ".join(DECISION_HEADERS) + " |", "|" + " --- |" * 7]
+        lines += ["| " + " | ".join(cells) + " |" for cells, _ in decision_rows(decided)]
     return "\n".join(lines) + "\n"
 
 
@@ -143,7 +154,8 @@ def csv(result: ComparisonSet) -> str:
     return str(pd.DataFrame([record(c) for c in result.comparisons]).to_csv(index=False))
 
 
-def json_text(result: ComparisonSet) -> str:
+def json_text(result: ComparisonSet, decided: dict[str, Any] | None = None) -> str:
+    """`decided`: the run's until-decided record (its sequential decisions), when it has one."""
     document = {
         "title": result.title,
         "default_noise_floor": result.default_floor,
@@ -165,5 +177,6 @@ def json_text(result: ComparisonSet) -> str:
         ],
         "comparisons": [record(c) for c in result.comparisons],
         "skipped": result.skipped,
+        "until_decided": decided,
     }
     return json.dumps(document, indent=2)

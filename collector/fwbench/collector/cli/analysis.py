@@ -10,8 +10,10 @@ import typer
 from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
 from fwbench.collector.analysis.contenders import ComparisonError, RunData, load_run
+from fwbench.collector.analysis.decisions import SEQUENTIAL_NOTE, stored_decisions
 from fwbench.collector.analysis.report import write_report
 from fwbench.collector.cli.common import StorePath, console, fail, fail_with
+from fwbench.collector.cli.decide import decisions_table
 from fwbench.collector.stats.significance import DEFAULT_MARGIN, DEFAULT_NOISE_FLOOR
 from fwbench.collector.store import ResultStore, default_store_path
 
@@ -73,16 +75,20 @@ def compare(
             fail("give one run (with --baseline) or two runs (RUN_A RUN_B)")
     except ComparisonError as error:
         fail_with(error)
+    decided = stored_decisions(loaded[0].metadata) if len(loaded) == 1 else None
     if output_format == formats.OutputFormat.TABLE:
         console.print(formats.rich_table(result))
         for reason in result.skipped:
             console.print(f"not compared: {reason}", highlight=False)
+        if decided is not None:
+            console.print(decisions_table(decided, f"run {runs[0]}"))
+            console.print(SEQUENTIAL_NOTE, highlight=False)
     elif output_format == formats.OutputFormat.MARKDOWN:
-        print(formats.markdown(result), end="")
+        print(formats.markdown(result, decided), end="")
     elif output_format == formats.OutputFormat.CSV:
         print(formats.csv(result), end="")
     else:
-        print(formats.json_text(result))
+        print(formats.json_text(result, decided))
 
 
 def report(

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from fwbench.collector.analysis.decisions import DECISION_HEADERS, decision_rows, decisions_caption
 from fwbench.collector.run.plan import SelectionError
 from fwbench.collector.stats.significance import (
     DEFAULT_MARGIN,
@@ -94,26 +95,10 @@ def decisions_table(decisions: dict[str, Any], title: str) -> Table:
     """Every comparison's verdict, with its interval and the processes it took."""
     table = Table(
         title=f"{title}: measured until decided (baseline {decisions['baseline']})",
-        caption=(
-            f"{decisions['rounds']} rounds in {decisions['seconds']:.0f} s of a "
-            f"{decisions['budget_seconds']:.0f} s budget; stopped: {decisions['stopped']}. "
-            f"Equivalent: within ±{max(decisions['margin'], decisions['floor']):.0%}; "
-            f"intervals at each comparison's last look ({decisions['method']})."
-        ),
+        caption=decisions_caption(decisions),
     )
-    for header in ("cell", "agent", "against", "speedup", "interval", "processes", "verdict"):
+    for header in DECISION_HEADERS:
         table.add_column(header, justify="right" if header in ("speedup", "processes") else "left")
-    for q in decisions["decisions"]:
-        interval = "-" if q["ci_low"] is None else f"[{q['ci_low']:.3f}, {q['ci_high']:.3f}]"
-        speedup = "-" if q["speedup"] is None else f"{q['speedup']:.3f}x"
-        verdict = q["verdict"] if not q["why"] else f"{q['verdict']} ({q['why']})"
-        table.add_row(
-            q["cell"],
-            q["agent"] + (f" ({q['mode']})" if q["mode"] else ""),
-            q["against"] + (f" ({q['against_mode']})" if q["against_mode"] else ""),
-            speedup,
-            interval,
-            str(q["repetitions"]),
-            Text(verdict, style=_STYLES.get(q["verdict"], "yellow")),
-        )
+    for cells, verdict in decision_rows(decisions):
+        table.add_row(*cells[:-1], Text(cells[-1], style=_STYLES.get(verdict, "yellow")))
     return table

@@ -16,6 +16,13 @@ import pandas as pd
 from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import ComparisonSet, compare_to_baseline
 from fwbench.collector.analysis.contenders import RunData, contenders
+from fwbench.collector.analysis.decisions import (
+    DECISION_HEADERS,
+    SEQUENTIAL_NOTE,
+    decision_rows,
+    decisions_caption,
+    stored_decisions,
+)
 from fwbench.collector.analysis.report import data, figures
 from fwbench.collector.stats.samples import MIN_SAMPLES, NOISY_CV, TUKEY_K
 from fwbench.collector.stats.significance import ALPHA, DEFAULT_NOISE_FLOOR
@@ -121,6 +128,19 @@ def _repetitions(selection: dict[str, Any]) -> str:
     return f"{repeat} ({'a fresh process per repetition' if fresh else 'one process per agent'})"
 
 
+def _decisions(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    decided = stored_decisions(metadata)
+    if decided is None:
+        return None
+    return {
+        "baseline": decided["baseline"],
+        "caption": decisions_caption(decided),
+        "note": SEQUENTIAL_NOTE,
+        "headers": list(DECISION_HEADERS),
+        "rows": [cells for cells, _ in decision_rows(decided)],
+    }
+
+
 def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, Any]:
     metadata = run.metadata
     environments = data.environments(run)
@@ -140,6 +160,7 @@ def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, An
         "comparison_headers": list(formats.HEADERS),
         "comparisons": comparison_rows,
         "skipped": result.skipped,
+        "decisions": _decisions(metadata),
         "statistics_headers": STATISTICS_HEADERS,
         "statistics": _statistics_rows(run),
         "environment_headers": list(environments.columns),

@@ -1,0 +1,52 @@
+"""The decisions a run measured `--until-decided` stored in its metadata (run/decide.py's
+Decisions.record()), as rows for the CLI, `compare` and the report. They are the run's
+answers: made by the sequential procedure whose error rates hold under its repeated looks,
+which a fixed-level test re-run on the same data afterwards does not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+DECISION_HEADERS = ("cell", "agent", "against", "speedup", "interval", "processes", "verdict")
+SEQUENTIAL_NOTE = (
+    "This run was measured until decided: its answers are the sequential decisions "
+    "(alpha spent over the looks). The fixed-level tests of the comparison table re-test "
+    "the same data after those looks, so their error rates do not hold: read them as "
+    "descriptions, not verdicts."
+)
+
+
+def stored_decisions(metadata: dict[str, Any]) -> dict[str, Any] | None:
+    """The run's until-decided record, or None for a run measured a fixed number of times."""
+    record = metadata.get("until_decided")
+    return record if isinstance(record, dict) and record.get("decisions") is not None else None
+
+
+def decisions_caption(decisions: dict[str, Any]) -> str:
+    margin = max(decisions["margin"], decisions["floor"])
+    return (
+        f"{decisions['rounds']} rounds in {decisions['seconds']:.0f} s of a "
+        f"{decisions['budget_seconds']:.0f} s budget; stopped: {decisions['stopped']}. "
+        f"Equivalent: within ±{margin:.0%}; intervals at each comparison's last look "
+        f"({decisions['method']})."
+    )
+
+
+def decision_rows(decisions: dict[str, Any]) -> list[tuple[list[str], str]]:
+    """One row of DECISION_HEADERS per comparison, with its bare verdict (for styling)."""
+    rows = []
+    for q in decisions["decisions"]:
+        interval = "-" if q["ci_low"] is None else f"[{q['ci_low']:.3f}, {q['ci_high']:.3f}]"
+        speedup = "-" if q["speedup"] is None else f"{q['speedup']:.3f}x"
+        verdict = q["verdict"] if not q["why"] else f"{q['verdict']} ({q['why']})"
+        cells = [
+            q["cell"],
+            q["agent"] + (f" ({q['mode']})" if q["mode"] else ""),
+            q["against"] + (f" ({q['against_mode']})" if q["against_mode"] else ""),
+            speedup,
+            interval,
+            str(q["repetitions"]),
+            verdict,
+        ]
+        rows.append((cells, q["verdict"]))
+    return rows
