@@ -106,8 +106,12 @@ def test_a_decided_cell_is_not_measured_again(tmp_path: Path, isolated_store) ->
 def test_the_budget_stops_the_rounds(tmp_path: Path, isolated_store) -> None:
     out, done = _run(tmp_path, {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}}, "--budget", "1s")
     assert done.returncode == 0, done.stderr
-    decided = json.loads((out / "run.json").read_text())["until_decided"]
+    metadata = json.loads((out / "run.json").read_text())
+    decided = metadata["until_decided"]
     assert decided["stopped"].startswith("budget: the next round would likely take")
+    # Short processes by default (3 iterations), a given --min-seconds kept.
+    loop = metadata["selection"]["loop"]
+    assert (loop["min_iterations"], loop["min_seconds"]) == (3, 0.2), loop
     assert decided["rounds"] == 1  # the first round alone overruns 1 s
     assert all(d["verdict"] == "undecided" for d in decided["decisions"])
     assert all(d["why"].startswith("budget") for d in decided["decisions"])

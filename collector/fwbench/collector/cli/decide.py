@@ -23,6 +23,11 @@ from fwbench.collector.stats.significance import (
 
 DEFAULT_BUDGET = "10m"
 DEFAULT_MAX_ROUNDS = 20  # --repeat's meaning with --until-decided, unless given
+# Rounds of short processes: the spread between processes, not the samples within one, sets
+# the intervals, so a round's time goes further on more processes (measured: docs/report.md,
+# "Samples per process or processes"). Used unless --iterations / --min-seconds are given.
+DECIDED_MIN_ITERATIONS = 3
+DECIDED_MIN_SECONDS = 0.5
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 _STYLES = {FASTER: "green", SLOWER: "red", EQUIVALENT: "cyan"}
 
@@ -32,7 +37,9 @@ UntilDecided = Annotated[
         "--until-decided",
         help="Add fresh-process rounds until every agent is decided against --baseline in "
         "every cell (faster, slower or equivalent within --margin), or --budget ends; decided "
-        "cells stop being measured. --repeat is then the most rounds (default 20).",
+        "cells stop being measured. --repeat is then the most rounds (default 20); "
+        f"--iterations and --min-seconds default to {DECIDED_MIN_ITERATIONS} and "
+        f"{DECIDED_MIN_SECONDS} s (short processes, many of them).",
     ),
 ]
 Budget = Annotated[

@@ -19,6 +19,8 @@ from fwbench.collector.cli.common import (
     load_manifests,
 )
 from fwbench.collector.cli.decide import (
+    DECIDED_MIN_ITERATIONS,
+    DECIDED_MIN_SECONDS,
     DEFAULT_BUDGET,
     DEFAULT_MAX_ROUNDS,
     Baseline,
@@ -196,6 +198,9 @@ def run(
         decide = decide_options(until_decided, budget, baseline, margin, agent_specs, fresh_process)
         if decide and getattr(ctx.get_parameter_source("repeat"), "name", "") != "COMMANDLINE":
             repeat = DEFAULT_MAX_ROUNDS
+        if decide:
+            iterations = iterations or DECIDED_MIN_ITERATIONS
+            min_seconds = DECIDED_MIN_SECONDS if min_seconds is None else min_seconds
         selection = build_selection(
             catalogue,
             workloads=workloads,
