@@ -89,6 +89,8 @@ ADDED_LATER = (
     "noisy",
     "agent_pid",
     "settings_mismatch",
+    "environment_source",
+    "agent_python",
 )
 
 
@@ -135,8 +137,8 @@ def old_store(tmp_path: Path) -> ResultStore:
     return db
 
 
-def test_schema_version_is_5() -> None:
-    assert SCHEMA_VERSION == 5
+def test_schema_version_is_6() -> None:
+    assert SCHEMA_VERSION == 6
 
 
 @pytest.mark.parametrize("version", [1, 2])

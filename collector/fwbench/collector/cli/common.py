@@ -19,6 +19,7 @@ from rich.markup import escape
 from fwbench.collector.agents.client import AgentUnavailable, IncompatibleAgent
 from fwbench.collector.agents.docker_engine import DockerUnavailable
 from fwbench.collector.agents.environments import EnvironmentBuildError
+from fwbench.collector.agents.existing import EnvironmentUnsuitable
 from fwbench.collector.agents.locks import LockError
 from fwbench.collector.agents.manifest import (
     AgentManifest,
@@ -53,6 +54,7 @@ EXIT_CODES: dict[type[Exception], ExitCode] = {
     AgentUnavailable: ExitCode.NOT_STARTED,
     IncompatibleAgent: ExitCode.NOT_STARTED,
     EnvironmentBuildError: ExitCode.NOT_STARTED,
+    EnvironmentUnsuitable: ExitCode.NOT_STARTED,
     LockError: ExitCode.NOT_STARTED,
     ImageBuildError: ExitCode.NOT_STARTED,
     DockerUnavailable: ExitCode.NOT_STARTED,

@@ -9,11 +9,14 @@ from typing import Annotated
 
 import typer
 
+from fwbench.collector.agents.environments import EnvironmentBuildError
+from fwbench.collector.agents.existing import EnvironmentUnsuitable, check_pythons, parse_pythons
 from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.specs import AgentSpecError, expand_instances, resolve_agents
 from fwbench.collector.cli.common import (
     ManifestDirs,
     StorePath,
+    errors,
     fail,
     fail_with,
     load_manifests,
@@ -143,6 +146,18 @@ def run(
             "(a container each, from its image, built when missing or stale)."
         ),
     ] = LauncherKind.LOCAL,
+    python: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--python",
+            metavar="[AGENT=]PATH",
+            help="local: run agents with an existing Python (a conda or cluster environment "
+            "that already has the framework) instead of a virtual environment the collector "
+            "makes; AGENT=PATH for one agent (repeatable). Nothing is installed there: the "
+            "agent's own packages go on its PYTHONPATH, and what is missing is refused up "
+            "front with the command to install it.",
+        ),
+    ] = None,
     cpuset: Annotated[
         str, typer.Option(help="docker: CPUs each container is pinned to, e.g. 0-1 or 1.")
     ] = "",
@@ -189,12 +204,16 @@ def run(
         fail("--memory and --pids-limit limit containers: they need --launcher docker")
     if cpuset and launcher != LauncherKind.DOCKER:
         fail("--cpuset needs --launcher docker")
+    if python and launcher != LauncherKind.LOCAL:
+        fail("--python runs agents as local processes: it goes with --launcher local")
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     catalogue = load_catalogue()
     declared = load_manifests(manifests)
     try:
         agent_specs = expand_instances(split_list(agents), split_list(aa))
         resolve_agents(agent_specs, declared)
+        pythons = parse_pythons(python or [], declared)
+        check_pythons(pythons, agent_specs, declared, errors.print)
         decide = decide_options(until_decided, budget, baseline, margin, agent_specs, fresh_process)
         if decide and getattr(ctx.get_parameter_source("repeat"), "name", "") != "COMMANDLINE":
             repeat = DEFAULT_MAX_ROUNDS
@@ -215,7 +234,7 @@ def run(
             repeat=repeat,
             fresh_process=fresh_process,
         )
-    except (SelectionError, AgentSpecError) as error:
+    except (SelectionError, AgentSpecError, EnvironmentUnsuitable, EnvironmentBuildError) as error:
         fail_with(error)
     options = RunOptions(
         agent_specs,
@@ -231,6 +250,7 @@ def run(
         memory=memory,
         pids_limit=pids_limit,
         manifest_dirs=tuple(str(path.resolve()) for path in manifests or ()),
+        pythons=pythons,
         security=security,
         **decide,
     )

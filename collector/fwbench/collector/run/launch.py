@@ -41,6 +41,7 @@ def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Cons
         memory=options.memory,
         pids_limit=options.pids_limit,
         image_for=image_for,
+        pythons=options.pythons,
     )
     return launcher_for(options.launcher, settings)
 

@@ -36,6 +36,8 @@ class RunOptions:
     memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share
     pids_limit: int = DEFAULT_PIDS_LIMIT  # docker: each container's process limit
     manifest_dirs: tuple[str, ...] = ()  # extra manifest folders (--manifests)
+    # --python: existing interpreters of local agents, by agent name ("" = every agent).
+    pythons: dict[str, str] = dataclasses.field(default_factory=dict)
     # --until-decided (run/decide.py): the budget in seconds (None: a plain run), the agent
     # every other is compared with, the noise floor and the equivalence margin.
     until_decided_seconds: float | None = None
@@ -71,4 +73,5 @@ def options_from_record(
     values["launcher"] = LauncherKind(values.get("launcher", LauncherKind.LOCAL.value))
     values["agents"] = tuple(values["agents"])
     values["manifest_dirs"] = tuple(values.get("manifest_dirs", ()))
+    values["pythons"] = dict(values.get("pythons", {}))
     return RunOptions(out_dir=out_dir, store_path=store_path, command_line=command_line, **values)

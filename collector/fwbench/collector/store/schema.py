@@ -16,8 +16,9 @@ import pandas as pd
 # 4 (fwbench 0.4): agent_pid, the process that measured the row (`--repeat` starts a fresh
 #   one per repetition by default).
 # 5 (fwbench 0.5): settings_mismatch, what an agent ran otherwise than asked.
+# 6 (fwbench 0.6): environment_source and agent_python, where the agent's Python came from.
 # Rows of an older version load with the newer columns empty.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 STATUSES = ("ok", "failed", "unsupported", "cancelled")
 
 
@@ -70,6 +71,19 @@ COLUMNS: tuple[Column, ...] = (
         "string",
         "Docker launcher: the image's registry digest (NAME@sha256:...); empty for an image "
         "built locally and never pushed or pulled",
+    ),
+    Column(
+        "environment_source",
+        "string",
+        "Where the agent's environment came from: built (a virtual environment the collector "
+        "made from the manifest), existing (an interpreter given with --python, which the "
+        "collector did not make), image (Docker launcher) or attached (someone else's "
+        "process); empty in runs before schema 6",
+    ),
+    Column(
+        "agent_python",
+        "string",
+        "Local launcher: the Python interpreter the agent ran with; empty otherwise",
     ),
     Column("framework", "string", "Framework the agent runs (torch, tensorflow, jax)"),
     Column("framework_version", "string", "Framework version as the agent reports it"),

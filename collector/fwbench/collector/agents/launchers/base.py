@@ -7,7 +7,7 @@ gRPC health service answers SERVING."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -67,7 +67,13 @@ class AgentHandle:
 
     def identity(self) -> dict[str, Any]:
         """Launcher-specific columns of every row this agent measures (results schema)."""
-        return {"image": "", "image_id": "", "image_digest": ""}
+        return {
+            "image": "",
+            "image_id": "",
+            "image_digest": "",
+            "environment_source": self.kind,  # attached; local and docker say theirs
+            "agent_python": "",
+        }
 
     def metadata(self) -> dict[str, Any]:
         """What run.json records of how this agent ran."""
@@ -125,3 +131,5 @@ class LaunchSettings:
     pids_limit: int = DEFAULT_PIDS_LIMIT
     # docker: the image of an agent, built or refreshed when needed (images/build.py).
     image_for: Callable[[AgentManifest], ImageInfo] | None = None
+    # local: existing interpreters (`--python`), by agent name; "" for every agent.
+    pythons: Mapping[str, str] = field(default_factory=dict)

@@ -95,9 +95,11 @@ class ContainerAgent(AgentHandle):
     def identity(self) -> dict[str, Any]:
         image = self.image
         return {
+            **super().identity(),
             "image": image.tag if image else "",
             "image_id": image.id if image else "",
             "image_digest": image.digest if image else "",
+            "environment_source": "image",
         }
 
     def metadata(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Local launcher: the agent's virtual environment (made from its manifest, see
-agents/environments.py), the agent as its own process on free loopback ports, health-checked,
-and always stopped at the end."""
+agents/environments.py, or one that already exists: `--python`, agents/existing.py), the agent
+as its own process on free loopback ports, health-checked, and always stopped at the end."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from fwbench.collector.agents.client import AgentClient, AgentUnavailable
-from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.environments import AgentEnvironment, environment_for
+from fwbench.collector.agents.existing import ExistingEnvironment
 from fwbench.collector.agents.launchers.base import (
     START_TIMEOUT_SECONDS,
     AgentHandle,
@@ -43,6 +44,8 @@ class ProcessAgent(AgentHandle):
 
     process: subprocess.Popen[bytes] | None = None
     env_path: Path | None = None
+    python: Path | None = None  # the interpreter it runs with
+    existing: bool = False  # an environment the collector did not make (--python)
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -70,8 +73,20 @@ class ProcessAgent(AgentHandle):
             self.process.kill()
             self.process.wait()
 
+    def identity(self) -> dict[str, Any]:
+        return {
+            **super().identity(),
+            "environment_source": "existing" if self.existing else "built",
+            "agent_python": str(self.python or ""),
+        }
+
     def metadata(self) -> dict[str, Any]:
-        return {**super().metadata(), "environment_path": str(self.env_path or "") or None}
+        return {
+            **super().metadata(),
+            "environment_path": str(self.env_path or "") or None,
+            "environment_source": "existing" if self.existing else "built",
+            "python": str(self.python or "") or None,
+        }
 
 
 class LocalLauncher:
@@ -99,6 +114,7 @@ class LocalLauncher:
                 threads=threads,
                 instance=instance,
                 abandon=self._closed,
+                python=self.settings.pythons.get(manifest.name) or self.settings.pythons.get(""),
             )
         finally:
             with self._changed:
@@ -124,20 +140,25 @@ def start_local(
     threads: int = 0,
     instance: str = "",
     abandon: threading.Event | None = None,
+    python: str | None = None,
 ) -> ProcessAgent:
-    """Prepares the environment if needed and starts the agent; raises AgentUnavailable or
-    EnvironmentBuildError. The process is in its own session, so a Ctrl-C in the terminal
+    """Prepares the environment if needed (`python`: an existing interpreter, checked and
+    never installed into) and starts the agent; raises AgentUnavailable, EnvironmentBuildError
+    or EnvironmentUnsuitable. The process is in its own session, so a Ctrl-C in the terminal
     reaches only the collector, which then stops it in order. `abandon`, once set, ends the
     start (AgentUnavailable) with the process stopped and its ports folder removed."""
     name = instance or manifest.name
     abandoned = abandon.is_set if abandon is not None else lambda: False
-    env = environment_for(manifest)
+    env: AgentEnvironment | ExistingEnvironment
+    env = ExistingEnvironment(manifest, Path(python)) if python else environment_for(manifest)
     env.ensure(report)
     if abandoned():
         raise AgentUnavailable(f"the start of {name} was abandoned: the run is ending")
     # The collector's own token and TLS files are not its agents' (agents/security.py).
     variables = {k: v for k, v in os.environ.items() if k not in AGENT_VARIABLES}
     variables.update(manifest.env)
+    if isinstance(env, ExistingEnvironment):
+        variables.update(env.variables())
     suffix = ""
     if threads:
         variables["FWBENCH_THREADS"] = str(threads)
@@ -151,6 +172,8 @@ def start_local(
         threads=threads,
         log_path=log_dir / f"{name}{suffix}.log",
         env_path=env.path,
+        python=env.python,
+        existing=isinstance(env, ExistingEnvironment),
     )
     try:
         handle.process = _spawn(_command(env.python, manifest, ports_dir), handle, variables)
