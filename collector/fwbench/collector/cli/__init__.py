@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from fwbench.collector import __version__
-from fwbench.collector.cli import agents, analysis, results, run
+from fwbench.collector.cli import agents, analysis, doctor, results, run
 from fwbench.collector.cli.images import images_app
 
 app = typer.Typer(no_args_is_help=True, help=__doc__)
@@ -42,6 +42,7 @@ app.command("agents")(agents.list_agents)
 app.command()(agents.env)
 app.command()(agents.lock)
 app.command()(agents.describe)
+app.command()(doctor.doctor)
 app.command()(results.results)
 app.command()(analysis.compare)
 app.command()(analysis.report)
