@@ -79,6 +79,18 @@ StorePath = Annotated[
         help="Results store (default: $FWBENCH_STORE or ~/.local/share/fwbench/results.sqlite).",
     ),
 ]
+Pythons = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--python",
+        metavar="[AGENT=]PATH",
+        help="local: run agents with an existing Python (a conda or cluster environment "
+        "that already has the framework) instead of a virtual environment the collector "
+        "makes; AGENT=PATH for one agent (repeatable). Nothing is installed there: the "
+        "agent's own packages go on its PYTHONPATH, and what is missing is refused up "
+        "front with the command to install it.",
+    ),
+]
 JsonOutput = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 

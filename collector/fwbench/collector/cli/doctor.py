@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
-import typer
 from rich.markup import escape
 from rich.table import Table
 
@@ -25,6 +24,7 @@ from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.cli.common import (
     JsonOutput,
     ManifestDirs,
+    Pythons,
     console,
     fail_with,
     load_manifests,
@@ -83,15 +83,7 @@ def _agent(manifest: AgentManifest, gpu: bool, client: Any, python: str | None) 
 
 
 def doctor(
-    python: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--python",
-            metavar="[AGENT=]PATH",
-            help="Also check an existing interpreter for the agents (as `collector run "
-            "--python` would): what is missing there, and how to install it.",
-        ),
-    ] = None,
+    python: Pythons = None,
     manifests: ManifestDirs = None,
     as_json: JsonOutput = False,
 ) -> None:

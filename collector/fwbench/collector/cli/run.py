@@ -15,6 +15,7 @@ from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.specs import AgentSpecError, expand_instances, resolve_agents
 from fwbench.collector.cli.common import (
     ManifestDirs,
+    Pythons,
     StorePath,
     errors,
     fail,
@@ -146,18 +147,7 @@ def run(
             "(a container each, from its image, built when missing or stale)."
         ),
     ] = LauncherKind.LOCAL,
-    python: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--python",
-            metavar="[AGENT=]PATH",
-            help="local: run agents with an existing Python (a conda or cluster environment "
-            "that already has the framework) instead of a virtual environment the collector "
-            "makes; AGENT=PATH for one agent (repeatable). Nothing is installed there: the "
-            "agent's own packages go on its PYTHONPATH, and what is missing is refused up "
-            "front with the command to install it.",
-        ),
-    ] = None,
+    python: Pythons = None,
     cpuset: Annotated[
         str, typer.Option(help="docker: CPUs each container is pinned to, e.g. 0-1 or 1.")
     ] = "",
