@@ -7,7 +7,7 @@ out as the build context's runtime/ and fwbench/ folders; then one plain BuildKi
 build --target VARIANT` per variant of images/torch-deb/Dockerfile. The variants share every
 layer but the last (update-alternatives), so after the first the others take seconds.
 
-    .venv/bin/python images/torch-deb/build.py [VARIANT...]   (default: all four)
+    .venv/bin/python images/torch-deb/build.py [--no-cache] [VARIANT...]   (default: all four)
 
 BASE_IMAGE (environment): the base to build on (default fwbench/base:bookworm)."""
 
@@ -65,7 +65,7 @@ def _revision() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def build(variant: str, context: Path) -> float:
+def build(variant: str, context: Path, cache: bool = True) -> float:
     """Builds one variant, BuildKit's output on this process's; returns the seconds it took.
     Exits on failure."""
     command, env = buildkit_command()
@@ -73,6 +73,8 @@ def build(variant: str, context: Path) -> float:
     if os.environ.get("BASE_IMAGE"):
         args["BASE_IMAGE"] = os.environ["BASE_IMAGE"]
     command += ["--progress=plain", "--target", variant, "--tag", image_tag(variant)]
+    if not cache:
+        command.append("--no-cache")
     for name, value in args.items():
         command += ["--build-arg", f"{name}={value}"]
     started = time.monotonic()
@@ -83,7 +85,8 @@ def build(variant: str, context: Path) -> float:
 
 
 def main(argv: list[str]) -> int:
-    wanted = argv or list(VARIANTS)
+    cache = "--no-cache" not in argv
+    wanted = [a for a in argv if a != "--no-cache"] or list(VARIANTS)
     unknown = sorted(set(wanted) - set(VARIANTS))
     if unknown:
         sys.exit(f"unknown variant(s) {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
@@ -93,7 +96,8 @@ def main(argv: list[str]) -> int:
         fcntl.flock(lock, fcntl.LOCK_EX)
         context = stage()
         for variant in wanted:
-            seconds = build(variant, context)
+            seconds = build(variant, context, cache)
+            cache = True  # the shared stage is fresh now: the other variants reuse it
             print(f"{image_tag(variant)}: built in {seconds:.0f} s", flush=True)
     return 0
 

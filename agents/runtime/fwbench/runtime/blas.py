@@ -38,13 +38,23 @@ class BlasMismatch(InvalidContext):
 @dataclass(frozen=True)
 class BlasLibrary:
     name: str  # openblas, blis, mkl, netlib, or "unknown"
-    version: str  # as the library reports it; "" when it cannot say
-    location: str  # the file, symbolic links resolved; or how it is linked ("static, ...")
+    version: str = ""  # as the library reports it (or its Debian package); "" when unknown
+    threading: str = ""  # openmp, pthread, serial; MKL's layer: gnu-openmp, intel-openmp, ...
+    kernels: str = ""  # the code path it picked for this CPU (OpenBLAS core, MKL library)
+    location: str = ""  # the file doing the work, links resolved; or "static, ..."
 
     def describe(self) -> str:
-        """e.g. "openblas 0.3.21 (/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3)"."""
-        version = f" {self.version}" if self.version else ""
-        return f"{self.name}{version} ({self.location})"
+        """e.g. "openblas 0.3.21, openmp, kernels Zen (/usr/lib/.../libopenblasp-r0.3.21.so)"."""
+        details = [self.version] if self.version else []
+        details += [self.threading] if self.threading else []
+        details += [f"kernels {self.kernels}"] if self.kernels else []
+        head = f"{self.name} {', '.join(details)}" if details else self.name
+        return f"{head} ({self.location})" if self.location else head
+
+    def matches(self, wanted: str) -> bool:
+        """`wanted` is NAME or NAME-THREADING: "openblas", "openblas-openmp", "mkl-gnu-openmp"."""
+        name, _, threading = wanted.partition("-")
+        return self.name == name and (not threading or self.threading == threading)
 
 
 class _DlInfo(ctypes.Structure):
@@ -103,12 +113,62 @@ def kind_of(path: str) -> str | None:
     return None
 
 
-def identify(loaded_as: str) -> BlasLibrary:
-    """Names the BLAS in `loaded_as` (a loaded file, as dladdr reports it) and asks it for its
-    version. An unrecognised file is "unknown", with its path."""
+def identify(loaded_as: str, maps: str | None = None) -> BlasLibrary:
+    """Names the BLAS in `loaded_as` (a loaded file, as dladdr reports it) and asks it what it
+    is: version, threading, kernels. An unrecognised file is "unknown", with its path. `maps`:
+    /proc/self/maps' text (read when None), where MKL's dispatcher shows what it loaded."""
     path = os.path.realpath(loaded_as)
     name = kind_of(path) or "unknown"
-    return BlasLibrary(name, _version(name, loaded_as, path), path)
+    if name == "openblas":
+        return _openblas(loaded_as)
+    if name == "mkl":
+        threading, kernels = mkl_choices(mapped_files(maps))
+        return BlasLibrary(name, mkl_version(loaded_as), threading, kernels, path)
+    version = _version(name, loaded_as, path) or debian_package_version(path)
+    if name == "blis":  # Debian's folders say how it was built: blis-openmp, blis-pthread
+        folder = os.path.basename(os.path.dirname(path))
+        return BlasLibrary(name, version, folder.removeprefix("blis-"), location=path)
+    threading = "serial" if name == "netlib" else ""
+    return BlasLibrary(name, version, threading, location=path)
+
+
+def _openblas(loaded_as: str) -> BlasLibrary:
+    """Debian's openblas-*/libblas.so.3 is a thin interface over libopenblas.so.0, itself
+    chosen by another alternative: the core that answers is the one that does the work."""
+    core = provider_of("openblas_get_config", loaded_as) or loaded_as
+    config = _call_string(core, "openblas_get_config")  # "OpenBLAS 0.3.21 DYNAMIC_ARCH ..."
+    match = re.search(r"OpenBLAS ([\d.]+)", config)
+    parallel = _call_int(core, "openblas_get_parallel")
+    return BlasLibrary(
+        "openblas",
+        match.group(1) if match else "",
+        {0: "serial", 1: "pthread", 2: "openmp"}.get(parallel, ""),
+        _call_string(core, "openblas_get_corename"),
+        os.path.realpath(core),
+    )
+
+
+_MKL_THREADING = re.compile(r"^libmkl_(gnu_thread|intel_thread|tbb_thread|pgi_thread|sequential)")
+_MKL_KERNELS = re.compile(r"^libmkl_(def|mc3?|avx2?|avx512(?:_mic)?)\.so")
+
+
+def mkl_choices(files: list[str]) -> tuple[str, str]:
+    """(threading layer, kernel library) MKL's dispatcher loaded, from the mapped files."""
+    names = [os.path.basename(f) for f in files]
+    layers = [m.group(1) for n in names if (m := _MKL_THREADING.match(n))]
+    kernels = [m.group(1) for n in names if (m := _MKL_KERNELS.match(n))]
+    layer = {"gnu_thread": "gnu-openmp", "intel_thread": "intel-openmp", "tbb_thread": "tbb"}
+    return ",".join(layer.get(x, x.removesuffix("_thread")) for x in layers), ",".join(kernels)
+
+
+def _call_int(library: str, symbol: str) -> int:
+    try:
+        function = getattr(ctypes.CDLL(library, mode=os.RTLD_NOLOAD | os.RTLD_LAZY), symbol)
+    except (OSError, AttributeError):
+        return -1
+    function.restype = ctypes.c_int
+    function.argtypes = []
+    return int(function())
 
 
 def _call_string(library: str, symbol: str) -> str:
@@ -160,38 +220,32 @@ def debian_package_version(path: str, dpkg: str = "/var/lib/dpkg") -> str:
 
 
 def _version(name: str, library: str, path: str) -> str:
-    return _own_version(name, library, path) or debian_package_version(path)
-
-
-def _own_version(name: str, library: str, path: str) -> str:
-    if name == "openblas":  # "OpenBLAS 0.3.21 DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64"
-        match = re.search(r"OpenBLAS ([\d.]+)", _call_string(library, "openblas_get_config"))
-        return match.group(1) if match else ""
     if name == "blis":
         return _call_string(library, "bli_info_get_version_str")
-    if name == "mkl":
-        return mkl_version(library)
-    if name == "netlib":
+    if name == "netlib":  # Debian's blas/libblas.so.3.11.0
         match = _NETLIB_FILE.match(os.path.basename(path))
         return f"3.{match.group(1)}" if match else ""
     return ""
 
 
 def expected_blas(environ: Mapping[str, str] = os.environ) -> str | None:
-    """The BLAS $FWBENCH_EXPECT_BLAS asks for, None when unset; raises InvalidContext for a
-    name outside KNOWN."""
+    """The BLAS $FWBENCH_EXPECT_BLAS asks for (NAME or NAME-THREADING), None when unset;
+    raises InvalidContext for a name outside KNOWN."""
     wanted = environ.get(EXPECT_VARIABLE, "").strip().lower()
     if not wanted:
         return None
-    if wanted not in KNOWN:
-        raise InvalidContext(f"{EXPECT_VARIABLE}={wanted!r}: expected one of {', '.join(KNOWN)}")
+    if wanted.partition("-")[0] not in KNOWN:
+        raise InvalidContext(
+            f"{EXPECT_VARIABLE}={wanted!r}: expected one of {', '.join(KNOWN)}, optionally "
+            "with the threading after a dash (openblas-openmp)"
+        )
     return wanted
 
 
 def require_expected(found: BlasLibrary, environ: Mapping[str, str] = os.environ) -> None:
     """Raises BlasMismatch when $FWBENCH_EXPECT_BLAS names another BLAS than `found`."""
     wanted = expected_blas(environ)
-    if wanted is not None and found.name != wanted:
+    if wanted is not None and not found.matches(wanted):
         raise BlasMismatch(
             f"{EXPECT_VARIABLE}={wanted} but this process loaded {found.describe()}: "
             "refusing to start (check the image's update-alternatives for libblas.so.3)"

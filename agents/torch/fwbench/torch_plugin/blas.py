@@ -41,15 +41,15 @@ def torch_blas() -> BlasLibrary:
     library = torch_library()
     provider = provider_of(GEMM_SYMBOL, library) if library else None
     if provider is None:
-        return BlasLibrary("unknown", "", f"no {GEMM_SYMBOL} found from {library}")
+        return BlasLibrary("unknown", location=f"no {GEMM_SYMBOL} found from {library}")
     if kind_of(os.path.realpath(provider)):
         return identify(provider)
     config = torch.__config__.show()
     inside = os.path.realpath(provider) == os.path.realpath(library or "")
     if inside and build_blas_info(config) == "mkl":  # PyPI's wheels: MKL linked in
         version = mkl_version(provider) or _config_mkl_version(config)
-        return BlasLibrary("mkl", version, "static, torch wheel")
-    return BlasLibrary("unknown", "", os.path.realpath(provider))
+        return BlasLibrary("mkl", version, location="static, torch wheel")
+    return BlasLibrary("unknown", location=os.path.realpath(provider))
 
 
 def _config_mkl_version(config: str) -> str:
