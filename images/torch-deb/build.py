@@ -9,7 +9,8 @@ layer but the last (update-alternatives), so after the first the others take sec
 
     .venv/bin/python images/torch-deb/build.py [--no-cache] [VARIANT...]   (default: all four)
 
-BASE_IMAGE (environment): the base to build on (default fwbench/base:bookworm)."""
+BASE_IMAGE (environment): the Debian 12 base to build on; default fwbench/base:bookworm
+(`collector images base`), else python:3.11-slim-bookworm when only that one is here."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from fwbench.collector import __version__
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.images.build import buildkit_command
+from fwbench.collector.images.build import LOCAL_BASE_IMAGE, buildkit_command
 from fwbench.collector.images.wheelhouse import agent_wheels, stage_context, wheelhouse_root
 
 HERE = Path(__file__).resolve().parent
@@ -56,6 +57,20 @@ def stage() -> Path:
     return context
 
 
+def base_image() -> str:
+    if os.environ.get("BASE_IMAGE"):
+        return os.environ["BASE_IMAGE"]
+    for candidate in (LOCAL_BASE_IMAGE, "python:3.11-slim-bookworm"):
+        if (
+            subprocess.run(
+                ["docker", "image", "inspect", candidate], capture_output=True
+            ).returncode
+            == 0
+        ):
+            return candidate
+    return LOCAL_BASE_IMAGE
+
+
 def _revision() -> str:
     done = subprocess.run(
         ["git", "-C", str(CHECKOUT), "rev-parse", "--short=12", "HEAD"],
@@ -69,9 +84,7 @@ def build(variant: str, context: Path, cache: bool = True) -> float:
     """Builds one variant, BuildKit's output on this process's; returns the seconds it took.
     Exits on failure."""
     command, env = buildkit_command()
-    args = {"VERSION": __version__, "REVISION": _revision()}
-    if os.environ.get("BASE_IMAGE"):
-        args["BASE_IMAGE"] = os.environ["BASE_IMAGE"]
+    args = {"VERSION": __version__, "REVISION": _revision(), "BASE_IMAGE": base_image()}
     command += ["--progress=plain", "--target", variant, "--tag", image_tag(variant)]
     if not cache:
         command.append("--no-cache")
