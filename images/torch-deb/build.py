@@ -71,20 +71,21 @@ def base_image() -> str:
     return LOCAL_BASE_IMAGE
 
 
-def _revision() -> str:
-    done = subprocess.run(
-        ["git", "-C", str(CHECKOUT), "rev-parse", "--short=12", "HEAD"],
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip() or "unknown"
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", "-C", str(CHECKOUT), *args], capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def build(variant: str, context: Path, cache: bool = True) -> float:
     """Builds one variant, BuildKit's output on this process's; returns the seconds it took.
     Exits on failure."""
     command, env = buildkit_command()
-    args = {"VERSION": __version__, "REVISION": _revision(), "BASE_IMAGE": base_image()}
+    args = {
+        "VERSION": __version__,
+        "REVISION": _git("rev-parse", "--short=12", "HEAD") or "unknown",
+        "SOURCE": _git("remote", "get-url", "origin"),
+        "BASE_IMAGE": base_image(),
+    }
     command += ["--progress=plain", "--target", variant, "--tag", image_tag(variant)]
     if not cache:
         command.append("--no-cache")

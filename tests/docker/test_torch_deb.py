@@ -78,6 +78,8 @@ def test_each_image_declares_itself_by_labels(deb_images: dict[str, Image], vari
     assert labels["org.opencontainers.image.title"] == f"fwbench agent {name}"
     assert labels["org.opencontainers.image.description"] == manifest["description"]
     assert labels["org.opencontainers.image.licenses"] == "Apache-2.0"
+    assert labels["org.opencontainers.image.base.name"]  # what it was built on
+    assert labels["org.opencontainers.image.version"] and labels["fwbench.framework-version"]
     assert {k: manifest[k] for k in ("name", "framework", "variant", "plugin")} == {
         "name": name,
         "framework": "torch",
