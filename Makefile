@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml proto/pyproject.toml agents/runtime/pyproject.toml
 
-.PHONY: setup system-deps docker-deps images run lint proto test test-fast test-plugins test-main bench clean
+.PHONY: setup system-deps docker-deps images images-deb run lint proto test test-fast test-plugins test-main bench clean
 
 setup: $(STAMP)
 
@@ -75,6 +75,11 @@ docker-deps: setup
 # The CPU agents' images (cached: seconds when nothing changed).
 images: docker-deps
 	$(BIN)/collector images build
+
+# Debian 12's PyTorch on four BLAS libraries (images/torch-deb: openblas, blis, mkl, netlib);
+# images that declare themselves by labels, no manifest. Minutes on first use, then seconds.
+images-deb: docker-deps
+	$(BIN)/python images/torch-deb/build.py
 
 test-plugins: setup system-deps
 	set -e; $(PLUGIN_MATRIX) | while read -r agent plugin folders; do \

@@ -19,6 +19,9 @@ THREAD_AND_DEVICE_VARIABLES = (
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
+    "MKL_THREADING_LAYER",  # the BLAS a process loads, and how it threads (runtime/blas.py)
+    "BLIS_NUM_THREADS",
+    "FWBENCH_EXPECT_BLAS",
     "KMP_AFFINITY",
     "KMP_BLOCKTIME",
     "CUDA_VISIBLE_DEVICES",

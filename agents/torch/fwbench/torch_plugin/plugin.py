@@ -2,7 +2,12 @@
 
 Modes: "eager" (the default) and "compile" (``torch.compile`` with the inductor backend, its
 default mode). Compilation happens lazily on the first call, so it lands in the first-iteration
-figure, never in the steady-state samples."""
+figure, never in the steady-state samples. torch before 2.0 (Debian 12's 1.13) has no
+torch.compile: there the plugin offers "eager" only, and says so in Describe.
+
+At start-up the plugin finds the BLAS its gemm actually runs on (blas.py), names it in Describe
+(libraries["blas"], so in every row) and refuses to start when $FWBENCH_EXPECT_BLAS asks for
+another."""
 
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from fwbench.runtime.blas import require_expected
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.plugin import (
     ACCURACY,
@@ -32,6 +38,7 @@ from fwbench.runtime.plugin import (
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec
 from fwbench.torch_plugin import models, reference
 from fwbench.torch_plugin.batchnorm import refuse_one_value_batch_norm
+from fwbench.torch_plugin.blas import build_blas_info, torch_blas
 from fwbench.torch_plugin.ops import build_conv2d, build_gemm
 
 PLUGIN_VERSION = "0.1.0"
@@ -63,12 +70,20 @@ def wrapper(mode: str) -> Callable[[Callable[..., torch.Tensor]], Callable[..., 
     return lambda fn: torch.compile(fn)  # type: ignore[return-value]
 
 
+def offered_modes() -> tuple[str, ...]:
+    """MODES, less "compile" where torch predates torch.compile (2.0)."""
+    major = str(torch.__version__).split(".", 1)[0]
+    return MODES if major.isdigit() and int(major) >= 2 else MODES[:1]
+
+
 def torch_libraries() -> dict[str, str]:
-    """BLAS, oneDNN, OpenMP, CUDA and cuDNN versions as torch reports them."""
+    """BLAS (as built: blas_info), oneDNN, OpenMP, CUDA and cuDNN versions as torch reports
+    them; the BLAS actually loaded is added by the plugin ("blas")."""
     config = torch.__config__.show()
     libraries = {"torch_cxx11_abi": str(torch.compiled_with_cxx11_abi())}
+    if build_blas_info(config):
+        libraries["blas_info"] = build_blas_info(config)
     patterns = {
-        "blas": r"BLAS_INFO=(\w+)",
         "lapack": r"LAPACK_INFO=(\w+)",
         "mkl": r"Math Kernel Library Version ([\w.]+)",
         "onednn": r"(?:MKL-DNN|oneDNN) v([\w.]+)",
@@ -99,7 +114,9 @@ def select_device(requested: str) -> torch.device:
 def is_out_of_memory(error: Exception) -> bool:
     """torch.OutOfMemoryError (CUDA's caching allocator); on the CPU, the default allocator's
     plain RuntimeError ("DefaultCPUAllocator: can't allocate memory: ...")."""
-    if isinstance(error, torch.OutOfMemoryError):
+    # torch.OutOfMemoryError arrived in 2.x; 1.13 has torch.cuda.OutOfMemoryError.
+    out_of_memory = getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+    if isinstance(error, out_of_memory):
         return True
     return isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
 
@@ -124,6 +141,8 @@ class TorchPlugin:
             torch.set_num_interop_threads(context.interop_threads)
         # A request for 0 threads means this default, not whatever the previous run left.
         self.default_threads = torch.get_num_threads()
+        self.blas = torch_blas()
+        require_expected(self.blas)  # BlasMismatch: the runtime refuses to start
 
     def _apply_threads(self, requested: int) -> None:
         torch.set_num_threads(requested or self.default_threads)
@@ -132,7 +151,7 @@ class TorchPlugin:
         """Every workload's: both phases, the device's dtypes, both modes."""
         cuda = self.device.type == "cuda"
         dtypes = ("float32", "float16", "bfloat16") if cuda else ("float32", "bfloat16", "float64")
-        return Capability(phases=("train", "infer"), dtypes=dtypes, modes=MODES)
+        return Capability(phases=("train", "infer"), dtypes=dtypes, modes=offered_modes())
 
     def describe(self) -> PluginDescription:
         capability = self._capability()
@@ -141,7 +160,7 @@ class TorchPlugin:
             framework="torch",
             framework_version=torch.__version__,
             plugin_version=PLUGIN_VERSION,
-            libraries=torch_libraries(),
+            libraries={**torch_libraries(), "blas": self.blas.describe()},
             environment={k: os.environ[k] for k in _TORCH_VARIABLES if k in os.environ},
             devices=self._devices(),
             intra_op_threads=torch.get_num_threads(),
