@@ -1,4 +1,4 @@
-"""Runs stored under schema 1 and 2 still load, compare and report under schema 4: the
+"""Runs stored under schema 1 and 2 still load, compare and report under schema 6: the
 columns added later are empty (NA), never an error."""
 
 from __future__ import annotations
@@ -89,6 +89,11 @@ ADDED_LATER = (
     "noisy",
     "agent_pid",
     "settings_mismatch",
+    "arithmetic_intensity",
+    "peak_flops_per_second",
+    "peak_fraction",
+    "bandwidth_bytes_per_second",
+    "calibration_id",
 )
 
 
@@ -135,8 +140,8 @@ def old_store(tmp_path: Path) -> ResultStore:
     return db
 
 
-def test_schema_version_is_5() -> None:
-    assert SCHEMA_VERSION == 5
+def test_schema_version_is_6() -> None:
+    assert SCHEMA_VERSION == 6
 
 
 @pytest.mark.parametrize("version", [1, 2])

@@ -16,7 +16,9 @@ from fwbench.collector.stats.significance import DEFAULT_MARGIN, DEFAULT_NOISE_F
 
 # Not recorded: where results go, the command line and the credentials for attached agents
 # (never written down) are the resuming command's own.
-_NOT_RECORDED = ("out_dir", "store_path", "command_line", "security")
+# The host's calibration is recorded on its own (metadata "calibration"); a resumed run takes
+# this host's current one.
+_NOT_RECORDED = ("out_dir", "store_path", "command_line", "security", "calibration")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class RunOptions:
     noise_floor: float = DEFAULT_NOISE_FLOOR
     margin: float = DEFAULT_MARGIN
     security: ChannelSecurity | None = None  # token and TLS of attached agents (NAME@HOST:PORT)
+    calibration: dict[str, Any] | None = None  # this host's ceilings (calibration/cache.py)
 
 
 def options_record(options: RunOptions) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from fwbench.collector.run.decide import DecideSettings, Decisions, run_until_de
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.launch import check_identity, launch_all, make_launcher, restarter
 from fwbench.collector.run.metadata import agent_metadata, host_metadata, new_run_id, now
+from fwbench.collector.run.normalize import ceilings
 from fwbench.collector.run.options import RunOptions, options_record
 from fwbench.collector.run.plan import (
     Selection,
@@ -196,6 +197,7 @@ def _measure(
             "started_at": now(),
             "status": "running",
             "host": host_metadata(),
+            "calibration": options.calibration,
             "collector": this_collector(),
             "options": options_record(options),
             "selection": selection_record(selection),
@@ -217,7 +219,7 @@ def _measure(
         )
         folder.create()
     folder.write_metadata(metadata)
-    recorder = Recorder(run_id, store, folder)
+    recorder = Recorder(run_id, store, folder, ceilings(catalogue, options.calibration))
     todo: dict[str, int] = {item.handle.name: 0 for item in work}
     for index, (name, _, _) in enumerate(order):
         todo[name] += index not in skip

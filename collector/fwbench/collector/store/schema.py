@@ -16,8 +16,10 @@ import pandas as pd
 # 4 (fwbench 0.4): agent_pid, the process that measured the row (`--repeat` starts a fresh
 #   one per repetition by default).
 # 5 (fwbench 0.5): settings_mismatch, what an agent ran otherwise than asked.
+# 6 (fwbench 0.6): the host's ceiling (docs/calibration.md): arithmetic_intensity,
+#   peak_flops_per_second, peak_fraction, bandwidth_bytes_per_second, calibration_id.
 # Rows of an older version load with the newer columns empty.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 STATUSES = ("ok", "failed", "unsupported", "cancelled")
 
 
@@ -148,6 +150,28 @@ COLUMNS: tuple[Column, ...] = (
     Column("items_per_second", "Float64", "items_per_sample / median_seconds"),
     Column("flops_per_item", "Float64", "FLOPs of one item for this phase (catalogue formula)"),
     Column("gflops_per_second", "Float64", "Achieved GFLOP/s at the median step time"),
+    Column(
+        "arithmetic_intensity",
+        "Float64",
+        "FLOPs per byte of a step, catalogue byte model (docs/calibration.md; an upper bound)",
+    ),
+    Column(
+        "peak_flops_per_second",
+        "Float64",
+        "This host's calibrated peak GEMM FLOP/s for the row's dtype and threads (empty: "
+        "agent on another host, dtype or run not calibrated; docs/calibration.md)",
+    ),
+    Column(
+        "peak_fraction",
+        "Float64",
+        "gflops_per_second x 1e9 / peak_flops_per_second (not clipped at 1)",
+    ),
+    Column(
+        "bandwidth_bytes_per_second",
+        "Float64",
+        "This host's calibrated triad bandwidth at the row's threads (the roofline's slope)",
+    ),
+    Column("calibration_id", "string", "The host calibration of the ceiling columns"),
     Column("first_iteration_seconds", "Float64", "First step, timed alone (set-up, compile)"),
     Column("build_seconds", "Float64", "Building model, inputs and optimizer (untimed)"),
     Column("warmup_iterations", "Int64", "Discarded iterations after the first"),
