@@ -146,6 +146,8 @@ def csv(result: ComparisonSet) -> str:
 def json_text(result: ComparisonSet) -> str:
     document = {
         "title": result.title,
+        "basis": result.basis,  # two runs of other hosts: "peak fraction" (analysis/hosts.py)
+        "hosts": result.run_hosts,
         "default_noise_floor": result.default_floor,
         "equivalence_margin": result.margin,
         "measured_noise_floor": result.measured_floor,
