@@ -17,6 +17,7 @@ from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import ComparisonSet, compare_to_baseline
 from fwbench.collector.analysis.contenders import RunData, contenders
 from fwbench.collector.analysis.report import data, figures
+from fwbench.collector.analysis.report.roofline import roofline
 from fwbench.collector.stats.samples import MIN_SAMPLES, NOISY_CV, TUKEY_K
 from fwbench.collector.stats.significance import ALPHA, DEFAULT_NOISE_FLOOR
 
@@ -104,6 +105,7 @@ def _plots(run: RunData, result: ComparisonSet, baseline: str) -> list[figures.P
         figures.relative_time(result, baseline, palette),
         figures.versus_batch(summary, palette, "latency"),
         figures.versus_batch(summary, palette, "throughput"),
+        roofline(run, palette),
         figures.distributions(run, summary, palette),
         figures.power_energy(run, palette),
         figures.resources(data.resource_table(run)),
