@@ -73,6 +73,7 @@ def _statistics_rows(run: RunData) -> list[list[str]]:
                 _number(row["p99_seconds"] * 1e3, "{:.3f}"),
                 _number(row["cv"] * 100, "{:.1f}%"),
                 str(row["outliers"]),
+                _number(row["peak_fraction"], "{:.1%}"),
                 "noisy" if row["noisy"] else "",
             ]
         )
@@ -94,6 +95,7 @@ STATISTICS_HEADERS = [
     "p99 ms",
     "CV",
     "outliers",
+    "% peak",
     "flag",
 ]
 

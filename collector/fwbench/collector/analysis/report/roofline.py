@@ -15,7 +15,8 @@ from fwbench.collector.analysis.report.figures import Plot, grid, png
 
 NAME, TITLE = "roofline", "Roofline: achieved FLOP/s against arithmetic intensity"
 CAPTION = (
-    "Each point is one cell (agent colour; circles infer, triangles train): x its arithmetic "
+    "Each point is one cell, labelled workload and batch size (agent colour; circles infer, "
+    "triangles train): x its arithmetic "
     "intensity from the catalogue's minimum-traffic byte model (inputs and parameters read "
     "once, outputs written once; an upper bound, so a point sits at or right of where its "
     "real traffic would put it), y the FLOP/s it achieved at its median step time. Lines: this "
@@ -42,9 +43,10 @@ def _roofs(rows: pd.DataFrame) -> list[tuple[str, float, float]]:
     roofs = {}
     for row in rows.to_dict("records"):
         threads = row["intra_op_threads"] if row["intra_op_threads"] is not pd.NA else None
-        label = f"{row['dtype']} roof" + (f", {threads} thr" if threads else "")
-        bandwidth = row["bandwidth_bytes_per_second"]
-        roofs[label] = (float(row["peak_flops_per_second"]), float(bandwidth))
+        peak, bandwidth = float(row["peak_flops_per_second"]), row["bandwidth_bytes_per_second"]
+        label = f"{row['dtype']}" + (f", {threads} thr" if threads else "")
+        label += f": {peak / 1e9:.3g} GFLOP/s, {float(bandwidth) / 1e9:.3g} GB/s"
+        roofs[label] = (peak, float(bandwidth))
     return [(label, peak, bw) for label, (peak, bw) in sorted(roofs.items())]
 
 
@@ -68,7 +70,7 @@ def roofline(run: RunData, palette: dict[str, str]) -> Plot:
             "(runs before schema 6, FWBENCH_CALIBRATION=off, or agents on other hosts)",
         )
     hosts = list(dict.fromkeys(rows["calibration_id"]))
-    figure, axes = grid(len(hosts), width=6.4, height=4.6)
+    figure, axes = grid(len(hosts), width=9.0 if len(hosts) == 1 else 6.4, height=5.2)
     for ax, calibration_id in zip(axes, hosts, strict=True):
         mine = rows[rows["calibration_id"] == calibration_id]
         intensity = mine["arithmetic_intensity"].astype(float)
@@ -89,6 +91,10 @@ def roofline(run: RunData, palette: dict[str, str]) -> Plot:
                 edgecolors="black",
                 linewidths=0.4,
             )
+            for row in cells.to_dict("records"):
+                where = (float(row["arithmetic_intensity"]), float(row["gflops_per_second"]) * 1e9)
+                text = f"{row['workload']} {row['batch_size']}"
+                ax.annotate(text, where, xytext=(4, 2), textcoords="offset points", fontsize=6)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("arithmetic intensity (FLOP/byte)")
