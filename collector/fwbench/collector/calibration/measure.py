@@ -45,7 +45,7 @@ class Effort:
 
 
 EFFORTS = {
-    "full": Effort("full", 2048, 0.5, 3, 0, 5),
+    "full": Effort("full", 2048, 0.3, 3, 0, 5),
     "quick": Effort("quick", 128, 0.0, 2, 1 << 16, 2),
 }
 
