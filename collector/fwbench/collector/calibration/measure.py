@@ -34,7 +34,7 @@ class CalibrationError(RuntimeError):
 
 @dataclass(frozen=True)
 class Effort:
-    """How hard to measure: `full` for real use, `quick` (tiny sizes) for tests."""
+    """How hard to measure: `full` for real use, `quick` (tiny sizes, NumPy only) for tests."""
 
     name: str
     max_size: int  # GEMM: largest square size tried
@@ -42,11 +42,12 @@ class Effort:
     gemm_repetitions: int
     triad_elements: int  # per array; 0 = four times the last-level cache, 128 MiB at least
     triad_repetitions: int
+    other_pythons: bool = True  # try PyTorch in the interpreters given
 
 
 EFFORTS = {
     "full": Effort("full", 2048, 0.3, 3, 0, 5),
-    "quick": Effort("quick", 128, 0.0, 2, 1 << 16, 2),
+    "quick": Effort("quick", 128, 0.0, 2, 1 << 16, 2, other_pythons=False),
 }
 
 
@@ -92,7 +93,8 @@ def has_torch(python: Path) -> bool:
 def gemm_trials(pythons: list[Path], effort: Effort) -> list[dict[str, Any]]:
     """Every GEMM measured: NumPy in this Python, PyTorch in each of `pythons` that has it."""
     runs: list[tuple[Path, str, tuple[str, ...]]] = [(Path(sys.executable), "numpy", NUMPY_DTYPES)]
-    runs += [(p, "torch", TORCH_DTYPES) for p in pythons if has_torch(p)]
+    if effort.other_pythons:
+        runs += [(p, "torch", TORCH_DTYPES) for p in pythons if has_torch(p)]
     trials = []
     for python, library, dtypes in runs:
         for threads in thread_counts():

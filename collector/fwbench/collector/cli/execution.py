@@ -81,7 +81,7 @@ def execute(
     resume: ResumePoint | None = None,
 ) -> None:
     catalogue = load_catalogue()
-    options = dataclasses.replace(options, calibration=calibration_for_run(declared))
+    options = dataclasses.replace(options, calibration=lambda: calibration_for_run(declared))
     take_interrupts_once()
     try:
         summary = execute_run(options, selection, catalogue, declared, errors, resume)

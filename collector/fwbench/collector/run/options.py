@@ -4,6 +4,7 @@ record in the run's metadata, from which `collector run --resume` takes them bac
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,8 @@ class RunOptions:
     noise_floor: float = DEFAULT_NOISE_FLOOR
     margin: float = DEFAULT_MARGIN
     security: ChannelSecurity | None = None  # token and TLS of attached agents (NAME@HOST:PORT)
-    calibration: dict[str, Any] | None = None  # this host's ceilings (calibration/cache.py)
+    # This host's ceilings (calibration/cache.py), asked for once the agents are up.
+    calibration: Callable[[], dict[str, Any] | None] | None = None
 
 
 def options_record(options: RunOptions) -> dict[str, Any]:
