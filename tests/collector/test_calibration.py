@@ -145,7 +145,7 @@ def test_rows_without_achieved_flops_or_a_calibrated_dtype_get_nulls_never_zeros
     assert columns["peak_fraction"] is None and columns["arithmetic_intensity"] is None
 
 
-def test_only_agents_on_this_machine_get_its_ceiling() -> None:
+def test_only_cells_on_this_machines_cpus_get_its_ceiling() -> None:
     annotate = ceilings(load_catalogue(), calibration(100e9, 350e9, 10e9, 25e9))
     row = {
         "workload": "gemm",
@@ -162,5 +162,7 @@ def test_only_agents_on_this_machine_get_its_ceiling() -> None:
         assert here["peak_fraction"] == pytest.approx(0.1)
         assert here["arithmetic_intensity"] == pytest.approx(intensity)
     remote = annotate({**row, "launcher": "attached", "address": "10.0.0.5:50051"})
-    assert remote["peak_fraction"] is None and remote["calibration_id"] is None
-    assert remote["arithmetic_intensity"] == pytest.approx(intensity)
+    gpu = annotate({**row, "launcher": "local", "address": "127.0.0.1:1", "device": "cuda:0"})
+    for elsewhere in (remote, gpu):  # the CPU calibration is not their ceiling
+        assert elsewhere["peak_fraction"] is None and elsewhere["calibration_id"] is None
+        assert elsewhere["arithmetic_intensity"] == pytest.approx(intensity)

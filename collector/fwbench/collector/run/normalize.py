@@ -152,8 +152,11 @@ LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "::1")
 
 
 def on_this_host(row: dict[str, Any]) -> bool:
-    """Whether the row's agent ran on the collector's machine (started here, in a process or
-    a container, or attached at a loopback address): the machine the calibration measured."""
+    """Whether the row ran on the CPUs the calibration measured: not on a GPU, by an agent on
+    the collector's machine (started here, in a process or a container, or attached at a
+    loopback address)."""
+    if str(row.get("device") or "cpu").split(":")[0] != "cpu":
+        return False
     if row.get("launcher") != "attached":
         return True
     return str(row.get("address", "")).rpartition(":")[0] in LOOPBACK

@@ -158,8 +158,8 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "peak_flops_per_second",
         "Float64",
-        "This host's calibrated peak GEMM FLOP/s for the row's dtype and threads (empty: "
-        "agent on another host, dtype or run not calibrated; docs/calibration.md)",
+        "This host's calibrated CPU peak GEMM FLOP/s for the row's dtype and threads (empty: "
+        "GPU cells, other hosts, dtype or run not calibrated; docs/calibration.md)",
     ),
     Column(
         "peak_fraction",
