@@ -1,4 +1,4 @@
-"""Runs stored under schema 1 and 2 still load, compare and report under schema 4: the
+"""Runs stored under schema 1 and 2 still load, compare and report under schema 6: the
 columns added later are empty (NA), never an error."""
 
 from __future__ import annotations
@@ -91,6 +91,11 @@ ADDED_LATER = (
     "settings_mismatch",
     "environment_source",
     "agent_python",
+    "arithmetic_intensity",
+    "peak_flops_per_second",
+    "peak_fraction",
+    "bandwidth_bytes_per_second",
+    "calibration_id",
 )
 
 

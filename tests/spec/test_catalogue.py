@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import math
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -135,6 +138,77 @@ def test_flops_per_item_train_is_three_times_infer(catalogue: Catalogue, name: s
     infer = catalogue.flops_per_item(name, "infer", {})
     assert infer > 0
     assert catalogue.flops_per_item(name, "train", {}) == 3 * infer
+
+
+# --- the byte model and arithmetic intensity -------------------------------------------------
+
+CANONICAL_SHAPES = Path(__file__).parents[1] / "equivalence" / "canonical_shapes.json"
+
+
+MODELS = ("lenet", "resnet18", "resnet50", "resnet152", "vgg16", "mobilenet_v2")
+
+
+@pytest.mark.parametrize("name", [*MODELS, "efficientnet_b0", "lstm"])
+def test_model_parameters_are_the_trainable_parameter_count(
+    catalogue: Catalogue, name: str
+) -> None:
+    """The byte model's shared elements are the model's trainable parameters, as checked in
+    for the equivalence tests (batch-norm running statistics are buffers, not parameters)."""
+    shapes = json.loads(CANONICAL_SHAPES.read_text())[name]
+    trainable = sum(
+        math.prod(shape)
+        for key, shape in shapes.items()
+        if not key.endswith(("running_mean", "running_var", "num_batches_tracked"))
+    )
+    workload = catalogue.get(name)
+    assert workload.forward_elements({}, 0) == trainable
+
+
+def test_gemm_bytes_are_both_operands_and_the_result_per_item(catalogue: Catalogue) -> None:
+    params = {"m": 64, "n": 32, "k": 16}
+    elements = 64 * 16 + 16 * 32 + 64 * 32
+    assert catalogue.bytes_per_step("gemm", "infer", params, 3, "float32") == 3 * elements * 4
+    assert catalogue.bytes_per_step("gemm", "infer", params, 3, "float64") == 3 * elements * 8
+    assert catalogue.bytes_per_step("gemm", "infer", params, 3, "bfloat16") == 3 * elements * 2
+    intensity = catalogue.arithmetic_intensity("gemm", "infer", params, 3, "float32")
+    assert intensity == pytest.approx(2 * 64 * 32 * 16 / (elements * 4))
+
+
+def test_conv2d_weights_are_shared_by_the_batch(catalogue: Catalogue) -> None:
+    one = catalogue.bytes_per_step("conv2d", "infer", {}, 1, "float32")
+    two = catalogue.bytes_per_step("conv2d", "infer", {}, 2, "float32")
+    assert one is not None and two is not None
+    weights = 64 * 64 * 3 * 3 * 4
+    assert two - one == one - weights  # a second image adds its input and output, not weights
+
+
+@pytest.mark.parametrize("name", ["gemm", "conv2d", "resnet18", "lstm"])
+def test_train_intensity_uses_the_train_factors(catalogue: Catalogue, name: str) -> None:
+    infer = catalogue.arithmetic_intensity(name, "infer", {}, 8, "float32")
+    train = catalogue.arithmetic_intensity(name, "train", {}, 8, "float32")
+    assert infer is not None and train is not None
+    ratio = catalogue.train_flops_factor / catalogue.train_bytes_factor
+    assert train == pytest.approx(infer * ratio)
+
+
+def test_intensity_grows_with_the_batch_for_models(catalogue: Catalogue) -> None:
+    small = catalogue.arithmetic_intensity("resnet50", "infer", {}, 1, "float32")
+    large = catalogue.arithmetic_intensity("resnet50", "infer", {}, 64, "float32")
+    assert small is not None and large is not None and large > small
+
+
+def test_no_byte_model_or_unknown_dtype_gives_none() -> None:
+    bare = parse_catalogue(catalogue_text())
+    assert bare.bytes_per_step("w", "infer", {}, 1, "float32") is None
+    assert bare.arithmetic_intensity("w", "infer", {}, 1, "float32") is None
+    shipped = load_catalogue()
+    assert shipped.arithmetic_intensity("gemm", "infer", {}, 1, "int8") is None
+
+
+def test_parse_catalogue_wants_both_byte_fields() -> None:
+    text = catalogue_text() + 'elements_forward = "m"\n'
+    with pytest.raises(CatalogueError, match="both elements_forward and parameters"):
+        parse_catalogue(text)
 
 
 def test_resolve_params_fills_defaults(catalogue: Catalogue) -> None:

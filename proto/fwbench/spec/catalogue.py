@@ -4,6 +4,9 @@ It names every standard workload with its kind, phases, shape parameters and the
 and the forward FLOPs of one item as an arithmetic expression over those parameters. FLOPs
 count multiply-accumulates of convolutions, dense layers and matmuls as 2 each; a training
 step counts `train_flops_factor` times the forward pass (backward is about twice forward).
+Bytes follow a minimum-traffic model (inputs and parameters read once, outputs written once:
+`elements_forward` per item, `parameters` per step, times the dtype's size; a training step
+`train_bytes_factor` times that), so arithmetic intensity = FLOPs / bytes is an upper bound.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 PHASES = ("train", "infer")
 DTYPES = ("float32", "float16", "bfloat16", "float64")
 KINDS = ("op", "model", "accuracy")
+DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 _CATALOGUE_FILE = "workloads.toml"
 SUPPORTED_SCHEMA_VERSION = 1
 
@@ -100,6 +104,8 @@ class WorkloadDef:
     flops_forward: str
     params: Mapping[str, ParamSpec] = field(default_factory=dict)
     model: str = ""  # kind "accuracy": the catalogue model that is trained
+    elements_forward: str = ""  # input and output elements of one item ("" = unknown)
+    parameters: str = ""  # elements one step reads once whatever the batch ("" = unknown)
 
     def resolve_params(self, given: Mapping[str, int]) -> dict[str, int]:
         """All parameters with defaults filled in; raises CatalogueError on unknown names or
@@ -119,11 +125,21 @@ class WorkloadDef:
     def forward_flops_per_item(self, params: Mapping[str, int]) -> float:
         return evaluate_expression(self.flops_forward, self.resolve_params(params))
 
+    def forward_elements(self, params: Mapping[str, int], batch_size: int) -> float | None:
+        """Elements a forward step of `batch_size` items moves in the minimum-traffic model;
+        None when the catalogue does not say."""
+        if not self.elements_forward or not self.parameters:
+            return None
+        resolved = self.resolve_params(params)
+        per_item = evaluate_expression(self.elements_forward, resolved)
+        return batch_size * per_item + evaluate_expression(self.parameters, resolved)
+
 
 @dataclass(frozen=True)
 class Catalogue:
     schema_version: int
     train_flops_factor: float
+    train_bytes_factor: float
     run_limits: Mapping[str, ParamSpec]  # warmup_iterations, min_iterations, ...
     min_seconds_default: float
     min_seconds_max: float
@@ -141,6 +157,26 @@ class Catalogue:
     def flops_per_item(self, name: str, phase: str, params: Mapping[str, int]) -> float:
         forward = self.get(name).forward_flops_per_item(params)
         return forward * (self.train_flops_factor if phase == "train" else 1.0)
+
+    def bytes_per_step(
+        self, name: str, phase: str, params: Mapping[str, int], batch_size: int, dtype: str
+    ) -> float | None:
+        """Bytes of one step in the minimum-traffic model; None when the catalogue has no
+        byte model for the workload or the dtype's size is unknown."""
+        elements = self.get(name).forward_elements(params, batch_size)
+        if elements is None or dtype not in DTYPE_BYTES:
+            return None
+        factor = self.train_bytes_factor if phase == "train" else 1.0
+        return elements * DTYPE_BYTES[dtype] * factor
+
+    def arithmetic_intensity(
+        self, name: str, phase: str, params: Mapping[str, int], batch_size: int, dtype: str
+    ) -> float | None:
+        """FLOPs per byte of one step (catalogue FLOPs over bytes_per_step); None when
+        either is unknown or zero."""
+        moved = self.bytes_per_step(name, phase, params, batch_size, dtype)
+        flops = self.flops_per_item(name, phase, params) * batch_size
+        return flops / moved if moved and flops > 0 else None
 
     def check_batch_size(self, name: str, batch_size: int) -> None:
         ParamSpec("batch_size", 1, 1, self.get(name).max_batch_size).check(batch_size)
@@ -169,12 +205,17 @@ def _workload(name: str, raw: Mapping[str, Any]) -> WorkloadDef:
         flops_forward=raw["flops_forward"],
         params=params,
         model=raw.get("model", ""),
+        elements_forward=raw.get("elements_forward", ""),
+        parameters=raw.get("parameters", ""),
     )
     if workload.kind not in KINDS:
         raise CatalogueError(f"workload {name}: kind must be one of {KINDS}")
     if (workload.kind == "accuracy") != bool(workload.model):
         raise CatalogueError(f"workload {name}: 'model' is required for, and only for, accuracy")
     workload.forward_flops_per_item({})  # fails now, not mid-run, on a bad expression
+    if bool(workload.elements_forward) != bool(workload.parameters):
+        raise CatalogueError(f"workload {name}: give both elements_forward and parameters")
+    workload.forward_elements({}, 1)
     return workload
 
 
@@ -187,6 +228,7 @@ def parse_catalogue(text: str) -> Catalogue:
     return Catalogue(
         schema_version=raw["schema_version"],
         train_flops_factor=float(raw["train_flops_factor"]),
+        train_bytes_factor=float(raw.get("train_bytes_factor", raw["train_flops_factor"])),
         run_limits={
             key: _param(key, run[key])
             for key in ("warmup_iterations", "min_iterations", "max_iterations")

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fwbench.collector.agents.specs import aa_pairs, base_name
+from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.contenders import (
     KEY_COLUMNS,
     CellKey,
@@ -102,6 +103,8 @@ class ComparisonSet:
     skipped: list[str]  # contenders that had nothing to be compared with
     floor_source: str = "default"  # where default_floor came from, for the reader
     margin: float = DEFAULT_MARGIN
+    basis: str = hosts.SECONDS  # what two runs' speedups are of: seconds, or peak fractions
+    run_hosts: list[dict[str, Any]] = field(default_factory=list)  # two runs: hosts.host_of
 
     @property
     def measured_floor(self) -> float | None:
@@ -271,21 +274,26 @@ def compare_runs(
     max(margin, threshold); with one process a run, undecided (nothing measured how much two
     processes differ)."""
     old = {(c.agent, c.mode, c.key): c for c in contenders(before)}
-    comparisons, skipped = [], []
+    comparisons, skipped, basis = [], [], hosts.comparison_basis(before, after)
     for cell in contenders(after):
         base = old.pop((cell.agent, cell.mode, cell.key), None)
         if base is None:
             skipped.append(f"{cell.agent} {key_label(cell.key)}: not in run {before.run_id}")
             continue
-        comparisons.append(_compare(base, cell, before.run_id, threshold, [], margin))
+        notes: list[str] = []
+        if basis == hosts.PEAK_FRACTION:  # other hosts: each against its own ceiling
+            scaled, note = hosts.to_peak_fraction(before, base, after, cell)
+            (notes if scaled else skipped).append(note)
+            if scaled is None:
+                continue
+            cell = scaled
+        comparisons.append(_compare(base, cell, before.run_id, threshold, notes, margin))
     skipped += [f"{agent} {key_label(key)}: not in run {after.run_id}" for agent, _, key in old]
+    on = "" if basis == hosts.SECONDS else ", other hosts: compared as fractions of each one's peak"
     return ComparisonSet(
         f"run {after.run_id} against run {before.run_id} (speedup above 1: {after.run_id} "
-        "is faster)",
-        _adjusted(comparisons),
-        [],
-        threshold,
-        skipped,
-        "--threshold",
-        margin,
+        f"is faster{on})",
+        *(_adjusted(comparisons), [], threshold, skipped, "--threshold", margin),
+        basis=basis,
+        run_hosts=[hosts.host_of(before), hosts.host_of(after)],
     )

@@ -158,6 +158,8 @@ def json_text(result: ComparisonSet, decided: dict[str, Any] | None = None) -> s
     """`decided`: the run's until-decided record (its sequential decisions), when it has one."""
     document = {
         "title": result.title,
+        "basis": result.basis,  # two runs of other hosts: "peak fraction" (analysis/hosts.py)
+        "hosts": result.run_hosts,
         "default_noise_floor": result.default_floor,
         "equivalence_margin": result.margin,
         "measured_noise_floor": result.measured_floor,

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from fwbench.collector import __version__
-from fwbench.collector.cli import agents, analysis, doctor, results, run
+from fwbench.collector.cli import agents, analysis, calibrate, doctor, results, run
 from fwbench.collector.cli.images import images_app
 
 app = typer.Typer(no_args_is_help=True, help=__doc__)
@@ -48,3 +48,4 @@ app.command()(analysis.compare)
 app.command()(analysis.report)
 app.add_typer(images_app, name="images")
 app.command()(results.schema)
+app.command()(calibrate.calibrate)

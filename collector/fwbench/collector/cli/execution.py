@@ -4,6 +4,7 @@ the truth about it."""
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import typer
 
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.cli.calibrate import calibration_for_run
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
     ExitCode,
@@ -79,6 +81,7 @@ def execute(
     resume: ResumePoint | None = None,
 ) -> None:
     catalogue = load_catalogue()
+    options = dataclasses.replace(options, calibration=lambda: calibration_for_run(declared))
     take_interrupts_once()
     try:
         summary = execute_run(options, selection, catalogue, declared, errors, resume)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.calibration.ceiling import ceiling_columns
 from fwbench.collector.run.plan import Cell
 from fwbench.collector.stats.samples import sample_stats, throughput
 from fwbench.collector.store.schema import SCHEMA_VERSION
@@ -144,6 +146,41 @@ def failure_row(
         {"seed": seed, "status": status, "error_code": error_code, "error": " ".join(error.split())}
     )
     return row
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "::1")
+
+
+def on_this_host(row: dict[str, Any]) -> bool:
+    """Whether the row ran on the CPUs the calibration measured: not on a GPU, by an agent on
+    the collector's machine (started here, in a process or a container, or attached at a
+    loopback address)."""
+    if str(row.get("device") or "cpu").split(":")[0] != "cpu":
+        return False
+    if row.get("launcher") != "attached":
+        return True
+    return str(row.get("address", "")).rpartition(":")[0] in LOOPBACK
+
+
+Annotate = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def ceilings(catalogue: Catalogue, calibration: dict[str, Any] | None) -> Annotate:
+    """Adds the ceiling columns to a row: its arithmetic intensity (catalogue byte model, for
+    the dtype it ran) and, for agents on this machine, this machine's calibrated peak for its
+    dtype and threads, the fraction of it achieved, and the bandwidth (calibration/ceiling.py)."""
+
+    def annotate(row: dict[str, Any]) -> dict[str, Any]:
+        intensity = None
+        if row.get("workload") and row.get("batch_size"):
+            params = json.loads(row.get("params") or "{}")
+            intensity = catalogue.arithmetic_intensity(
+                row["workload"], row["phase"], params, row["batch_size"], str(row.get("dtype"))
+            )
+        here = calibration if on_this_host(row) else None
+        return {**row, **ceiling_columns(row, here, intensity)}
+
+    return annotate
 
 
 def _device_name(describe: agent_pb2.DescribeResponse, device: str, fallback: str) -> str:

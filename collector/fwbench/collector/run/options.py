@@ -4,6 +4,7 @@ record in the run's metadata, from which `collector run --resume` takes them bac
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ from fwbench.collector.stats.significance import DEFAULT_MARGIN, DEFAULT_NOISE_F
 
 # Not recorded: where results go, the command line and the credentials for attached agents
 # (never written down) are the resuming command's own.
-_NOT_RECORDED = ("out_dir", "store_path", "command_line", "security")
+# The host's calibration is recorded on its own (metadata "calibration"); a resumed run takes
+# this host's current one.
+_NOT_RECORDED = ("out_dir", "store_path", "command_line", "security", "calibration")
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class RunOptions:
     noise_floor: float = DEFAULT_NOISE_FLOOR
     margin: float = DEFAULT_MARGIN
     security: ChannelSecurity | None = None  # token and TLS of attached agents (NAME@HOST:PORT)
+    # This host's ceilings (calibration/cache.py), asked for once the agents are up.
+    calibration: Callable[[], dict[str, Any] | None] | None = None
 
 
 def options_record(options: RunOptions) -> dict[str, Any]:

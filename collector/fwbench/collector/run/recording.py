@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from fwbench.collector.run.normalize import Annotate
 from fwbench.collector.store.database import ResultStore
 from fwbench.collector.store.folder import RunFolder
 
@@ -25,13 +26,18 @@ class Recorder:
     run folder: results after every cell, raw tables at most every RAW_TABLES_INTERVAL_SECONDS
     (and always at the end of the run, sync())."""
 
-    def __init__(self, run_id: str, store: ResultStore, folder: RunFolder) -> None:
+    def __init__(
+        self, run_id: str, store: ResultStore, folder: RunFolder, annotate: Annotate | None = None
+    ) -> None:
         self.run_id, self.store, self.folder = run_id, store, folder
+        self.annotate = annotate  # columns derived from the row (normalize.ceilings)
         self.raw_written = time.monotonic()
 
     def record(
         self, row: dict[str, Any], samples_ns: Sequence[int], telemetry: pd.DataFrame | None
     ) -> None:
+        if self.annotate is not None:
+            row = self.annotate(row)
         self.store.add_result(self.run_id, row, samples_ns, telemetry)
         self.folder.write_results(self.store.results(self.run_id))
         if time.monotonic() - self.raw_written >= RAW_TABLES_INTERVAL_SECONDS:

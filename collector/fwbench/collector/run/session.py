@@ -1,6 +1,5 @@
-"""One `collector run`, start to end: launch or attach agents, check them, plan, measure,
-persist, and always stop what was started. Nothing is written before every agent is up. A
-resumed run (resume.py) goes the same way into the run it finishes."""
+"""One `collector run`, start to end: launch or attach agents, check them, plan, measure, persist,
+always stop what was started. Nothing is written before every agent is up; resume.py alike."""
 
 from __future__ import annotations
 
@@ -22,6 +21,7 @@ from fwbench.collector.run.decide import DecideSettings, Decisions, run_until_de
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.launch import check_identity, launch_all, make_launcher, restarter
 from fwbench.collector.run.metadata import agent_metadata, host_metadata, new_run_id, now
+from fwbench.collector.run.normalize import ceilings
 from fwbench.collector.run.options import RunOptions, options_record
 from fwbench.collector.run.plan import (
     Selection,
@@ -185,6 +185,7 @@ def _measure(
         for cell, repetition in stretch
     ]
     agents = {item.handle.name: agent_metadata(item.handle, item.describe) for item in work}
+    calibration = options.calibration() if options.calibration else None  # agents are up
     folder = RunFolder(out_dir)
     store = ResultStore(options.store_path)
     if resume is None:
@@ -196,6 +197,7 @@ def _measure(
             "started_at": now(),
             "status": "running",
             "host": host_metadata(),
+            "calibration": calibration,
             "collector": this_collector(),
             "options": options_record(options),
             "selection": selection_record(selection),
@@ -217,7 +219,7 @@ def _measure(
         )
         folder.create()
     folder.write_metadata(metadata)
-    recorder = Recorder(run_id, store, folder)
+    recorder = Recorder(run_id, store, folder, ceilings(catalogue, calibration))
     todo: dict[str, int] = {item.handle.name: 0 for item in work}
     for index, (name, _, _) in enumerate(order):
         todo[name] += index not in skip

@@ -86,6 +86,7 @@ def row_statistics(run: RunData) -> pd.DataFrame:
                 "phase": row["phase"],
                 "batch_size": row["batch_size"],
                 "repetition": 0 if repetition is None or pd.isna(repetition) else repetition,
+                "peak_fraction": row.get("peak_fraction"),  # stored: the run's calibration
                 **stats,
             }
         )

@@ -45,13 +45,13 @@ def colors(labels: Sequence[str]) -> dict[str, str]:
     return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(dict.fromkeys(labels))}
 
 
-def _png(figure: Figure) -> bytes:
+def png(figure: Figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
     return buffer.getvalue()
 
 
-def _grid(panels: int, width: float = 5.0, height: float = 3.4) -> tuple[Figure, list[Axes]]:
+def grid(panels: int, width: float = 5.0, height: float = 3.4) -> tuple[Figure, list[Axes]]:
     columns = min(panels, 2)
     rows = -(-panels // columns)
     figure = Figure(figsize=(width * columns, height * rows), layout="constrained")
@@ -85,7 +85,7 @@ def relative_time(result: ComparisonSet, baseline: str, palette: dict[str, str])
         }
     )
     phases = list(dict.fromkeys(frame["phase"]))
-    figure, axes = _grid(len(phases), width=6.5, height=3.8)
+    figure, axes = grid(len(phases), width=6.5, height=3.8)
     for ax, phase in zip(axes, phases, strict=True):
         part = frame[frame["phase"] == phase]
         cells = list(dict.fromkeys(part["cell"]))
@@ -124,7 +124,7 @@ def relative_time(result: ComparisonSet, baseline: str, palette: dict[str, str])
         ax.set_title(f"{phase}")
         ax.legend(fontsize=8)
     figure.suptitle(f"Step time relative to {baseline}")
-    return Plot(name, title, caption, _png(figure))
+    return Plot(name, title, caption, png(figure))
 
 
 def versus_batch(summary: pd.DataFrame, palette: dict[str, str], what: str) -> Plot:
@@ -141,7 +141,7 @@ def versus_batch(summary: pd.DataFrame, palette: dict[str, str], what: str) -> P
     if summary.empty:
         return Plot(name, title, caption, note="no step-time cells in this run")
     panels = list(dict.fromkeys(zip(summary["workload"], summary["phase"], strict=True)))
-    figure, axes = _grid(len(panels))
+    figure, axes = grid(len(panels))
     for ax, (workload, phase) in zip(axes, panels, strict=True):
         part = summary[(summary["workload"] == workload) & (summary["phase"] == phase)]
         for label, lines in part.groupby("label", sort=False):
@@ -159,7 +159,7 @@ def versus_batch(summary: pd.DataFrame, palette: dict[str, str], what: str) -> P
         ax.set_ylabel("median step time (ms)" if latency else "items / s")
         ax.set_title(f"{workload} {phase}")
         ax.legend(fontsize=8)
-    return Plot(name, title, caption, _png(figure))
+    return Plot(name, title, caption, png(figure))
 
 
 def power_energy(run: RunData, palette: dict[str, str]) -> Plot:
@@ -168,7 +168,7 @@ def power_energy(run: RunData, palette: dict[str, str]) -> Plot:
     if not has_gpu_telemetry(run):
         return Plot(name, title, caption, note="no GPU telemetry in this run (CPU agents)")
     ok = run.results[(run.results["status"] == "ok") & run.results["gpu_power_mean_watts"].notna()]
-    figure, axes = _grid(2)
+    figure, axes = grid(2)
     for agent, rows in ok.groupby("agent", sort=False):
         rows = rows.groupby("batch_size").mean(numeric_only=True).reset_index()
         color = palette.get(str(agent), "#888888")
@@ -182,7 +182,7 @@ def power_energy(run: RunData, palette: dict[str, str]) -> Plot:
         ax.set_xlabel("batch size")
         ax.set_ylabel(unit)
         ax.legend(fontsize=8)
-    return Plot(name, title, caption, _png(figure))
+    return Plot(name, title, caption, png(figure))
 
 
 def resources(table: pd.DataFrame) -> Plot:
@@ -194,7 +194,7 @@ def resources(table: pd.DataFrame) -> Plot:
     )
     if table.empty:
         return Plot(name, title, caption, note="no CPU or memory telemetry in this run")
-    figure, (cpu, memory) = _grid(2)
+    figure, (cpu, memory) = grid(2)
     x = np.arange(len(table))
     bottom = np.zeros(len(table))
     for column, color in (
@@ -225,7 +225,7 @@ def resources(table: pd.DataFrame) -> Plot:
     memory.set_xticks(x, table["agent"], rotation=15, fontsize=8)
     memory.set_ylabel("MiB")
     memory.legend(fontsize=8)
-    return Plot(name, title, caption, _png(figure))
+    return Plot(name, title, caption, png(figure))
 
 
 def time_to_accuracy(run: RunData, palette: dict[str, str]) -> Plot:
@@ -234,7 +234,7 @@ def time_to_accuracy(run: RunData, palette: dict[str, str]) -> Plot:
     curves = accuracy_curves(run)
     if not curves:
         return Plot(name, title, caption, note="no accuracy workloads in this run")
-    figure, (ax,) = _grid(1, width=7.0, height=4.0)
+    figure, (ax,) = grid(1, width=7.0, height=4.0)
     for curve in curves:
         ax.plot(
             curve["seconds"],
@@ -250,7 +250,7 @@ def time_to_accuracy(run: RunData, palette: dict[str, str]) -> Plot:
     ax.set_xlabel("training time (s)")
     ax.set_ylabel("validation accuracy")
     ax.legend(fontsize=8)
-    return Plot(name, title, caption, _png(figure))
+    return Plot(name, title, caption, png(figure))
 
 
 def distributions(run: RunData, summary: pd.DataFrame, palette: dict[str, str]) -> Plot:
@@ -266,7 +266,7 @@ def distributions(run: RunData, summary: pd.DataFrame, palette: dict[str, str]) 
     by_cell = samples_by_cell(run.samples)
     keys = summary[["workload", "phase", "batch_size", "dtype", "threads_requested"]]
     panels = list(dict.fromkeys(keys.itertuples(index=False, name=None)))[:12]
-    figure, axes = _grid(len(panels), height=3.0)
+    figure, axes = grid(len(panels), height=3.0)
     for ax, panel in zip(axes, panels, strict=True):
         part = summary[[row == panel for row in keys.itertuples(index=False, name=None)]]
         data = [np.concatenate([by_cell[c] for c in cells]) * 1e3 for cells in part["cells"]]
@@ -280,4 +280,4 @@ def distributions(run: RunData, summary: pd.DataFrame, palette: dict[str, str]) 
         workload, phase, batch = panel[:3]
         ax.set_title(f"{workload} {phase} bs={batch}", fontsize=10)
         ax.tick_params(axis="x", labelsize=8, rotation=15)
-    return Plot(name, title, caption, _png(figure))
+    return Plot(name, title, caption, png(figure))

@@ -24,6 +24,7 @@ from fwbench.collector.analysis.decisions import (
     stored_decisions,
 )
 from fwbench.collector.analysis.report import data, figures
+from fwbench.collector.analysis.report.roofline import roofline
 from fwbench.collector.stats.samples import MIN_SAMPLES, NOISY_CV, TUKEY_K
 from fwbench.collector.stats.significance import ALPHA, DEFAULT_NOISE_FLOOR
 
@@ -79,6 +80,7 @@ def _statistics_rows(run: RunData) -> list[list[str]]:
                 _number(row["p99_seconds"] * 1e3, "{:.3f}"),
                 _number(row["cv"] * 100, "{:.1f}%"),
                 str(row["outliers"]),
+                _number(row["peak_fraction"], "{:.1%}"),
                 "noisy" if row["noisy"] else "",
             ]
         )
@@ -100,6 +102,7 @@ STATISTICS_HEADERS = [
     "p99 ms",
     "CV",
     "outliers",
+    "% peak",
     "flag",
 ]
 
@@ -111,6 +114,7 @@ def _plots(run: RunData, result: ComparisonSet, baseline: str) -> list[figures.P
         figures.relative_time(result, baseline, palette),
         figures.versus_batch(summary, palette, "latency"),
         figures.versus_batch(summary, palette, "throughput"),
+        roofline(run, palette),
         figures.distributions(run, summary, palette),
         figures.power_energy(run, palette),
         figures.resources(data.resource_table(run)),

@@ -1,0 +1,118 @@
+"""One calibration per host, cached: a JSON file per host fingerprint (hostname, CPU model,
+logical CPUs, memory) under ~/.cache/fwbench/calibration (or $FWBENCH_CALIBRATION_DIR),
+measured on first use and again on demand (`collector calibrate --force`). A host whose
+fingerprint changed (another CPU count, more memory) is measured afresh."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import socket
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from fwbench.collector.calibration.measure import EFFORTS, measure
+
+DIR_VARIABLE = "FWBENCH_CALIBRATION_DIR"
+# `quick` measures tiny sizes (tests); `off`: runs record no calibration. Default `full`.
+EFFORT_VARIABLE = "FWBENCH_CALIBRATION"
+FORMAT_VERSION = 1
+
+
+def cache_dir() -> Path:
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fwbench"
+    return Path(os.environ.get(DIR_VARIABLE, default / "calibration"))
+
+
+def effort_name() -> str:
+    name = os.environ.get(EFFORT_VARIABLE, "full") or "full"
+    if name not in (*EFFORTS, "off"):
+        raise ValueError(f"{EFFORT_VARIABLE}={name!r}: give full, quick or off")
+    return name
+
+
+def cpu_model() -> str:
+    """As the agents report it (fwbench.runtime.hostinfo), so rows and calibrations match."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def host_fingerprint() -> dict[str, Any]:
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "logical_cpus": os.cpu_count(),
+        "memory_bytes": psutil.virtual_memory().total,
+    }
+
+
+def fingerprint_id(fingerprint: dict[str, Any]) -> str:
+    blob = json.dumps(fingerprint, sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def cache_path(fingerprint: dict[str, Any], effort: str) -> Path:
+    suffix = "" if effort == "full" else f"-{effort}"
+    return cache_dir() / f"{fingerprint['hostname']}-{fingerprint_id(fingerprint)}{suffix}.json"
+
+
+def load_cached(effort: str) -> dict[str, Any] | None:
+    """This host's cached calibration at that effort, or None (none, unreadable, or made for
+    another fingerprint or format)."""
+    fingerprint = host_fingerprint()
+    try:
+        cached: dict[str, Any] = json.loads(cache_path(fingerprint, effort).read_text())
+    except (OSError, ValueError):
+        return None
+    if cached.get("format") != FORMAT_VERSION or cached.get("fingerprint") != fingerprint:
+        return None
+    return cached
+
+
+def calibrate(pythons: list[Path], effort: str) -> dict[str, Any]:
+    """Measures now and caches the result (written whole, then renamed)."""
+    fingerprint = host_fingerprint()
+    measured_at = dt.datetime.now(dt.UTC)
+    calibration = {
+        "format": FORMAT_VERSION,
+        "id": f"{fingerprint_id(fingerprint)}-{measured_at:%Y%m%dT%H%M%SZ}",
+        "fingerprint": fingerprint,
+        "fingerprint_id": fingerprint_id(fingerprint),
+        "measured_at": measured_at.isoformat(),
+        **measure(pythons, EFFORTS[effort]),
+    }
+    path = cache_path(fingerprint, effort)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(calibration, indent=1) + "\n")
+    partial.replace(path)
+    return calibration
+
+
+def host_calibration(
+    pythons: list[Path],
+    force: bool = False,
+    effort: str | None = None,
+    say: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any] | None:
+    """The cached calibration, or a fresh one when there is none or `force`; None when the
+    effort is `off`."""
+    effort = effort or effort_name()
+    if effort == "off":
+        return None
+    cached = None if force else load_cached(effort)
+    if cached is not None:
+        return cached
+    say(f"calibrating this host ({effort}: peak GEMM FLOP/s and triad bandwidth), once")
+    return calibrate(pythons, effort)

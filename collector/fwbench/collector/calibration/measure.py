@@ -1,0 +1,152 @@
+"""Measures this host's ceilings by running probe.py: peak GEMM FLOP/s per dtype at one thread
+and at every logical CPU, with NumPy's BLAS in the collector's Python and with PyTorch in any
+other interpreter given (an agent environment), keeping the best per dtype and thread count;
+and STREAM-triad memory bandwidth at the same thread counts. Every figure keeps its method."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fwbench.collector.calibration import probe
+
+PROBE = Path(probe.__file__)
+BLAS_THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
+NUMPY_DTYPES = ("float32", "float64")
+TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
+
+
+class CalibrationError(RuntimeError):
+    """A probe failed; the message has its stderr."""
+
+
+@dataclass(frozen=True)
+class Effort:
+    """How hard to measure: `full` for real use, `quick` (tiny sizes, NumPy only) for tests."""
+
+    name: str
+    max_size: int  # GEMM: largest square size tried
+    gemm_seconds: float  # GEMM: timed seconds per dtype and thread count, at least
+    gemm_repetitions: int
+    triad_elements: int  # per array; 0 = four times the last-level cache, 128 MiB at least
+    triad_repetitions: int
+    other_pythons: bool = True  # try PyTorch in the interpreters given
+
+
+EFFORTS = {
+    "full": Effort("full", 2048, 0.3, 3, 0, 5),
+    "quick": Effort("quick", 128, 0.0, 2, 1 << 16, 2, other_pythons=False),
+}
+
+
+def last_level_cache_bytes() -> int:
+    """The largest CPU cache sysfs lists (0 when it lists none)."""
+    largest = 0
+    for size in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = size.read_text().strip()
+        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+        largest = max(largest, int(text.rstrip("KMG")) * units.get(text[-1], 1))
+    return largest
+
+
+def triad_elements(effort: Effort) -> int:
+    if effort.triad_elements:
+        return effort.triad_elements
+    return max(4 * last_level_cache_bytes(), 128 << 20) // 8
+
+
+def thread_counts() -> list[int]:
+    cpus = len(os.sched_getaffinity(0))
+    return sorted({1, cpus})
+
+
+def _probe(python: Path, threads: int, arguments: list[str]) -> dict[str, Any]:
+    env = {**os.environ, **dict.fromkeys(BLAS_THREAD_VARIABLES, str(threads))}
+    command = [str(python), str(PROBE), *arguments, "--threads", str(threads)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        tail = " ".join(done.stderr.strip().splitlines()[-3:])
+        raise CalibrationError(f"{' '.join(command)} failed ({done.returncode}): {tail}")
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def has_torch(python: Path) -> bool:
+    done = subprocess.run(
+        [str(python), "-c", "import torch"], capture_output=True, check=False, timeout=120
+    )
+    return done.returncode == 0
+
+
+def gemm_trials(pythons: list[Path], effort: Effort) -> list[dict[str, Any]]:
+    """Every GEMM measured: NumPy in this Python, PyTorch in each of `pythons` that has it."""
+    runs: list[tuple[Path, str, tuple[str, ...]]] = [(Path(sys.executable), "numpy", NUMPY_DTYPES)]
+    if effort.other_pythons:
+        runs += [(p, "torch", TORCH_DTYPES) for p in pythons if has_torch(p)]
+    trials = []
+    for python, library, dtypes in runs:
+        for threads in thread_counts():
+            arguments = ["gemm", "--library", library, "--dtypes", ",".join(dtypes)]
+            arguments += ["--max-size", str(effort.max_size)]
+            arguments += ["--repetitions", str(effort.gemm_repetitions)]
+            arguments += ["--seconds", str(effort.gemm_seconds)]
+            for trial in _probe(python, threads, arguments)["gemm"]:
+                trials.append({**trial, "python": str(python)})
+    return trials
+
+
+def best_peaks(trials: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """{dtype: {threads: the fastest trial}}: the best library wins per dtype and thread count."""
+    peaks: dict[str, dict[str, dict[str, Any]]] = {}
+    for trial in trials:
+        at = peaks.setdefault(trial["dtype"], {})
+        key = str(trial["threads"])
+        if key not in at or trial["flops_per_second"] > at[key]["flops_per_second"]:
+            at[key] = trial
+    return peaks
+
+
+def measure(pythons: list[Path], effort: Effort) -> dict[str, Any]:
+    """The calibration's measured part: peaks, every trial, bandwidth, and how long it took."""
+    started = time.perf_counter()
+    trials = gemm_trials(pythons, effort)
+    elements = triad_elements(effort)
+    bandwidth = {
+        str(threads): _probe(
+            Path(sys.executable),
+            threads,
+            ["triad", "--elements", str(elements), "--repetitions", str(effort.triad_repetitions)],
+        )["triad"]
+        for threads in thread_counts()
+    }
+    return {
+        "effort": effort.name,
+        "peak_flops": best_peaks(trials),
+        "gemm_trials": trials,
+        "bandwidth": bandwidth,
+        "method": {
+            "gemm": "square C = A @ B, size doubled from 256 until one product takes "
+            f"{probe.MIN_CALL_SECONDS} s (at most {effort.max_size}); one untimed call, then "
+            f"at least {effort.gemm_repetitions} timed and {effort.gemm_seconds} s; fastest "
+            "gives 2 n^3 / s; best library per dtype and thread count",
+            "triad": "a = b + s * c, float64, one contiguous part per thread, blocks of "
+            f"{probe.BLOCK} elements with a cached temporary; 24 bytes counted per element "
+            "(b, c read, a written; write-allocate not counted); fastest of "
+            f"{effort.triad_repetitions} passes over {elements} elements per array",
+            "last_level_cache_bytes": last_level_cache_bytes(),
+            "thread_counts": thread_counts(),
+        },
+        "seconds": time.perf_counter() - started,
+    }

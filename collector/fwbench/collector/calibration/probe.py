@@ -1,0 +1,178 @@
+"""The measurements of a host calibration, as a script any Python runs (the collector's, or an
+agent environment's with PyTorch): it imports nothing of fwbench and prints one JSON object.
+
+    python probe.py gemm --library numpy --threads 2 --dtypes float32,float64 --max-size 2048
+    python probe.py triad --threads 2 --elements 16777216 --repetitions 5
+
+gemm: C = A @ B on square matrices with the library's own GEMM (NumPy's BLAS; torch.mm). The
+size doubles from 256 until one product takes MIN_CALL_SECONDS or --max-size is reached;
+after one untimed call, products are timed until both --repetitions and --seconds are
+reached, and the fastest gives FLOP/s = 2 n^3 / seconds. Threads: the BLAS variables (set by
+the caller before this process starts) and torch.set_num_threads.
+
+triad: a = b + s * c over float64 arrays (STREAM's triad), split into one contiguous part per
+thread (NumPy releases the GIL in its loops). Each thread works in blocks of BLOCK elements
+with a small reused temporary that stays in cache, so memory traffic is b and c read and a
+written once: 24 bytes per element are counted, as STREAM does. The write-allocate read of a
+(which a store without streaming hints costs) is not counted. The fastest pass gives
+bytes/second."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import threading
+import time
+from typing import Any
+
+MIN_CALL_SECONDS = 0.05
+BLOCK = 32768  # triad elements per step: 256 KiB a temporary, within a core's L2
+
+
+def _gemm_numpy(dtype: str, size: int) -> tuple[Any, str]:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((size, size)).astype(dtype)
+    b = rng.standard_normal((size, size)).astype(dtype)
+    c = np.empty((size, size), dtype=dtype)
+    return (lambda: np.matmul(a, b, out=c)), _numpy_blas()
+
+
+def _numpy_blas() -> str:
+    import numpy as np
+
+    try:
+        config = np.show_config(mode="dicts")
+        blas = config["Build Dependencies"]["blas"]
+        return f"numpy {np.__version__} ({blas.get('name', '?')} {blas.get('version', '')})".strip()
+    except (TypeError, KeyError, AttributeError):
+        return f"numpy {np.__version__}"
+
+
+def _torch() -> Any:
+    """PyTorch, in the interpreter of an agent environment that runs this script; never in
+    the collector's own process (which never imports a framework: pyproject's contract)."""
+    return importlib.import_module("torch")
+
+
+def _gemm_torch(dtype: str, size: int) -> tuple[Any, str]:
+    torch = _torch()
+
+    generator = torch.Generator().manual_seed(0)
+    kind = getattr(torch, dtype)
+    a = torch.randn((size, size), generator=generator).to(kind)
+    b = torch.randn((size, size), generator=generator).to(kind)
+    c = torch.empty((size, size), dtype=kind)
+    return (lambda: torch.mm(a, b, out=c)), f"torch {torch.__version__}"
+
+
+def gemm(library: str, threads: int, dtype: str, max_size: int, reps: int, seconds: float) -> Any:
+    make = _gemm_torch if library == "torch" else _gemm_numpy
+    if library == "torch":
+        _torch().set_num_threads(threads)
+    size = min(256, max_size)
+    while True:
+        call, name = make(dtype, size)
+        call()  # warm-up: first-touch, thread pools, packing buffers
+        started = time.perf_counter()
+        call()
+        once = time.perf_counter() - started
+        if once >= MIN_CALL_SECONDS or size * 2 > max_size:
+            break
+        size *= 2
+    times = [once]
+    begun = time.perf_counter()
+    while len(times) < reps or time.perf_counter() - begun < seconds:
+        started = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - started)
+    best = min(times)
+    return {
+        "library": name,
+        "dtype": dtype,
+        "threads": threads,
+        "size": size,
+        "repetitions": len(times),
+        "best_seconds": best,
+        "flops_per_second": 2.0 * size**3 / best,
+    }
+
+
+def triad(threads: int, elements: int, reps: int) -> dict[str, Any]:
+    import numpy as np
+
+    a = np.zeros(elements)
+    b = np.full(elements, 1.0)
+    c = np.full(elements, 2.0)
+    scalar = 3.0
+    bounds = [elements * i // threads for i in range(threads + 1)]
+
+    def part(start: int, stop: int, barrier: threading.Barrier) -> None:
+        temporary = np.empty(BLOCK)
+        barrier.wait()
+        for low in range(start, stop, BLOCK):
+            high = min(low + BLOCK, stop)
+            scratch = temporary[: high - low]
+            np.multiply(c[low:high], scalar, out=scratch)
+            np.add(b[low:high], scratch, out=a[low:high])
+
+    times = []
+    for _ in range(reps):
+        barrier = threading.Barrier(threads + 1)
+        workers = [
+            threading.Thread(target=part, args=(bounds[i], bounds[i + 1], barrier))
+            for i in range(threads)
+        ]
+        for worker in workers:
+            worker.start()
+        barrier.wait()
+        started = time.perf_counter()
+        for worker in workers:
+            worker.join()
+        times.append(time.perf_counter() - started)
+    if not np.all(a[:: max(1, elements // 1000)] == 7.0):
+        raise RuntimeError("triad computed a wrong result")
+    best = min(times)
+    moved = 3 * 8 * elements
+    return {
+        "library": f"numpy {np.__version__}",
+        "threads": threads,
+        "elements": elements,
+        "array_bytes": 8 * elements,
+        "block_elements": BLOCK,
+        "repetitions": reps,
+        "best_seconds": best,
+        "bytes_counted_per_pass": moved,
+        "bytes_per_second": moved / best,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    g = sub.add_parser("gemm")
+    g.add_argument("--library", choices=["numpy", "torch"], required=True)
+    g.add_argument("--threads", type=int, required=True)
+    g.add_argument("--dtypes", required=True)
+    g.add_argument("--max-size", type=int, default=2048)
+    g.add_argument("--repetitions", type=int, default=3)
+    g.add_argument("--seconds", type=float, default=0.75)
+    t = sub.add_parser("triad")
+    t.add_argument("--threads", type=int, required=True)
+    t.add_argument("--elements", type=int, required=True)
+    t.add_argument("--repetitions", type=int, default=5)
+    args = parser.parse_args()
+    if args.what == "gemm":
+        found = [
+            gemm(args.library, args.threads, d, args.max_size, args.repetitions, args.seconds)
+            for d in args.dtypes.split(",")
+        ]
+        print(json.dumps({"gemm": found}))
+    else:
+        print(json.dumps({"triad": triad(args.threads, args.elements, args.repetitions)}))
+
+
+if __name__ == "__main__":
+    main()
