@@ -1,8 +1,10 @@
-"""Cells: declared workloads run at their smallest size (batch 1, every shape parameter at
-its declared minimum, 1 warm-up and exactly 2 timed iterations, min_seconds 0), each reply
-checked as the collector checks it (run/validate.py), then for what the protocol says beyond
-that: effective settings that match the request (dtype, mode, every shape parameter, threads, a
-device), sane progress events.
+"""Cells: declared workloads run at their smallest size (batch 1, 2 when training; every
+shape parameter at its declared minimum; 1 warm-up and exactly 2 timed iterations; min_seconds
+0), each reply checked as the collector checks it (run/validate.py), then for what the
+protocol says beyond that: effective settings that match the request (dtype, mode, every shape
+parameter, threads, a device), sane progress events. A cell refused UNIMPLEMENTED is skipped:
+the protocol lets an agent refuse a combination it cannot run (the collector stores it
+unsupported).
 
 Which cells (--cells): `all` every declared workload x phase x dtype x mode; `each` (the
 default) every workload x phase once in its default mode and dtype, and every dtype x mode
@@ -16,6 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
+import grpc
+
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.conformance.suite import (
     Check,
@@ -25,11 +29,14 @@ from fwbench.collector.conformance.suite import (
     new_run_id,
     reraise,
     run_to_end,
+    status_text,
 )
 from fwbench.collector.run.validate import ProtocolViolation, check_result
 from fwbench.spec.enums import DTYPE_NAMES, PHASE_NAMES
 
 TIMED_ITERATIONS = 2
+# Training batches hold 2 items: BatchNorm cannot train on one value per channel (a 1x1 map).
+TRAIN_BATCH = 2
 
 
 class CellSet(StrEnum):
@@ -68,7 +75,9 @@ def is_accuracy(target: Target, workload: str) -> bool:
 def cell_request(target: Target, cell: Cell, **fields: object) -> agent_pb2.RunRequest:
     """The smallest request for `cell`; `fields` override any RunRequest field."""
     support = target.support(cell.workload)
-    batch = support.max_batch_size if is_accuracy(target, cell.workload) else 1
+    batch = min(TRAIN_BATCH if cell.phase == agent_pb2.PHASE_TRAIN else 1, support.max_batch_size)
+    if is_accuracy(target, cell.workload):
+        batch = support.max_batch_size
     values: dict[str, object] = {
         "run_id": new_run_id(),
         "workload": cell.workload,
@@ -217,7 +226,14 @@ def _cell_check(cell: Cell) -> Callable[[Target], str]:
 
 def _run_cell(target: Target, cell: Cell) -> str:
     request = cell_request(target, cell)
-    progress, result = run_to_end(target, request)
+    try:
+        progress, result = run_to_end(target, request)
+    except grpc.RpcError as error:
+        if error.code() != grpc.StatusCode.UNIMPLEMENTED:
+            raise
+        raise Skipped(
+            f"refused as unsupported, which the protocol allows: {status_text(error)}"
+        ) from None
     check_reply(target, request, progress, result)
     count = len(result.sample_nanoseconds)
     return f"{count} samples, {len(progress)} progress events"
