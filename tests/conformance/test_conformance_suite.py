@@ -18,22 +18,20 @@ from broken_agents import serve
 from fwbench.collector.cli.common import ExitCode
 
 
-def conformance(port: int, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fwbench.collector.cli",
-            "conformance",
-            f"127.0.0.1:{port}",
-            "--json",
-            *args,
-        ],
+def run_command(port: int, *args: str, **options: object) -> subprocess.CompletedProcess[str]:
+    """`collector conformance 127.0.0.1:PORT ARGS...` as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "fwbench.collector.cli", "conformance", f"127.0.0.1:{port}", *args],
         capture_output=True,
         text=True,
         timeout=180,
         check=False,
+        **options,  # type: ignore[call-overload]
     )
+
+
+def conformance(port: int, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    done = run_command(port, "--json", *args)
     report = json.loads(done.stdout) if done.stdout.strip() else {}
     return done, report
 
@@ -114,24 +112,8 @@ def test_a_broken_agent_fails_with_the_reason(agent, kind: str, check: str, reas
 
 def test_the_table_names_the_failing_check_and_why(agent) -> None:
     port = agent("no-result")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "fwbench.collector.cli",
-            "conformance",
-            f"127.0.0.1:{port}",
-            "--checks",
-            "cells",
-            "--cells",
-            "one",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"},
-        check=False,
-    )
+    env = {"COLUMNS": "250", "PATH": "/usr/bin:/bin"}
+    done = run_command(port, "--checks", "cells", "--cells", "one", env=env)
     assert done.returncode == 3
     assert "run gemm train float32 eager" in done.stdout
     assert "the Run stream ended OK without a RunResult" in done.stdout
