@@ -5,6 +5,7 @@ one deliberate defect fails the check of that defect, with its reason, and exits
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,9 +14,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from broken_agents import serve
+from broken_agents import ThreadedFake, serve
 
 from fwbench.collector.cli.common import ExitCode
+from fwbench.runtime.security import ServerSecurity
+from fwbench.runtime.server import create_server
 
 
 def run_command(port: int, *args: str, **options: object) -> subprocess.CompletedProcess[str]:
@@ -132,3 +135,29 @@ def test_an_unreachable_target_is_not_started() -> None:
     done, _ = conformance(1, "--start-timeout", "2")
     assert done.returncode == ExitCode.NOT_STARTED
     assert "cannot reach" in done.stderr
+
+
+def test_a_token_agent_is_checked_with_the_run_command_s_token_option(tmp_path: Path) -> None:
+    """The runtime's own server (create_server: /metrics on, a token demanded) passes with
+    --agent-token-file; without it, Describe fails UNAUTHENTICATED and the suite says so."""
+    token = tmp_path / "token"
+    token.write_text("conformance-s3cret\n")
+    agent = create_server(
+        ThreadedFake(),
+        name="fake-cpu",
+        variant="cpu",
+        security=ServerSecurity(token="conformance-s3cret"),
+    )
+    try:
+        done, report = conformance(agent.port, "--cells", "one", "--agent-token-file", str(token))
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        results = {c["check"]: c["result"] for c in report["checks"]}
+        assert results["/metrics has the collector's series"] == "pass"
+        assert results["/metrics passes promtool"] == (
+            "pass" if shutil.which("promtool") else "skip"
+        )
+        done, report = conformance(agent.port, "--checks", "describe")
+        assert done.returncode == ExitCode.NONCONFORMING
+        assert "UNAUTHENTICATED" in failures(report)["Describe answers"]
+    finally:
+        agent.stop(0)
