@@ -14,6 +14,7 @@ modes). An accuracy workload trains at its largest batch (one step per epoch) fo
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -32,6 +33,7 @@ from fwbench.collector.conformance.suite import (
     status_text,
 )
 from fwbench.collector.run.validate import ProtocolViolation, check_result
+from fwbench.spec.catalogue import CatalogueError
 from fwbench.spec.enums import DTYPE_NAMES, PHASE_NAMES
 
 TIMED_ITERATIONS = 2
@@ -103,29 +105,35 @@ def default_cell(support: agent_pb2.WorkloadSupport) -> Cell:
     return Cell(support.name, support.phases[0], _first_dtype(support), support.modes[0])
 
 
+def runnable(target: Target) -> list[agent_pb2.WorkloadSupport]:
+    """Declared catalogue workloads with at least one phase, dtype and mode."""
+    return [
+        w
+        for w in target.described().workloads
+        if w.name in target.catalogue.workloads and w.phases and w.dtypes and w.modes
+    ]
+
+
 def cheapest(target: Target) -> agent_pb2.WorkloadSupport:
-    """The declared catalogue workload with the fewest FLOPs per step at its smallest size
-    (accuracy workloads last: they train); raises Failed when there is none."""
-    describe = target.described()
+    """The runnable workload with the fewest FLOPs per step at its smallest size (accuracy
+    workloads last: they train); raises Failed when there is none."""
 
     def cost(support: agent_pb2.WorkloadSupport) -> tuple[bool, float]:
         known = target.catalogue.workloads[support.name]
-        flops = known.forward_flops_per_item(smallest_params(support))
+        try:
+            flops = known.forward_flops_per_item(smallest_params(support))
+        except CatalogueError:  # declared limits outside the catalogue's: Describe's checks
+            flops = math.inf
         return known.kind == "accuracy", flops
 
-    usable = [
-        w
-        for w in describe.workloads
-        if w.name in target.catalogue.workloads and w.phases and w.dtypes and w.modes
-    ]
+    usable = runnable(target)
     if not usable:
         raise Failed("Describe declares no catalogue workload with phases, dtypes and modes")
     return min(usable, key=cost)
 
 
 def select_cells(target: Target, cells: CellSet) -> list[Cell]:
-    describe = target.described()
-    known = [w for w in describe.workloads if w.name in target.catalogue.workloads and w.modes]
+    known = runnable(target)
     base = cheapest(target)
     chosen: list[Cell] = []
     if cells == CellSet.ALL:
@@ -212,7 +220,7 @@ def cell_checks(target: Target, cells: CellSet) -> Iterator[Check]:
     """One check per cell, chosen once Describe has answered (this is a generator)."""
     try:
         chosen = select_cells(target, cells)
-    except (Failed, Skipped) as error:
+    except Exception as error:  # noqa: BLE001 (Failed, Skipped, or a reply that breaks it)
         failure: Exception = error
         yield "run cells", lambda _: reraise(failure)
         return

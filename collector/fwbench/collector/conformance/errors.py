@@ -10,10 +10,9 @@ from typing import Any
 import grpc
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.conformance.cells import cell_request, cheapest, default_cell
+from fwbench.collector.conformance.cells import cell_request, cheapest, default_cell, runnable
 from fwbench.collector.conformance.suite import Check, Skipped, Target, expect_status
 from fwbench.collector.run.validate import iteration_limit
-from fwbench.spec.catalogue import PHASES
 from fwbench.spec.enums import PHASE_VALUES
 
 UNKNOWN_WORKLOAD = "no-such-workload"
@@ -51,8 +50,7 @@ def _over_max_batch(target: Target) -> str:
 
 
 def _param_out_of_range(target: Target) -> str:
-    with_params = [w for w in target.described().workloads if w.params and w.modes]
-    candidates = [w for w in with_params if w.name in target.catalogue.workloads]
+    candidates = [w for w in runnable(target) if w.params]
     if not candidates:
         raise Skipped("no declared workload has shape parameters")
     support = candidates[0]
@@ -63,10 +61,10 @@ def _param_out_of_range(target: Target) -> str:
 
 
 def _undeclared_phase(target: Target) -> str:
-    for support in target.described().workloads:
-        known = target.catalogue.workloads.get(support.name)
-        missing = [p for p in PHASES if known and PHASE_VALUES[p] not in support.phases]
-        if missing and support.modes and support.dtypes:
+    for support in runnable(target):
+        known = target.catalogue.workloads[support.name]
+        missing = [p for p in known.phases if PHASE_VALUES[p] not in support.phases]
+        if missing:
             cell = default_cell(support)
             request = cell_request(target, cell, phase=PHASE_VALUES[missing[0]])
             return expect_status(target, request, UNIMPLEMENTED)
