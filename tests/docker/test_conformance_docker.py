@@ -21,6 +21,7 @@ COLLECTOR = str(Path(sys.executable).parent / "collector")
 # The test fake reports 1 intra-op thread whatever a run asks for (tests/runtime/
 # fake_plugin.py), which the threads checks rightly fail: they are left out here.
 GROUPS = "describe,services,errors,cells,lifecycle,metrics"
+QUICK = ["--cells", "one", "--checks", GROUPS, "--json"]
 
 
 def test_a_declared_agent_in_its_container_passes(
@@ -28,8 +29,7 @@ def test_a_declared_agent_in_its_container_passes(
 ) -> None:
     manifests = fake_agent_writer(tmp_path, name="conformance-fake")
     done = subprocess.run(
-        [COLLECTOR, "conformance", "conformance-fake", "--launcher", "docker"]
-        + ["--cells", "one", "--checks", GROUPS, "--json"],
+        [COLLECTOR, "conformance", "conformance-fake", "--launcher", "docker", *QUICK],
         capture_output=True,
         text=True,
         timeout=900,
