@@ -21,10 +21,13 @@ from fwbench.runtime.security import ServerSecurity
 from fwbench.runtime.server import create_server
 
 
-def run_command(port: int, *args: str, **options: object) -> subprocess.CompletedProcess[str]:
-    """`collector conformance 127.0.0.1:PORT ARGS...` as a user runs it."""
+def run_command(
+    target: int | str, *args: str, **options: object
+) -> subprocess.CompletedProcess[str]:
+    """`collector conformance TARGET ARGS...` as a user runs it; a port means 127.0.0.1:PORT."""
+    address = f"127.0.0.1:{target}" if isinstance(target, int) else target
     return subprocess.run(
-        [sys.executable, "-m", "fwbench.collector.cli", "conformance", f"127.0.0.1:{port}", *args],
+        [sys.executable, "-m", "fwbench.collector.cli", "conformance", address, *args],
         capture_output=True,
         text=True,
         timeout=180,
@@ -123,6 +126,16 @@ def test_the_table_names_the_failing_check_and_why(agent) -> None:
     assert "1 passed, 3 failed, 0 skipped" in done.stdout  # Describe, and the 3 cells
     # Only the cell groups and Describe's call ran.
     assert "refuse unknown workload" not in done.stdout
+
+
+def test_an_agent_reached_as_name_at_address_must_say_that_name(agent) -> None:
+    port = agent("honest")
+    done = run_command(f"torch-cpu@127.0.0.1:{port}", "--checks", "describe", "--json")
+    assert done.returncode == ExitCode.NONCONFORMING
+    assert failures(json.loads(done.stdout)) == {
+        "identity": "identity.name is 'fake-cpu', not 'torch-cpu' (the agent's manifest, or "
+        "NAME@ of the target)"
+    }
 
 
 def test_an_unknown_check_group_is_bad_input(agent) -> None:

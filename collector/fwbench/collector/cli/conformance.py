@@ -60,6 +60,15 @@ def agent_spec(target: str, declared: dict[str, AgentManifest]) -> str:
     return target
 
 
+def expected_name(target: str, spec: str) -> str:
+    """The name Describe must say: a declared agent's, or the NAME of NAME@HOST:PORT (as
+    `collector run` requires); none for a bare HOST:PORT."""
+    attached = parse_attached(spec)
+    if attached is None:
+        return base_name(spec)
+    return attached[0] if "@" in target else ""
+
+
 def conformance(
     target: Annotated[
         str,
@@ -110,6 +119,8 @@ def conformance(
     spec = agent_spec(target, declared)
     take_interrupts_once()
     logs = scratch_folder("logs")
+    # What make_launcher reads of a run's options: the launcher and its start timeout (the
+    # suite stores nothing: no output folder, no store).
     options = RunOptions((spec,), None, Path(), cell_timeout, start_timeout, "", launcher=launcher)
     agent_launcher: Launcher | None = None
     handle: AgentHandle | None = None
@@ -124,7 +135,7 @@ def conformance(
             client=handle.client,
             catalogue=load_catalogue(),
             metrics_address=handle.metrics_address,
-            expected_name="" if parse_attached(spec) else base_name(spec),
+            expected_name=expected_name(target, spec),
             extras=frozenset(split_list(extra_workloads)),
             cell_timeout_seconds=cell_timeout,
         )

@@ -52,7 +52,8 @@ def _identity(target: Target) -> None:
         raise Failed(f"identity.python_version {identity.python_version!r} is no version")
     if target.expected_name and identity.name != target.expected_name:
         raise Failed(
-            f"identity.name is {identity.name!r}; its manifest names it {target.expected_name!r}"
+            f"identity.name is {identity.name!r}, not {target.expected_name!r} (the agent's "
+            "manifest, or NAME@ of the target)"
         )
     return None
 
