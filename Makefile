@@ -100,7 +100,8 @@ test: lint test-plugins test-main
 # The quick loop while developing: lint and the tests that need no agent environment, no
 # Docker and no host tools (the collector against fakes, the runtime in-process, the spec).
 test-fast: lint
-	$(BIN)/pytest -m "not agent and not docker" tests/collector tests/runtime tests/spec tests/faults
+	$(BIN)/pytest -m "not agent and not docker" tests/collector tests/runtime tests/spec tests/faults \
+		tests/conformance
 
 bench: setup
 	$(BIN)/python tests/benchmarks/bench_harness.py

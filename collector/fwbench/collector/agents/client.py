@@ -93,12 +93,26 @@ class AgentClient:
             return False
         return bool(reply.status == health_pb2.HealthCheckResponse.SERVING)
 
+    @property
+    def channel(self) -> grpc.Channel:
+        """The channel, for services besides AgentService (health, reflection)."""
+        return self._channel
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """What every call sends: the client id and, when set, the token."""
+        return self._metadata
+
+    def describe_reply(self, timeout_seconds: float = 30) -> agent_pb2.DescribeResponse:
+        """Describe as the agent answers it, any version; raises grpc.RpcError."""
+        reply: agent_pb2.DescribeResponse = self._stub.Describe(
+            agent_pb2.DescribeRequest(), timeout=timeout_seconds, metadata=self._metadata
+        )
+        return reply
+
     def describe(self, timeout_seconds: float = 30) -> agent_pb2.DescribeResponse:
         """Describe, refusing an agent of another protocol major version."""
         try:
-            reply: agent_pb2.DescribeResponse = self._stub.Describe(
-                agent_pb2.DescribeRequest(), timeout=timeout_seconds, metadata=self._metadata
-            )
+            reply = self.describe_reply(timeout_seconds)
         except grpc.RpcError as error:
             hint = ""
             if error.code() == grpc.StatusCode.UNAUTHENTICATED:
@@ -124,14 +138,18 @@ class AgentClient:
         )
         return stream
 
+    def cancel_reply(self, run_id: str = "") -> agent_pb2.CancelResponse:
+        """Cancel as the agent answers it; raises grpc.RpcError."""
+        reply: agent_pb2.CancelResponse = self._stub.Cancel(
+            agent_pb2.CancelRequest(run_id=run_id), timeout=5, metadata=self._metadata
+        )
+        return reply
+
     def cancel(self, run_id: str = "") -> bool:
         try:
-            reply = self._stub.Cancel(
-                agent_pb2.CancelRequest(run_id=run_id), timeout=5, metadata=self._metadata
-            )
+            return bool(self.cancel_reply(run_id).cancelled)
         except grpc.RpcError:
             return False
-        return bool(reply.cancelled)
 
     def close(self) -> None:
         self._channel.close()

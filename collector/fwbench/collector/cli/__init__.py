@@ -2,7 +2,8 @@
 
 Exit codes, for every command: 0 done; 1 some work failed (cells, image builds) or results
 could not be saved; 2 bad input, or agents, environments, images or Docker unavailable
-(nothing written); 130 interrupted (what was measured is kept)."""
+(nothing written); 3 `collector conformance`: the agent failed a check; 130 interrupted (what
+was measured is kept)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Annotated
 import typer
 
 from fwbench.collector import __version__
-from fwbench.collector.cli import agents, analysis, calibrate, doctor, results, run
+from fwbench.collector.cli import agents, analysis, calibrate, conformance, doctor, results, run
 from fwbench.collector.cli.images import images_app
 
 app = typer.Typer(no_args_is_help=True, help=__doc__)
@@ -34,7 +35,8 @@ def main(
 
     Exit codes, for every command: 0 done; 1 some work failed (cells, image builds) or results
     could not be saved; 2 bad input, or agents, environments, images or Docker unavailable
-    (nothing written); 130 interrupted (what was measured is kept)."""
+    (nothing written); 3 `collector conformance`: the agent failed a check; 130 interrupted
+    (what was measured is kept)."""
 
 
 app.command()(run.run)
@@ -43,6 +45,7 @@ app.command()(agents.env)
 app.command()(agents.lock)
 app.command()(agents.describe)
 app.command()(doctor.doctor)
+app.command()(conformance.conformance)
 app.command()(results.results)
 app.command()(analysis.compare)
 app.command()(analysis.report)

@@ -42,6 +42,7 @@ class ExitCode(IntEnum):
     OK = 0  # everything asked for was done (cells unsupported by an agent included)
     FAILED = 1  # some of the work failed (cells, image builds) or results could not be saved
     NOT_STARTED = 2  # bad input, or agents, environments, images or Docker unavailable
+    NONCONFORMING = 3  # `collector conformance`: the agent failed a check of the protocol
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; what was measured is kept
 
 

@@ -64,19 +64,42 @@ class AgentServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def Run(self, request, context):
-        """Runs one workload cell. Streams Progress events, then exactly one RunResult.
+        """Runs one workload cell. Streams Progress events, then exactly one RunResult; a stream
+        that ends OK without a RunResult breaks the protocol.
         Errors (as gRPC status):
-        NOT_FOUND           unknown workload name
-        INVALID_ARGUMENT    a parameter outside its allowed range (message names the field and range)
-        UNIMPLEMENTED       a workload/phase/dtype/mode this agent cannot run
+        NOT_FOUND           unknown workload name: in neither the catalogue nor the agent's
+        Describe.workloads
+        INVALID_ARGUMENT    a field outside its allowed range; the message names the field as
+        "batch_size", "params.NAME", "phase", "dtype", "threads",
+        "warmup_iterations", "min_iterations", "max_iterations" or
+        "min_seconds", with the range ("batch_size=0 is out of range:
+        allowed 1..1024"). This includes PHASE_UNSPECIFIED (a phase is
+        required), a DType value outside the enum, a parameter name the
+        workload does not have, and max_iterations below min_iterations.
+        UNIMPLEMENTED       a catalogue workload the agent does not declare, or a declared one
+        asked for a phase, dtype or mode it does not declare (message: what
+        is supported); also a nonzero `threads` other than the agent's own
+        count when ThreadSettings.fixed_at_startup is true
         RESOURCE_EXHAUSTED  the framework ran out of (device) memory
-        FAILED_PRECONDITION another run is in progress (the agent never measures two at once)
-        CANCELLED           the run was cancelled (Cancel RPC, client cancellation or deadline)
+        FAILED_PRECONDITION another run is in progress (the agent never measures two at once);
+        the second Run is refused at once, the first goes on undisturbed
+        CANCELLED           the run was cancelled (Cancel RPC, or the client cancelled the call)
+        DEADLINE_EXCEEDED   the call's deadline passed (gRPC's own status, seen by the client)
         INTERNAL            the framework raised anything else (message carries the error)
-        Cancelling the call or exceeding its deadline stops the work at the next iteration.
+        A request is checked against the limits and Describe before the busy check: NOT_FOUND,
+        INVALID_ARGUMENT and UNIMPLEMENTED for what Describe does not declare never start work
+        and leave the agent ready for the next Run (while another run is on, such a request gets
+        its own status, not FAILED_PRECONDITION). UNIMPLEMENTED may also come from the build of a
+        declared combination that the framework cannot run (e.g. torch training BatchNorm on one
+        value per channel); clients store such a cell as unsupported, not failed.
+        Cancelling the call or exceeding its deadline stops the work at the next iteration (a
+        build or an iteration under way finishes first); the agent then accepts a new Run.
         Heartbeat (since 1.2): while the run is active the agent sends a Progress at least every
         2 s, repeating the last one when nothing new happened (a long step, a compilation), so a
         client can tell a long step from a stopped or frozen agent, which sends nothing.
+        Progress events carry the run id, go through the stages in order (a stage may be
+        repeated by the heartbeat, never revisited after a later one), and their elapsed_seconds
+        never decrease.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -88,6 +111,8 @@ class AgentServiceServicer(object):
         its caller knows: choose it at random); an empty run id cancels the active run only when
         the same caller (x-fwbench-client) started it, or when the agent authenticates every
         caller (a token or mutual TLS). Otherwise nothing is cancelled (cancelled = false).
+        A run id that is not running (unknown, or finished) is not an error: the reply is OK with
+        cancelled = false. The cancelled run's stream then ends with CANCELLED.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,176 @@
+"""`collector conformance HOST:PORT` (the real command, in a subprocess) against agents served
+over real loopback sockets: one that keeps the protocol passes (exit 0), and each agent with
+one deliberate defect fails the check of that defect, with its reason, and exits 3."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from broken_agents import ThreadedFake, serve
+
+from fwbench.collector.cli.common import ExitCode
+from fwbench.runtime.security import ServerSecurity
+from fwbench.runtime.server import create_server
+
+
+def run_command(
+    target: int | str, *args: str, **options: object
+) -> subprocess.CompletedProcess[str]:
+    """`collector conformance TARGET ARGS...` as a user runs it; a port means 127.0.0.1:PORT."""
+    address = f"127.0.0.1:{target}" if isinstance(target, int) else target
+    return subprocess.run(
+        [sys.executable, "-m", "fwbench.collector.cli", "conformance", address, *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        **options,  # type: ignore[call-overload]
+    )
+
+
+def conformance(port: int, *args: str) -> tuple[subprocess.CompletedProcess[str], dict]:
+    done = run_command(port, "--json", *args)
+    report = json.loads(done.stdout) if done.stdout.strip() else {}
+    return done, report
+
+
+@pytest.fixture
+def agent() -> Iterator[object]:
+    servers = []
+
+    def start(kind: str) -> int:
+        server, _, port = serve(kind)
+        servers.append(server)
+        return port
+
+    yield start
+    for server in servers:
+        server.stop(0)
+
+
+def failures(report: dict) -> dict[str, str]:
+    return {c["check"]: c["reason"] for c in report["checks"] if c["result"] == "fail"}
+
+
+def test_an_agent_that_keeps_the_protocol_passes(agent) -> None:
+    done, report = conformance(agent("honest"), "--cells", "all")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert report["failed"] == 0 and report["passed"] >= 30
+    results = {c["check"]: c["result"] for c in report["checks"]}
+    # The fake declares gemm (train, infer; float32, float64) and lenet (infer; two modes):
+    # cells of both run, the undeclared train phase of lenet is refused UNIMPLEMENTED.
+    assert results["run lenet infer float32 eager"] == "pass"
+    assert results["run gemm train float64 eager"] == "pass"
+    assert results["refuse undeclared phase: UNIMPLEMENTED"] == "pass"
+    assert results["Cancel of the running run: CANCELLED"] == "pass"
+    skipped = {c["check"]: c["reason"] for c in report["checks"] if c["result"] == "skip"}
+    assert skipped["/metrics parses"] == "Describe declares no /metrics (metrics_port 0)"
+    # The lenet "compiled" mode is declared but refused by the plugin's build: allowed.
+    assert "refused as unsupported" in skipped["run lenet infer float32 compiled"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "check", "reason"),
+    [
+        (
+            "no-result",
+            "run gemm train float32 eager",
+            "the Run stream ended OK without a RunResult",
+        ),
+        (
+            "unknown-workload-ok",
+            "refuse unknown workload: NOT_FOUND",
+            "expected NOT_FOUND, the run succeeded",
+        ),
+        (
+            "unknown-workload-internal",
+            "refuse unknown workload: NOT_FOUND",
+            "expected NOT_FOUND, got INTERNAL (KeyError: no-such-workload)",
+        ),
+        ("next-major", "spec_version major", "spec_version 2.0 has major 2"),
+        (
+            "ignores-cancel",
+            "Cancel of the running run: CANCELLED",
+            "Cancel of the running run's id answered cancelled = false",
+        ),
+        (
+            "wrong-dtype",
+            "run gemm train float32 eager",
+            "settings.dtype is float64, the request asked for float32",
+        ),
+    ],
+)
+def test_a_broken_agent_fails_with_the_reason(agent, kind: str, check: str, reason: str) -> None:
+    done, report = conformance(agent(kind), "--cells", "one")
+    assert done.returncode == ExitCode.NONCONFORMING == 3, done.stderr[-3000:]
+    failed = failures(report)
+    assert check in failed, failed
+    assert reason in failed[check]
+
+
+def test_the_table_names_the_failing_check_and_why(agent) -> None:
+    port = agent("no-result")
+    env = {"COLUMNS": "250", "PATH": "/usr/bin:/bin"}
+    done = run_command(port, "--checks", "cells", "--cells", "one", env=env)
+    assert done.returncode == 3
+    assert "run gemm train float32 eager" in done.stdout
+    assert "the Run stream ended OK without a RunResult" in done.stdout
+    assert "1 passed, 3 failed, 0 skipped" in done.stdout  # Describe, and the 3 cells
+    # Only the cell groups and Describe's call ran.
+    assert "refuse unknown workload" not in done.stdout
+
+
+def test_an_agent_reached_as_name_at_address_must_say_that_name(agent) -> None:
+    port = agent("honest")
+    done = run_command(f"torch-cpu@127.0.0.1:{port}", "--checks", "describe", "--json")
+    assert done.returncode == ExitCode.NONCONFORMING
+    assert failures(json.loads(done.stdout)) == {
+        "identity": "identity.name is 'fake-cpu', not 'torch-cpu' (the agent's manifest, or "
+        "NAME@ of the target)"
+    }
+
+
+def test_an_unknown_check_group_is_bad_input(agent) -> None:
+    done, _ = conformance(agent("honest"), "--checks", "describe,nonsense")
+    assert done.returncode == ExitCode.NOT_STARTED
+    assert "unknown check group 'nonsense'" in done.stderr
+
+
+def test_an_unreachable_target_is_not_started() -> None:
+    done, _ = conformance(1, "--start-timeout", "2")
+    assert done.returncode == ExitCode.NOT_STARTED
+    assert "cannot reach" in done.stderr
+
+
+def test_a_token_agent_is_checked_with_the_run_command_s_token_option(tmp_path: Path) -> None:
+    """The runtime's own server (create_server: /metrics on, a token demanded) passes with
+    --agent-token-file; without it, Describe fails UNAUTHENTICATED and the suite says so."""
+    token = tmp_path / "token"
+    token.write_text("conformance-s3cret\n")
+    agent = create_server(
+        ThreadedFake(),
+        name="fake-cpu",
+        variant="cpu",
+        security=ServerSecurity(token="conformance-s3cret"),
+    )
+    try:
+        done, report = conformance(agent.port, "--cells", "one", "--agent-token-file", str(token))
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        results = {c["check"]: c["result"] for c in report["checks"]}
+        assert results["/metrics has the collector's series"] == "pass"
+        assert results["/metrics passes promtool"] == (
+            "pass" if shutil.which("promtool") else "skip"
+        )
+        done, report = conformance(agent.port, "--checks", "describe")
+        assert done.returncode == ExitCode.NONCONFORMING
+        assert "UNAUTHENTICATED" in failures(report)["Describe answers"]
+    finally:
+        agent.stop(0)
