@@ -9,8 +9,16 @@ from typing import Annotated
 
 import typer
 
+from fwbench.collector.agents.docker_engine import DockerUnavailable
+from fwbench.collector.agents.image_labels import with_image_agents
 from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
-from fwbench.collector.agents.specs import AgentSpecError, expand_instances, resolve_agents
+from fwbench.collector.agents.manifest import ManifestError
+from fwbench.collector.agents.specs import (
+    IMAGE_SPEC_HELP,
+    AgentSpecError,
+    expand_instances,
+    resolve_agents,
+)
 from fwbench.collector.cli.common import (
     ManifestDirs,
     StorePath,
@@ -54,8 +62,9 @@ def run(
     agents: Annotated[
         str,
         typer.Option(
-            help="Comma-separated agent names or NAME@HOST:PORT; a name given twice runs two "
-            "instances (NAME, NAME#2: an A/A pair). Required unless --resume."
+            help="Comma-separated agent names, NAME@HOST:PORT, or "
+            f"{IMAGE_SPEC_HELP}; a name given twice runs two instances (NAME, NAME#2: an A/A "
+            "pair). Required unless --resume."
         ),
     ] = "",
     workloads: Annotated[
@@ -138,7 +147,8 @@ def run(
         LauncherKind,
         typer.Option(
             help="How agents given by name start: local (a virtual environment each) or docker "
-            "(a container each, from its image, built when missing or stale)."
+            "(a container each, from its image, built when missing or stale; an image given "
+            "by reference is run as it is, never built)."
         ),
     ] = LauncherKind.LOCAL,
     cpuset: Annotated[
@@ -191,7 +201,10 @@ def run(
     catalogue = load_catalogue()
     declared = load_manifests(manifests)
     try:
-        agent_specs = expand_instances(split_list(agents), split_list(aa))
+        names, aa_names, declared = with_image_agents(
+            split_list(agents), split_list(aa), declared, launcher == LauncherKind.DOCKER
+        )
+        agent_specs = expand_instances(names, aa_names)
         resolve_agents(agent_specs, declared)
         decide = decide_options(until_decided, budget, baseline, margin, agent_specs, fresh_process)
         if decide and getattr(ctx.get_parameter_source("repeat"), "name", "") != "COMMANDLINE":
@@ -210,7 +223,7 @@ def run(
             repeat=repeat,
             fresh_process=fresh_process,
         )
-    except (SelectionError, AgentSpecError) as error:
+    except (SelectionError, AgentSpecError, ManifestError, DockerUnavailable) as error:
         fail_with(error)
     options = RunOptions(
         agent_specs,
@@ -226,6 +239,7 @@ def run(
         memory=memory,
         pids_limit=pids_limit,
         manifest_dirs=tuple(str(path.resolve()) for path in manifests or ()),
+        images=tuple(dict.fromkeys(m.image.id for m in declared.values() if m.image)),
         security=security,
         **decide,
     )

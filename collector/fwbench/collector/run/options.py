@@ -36,6 +36,9 @@ class RunOptions:
     memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share
     pids_limit: int = DEFAULT_PIDS_LIMIT  # docker: each container's process limit
     manifest_dirs: tuple[str, ...] = ()  # extra manifest folders (--manifests)
+    # Ids of the images whose labels declare agents of the run (image references in --agents):
+    # a resumed run starts those very images again.
+    images: tuple[str, ...] = ()
     # --until-decided (run/decide.py): the budget in seconds (None: a plain run), the agent
     # every other is compared with, the noise floor and the equivalence margin.
     until_decided_seconds: float | None = None
@@ -55,6 +58,7 @@ def options_record(options: RunOptions) -> dict[str, Any]:
     record["launcher"] = options.launcher.value
     record["agents"] = list(options.agents)
     record["manifest_dirs"] = list(options.manifest_dirs)
+    record["images"] = list(options.images)
     return record
 
 
@@ -71,4 +75,5 @@ def options_from_record(
     values["launcher"] = LauncherKind(values.get("launcher", LauncherKind.LOCAL.value))
     values["agents"] = tuple(values["agents"])
     values["manifest_dirs"] = tuple(values.get("manifest_dirs", ()))
+    values["images"] = tuple(values.get("images", ()))
     return RunOptions(out_dir=out_dir, store_path=store_path, command_line=command_line, **values)
