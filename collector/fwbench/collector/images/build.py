@@ -237,7 +237,7 @@ def list_images(client: docker.DockerClient) -> list[ImageInfo]:
     for label in ("fwbench.agent", SCHEMA_LABEL):
         for image in client.images.list(filters={"label": label, "dangling": False}):
             for tag in image.tags or ["<none>"]:
-                found[image.id, tag] = ImageInfo.of(image, tag)
+                found[str(image.id), tag] = ImageInfo.of(image, tag)
     return sorted(found.values(), key=lambda info: info.tag)
 
 
