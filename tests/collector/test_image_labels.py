@@ -31,6 +31,7 @@ from fwbench.collector.agents.specs import AgentSpecError, image_reference
 from fwbench.collector.cli.common import ExitCode
 from fwbench.collector.images.dockerfile import IMAGES_DIR
 from fwbench.collector.run.launch import check_identity
+from fwbench.collector.run.options import RunOptions, options_from_record, options_record
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = discover_manifests([REPO / "agents" / "manifests"])
@@ -213,3 +214,12 @@ def test_run_with_an_image_and_the_local_launcher_is_refused_before_anything(
     assert "example/numpy-gemm:1.0 is an image reference" in done.stderr
     assert "--launcher docker" in done.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "s.sqlite").exists()
+
+
+def test_a_run_records_the_ids_of_its_images_for_resume() -> None:
+    options = RunOptions(("numpy-gemm",), None, Path("s"), None, 1.0, "c", images=("sha256:ab",))
+    record = json.loads(json.dumps(options_record(options)))
+    assert record["images"] == ["sha256:ab"]
+    assert options_from_record(record, Path("o"), Path("s"), "c").images == ("sha256:ab",)
+    del record["images"]  # a run recorded before images could declare agents
+    assert options_from_record(record, Path("o"), Path("s"), "c").images == ()

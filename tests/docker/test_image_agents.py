@@ -150,7 +150,8 @@ def test_an_image_by_id_sweeps_threads_with_a_container_per_count(
     assert done.returncode == 0, done.stderr[-3000:]
     rows = pd.read_parquet(out / "results.parquet")
     # The agent sizes its BLAS pool at start-up (Describe says so): FWBENCH_THREADS per count.
-    assert sorted(zip(rows.threads_requested, rows.intra_op_threads, strict=True)) == [(1, 1), (2, 2)]
+    ran = zip(rows.threads_requested, rows.intra_op_threads, strict=True)
+    assert sorted(ran) == [(1, 1), (2, 2)]
     assert (rows.status == "ok").all() and set(rows.image_id) == {image_id}
     listed = _collector(tmp_path, "agents", "--json")
     assert listed.returncode == 0, listed.stderr
