@@ -223,3 +223,16 @@ def test_a_run_records_the_ids_of_its_images_for_resume() -> None:
     assert options_from_record(record, Path("o"), Path("s"), "c").images == ("sha256:ab",)
     del record["images"]  # a run recorded before images could declare agents
     assert options_from_record(record, Path("o"), Path("s"), "c").images == ()
+
+
+def test_the_example_dockerfile_passes_hadolint() -> None:
+    done = subprocess.run(
+        [
+            *(str(Path(sys.executable).parent / "hadolint"), "--no-color"),
+            *("--failure-threshold", "style", str(EXAMPLE)),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
