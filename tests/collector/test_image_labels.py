@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.client import AgentClient
@@ -28,6 +29,7 @@ from fwbench.collector.agents.image_labels import (
 from fwbench.collector.agents.launchers.docker import ContainerAgent
 from fwbench.collector.agents.manifest import discover_manifests
 from fwbench.collector.agents.specs import AgentSpecError, image_reference
+from fwbench.collector.cli import app
 from fwbench.collector.cli.common import ExitCode
 from fwbench.collector.images.dockerfile import IMAGES_DIR
 from fwbench.collector.run.launch import check_identity
@@ -236,3 +238,10 @@ def test_the_example_dockerfile_passes_hadolint() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_run_help_says_how_an_image_reference_is_told_apart() -> None:
+    text = " ".join(
+        CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).output.split()
+    )
+    assert "image:REF, or any other spec holding a ':' or a '/'" in text.replace("│ ", "")

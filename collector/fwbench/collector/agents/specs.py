@@ -16,8 +16,9 @@ from fwbench.collector.agents.manifest import NAME_PATTERN, AgentManifest
 SEPARATOR = "#"
 IMAGE_PREFIX = "image:"
 IMAGE_SPEC_HELP = (
-    "an image reference (REPOSITORY:TAG, REPOSITORY@sha256:..., sha256:ID, or any reference "
-    "as image:REF): an agent declared by its image's labels, with --launcher docker"
+    "an image reference: image:REF, or any other spec holding a ':' or a '/' "
+    "(REPOSITORY:TAG, REPOSITORY@sha256:..., sha256:ID), for an agent its image's labels "
+    "declare (docs/image-labels.md), run as it is with --launcher docker"
 )
 
 
