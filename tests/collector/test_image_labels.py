@@ -6,6 +6,7 @@ Docker daemon needed (tests/docker/test_image_agents.py runs real images)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -245,3 +246,29 @@ def test_run_help_says_how_an_image_reference_is_told_apart() -> None:
         CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).output.split()
     )
     assert "image:REF, or any other spec holding a ':' or a '/'" in text.replace("│ ", "")
+
+
+def _without_docker(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
+    env.update(FWBENCH_STORE=str(tmp_path / "s.sqlite"), COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "fwbench.collector.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
+
+
+def test_without_docker_agents_lists_the_manifests_and_says_images_were_not(
+    tmp_path: Path,
+) -> None:
+    done = _without_docker(tmp_path, "agents", "--json")
+    assert done.returncode == 0, done.stderr
+    assert {row["agent"] for row in json.loads(done.stdout)} == set(SHIPPED)
+    assert "images not listed: no Docker daemon answers" in done.stderr
+    run = ("run", "--launcher", "docker", "--agents", "example/numpy-gemm:1.0", "--out", "out")
+    done = _without_docker(tmp_path, *run)
+    assert done.returncode == ExitCode.NOT_STARTED and "no Docker daemon answers" in done.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "s.sqlite").exists()
