@@ -6,7 +6,6 @@ Docker daemon needed (tests/docker/test_image_agents.py runs real images)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -199,23 +198,20 @@ def test_an_image_agent_must_call_itself_what_its_label_says() -> None:
         handle.client.close()
 
 
+def _invoke(tmp_path: Path, *args: str) -> Any:
+    """The CLI in this process, its store in `tmp_path`."""
+    env = {"FWBENCH_STORE": str(tmp_path / "s.sqlite"), "COLUMNS": "200"}
+    return CliRunner().invoke(app, list(args), env=env)
+
+
 def test_run_with_an_image_and_the_local_launcher_is_refused_before_anything(
     tmp_path: Path,
 ) -> None:
-    done = subprocess.run(
-        [
-            *(sys.executable, "-m", "fwbench.collector.cli", "run", "--agents"),
-            *("torch-cpu,example/numpy-gemm:1.0", "--store", str(tmp_path / "s.sqlite")),
-            *("--out", str(tmp_path / "out")),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert done.returncode == ExitCode.NOT_STARTED, done.stderr
-    assert "example/numpy-gemm:1.0 is an image reference" in done.stderr
-    assert "--launcher docker" in done.stderr
+    out = str(tmp_path / "out")
+    done = _invoke(tmp_path, "run", "--agents", "torch-cpu,example/numpy-gemm:1.0", "--out", out)
+    said = " ".join(done.output.split())
+    assert done.exit_code == ExitCode.NOT_STARTED, said
+    assert "example/numpy-gemm:1.0 is an image reference" in said and "--launcher docker" in said
     assert not (tmp_path / "out").exists() and not (tmp_path / "s.sqlite").exists()
 
 
@@ -246,29 +242,3 @@ def test_run_help_says_how_an_image_reference_is_told_apart() -> None:
         CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "200"}).output.split()
     )
     assert "image:REF, or any other spec holding a ':' or a '/'" in text.replace("│ ", "")
-
-
-def _without_docker(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
-    env.update(FWBENCH_STORE=str(tmp_path / "s.sqlite"), COLUMNS="200")
-    return subprocess.run(
-        [sys.executable, "-m", "fwbench.collector.cli", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        env=env,
-    )
-
-
-def test_without_docker_agents_lists_the_manifests_and_says_images_were_not(
-    tmp_path: Path,
-) -> None:
-    done = _without_docker(tmp_path, "agents", "--json")
-    assert done.returncode == 0, done.stderr
-    assert {row["agent"] for row in json.loads(done.stdout)} == set(SHIPPED)
-    assert "images not listed: no Docker daemon answers" in done.stderr
-    run = ("run", "--launcher", "docker", "--agents", "example/numpy-gemm:1.0", "--out", "out")
-    done = _without_docker(tmp_path, *run)
-    assert done.returncode == ExitCode.NOT_STARTED and "no Docker daemon answers" in done.stderr
-    assert not (tmp_path / "out").exists() and not (tmp_path / "s.sqlite").exists()

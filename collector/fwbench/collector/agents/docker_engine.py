@@ -39,10 +39,13 @@ class ImageInfo:
 
 def docker_client() -> docker.DockerClient:
     """The daemon from the environment (DOCKER_HOST or the local socket)."""
+    client = None
     try:
         client = docker.from_env()
         client.ping()
     except docker.errors.DockerException as error:
+        if client is not None:
+            client.close()
         raise DockerUnavailable(
             f"no Docker daemon answers ({error}); start one (`make docker-deps` installs and "
             "starts Debian's docker.io when none runs)"

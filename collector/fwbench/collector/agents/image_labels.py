@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -154,11 +155,11 @@ def image_agents(
     references = [t for t in dict.fromkeys(tokens) if image_reference(t, declared) is not None]
     if not references:
         return {}
-    client = docker_client()
     found: dict[str, AgentManifest] = {}
-    for token in references:
-        reference = image_reference(token, declared) or token
-        found[token] = manifest_of(find_image(client, reference), reference)
+    with closing(docker_client()) as client:
+        for token in references:
+            reference = image_reference(token, declared) or token
+            found[token] = manifest_of(find_image(client, reference), reference)
     by_name: dict[str, str] = {}
     for token, manifest in found.items():
         assert manifest.image is not None
@@ -183,8 +184,8 @@ def images_by_id(ids: Sequence[str]) -> dict[str, AgentManifest]:
     """The agents these images declare (a resumed run's, by image id), by agent name."""
     if not ids:
         return {}
-    client = docker_client()
-    manifests = [manifest_of(find_image(client, image_id), image_id) for image_id in ids]
+    with closing(docker_client()) as client:
+        manifests = [manifest_of(find_image(client, image_id), image_id) for image_id in ids]
     return {manifest.name: manifest for manifest in manifests}
 
 

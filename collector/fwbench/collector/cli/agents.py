@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import closing
 from typing import Annotated
 
 import typer
@@ -84,7 +85,8 @@ def _image_rows() -> list[dict[str, str]]:
     `collector images build` made from manifests: their agents are listed already). Without
     a Docker daemon, none, and a note on stderr saying so."""
     try:
-        images = list_images(docker_client())
+        with closing(docker_client()) as client:
+            images = list_images(client)
     except DockerUnavailable as error:
         errors.print(f"images not listed: {escape(str(error))}", soft_wrap=True)
         return []
