@@ -104,6 +104,7 @@ def test_optional_keys_and_unknown_keys() -> None:
     [
         ({}, "has no label fwbench.label-schema and no label fwbench.manifest"),
         ({SCHEMA_LABEL: "1"}, "has no label fwbench.manifest"),
+        ({"fwbench.agent": "tf-mkl"}, "`collector images build tf-mkl --force` relabels it"),
         ({SCHEMA_LABEL: "2", MANIFEST_LABEL: json.dumps(GOOD)}, "fwbench.label-schema is '2'"),
         ({SCHEMA_LABEL: "1", MANIFEST_LABEL: "{name"}, "fwbench.manifest is not JSON"),
         ({SCHEMA_LABEL: "1", MANIFEST_LABEL: "[]"}, "must be a JSON object, not list"),

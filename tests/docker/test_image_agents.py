@@ -118,12 +118,14 @@ def test_an_image_by_reference_runs_beside_a_manifest_agent(
     done = _collector(
         tmp_path,
         *("run", "--launcher", "docker", "--agents", f"{example_image},test-fake", *TINY),
+        *("--aa", "numpy-gemm"),  # the name its label declares: a second instance of it
         *("--dtypes", "float32,float64", "--out", str(out)),
         env={"FWBENCH_MANIFEST_PATH": str(fake_manifests)},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = pd.read_parquet(out / "results.parquet")
     assert (rows.status == "ok").all() and set(rows.launcher) == {"docker"}
+    assert set(rows.agent) == {"numpy-gemm", "numpy-gemm#2", "test-fake"}
     ours = rows[rows.agent == "numpy-gemm"]  # the name its label declares
     assert sorted(ours.dtype) == ["float32", "float64"] and (ours.framework == "numpy").all()
     assert set(ours.image) == {example_image} and ours.image_id.str.startswith("sha256:").all()

@@ -84,10 +84,12 @@ def manifest_of(image: ImageInfo, reference: str = "") -> AgentManifest:
     labels = image.labels
     missing = [label for label in (SCHEMA_LABEL, MANIFEST_LABEL) if label not in labels]
     if missing:
+        older = labels.get("fwbench.agent")  # made by a collector before schema 1
+        hint = f"; `collector images build {older} --force` relabels it" if older else ""
         raise ImageLabelError(
             f"{where} is not an fwbench agent image: it has no label "
             f"{' and no label '.join(missing)} (an agent image declares itself with "
-            f"{SCHEMA_LABEL} and {MANIFEST_LABEL}: {DOC})"
+            f"{SCHEMA_LABEL} and {MANIFEST_LABEL}: {DOC}){hint}"
         )
     if labels[SCHEMA_LABEL] != LABEL_SCHEMA_VERSION:
         raise ImageLabelError(
@@ -150,8 +152,9 @@ def image_agents(
 ) -> dict[str, AgentManifest]:
     """The agents the image references among `tokens` (--agents, --aa) declare, by token;
     the engine is asked only when there is one. Raises AgentSpecError or ImageLabelError;
-    two images declaring one name, or an image declaring a name also given as a declared
-    agent, are refused (their rows would carry one name)."""
+    two images declaring one name, or an image declaring the name of a manifest file's agent
+    also given by name, are refused (their rows would carry one name). The name of an
+    image's agent given as such (--aa NAME) is that agent."""
     references = [t for t in dict.fromkeys(tokens) if image_reference(t, declared) is not None]
     if not references:
         return {}
@@ -170,12 +173,10 @@ def image_agents(
                 f"images {earlier} and {token} both declare agent {manifest.name!r}; "
                 "measure them in two runs"
             )
-        if manifest.name in tokens:
+        if manifest.name in tokens and manifest.name in declared:
             raise AgentSpecError(
                 f"image {token} declares agent {manifest.name!r}, also given by name "
                 f"({declared[manifest.name].path}): measure them in two runs"
-                if manifest.name in declared
-                else f"image {token} declares agent {manifest.name!r}, also given by name"
             )
     return found
 
