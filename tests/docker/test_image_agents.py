@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -216,3 +217,31 @@ def test_an_image_whose_agent_calls_itself_otherwise_is_refused(
 def test_an_absent_image_is_refused(docker_daemon: docker.DockerClient, tmp_path: Path) -> None:
     said = _refused(tmp_path, "fwbench-test/absent:never")
     assert "image fwbench-test/absent:never is not in the local Docker engine" in said
+
+
+def test_a_killed_run_of_an_image_resumes_with_the_same_image(
+    docker_daemon: docker.DockerClient, example_image: str, tmp_path: Path
+) -> None:
+    """The run records the image's id; `--resume` starts that image again, though the
+    command line that resumes names no image (and the killed run's container is swept)."""
+    out = tmp_path / "run"
+    command = [str(BIN / "collector"), "run", "--launcher", "docker", "--agents", example_image]
+    command += [*TINY, "--batch-sizes", "1,2,3,4", "--min-seconds", "1", "--out", str(out)]
+    env = {**os.environ, "FWBENCH_STORE": str(tmp_path / "store.sqlite")}
+    process = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while not (out / "results.csv").is_file() or len(pd.read_csv(out / "results.csv")) < 2:
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+    finally:
+        process.kill()
+        process.wait()
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    done = _collector(tmp_path, "run", "--resume", run_id)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = pd.read_parquet(out / "results.parquet")
+    assert sorted(rows.batch_size) == [1, 2, 3, 4] and (rows.status == "ok").all()
+    assert set(rows.image_id) == {docker_daemon.images.get(example_image).id}
+    gone = docker_daemon.containers.list(all=True, filters={"label": f"fwbench.run_id={run_id}"})
+    assert gone == []
