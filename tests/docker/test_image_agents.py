@@ -162,6 +162,12 @@ def test_an_image_by_id_sweeps_threads_with_a_container_per_count(
     assert {"agent": "numpy-gemm", "image_id": image_id} in [
         {"agent": r["agent"], "image_id": r["image_id"]} for r in images
     ]
+    listed = _collector(tmp_path, "images", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    sources = {(i["tag"], i["id"]): i["source"] for i in json.loads(listed.stdout)}
+    assert sources[example_image, image_id] == "image"
+    built = [src for (tag, _), src in sources.items() if tag == "fwbench/test-fake:latest"]
+    assert set(built) <= {"manifest"}  # made by `collector images build`
 
 
 def _refused(tmp_path: Path, agents: str) -> str:
