@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -126,40 +125,36 @@ def test_refusals_carry_the_status_agent_proto_prescribes(
 def test_cancel_is_scoped_to_its_caller_and_one_run_at_a_time(address: str) -> None:
     owner, other = AgentClient("numpy-gemm", address), AgentClient("numpy-gemm", address)
     long_run = _request(min_seconds=60.0, max_iterations=10_000_000)
-    outcome: list[object] = []
 
-    def run() -> None:
-        try:
-            outcome.append(list(owner.run(long_run, timeout_seconds=120)))
-        except grpc.RpcError as error:
-            outcome.append(error.code())
+    def start() -> tuple[threading.Thread, list[object]]:
+        """The long run in a thread, once its first Progress came (it is under way)."""
+        outcome: list[object] = []
+        begun = threading.Event()
 
-    thread = threading.Thread(target=run)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not other.cancel(long_run.run_id):  # by its id: the run is under way
-            assert time.monotonic() < deadline and thread.is_alive(), outcome
-            time.sleep(0.05)
-        thread.join(30)
-        assert outcome == [grpc.StatusCode.CANCELLED]
-        # Again, this time one run at a time, and Cancel without an id only by its caller.
-        outcome.clear()
+        def run() -> None:
+            try:
+                for _ in owner.run(long_run, timeout_seconds=120):
+                    begun.set()
+            except grpc.RpcError as error:
+                outcome.append(error.code())
+            begun.set()
+
         thread = threading.Thread(target=run)
         thread.start()
+        assert begun.wait(30) and not outcome, outcome
+        return thread, outcome
 
-        def busy() -> bool:
-            try:
-                list(other.run(_request(), timeout_seconds=30))
-            except grpc.RpcError as error:
-                assert error.code() == grpc.StatusCode.FAILED_PRECONDITION, error
-                return True
-            return False  # ran before the long run began
-
-        while not busy():
-            assert time.monotonic() < deadline + 30 and thread.is_alive(), outcome
-        assert not other.cancel()  # not its run
+    thread, outcome = start()
+    try:
+        with pytest.raises(grpc.RpcError) as busy:  # one run at a time
+            list(other.run(_request(), timeout_seconds=30))
+        assert busy.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert not other.cancel()  # without an id: only the caller's own run
         assert owner.cancel()
+        thread.join(30)
+        assert outcome == [grpc.StatusCode.CANCELLED]
+        thread, outcome = start()
+        assert other.cancel(long_run.run_id)  # by its id: whoever knows it
         thread.join(30)
         assert outcome == [grpc.StatusCode.CANCELLED]
     finally:
