@@ -98,10 +98,11 @@ test-main: setup system-deps docker-deps
 test: lint test-plugins test-main
 
 # The quick loop while developing: lint and the tests that need no agent environment, no
-# Docker and no host tools (the collector against fakes, the runtime in-process, the spec).
+# Docker and no host tools (the collector against fakes, the runtime in-process, the spec,
+# the example agent as a process).
 test-fast: lint
 	$(BIN)/pytest -m "not agent and not docker" tests/collector tests/runtime tests/spec tests/faults \
-		tests/conformance
+		tests/conformance tests/examples
 
 bench: setup
 	$(BIN)/python tests/benchmarks/bench_harness.py

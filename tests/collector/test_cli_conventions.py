@@ -5,6 +5,7 @@ choices that name the valid values."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,13 +24,16 @@ from fwbench.collector.store import PersistenceError
 REPO = Path(__file__).resolve().parents[2]
 
 
-def collector(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def collector(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "fwbench.collector.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=cwd,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -42,11 +46,34 @@ def test_version_and_completion() -> None:
 def test_agents_json_lists_every_manifest_with_its_lock() -> None:
     done = collector("agents", "--json")
     assert done.returncode == 0, done.stderr
-    agents = {row["agent"]: row for row in json.loads(done.stdout)}
+    rows = json.loads(done.stdout)
+    # Images in the local engine that declare agents by their labels come after (source image).
+    agents = {row["agent"]: row for row in rows if row["source"] == "manifest"}
+    assert all(row["source"] == "image" for row in rows[len(agents) :])
     shipped = {p.stem for p in (REPO / "agents" / "manifests").glob("*.toml")}
     assert set(agents) == shipped
     assert agents["torch-cpu"]["lock"] == "current"
     assert agents["torch-cu12"]["requires_gpu"] == "true"
+
+
+def test_without_docker_agents_lists_the_manifests_and_says_images_were_not(
+    tmp_path: Path,
+) -> None:
+    """`collector agents` lists images that declare agents (docs/image-labels.md) when a
+    Docker daemon answers; without one, it lists the rest and says so. A run given an image
+    reference then stops at once: exit 2, nothing written."""
+    env = {"DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock", "COLUMNS": "200"}
+    env["FWBENCH_STORE"] = str(tmp_path / "s.sqlite")
+    done = collector("agents", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    shipped = {p.stem for p in (REPO / "agents" / "manifests").glob("*.toml")}
+    assert {row["agent"] for row in json.loads(done.stdout)} == shipped
+    assert "images not listed: no Docker daemon answers" in done.stderr
+    out = str(tmp_path / "out")
+    run = ("run", "--launcher", "docker", "--agents", "example/numpy-gemm:1.0", "--out", out)
+    done = collector(*run, env=env)
+    assert done.returncode == ExitCode.NOT_STARTED and "no Docker daemon answers" in done.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "s.sqlite").exists()
 
 
 def test_results_json_in_an_empty_store_is_an_empty_list(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pytest
 from fwbench.collector import __version__
 from fwbench.collector.agents.client import AgentUnavailable
 from fwbench.collector.agents.docker_engine import ImageInfo
+from fwbench.collector.agents.image_labels import manifest_of
 from fwbench.collector.agents.launchers.docker import (
     HOST_LABEL,
     PID_LABEL,
@@ -57,6 +58,11 @@ def test_image_is_labelled_from_the_manifest(
     assert config["User"] == "10001:10001"
     assert config["Healthcheck"]["Test"][-1] == "fwbench.runtime.healthcheck"
     assert image_tag(fake_manifest) in image.tags
+    # Label schema 1 (docs/image-labels.md): the manifest, read back from the built image.
+    declared = manifest_of(fake_image)
+    assert (declared.name, declared.plugin, declared.framework) == ("test-fake", "fake", "fake")
+    assert (declared.grpc_port, declared.metrics_port) == (50099, 9199)
+    assert declared.env == {"FAKE_SWITCH": "from-the-manifest"} and not declared.requires_gpu
 
 
 def test_agent_runs_on_loopback_ports_and_stops_idempotently(

@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fwbench.collector.agents.docker_engine import ImageInfo
 from fwbench.collector.checkout import project_root
 
 MANIFEST_SCHEMA_VERSION = 1
 MANIFEST_PATH_VARIABLE = "FWBENCH_MANIFEST_PATH"
-_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
 class ManifestError(ValueError):
@@ -40,6 +41,15 @@ class AgentManifest:
     # tests, the plugin contract suite, equivalence); one agent per plugin says so.
     representative: bool = False
     plugin_tests: tuple[Path, ...] = ()  # absolute; run inside this agent's environment
+    # An agent declared by an image's labels (agents/image_labels.py), not by a file: that
+    # image, which the Docker launcher runs as it is (never built). None for a manifest file.
+    image: ImageInfo | None = None
+    framework: str = ""  # the image label's framework ("" for a file: its plugin names it)
+
+    @property
+    def source(self) -> str:
+        """What declares the agent: "manifest" (a file) or "image" (an image's labels)."""
+        return "image" if self.image is not None else "manifest"
 
 
 def _require(raw: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
@@ -59,8 +69,8 @@ def parse_manifest(path: Path) -> AgentManifest:
     if raw.get("schema_version") != MANIFEST_SCHEMA_VERSION:
         raise ManifestError(f"{where}: schema_version must be {MANIFEST_SCHEMA_VERSION}")
     name = _require(raw, "name", str, where)
-    if not _NAME.match(name):
-        raise ManifestError(f"{where}: name {name!r} must match {_NAME.pattern}")
+    if not NAME_PATTERN.match(name):
+        raise ManifestError(f"{where}: name {name!r} must match {NAME_PATTERN.pattern}")
     install = _require(raw, "install", dict, where)
     packages = tuple(
         (path.parent / p).resolve() for p in _require(install, "local_packages", list, where)

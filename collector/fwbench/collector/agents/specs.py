@@ -1,7 +1,9 @@
 """Agent specs as users give them: NAME (a declared agent), NAME@HOST:PORT (an agent someone
-else runs, attached), and instance names. One declared agent may run as several processes in
-one run, for an A/A comparison (the same agent twice, to measure the machine's noise floor):
-the first instance keeps the agent's name, the next are NAME#2, NAME#3, ... in the results."""
+else runs, attached), an image reference (an agent its image's labels declare, run by the
+Docker launcher: agents/image_labels.py), and instance names. One declared agent may run as
+several processes in one run, for an A/A comparison (the same agent twice, to measure the
+machine's noise floor): the first instance keeps the agent's name, the next are NAME#2,
+NAME#3, ... in the results."""
 
 from __future__ import annotations
 
@@ -9,9 +11,29 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from fwbench.collector.agents import host
-from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.manifest import NAME_PATTERN, AgentManifest
 
 SEPARATOR = "#"
+IMAGE_PREFIX = "image:"
+IMAGE_SPEC_HELP = (
+    "an image reference: image:REF, or any other spec holding a ':' or a '/' "
+    "(REPOSITORY:TAG, REPOSITORY@sha256:..., sha256:ID), for an agent its image's labels "
+    "declare (docs/image-labels.md), run as it is with --launcher docker"
+)
+
+
+def image_reference(spec: str, declared: Mapping[str, AgentManifest]) -> str | None:
+    """The image a spec names, or None for a declared agent or NAME@HOST:PORT: `image:REF`
+    always; else a spec that is not a declared name and holds a ':' or a '/' (agent names
+    hold neither), unless it is NAME@HOST:PORT."""
+    if spec.startswith(IMAGE_PREFIX):
+        return spec.removeprefix(IMAGE_PREFIX)
+    if spec in declared:
+        return None
+    name, at, address = spec.partition("@")
+    if at and NAME_PATTERN.match(name) and not address.startswith("sha256:"):
+        return None
+    return spec if ":" in spec or "/" in spec else None
 
 
 def base_name(instance: str) -> str:
@@ -88,7 +110,8 @@ def resolve_agents(specs: Sequence[str], manifests: Mapping[str, AgentManifest])
         if spec not in manifests:
             raise AgentSpecError(
                 f"unknown agent {spec!r}; declared agents: "
-                f"{', '.join(manifests) or 'none'} (or use NAME@HOST:PORT)"
+                f"{', '.join(manifests) or 'none'} (or use NAME@HOST:PORT, or an image "
+                "reference: image:REF)"
             )
         if manifests[spec].requires_gpu and not host.nvidia_gpu_present():
             raise AgentSpecError(

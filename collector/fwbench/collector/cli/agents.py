@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from contextlib import closing
 from typing import Annotated
 
 import typer
@@ -12,7 +13,9 @@ from google.protobuf.json_format import MessageToDict
 from rich.markup import escape
 from rich.table import Table
 
+from fwbench.collector.agents.docker_engine import DockerUnavailable, docker_client
 from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.image_labels import ImageLabelError, manifest_of
 from fwbench.collector.agents.launchers.attached import attach
 from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.locks import LockError, LockState, lock_state, write_lock
@@ -38,11 +41,14 @@ from fwbench.collector.cli.security import (
     TlsKey,
     security_settings,
 )
+from fwbench.collector.images.build import image_source, list_images
 from fwbench.collector.run.plan import split_list
 
 
 def list_agents(manifests: ManifestDirs = None, as_json: JsonOutput = False) -> None:
-    """List declared agents and whether their local environment is ready."""
+    """List declared agents: those of manifest files, with whether their local environment
+    is ready, and images in the local Docker engine that declare an agent by their labels
+    (run them with `collector run --launcher docker --agents IMAGE`)."""
     rows: list[dict[str, str]] = []
     for name, manifest in load_manifests(manifests).items():
         try:
@@ -52,6 +58,7 @@ def list_agents(manifests: ManifestDirs = None, as_json: JsonOutput = False) -> 
         rows.append(
             {
                 "agent": name,
+                "source": "manifest",
                 "plugin": manifest.plugin,
                 "variant": manifest.variant,
                 "requires_gpu": str(manifest.requires_gpu).lower(),
@@ -61,15 +68,53 @@ def list_agents(manifests: ManifestDirs = None, as_json: JsonOutput = False) -> 
                 "description": manifest.description,
             }
         )
+    rows += _image_rows()
     if as_json:
         print_json(rows)
         return
-    table = Table("agent", "plugin", "variant", "lock", "environment", "description")
+    table = Table("agent", "source", "plugin", "variant", "lock", "environment", "description")
     for row in rows:
-        environment = f"{row['environment']} ({row['environment_path']})"
-        cells = (row["agent"], row["plugin"], row["variant"], row["lock"], environment)
-        table.add_row(*cells, row["description"])
+        environment = row.get("image") or f"{row['environment']} ({row['environment_path']})"
+        cells = (row["agent"], row["source"], row["plugin"], row["variant"], row["lock"])
+        table.add_row(*cells, environment, row["description"])
     console.print(table)
+
+
+def _image_rows() -> list[dict[str, str]]:
+    """An agent per image in the local engine that declares one by its labels (not those
+    `collector images build` made from manifests: their agents are listed already). Without
+    a Docker daemon, none, and a note on stderr saying so."""
+    try:
+        with closing(docker_client()) as client:
+            images = list_images(client)
+    except DockerUnavailable as error:
+        errors.print(f"images not listed: {escape(str(error))}", soft_wrap=True)
+        return []
+    rows = []
+    for info in images:
+        if image_source(info) != "image":
+            continue
+        try:
+            manifest = manifest_of(info)
+        except ImageLabelError as error:
+            errors.print(f"[yellow]not listed:[/] {escape(str(error))}", soft_wrap=True)
+            continue
+        rows.append(
+            {
+                "agent": manifest.name,
+                "source": "image",
+                "plugin": manifest.plugin or manifest.framework,
+                "variant": manifest.variant,
+                "requires_gpu": str(manifest.requires_gpu).lower(),
+                "environment": "image",
+                "lock": "-",
+                "environment_path": "",
+                "image": info.tag if info.tag != "<none>" else info.id,
+                "image_id": info.id,
+                "description": manifest.description,
+            }
+        )
+    return rows
 
 
 def env(

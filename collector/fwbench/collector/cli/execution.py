@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from fwbench.collector.agents.image_labels import images_by_id
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.cli.calibrate import calibration_for_run
@@ -71,7 +72,12 @@ def resume_run(
     except (ResumeRefused, PersistenceError) as error:
         fail_with(error)
     extra = manifests or [Path(folder) for folder in options.manifest_dirs]
-    execute(options, point.selection, load_manifests(extra), point)
+    declared = load_manifests(extra)
+    try:
+        declared.update(images_by_id(options.images))
+    except KNOWN_ERRORS as error:
+        fail_with(error)
+    execute(options, point.selection, declared, point)
 
 
 def execute(

@@ -10,8 +10,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fwbench.collector.agents.docker_engine import docker_client
+from fwbench.collector.agents.docker_engine import ImageInfo, docker_client
 from fwbench.collector.agents.host import nvidia_gpu_present
+from fwbench.collector.agents.image_labels import ImageLabelError, manifest_of
 from fwbench.collector.agents.manifest import AgentManifest, discover_manifests
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
@@ -30,6 +31,7 @@ from fwbench.collector.images.build import (
     LOCAL_BASE_IMAGE,
     ImageBuildError,
     ensure_image,
+    image_source,
     list_images,
 )
 from fwbench.collector.images.compose import (
@@ -105,23 +107,45 @@ def list_command(as_json: JsonOutput = False) -> None:
     images = list_images(client)
     if as_json:
         print_json(
-            [dict(tag=i.tag, id=i.id, size_bytes=i.size_bytes, labels=i.labels) for i in images]
+            [
+                dict(
+                    tag=i.tag,
+                    id=i.id,
+                    source=image_source(i),
+                    size_bytes=i.size_bytes,
+                    labels=i.labels,
+                )
+                for i in images
+            ]
         )
         return
-    table = Table("image", "agent", "framework", "version", "variant", "size", "id", "revision")
+    table = Table(
+        "image", "agent", "source", "framework", "version", "variant", "size", "id", "revision"
+    )
     for info in images:
         labels = info.labels
+        declared = declared_by(info) if image_source(info) == "image" else None
         table.add_row(
             info.tag,
-            labels.get("fwbench.agent", ""),
-            labels.get("fwbench.framework", ""),
+            labels.get("fwbench.agent", declared.name if declared else "?"),
+            image_source(info),
+            labels.get("fwbench.framework", declared.framework if declared else ""),
             labels.get("fwbench.framework-version", ""),
-            labels.get("fwbench.variant", ""),
+            labels.get("fwbench.variant", declared.variant if declared else ""),
             _size(info.size_bytes),
             info.id[7:19],
             labels.get("org.opencontainers.image.revision", ""),
         )
     console.print(table)
+
+
+def declared_by(info: ImageInfo) -> AgentManifest | None:
+    """The agent the image's labels declare, None when they cannot (the reason is printed)."""
+    try:
+        return manifest_of(info)
+    except ImageLabelError as error:
+        errors.print(f"[yellow]warning:[/] {escape(str(error))}", soft_wrap=True)
+        return None
 
 
 @images_app.command()

@@ -9,10 +9,18 @@ from typing import Annotated
 
 import typer
 
+from fwbench.collector.agents.docker_engine import DockerUnavailable
 from fwbench.collector.agents.environments import EnvironmentBuildError
 from fwbench.collector.agents.existing import EnvironmentUnsuitable, check_pythons, parse_pythons
+from fwbench.collector.agents.image_labels import with_image_agents
 from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
-from fwbench.collector.agents.specs import AgentSpecError, expand_instances, resolve_agents
+from fwbench.collector.agents.manifest import ManifestError
+from fwbench.collector.agents.specs import (
+    IMAGE_SPEC_HELP,
+    AgentSpecError,
+    expand_instances,
+    resolve_agents,
+)
 from fwbench.collector.cli.common import (
     ManifestDirs,
     Pythons,
@@ -60,8 +68,9 @@ def run(
     agents: Annotated[
         str,
         typer.Option(
-            help="Comma-separated agent names or NAME@HOST:PORT; a name given twice runs two "
-            "instances (NAME, NAME#2: an A/A pair). Required unless --resume."
+            help="Comma-separated agent names, NAME@HOST:PORT, or "
+            f"{IMAGE_SPEC_HELP}; a name given twice runs two instances (NAME, NAME#2: an A/A "
+            "pair). Required unless --resume."
         ),
     ] = "",
     workloads: Annotated[
@@ -144,7 +153,8 @@ def run(
         LauncherKind,
         typer.Option(
             help="How agents given by name start: local (a virtual environment each) or docker "
-            "(a container each, from its image, built when missing or stale)."
+            "(a container each, from its image, built when missing or stale; an image given "
+            "by reference is run as it is, never built)."
         ),
     ] = LauncherKind.LOCAL,
     python: Pythons = None,
@@ -200,7 +210,10 @@ def run(
     catalogue = load_catalogue()
     declared = load_manifests(manifests)
     try:
-        agent_specs = expand_instances(split_list(agents), split_list(aa))
+        names, aa_names, declared = with_image_agents(
+            split_list(agents), split_list(aa), declared, launcher == LauncherKind.DOCKER
+        )
+        agent_specs = expand_instances(names, aa_names)
         resolve_agents(agent_specs, declared)
         pythons = parse_pythons(python or [], declared)
         check_pythons(pythons, agent_specs, declared, errors.print)
@@ -224,7 +237,14 @@ def run(
             repeat=repeat,
             fresh_process=fresh_process,
         )
-    except (SelectionError, AgentSpecError, EnvironmentUnsuitable, EnvironmentBuildError) as error:
+    except (
+        SelectionError,
+        AgentSpecError,
+        ManifestError,
+        DockerUnavailable,
+        EnvironmentUnsuitable,
+        EnvironmentBuildError,
+    ) as error:
         fail_with(error)
     options = RunOptions(
         agent_specs,
@@ -241,6 +261,7 @@ def run(
         pids_limit=pids_limit,
         manifest_dirs=tuple(str(path.resolve()) for path in manifests or ()),
         pythons=pythons,
+        images=tuple(dict.fromkeys(m.image.id for m in declared.values() if m.image)),
         security=security,
         **decide,
     )

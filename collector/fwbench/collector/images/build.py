@@ -23,6 +23,7 @@ import docker.errors
 
 from fwbench.collector import __version__
 from fwbench.collector.agents.docker_engine import ImageInfo
+from fwbench.collector.agents.image_labels import SCHEMA_LABEL
 from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.images.dockerfile import IMAGES_DIR, base_image, dockerfile_for
@@ -230,9 +231,17 @@ def _revision() -> str:
 
 
 def list_images(client: docker.DockerClient) -> list[ImageInfo]:
-    """Every agent image on the daemon (those with an fwbench.agent label), by tag."""
-    found = []
-    for image in client.images.list(filters={"label": "fwbench.agent", "dangling": False}):
-        for tag in image.tags or ["<none>"]:
-            found.append(ImageInfo.of(image, tag))
-    return sorted(found, key=lambda info: info.tag)
+    """Every agent image on the daemon, by tag: the repository's (an fwbench.agent label) and
+    those that declare themselves (an fwbench.label-schema label, docs/image-labels.md)."""
+    found: dict[tuple[str, str], ImageInfo] = {}
+    for label in ("fwbench.agent", SCHEMA_LABEL):
+        for image in client.images.list(filters={"label": label, "dangling": False}):
+            for tag in image.tags or ["<none>"]:
+                found[str(image.id), tag] = ImageInfo.of(image, tag)
+    return sorted(found.values(), key=lambda info: info.tag)
+
+
+def image_source(info: ImageInfo) -> str:
+    """What declares the image's agent: "manifest" (built by `collector images build` from a
+    manifest file) or "image" (its own labels: built by whoever ships it)."""
+    return "manifest" if info.labels.get(BUILD_KEY_LABEL) else "image"

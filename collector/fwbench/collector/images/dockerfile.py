@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fwbench.collector.agents.image_labels import schema_labels
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.checkout import project_dir
 
@@ -134,6 +135,8 @@ def _labels(manifest: AgentManifest) -> dict[str, str]:
         "fwbench.packages": "${PACKAGES}",
         "fwbench.requires-gpu": str(manifest.requires_gpu).lower(),
         "fwbench.build-key": "${BUILD_KEY}",
+        # What any collector needs to run the image (label schema 1, docs/image-labels.md).
+        **schema_labels(manifest),
     }
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from rich.console import Console
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.agents.docker_engine import docker_client
+from fwbench.collector.agents.docker_engine import ImageInfo, docker_client
 from fwbench.collector.agents.launchers import (
     AgentHandle,
     Launcher,
@@ -27,11 +27,18 @@ from fwbench.collector.run.options import RunOptions
 
 
 def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Console) -> Launcher:
-    """The launcher options.launcher names; the Docker one builds stale images before use."""
+    """The launcher options.launcher names; the Docker one builds stale images of agents
+    declared by manifest files before use, and runs images that declare themselves as they
+    are."""
     image_for = None
     if options.launcher == LauncherKind.DOCKER:
         client = docker_client()
-        image_for = lambda manifest: ensure_image(client, manifest, console.print)  # noqa: E731
+
+        def image_for(manifest: AgentManifest) -> ImageInfo:
+            if manifest.image is not None:
+                return manifest.image
+            return ensure_image(client, manifest, console.print)
+
     settings = LaunchSettings(
         run_id=run_id,
         log_dir=log_dir,
@@ -78,15 +85,23 @@ def launch_all(
 
 
 def check_identity(handle: AgentHandle, describe: agent_pb2.DescribeResponse) -> None:
-    """An attached agent is what its NAME@ says, or the run is refused (AgentSpecError) before
+    """An attached agent is what its NAME@ says, and an agent from an image that declares
+    itself is the agent its label names, or the run is refused (AgentSpecError) before
     anything is written: rows are labelled with NAME, so a wrong one would mislabel them."""
     said, actual = base_name(handle.name), describe.identity.name
-    if handle.kind != "attached" or said == actual:
+    image = handle.manifest.image if handle.manifest is not None else None
+    if (handle.kind != "attached" and image is None) or said == actual:
         return
     what = describe.identity
+    told = f"({what.framework} {what.framework_version}, variant {what.variant or '-'})"
+    if image is not None:
+        raise AgentSpecError(
+            f"image {image.tag or image.id} declares agent {said!r} (label fwbench.manifest), "
+            f"but the agent in it says it is {actual!r} {told}; the label and the agent's "
+            "Describe must name it alike"
+        )
     raise AgentSpecError(
-        f"the agent at {handle.address} is {actual!r} ({what.framework} "
-        f"{what.framework_version}, variant {what.variant or '-'}), not {said!r}; attach it as "
+        f"the agent at {handle.address} is {actual!r} {told}, not {said!r}; attach it as "
         f"{actual}@{handle.address}"
     )
 

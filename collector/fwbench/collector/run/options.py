@@ -41,6 +41,9 @@ class RunOptions:
     manifest_dirs: tuple[str, ...] = ()  # extra manifest folders (--manifests)
     # --python: existing interpreters of local agents, by agent name ("" = every agent).
     pythons: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Ids of the images whose labels declare agents of the run (image references in --agents):
+    # a resumed run starts those very images again.
+    images: tuple[str, ...] = ()
     # --until-decided (run/decide.py): the budget in seconds (None: a plain run), the agent
     # every other is compared with, the noise floor and the equivalence margin.
     until_decided_seconds: float | None = None
@@ -62,6 +65,7 @@ def options_record(options: RunOptions) -> dict[str, Any]:
     record["launcher"] = options.launcher.value
     record["agents"] = list(options.agents)
     record["manifest_dirs"] = list(options.manifest_dirs)
+    record["images"] = list(options.images)
     return record
 
 
@@ -79,4 +83,5 @@ def options_from_record(
     values["agents"] = tuple(values["agents"])
     values["manifest_dirs"] = tuple(values.get("manifest_dirs", ()))
     values["pythons"] = dict(values.get("pythons", {}))
+    values["images"] = tuple(values.get("images", ()))
     return RunOptions(out_dir=out_dir, store_path=store_path, command_line=command_line, **values)

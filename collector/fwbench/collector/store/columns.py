@@ -42,7 +42,9 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "image",
         "string",
-        "Docker launcher: the agent's image tag (e.g. fwbench/torch-cpu:latest); empty otherwise",
+        "Docker launcher: the agent's image tag (e.g. fwbench/torch-cpu:latest), or for an "
+        "image that declares its agent the reference given (an id: the image's first tag); "
+        "empty otherwise",
     ),
     Column(
         "image_id",

@@ -77,11 +77,13 @@ class AgentHandle:
 
     def metadata(self) -> dict[str, Any]:
         """What run.json records of how this agent ran."""
+        manifest = self.manifest
         return {
             "launcher": self.kind,
             "address": self.address,
             "image": None,
-            "manifest": str(self.manifest.path) if self.manifest else None,
+            "manifest": str(manifest.path) if manifest and not manifest.image else None,
+            "declared_by": manifest.source if manifest else None,
             "environment_path": None,
             **self.details,
         }

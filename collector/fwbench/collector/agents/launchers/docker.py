@@ -104,7 +104,10 @@ class ContainerAgent(AgentHandle):
 
     def metadata(self) -> dict[str, Any]:
         image = self.image
-        record = {"tag": image.tag, "id": image.id, "digest": image.digest} if image else None
+        record: dict[str, Any] | None = None
+        if image is not None:
+            record = {"tag": image.tag, "id": image.id, "digest": image.digest}
+            record["labels"] = image.labels
         return {**super().metadata(), "image": record}
 
 
@@ -162,7 +165,7 @@ def start_docker(
         image.id,
         f"fwbench-{run_id}-{name.replace('#', '-')}{suffix}",
         labels={RUN_LABEL: run_id, HOST_LABEL: socket.gethostname(), PID_LABEL: str(os.getpid())},
-        environment={"FWBENCH_THREADS": str(threads)} if threads else {},
+        environment={**manifest.env, **({"FWBENCH_THREADS": str(threads)} if threads else {})},
         cpuset=cpuset,
         limits=limits or ContainerLimits(),
     )
@@ -181,7 +184,8 @@ def start_docker(
         container.reload()
         handle.host_pid = int(container.attrs["State"].get("Pid") or 0)
         handle.address = f"127.0.0.1:{_host_port(container, grpc_port)}"
-        handle.metrics_address = f"127.0.0.1:{_host_port(container, metrics_port)}"
+        if manifest.metrics_port:  # 0: an image that declares no /metrics
+            handle.metrics_address = f"127.0.0.1:{_host_port(container, metrics_port)}"
         handle.client = AgentClient(name, handle.address)
         handle.client.wait_healthy(timeout_seconds, alive=handle.alive)
         handle.host_pid = _agent_pid(container) or handle.host_pid
@@ -206,7 +210,9 @@ def _default_memory() -> int:
 
 def _agent_pid(container: Any) -> int:
     """The agent's process id as this host sees it: the container's main process is the
-    init (tini), the agent its child. 0 when `docker top` does not tell."""
+    init (tini), the agent its child (fwbench-agent in the repository's images; in an image
+    that declares itself, whatever its entrypoint started). 0 when `docker top` does not
+    tell."""
     try:
         top = container.top()
     except docker.errors.APIError:
@@ -215,11 +221,8 @@ def _agent_pid(container: Any) -> int:
     if "PID" not in titles or "CMD" not in titles:
         return 0
     pid, cmd = titles.index("PID"), titles.index("CMD")
-    found = [
-        row
-        for row in top.get("Processes") or []
-        if "fwbench-agent" in row[cmd] and "docker-init" not in row[cmd]
-    ]
+    children = [row for row in top.get("Processes") or [] if "docker-init" not in row[cmd]]
+    found = [row for row in children if "fwbench-agent" in row[cmd]] or children[:1]
     return int(found[0][pid]) if found else 0
 
 
@@ -235,7 +238,7 @@ def _run_container(
 ) -> Any:
     """Creates and starts the container; its ports go to 127.0.0.1 on ports the daemon picks
     (a one-element binding is the host address alone)."""
-    ports = (f"{manifest.grpc_port}/tcp", f"{manifest.metrics_port}/tcp")
+    ports = [f"{port}/tcp" for port in (manifest.grpc_port, manifest.metrics_port) if port]
     loopback: dict[str, Any] = {port: ("127.0.0.1",) for port in ports}
     gpus = [DeviceRequest(count=-1, capabilities=[["gpu"]])] if manifest.requires_gpu else None
     try:
