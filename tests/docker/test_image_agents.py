@@ -251,3 +251,12 @@ def test_a_killed_run_of_an_image_resumes_with_the_same_image(
     assert set(rows.image_id) == {docker_daemon.images.get(example_image).id}
     gone = docker_daemon.containers.list(all=True, filters={"label": f"fwbench.run_id={run_id}"})
     assert gone == []
+
+
+def test_the_outsiders_image_passes_conformance(example_image: str, tmp_path: Path) -> None:
+    """docs/writing-an-agent.md's step 4 on the image built from a copy outside the tree."""
+    done = _collector(tmp_path, "conformance", "--launcher", "docker", example_image, "--json")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    checks = json.loads(done.stdout)["checks"]
+    assert checks and not [c for c in checks if c["result"] == "fail"], checks
+    assert sum(c["result"] == "pass" for c in checks) >= 10
