@@ -50,6 +50,29 @@ DTYPES = {
 SWITCHES = ("NUMPY_GEMM_CHECK", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "FWBENCH_THREADS")
 
 
+# Every workload name of the catalogue: a name outside it is NOT_FOUND, one in it that this
+# agent does not run is UNIMPLEMENTED (agent.proto, Run's errors).
+CATALOGUE_WORKLOADS = frozenset(
+    [
+        "gemm",
+        "conv2d",
+        "lenet",
+        "resnet18",
+        "resnet50",
+        "resnet152",
+        "vgg16",
+        "mobilenet_v2",
+        "efficientnet_b0",
+        "lstm",
+        "train_to_accuracy",
+    ]
+)
+# The catalogue's [run] limits of the loop fields.
+LOOP_LIMITS = {"warmup_iterations": (0, 10000), "min_iterations": (1, 1000000)}
+LOOP_LIMITS |= {"max_iterations": (1, 10000000)}
+MAX_MIN_SECONDS = 3600.0
+
+
 class Refused(Exception):
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
         super().__init__(message)
@@ -112,34 +135,75 @@ def _caller(context: grpc.ServicerContext) -> str:
     return str(metadata.get("x-fwbench-client") or context.peer())
 
 
+def _check_loop(request: agent_pb2.RunRequest) -> None:
+    invalid = grpc.StatusCode.INVALID_ARGUMENT
+    values = {"min_iterations": request.min_iterations, "max_iterations": request.max_iterations}
+    if request.HasField("warmup_iterations"):
+        values["warmup_iterations"] = request.warmup_iterations
+    for name, value in values.items():
+        least, most = LOOP_LIMITS[name]
+        if value and not least <= value <= most:  # 0 (or unset): the catalogue's default
+            raise Refused(invalid, f"{name}={value} is out of range: allowed {least}..{most}")
+    if request.HasField("min_seconds") and not 0 <= request.min_seconds <= MAX_MIN_SECONDS:
+        raise Refused(
+            invalid,
+            f"min_seconds={request.min_seconds} is out of range: allowed 0..{MAX_MIN_SECONDS}",
+        )
+    least = request.min_iterations or MIN_ITERATIONS
+    if request.max_iterations and request.max_iterations < least:
+        raise Refused(
+            invalid, f"max_iterations={request.max_iterations} is below min_iterations={least}"
+        )
+
+
 class Gemm:
     """One request, checked; build() makes the inputs, step() multiplies once."""
 
     def __init__(self, request: agent_pb2.RunRequest) -> None:
+        """Checks in the protocol's order: limits (INVALID_ARGUMENT naming the field), then
+        what Describe declares (NOT_FOUND for a name outside the catalogue, UNIMPLEMENTED for
+        what this agent does not run)."""
         if request.workload != "gemm":
+            if request.workload not in CATALOGUE_WORKLOADS:
+                raise Refused(grpc.StatusCode.NOT_FOUND, f"no workload {request.workload!r}")
             raise Refused(grpc.StatusCode.UNIMPLEMENTED, f"{NAME} runs gemm only")
+        invalid = grpc.StatusCode.INVALID_ARGUMENT
+        if request.phase not in (agent_pb2.PHASE_TRAIN, agent_pb2.PHASE_INFER):
+            raise Refused(invalid, f"phase={request.phase} is out of range: give train or infer")
+        if request.dtype not in agent_pb2.DType.values():
+            raise Refused(invalid, f"dtype={request.dtype} is not a DType value")
+        if not 1 <= request.batch_size <= MAX_BATCH_SIZE:
+            raise Refused(
+                invalid,
+                f"batch_size={request.batch_size} is out of range: allowed 1..{MAX_BATCH_SIZE}",
+            )
+        unknown = sorted(set(request.params) - set(PARAMS))
+        if unknown:
+            raise Refused(invalid, f"params.{unknown[0]}: gemm has no such parameter")
+        self.params = {}
+        for name, (default, least, most) in PARAMS.items():
+            value = request.params.get(name, default)
+            if not least <= value <= most:
+                raise Refused(
+                    invalid, f"params.{name}={value} is out of range: allowed {least}..{most}"
+                )
+            self.params[name] = value
+        _check_loop(request)
+        if request.threads > 1024:
+            raise Refused(invalid, f"threads={request.threads} is out of range: allowed 0..1024")
         if request.phase != agent_pb2.PHASE_INFER:
             raise Refused(grpc.StatusCode.UNIMPLEMENTED, "gemm: only phase infer")
         if request.dtype not in DTYPES:
             raise Refused(grpc.StatusCode.UNIMPLEMENTED, "gemm: only float32 and float64")
         if request.mode not in ("", "eager"):
             raise Refused(grpc.StatusCode.UNIMPLEMENTED, f"gemm: no mode {request.mode!r}")
-        unknown = sorted(set(request.params) - set(PARAMS))
-        if unknown:
-            raise Refused(grpc.StatusCode.INVALID_ARGUMENT, f"gemm has no parameter {unknown[0]}")
-        self.params = {}
-        for name, (default, least, most) in PARAMS.items():
-            value = request.params.get(name, default)
-            if not least <= value <= most:
-                raise Refused(
-                    grpc.StatusCode.INVALID_ARGUMENT, f"{name}={value} is not in {least}..{most}"
-                )
-            self.params[name] = value
-        self.batch = request.batch_size or 1
-        if self.batch > MAX_BATCH_SIZE:
+        if request.threads not in (0, _threads()):  # BLAS threads are set at start-up
             raise Refused(
-                grpc.StatusCode.INVALID_ARGUMENT, f"batch_size {self.batch} > {MAX_BATCH_SIZE}"
+                grpc.StatusCode.UNIMPLEMENTED,
+                f"threads={request.threads}: this agent runs {_threads()} (FWBENCH_THREADS, "
+                "fixed at start-up)",
             )
+        self.batch = request.batch_size
         self.dtype = DTYPES[request.dtype]
         self.seed = request.seed
         self.a = self.b = self.out = np.empty(0)
@@ -332,6 +396,7 @@ def main() -> None:
     server.add_insecure_port(f"0.0.0.0:{port}")
     server.start()
     checker.set("", health_pb2.HealthCheckResponse.SERVING)
+    checker.set("fwbench.agent.v1.AgentService", health_pb2.HealthCheckResponse.SERVING)
     print(f"{NAME} {VERSION} serving on port {port} ({_threads()} BLAS threads)", flush=True)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -4,6 +4,7 @@ run`) or a declared agent, started the way `collector run` starts it (--launcher
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import uuid
 from pathlib import Path
@@ -13,6 +14,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from fwbench.collector.agents.image_labels import with_image_agents
 from fwbench.collector.agents.launchers import AgentHandle, Launcher, LauncherKind
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import scratch_folder
@@ -126,6 +128,12 @@ def conformance(
     handle: AgentHandle | None = None
     try:
         try:
+            if parse_attached(spec) is None:  # a name or an image reference (--launcher docker)
+                names, _, declared = with_image_agents(
+                    [spec], [], declared, launcher == LauncherKind.DOCKER
+                )
+                spec = names[0]
+                options = dataclasses.replace(options, agents=(spec,))
             resolve_agents([spec], declared)
             agent_launcher = make_launcher(options, uuid.uuid4().hex[:12], logs, errors)
             handle = launch_all([spec], declared, agent_launcher, start_timeout, security)[0]
