@@ -161,6 +161,10 @@ def test_only_cells_on_this_machines_cpus_get_its_ceiling() -> None:
         here = annotate({**row, "launcher": launcher, "address": address})
         assert here["peak_fraction"] == pytest.approx(0.1)
         assert here["arithmetic_intensity"] == pytest.approx(intensity)
+    # Each framework's name for the CPU: torch "cpu", jax "cpu:0", TensorFlow "/CPU:0".
+    for device in ("cpu", "cpu:0", "/CPU:0"):
+        on_cpu = annotate({**row, "launcher": "local", "address": "127.0.0.1:1", "device": device})
+        assert on_cpu["peak_fraction"] == pytest.approx(0.1), device
     remote = annotate({**row, "launcher": "attached", "address": "10.0.0.5:50051"})
     gpu = annotate({**row, "launcher": "local", "address": "127.0.0.1:1", "device": "cuda:0"})
     for elsewhere in (remote, gpu):  # the CPU calibration is not their ceiling

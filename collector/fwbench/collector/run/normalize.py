@@ -155,7 +155,8 @@ def on_this_host(row: dict[str, Any]) -> bool:
     """Whether the row ran on the CPUs the calibration measured: not on a GPU, by an agent on
     the collector's machine (started here, in a process or a container, or attached at a
     loopback address)."""
-    if str(row.get("device") or "cpu").split(":")[0] != "cpu":
+    # torch "cpu", jax "cpu:0", TensorFlow "/CPU:0"
+    if str(row.get("device") or "cpu").lstrip("/").split(":")[0].lower() != "cpu":
         return False
     if row.get("launcher") != "attached":
         return True
