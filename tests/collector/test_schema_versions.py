@@ -82,6 +82,9 @@ V2_ADDED = [
 ]
 # Added in 3, and agent_pid in 4.
 ADDED_LATER = (
+    "world_size",
+    "rank_samples_ns",
+    "busbw_bytes_per_second",
     "repetition",
     "median_ci_low_seconds",
     "p99_seconds",
@@ -142,8 +145,8 @@ def old_store(tmp_path: Path) -> ResultStore:
     return db
 
 
-def test_schema_version_is_6() -> None:
-    assert SCHEMA_VERSION == 6
+def test_schema_version_is_7() -> None:
+    assert SCHEMA_VERSION == 7
 
 
 @pytest.mark.parametrize("version", [1, 2])

@@ -14,6 +14,7 @@ from fwbench.runtime.plugin import (
     DeviceInfo,
     PluginContext,
     PluginDescription,
+    RankReport,
     Settings,
     UnsupportedWorkload,
     WorkloadSpec,
@@ -44,6 +45,14 @@ class FakePlugin:
         self.built: list[WorkloadSpec] = []
         self.synchronized = 0
 
+    def _capabilities(self) -> dict[str, Capability]:
+        if self.context.world is not None:  # a rank: "ddp" gemm training, no communication
+            return {"gemm": Capability(("train",), ("float32",), ("eager",), ("ddp",))}
+        return {
+            "gemm": Capability(("train", "infer"), ("float32", "float64"), ("eager",)),
+            "lenet": Capability(("infer",), ("float32",), ("eager", "compiled")),
+        }
+
     def describe(self) -> PluginDescription:
         return PluginDescription(
             framework="fake",
@@ -54,10 +63,7 @@ class FakePlugin:
             devices=(DeviceInfo("cpu", 0, "fake cpu", 1024),),
             intra_op_threads=1,
             inter_op_threads=1,
-            capabilities={
-                "gemm": Capability(("train", "infer"), ("float32", "float64"), ("eager",)),
-                "lenet": Capability(("infer",), ("float32",), ("eager", "compiled")),
-            },
+            capabilities=self._capabilities(),
         )
 
     def _check(self, spec: WorkloadSpec) -> None:
@@ -86,13 +92,29 @@ class FakePlugin:
         # FAKE_STEP_SCALE (an agent's environment) stretches every step: two agents of this
         # plugin then differ by a known factor, whatever the CPU (tests/integration).
         seconds = micros / 1e6 * float(os.environ.get("FAKE_STEP_SCALE", "1"))
+        world = self.context.world
+        rank = None
+        if world is not None:
+            # A rank of a world: FAKE_RANK<N>_SCALE stretches rank N's steps (the world is
+            # as slow as its slowest rank), FAKE_RANK<N>_FAIL_AT fails its step N.
+            seconds *= float(os.environ.get(f"FAKE_RANK{world.rank}_SCALE", "1"))
+            rank = RankReport("fake", lambda: {"communication_not_overlapped": 1000})
+        fail_at = int(os.environ.get(f"FAKE_RANK{world.rank}_FAIL_AT", "0")) if world else 0
+        once = os.environ.get("FAKE_FAIL_ONCE", "")  # a file: only the first cell fails
+        if fail_at and once:
+            fail_at = 0 if os.path.exists(once) else fail_at
+            open(once, "a").close()
+        steps = [0]
 
         def step() -> object:
+            steps[0] += 1
+            if steps[0] == fail_at:
+                raise RuntimeError(f"rank failed at step {fail_at}")
             time.sleep(seconds)
             return seconds
 
         settings = Settings(spec.dtype, 1, 1, spec.mode, "", "cpu", {"fake": "yes"})
-        return BuiltStep(step=step, settings=settings)
+        return BuiltStep(step=step, settings=settings, rank=rank)
 
     def synchronize(self, output: object) -> None:
         self.synchronized += 1

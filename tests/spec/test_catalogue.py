@@ -23,6 +23,7 @@ EXPECTED_WORKLOADS = (
     "mobilenet_v2",
     "efficientnet_b0",
     "lstm",
+    "allreduce",
     "train_to_accuracy",
 )
 
@@ -75,11 +76,22 @@ def test_load_catalogue_lists_the_standard_workloads(catalogue: Catalogue) -> No
 def test_load_catalogue_workloads_are_ops_or_models_with_both_phases(catalogue: Catalogue) -> None:
     for name, workload in catalogue.workloads.items():
         assert workload.name == name
-        if workload.kind == "accuracy":
+        if workload.kind in ("accuracy", "collective"):
             continue
         assert workload.kind in ("op", "model")
         assert set(workload.phases) == {"train", "infer"}
         assert workload.max_batch_size >= 1
+
+
+def test_the_collective_is_a_training_step_that_computes_nothing_counted(
+    catalogue: Catalogue,
+) -> None:
+    allreduce = catalogue.get("allreduce")
+    assert allreduce.kind == "collective" and allreduce.phases == ("train",)
+    assert catalogue.flops_per_item("allreduce", "train", {}) == 0
+    # batch_size sets the message: 1024 elements of the dtype per item.
+    assert catalogue.bytes_per_step("allreduce", "infer", {}, 4, "float32") == 4 * 1024 * 4
+    assert catalogue.arithmetic_intensity("allreduce", "train", {}, 4, "float32") is None
 
 
 def test_accuracy_workload_trains_a_catalogue_model(catalogue: Catalogue) -> None:
@@ -133,7 +145,7 @@ def test_conv2d_flops_non_square_odd_kernel(catalogue: Catalogue) -> None:
     assert flops == 2 * 3 * 8 * 25 * 10 * 20
 
 
-@pytest.mark.parametrize("name", EXPECTED_WORKLOADS)
+@pytest.mark.parametrize("name", [w for w in EXPECTED_WORKLOADS if w != "allreduce"])
 def test_flops_per_item_train_is_three_times_infer(catalogue: Catalogue, name: str) -> None:
     infer = catalogue.flops_per_item(name, "infer", {})
     assert infer > 0

@@ -21,7 +21,7 @@ from typing import Any
 
 PHASES = ("train", "infer")
 DTYPES = ("float32", "float16", "bfloat16", "float64")
-KINDS = ("op", "model", "accuracy")
+KINDS = ("op", "model", "accuracy", "collective")  # collective: needs a world (distributed)
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 _CATALOGUE_FILE = "workloads.toml"
 SUPPORTED_SCHEMA_VERSION = 1

@@ -36,6 +36,7 @@ from fwbench.runtime.security import (
     server_security,
 )
 from fwbench.runtime.server import create_server
+from fwbench.runtime.world import pin_cpus
 from fwbench.spec.metadata import TokenError, read_token
 
 
@@ -133,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     try:
         security = _security(args)  # before the framework loads: a bad file fails at once
-        plugin = load_plugin(args.plugin, context_from_environment())
+        pin_cpus()  # a rank's own CPUs, before the framework sizes its pools
+        context = context_from_environment()
+        plugin = load_plugin(args.plugin, context)
     except (InvalidContext, PluginNotFound, PluginInvalid, SecurityConfigError, TokenError) as e:
         print(f"fwbench-agent: {e}", file=sys.stderr)
         return 2
@@ -147,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             metrics_port=None if args.no_metrics else args.metrics_port,
             reflection_enabled=args.reflection,
             security=security,
+            world=context.world,
         )
     except RuntimeError as error:  # the port cannot be bound, or gRPC refused the TLS files
         print(f"fwbench-agent: {error}", file=sys.stderr)

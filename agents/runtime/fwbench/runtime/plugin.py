@@ -8,9 +8,12 @@ import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import ParamSpec, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from fwbench.spec.catalogue import WorkloadDef
+
+if TYPE_CHECKING:
+    from fwbench.runtime.world import World
 
 DEVICES = ("cpu", "cuda", "auto")
 DEVICE_VARIABLE = "FWBENCH_DEVICE"
@@ -62,6 +65,9 @@ class PluginContext:
     device: str = "auto"  # "cpu"; "cuda" (refuse to start without one); "auto" (CUDA if any)
     threads: int = 0  # intra-op threads to size the pools with; 0 = the framework's default
     interop_threads: int = 0  # inter-op threads; 0 = the framework's default
+    # The distributed world this process is a rank of (world.py); None = alone. A plugin
+    # initialises its framework's distributed runtime in its constructor when it is set.
+    world: World | None = None
 
     def __post_init__(self) -> None:
         _check_device("device", self.device)
@@ -85,7 +91,14 @@ def context_from_environment(environ: Mapping[str, str] = os.environ) -> PluginC
     device = environ.get(DEVICE_VARIABLE, "").strip() or "auto"
     _check_device(DEVICE_VARIABLE, device)
     threads = _env_count(environ, THREADS_VARIABLE)
-    return PluginContext(device, threads, _env_count(environ, INTEROP_THREADS_VARIABLE))
+    from fwbench.runtime.world import world_from_environment  # world.py imports this module
+
+    return PluginContext(
+        device,
+        threads,
+        _env_count(environ, INTEROP_THREADS_VARIABLE),
+        world_from_environment(environ),
+    )
 
 
 def translate_out_of_memory(
@@ -120,6 +133,9 @@ class WorkloadSpec:
     threads: int  # intra-op threads to use; 0 keeps the framework's current setting
     seed: int
     mode: str  # one of the workload's supported modes, never empty
+    # A distributed strategy of Capability.strategies ("ddp", ...) when the agent is a rank
+    # of a world; "" when it runs alone.
+    strategy: str = ""
 
 
 @dataclass(frozen=True)
@@ -136,11 +152,24 @@ class Settings:
 
 
 @dataclass(frozen=True)
+class RankReport:
+    """What a rank of a world reports besides its samples (RankResult in agent.proto)."""
+
+    backend: str
+    # Per timed step, framework-measured times by name (e.g. DDP's "communication"), in
+    # nanoseconds, the mean over the timed steps: called once, after the timed loop.
+    engine_nanoseconds: Callable[[], Mapping[str, int]] = dict
+    collective_bytes: int = 0  # bytes each rank contributes per collective (allreduce)
+    first_step_loss: Callable[[], float] = lambda: float("nan")
+
+
+@dataclass(frozen=True)
 class BuiltStep:
     """`step()` runs one iteration and returns whatever `synchronize` needs to wait on."""
 
     step: Callable[[], object]
     settings: Settings
+    rank: RankReport | None = None  # set when the step ran as a rank of a world
 
 
 @dataclass(frozen=True)
@@ -150,6 +179,9 @@ class Capability:
     phases: tuple[str, ...]
     dtypes: tuple[str, ...]
     modes: tuple[str, ...]
+    # Distributed strategies for an agent in a world; strategies[0] is the default. Empty:
+    # the workload runs alone only (a plugin in a world declares what it can distribute).
+    strategies: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from fwbench.agent.v1 import agent_pb2
 from fwbench.runtime.plugin import Capability, UnsupportedWorkload, WorkloadSpec
 from fwbench.runtime.timing import LoopPlan
+from fwbench.runtime.world import World
 from fwbench.spec.catalogue import Catalogue, CatalogueError, ParamSpec
 from fwbench.spec.enums import DTYPE_NAMES, PHASE_NAMES
 
@@ -15,11 +16,22 @@ def workload_spec(
     request: agent_pb2.RunRequest,
     catalogue: Catalogue,
     capabilities: dict[str, Capability],
+    world: World | None = None,
 ) -> WorkloadSpec:
     """Raises UnknownWorkload, CatalogueError (bad values) or UnsupportedWorkload."""
     workload = catalogue.get(request.workload)
     capability = capabilities.get(workload.name)
     if capability is None:
+        if world is not None:
+            raise UnsupportedWorkload(
+                f"this agent does not distribute {workload.name} (it is rank {world.rank} of "
+                f"a world of {world.size})"
+            )
+        if workload.kind == "collective":
+            raise UnsupportedWorkload(
+                f"{workload.name} is a collective: it needs an agent started as a rank of a "
+                "world (WORLD_SIZE, RANK, MASTER_ADDR, MASTER_PORT; collector run --world-sizes)"
+            )
         raise UnsupportedWorkload(f"this agent does not implement {workload.name}")
     if request.phase not in PHASE_NAMES:
         raise CatalogueError("phase must be PHASE_TRAIN or PHASE_INFER", "phase")
@@ -42,7 +54,9 @@ def workload_spec(
             + ", ".join(capability.modes)
         )
     ParamSpec("threads", 0, 0, MAX_THREADS).check(request.threads)
+    strategy = _strategy(request.strategy, capability, world, workload.name)
     return WorkloadSpec(
+        strategy=strategy,
         workload=workload,
         phase=phase,
         batch_size=request.batch_size,
@@ -54,8 +68,29 @@ def workload_spec(
     )
 
 
-def loop_plan(request: agent_pb2.RunRequest, catalogue: Catalogue) -> LoopPlan:
-    """Measurement settings with catalogue defaults; raises CatalogueError when out of range."""
+def _strategy(asked: str, capability: Capability, world: World | None, workload: str) -> str:
+    if world is None:
+        if asked:
+            raise UnsupportedWorkload(
+                f"strategy {asked!r} needs an agent started as a rank of a world; this one "
+                "runs alone"
+            )
+        return ""
+    strategy = asked or capability.strategies[0]
+    if strategy not in capability.strategies:
+        raise UnsupportedWorkload(
+            f"strategy {strategy!r} not offered for {workload}; offered: "
+            + ", ".join(capability.strategies)
+        )
+    return strategy
+
+
+def loop_plan(
+    request: agent_pb2.RunRequest, catalogue: Catalogue, world: World | None = None
+) -> LoopPlan:
+    """Measurement settings with catalogue defaults; raises CatalogueError when out of range.
+    In a world of several ranks every rank must run the same number of steps: min_seconds 0
+    and max_iterations equal to min_iterations (agent.proto, RunRequest.strategy)."""
     limits = catalogue.run_limits
     warmup = (
         request.warmup_iterations
@@ -83,4 +118,17 @@ def loop_plan(request: agent_pb2.RunRequest, catalogue: Catalogue) -> LoopPlan:
             f"max_iterations={max_iterations} is below min_iterations={min_iterations}",
             "max_iterations",
         )
+    if world is not None and world.size > 1:
+        if min_seconds != 0.0:
+            raise CatalogueError(
+                f"min_seconds={min_seconds} in a world of {world.size} ranks: must be 0 (ranks "
+                "that stop at different steps would wait for each other)",
+                "min_seconds",
+            )
+        if max_iterations != min_iterations:
+            raise CatalogueError(
+                f"max_iterations={max_iterations} in a world of {world.size} ranks: must equal "
+                f"min_iterations={min_iterations} (every rank runs the same steps)",
+                "max_iterations",
+            )
     return LoopPlan(warmup, min_iterations, min_seconds, max_iterations)

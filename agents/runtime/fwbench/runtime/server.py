@@ -18,6 +18,7 @@ from fwbench.runtime.metrics import AgentMetrics
 from fwbench.runtime.plugin import FrameworkPlugin
 from fwbench.runtime.security import ServerSecurity
 from fwbench.runtime.service import AgentServicer
+from fwbench.runtime.world import World
 from fwbench.spec import load_catalogue
 
 SERVICE_NAME = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
@@ -51,6 +52,7 @@ def create_server(
     metrics_port: int | None = 0,
     reflection_enabled: bool = True,
     security: ServerSecurity | None = None,
+    world: World | None = None,
 ) -> AgentServer:
     """Starts serving and returns the server with its bound ports (port 0 picks a free one).
 
@@ -76,7 +78,7 @@ def create_server(
             "variant": variant,
         }
     )
-    servicer = AgentServicer(plugin, load_catalogue(), identity, metrics)
+    servicer = AgentServicer(plugin, load_catalogue(), identity, metrics, world)
     servicer.trust_every_caller = security.trusts_every_caller
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="fwbench-grpc"),

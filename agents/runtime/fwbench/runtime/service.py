@@ -37,6 +37,7 @@ from fwbench.runtime.reference import AccuracyPlugin
 from fwbench.runtime.requests import loop_plan, workload_spec
 from fwbench.runtime.security import caller
 from fwbench.runtime.timing import LoopPlan, Measurement, measure
+from fwbench.runtime.world import World
 from fwbench.spec import SPEC_VERSION, Catalogue
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
@@ -67,11 +68,13 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         catalogue: Catalogue,
         identity: agent_pb2.AgentIdentity,
         metrics: AgentMetrics,
+        world: World | None = None,
     ) -> None:
         self._plugin = plugin
         self._catalogue = catalogue
+        self._world = world
         self._description: PluginDescription = plugin.describe()
-        self._capabilities = capabilities(plugin, self._description, catalogue)
+        self._capabilities = capabilities(plugin, self._description, catalogue, world)
         self._identity = identity
         self._metrics = metrics
         self._host = host_info()
@@ -110,6 +113,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             workloads=self._workload_support(),
             metrics_port=self.metrics_port,
             pid=os.getpid(),
+            world=_world_message(self._world),
         )
 
     def _workload_support(self) -> list[agent_pb2.WorkloadSupport]:
@@ -133,6 +137,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                         )
                         for p in workload.params.values()
                     ],
+                    strategies=list(capability.strategies) if self._world else [],
                 )
             )
         return supported
@@ -142,8 +147,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> Iterator[agent_pb2.RunResponse]:
         run_id = request.run_id or uuid.uuid4().hex
         try:
-            spec = workload_spec(request, self._catalogue, self._capabilities)
-            plan = loop_plan(request, self._catalogue)
+            spec = workload_spec(request, self._catalogue, self._capabilities, self._world)
+            plan = loop_plan(request, self._catalogue, self._world)
         except Exception as error:  # noqa: BLE001 (mapped to a status, never swallowed)
             self._metrics.runs.labels(status="refused").inc()
             context.abort(*status_for(error))
@@ -250,7 +255,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         if spec.workload.kind != "accuracy":
             build = lambda: self._plugin.build(spec)  # noqa: E731
             result = measure(build, self._plugin.synchronize, plan, active.cancel, on_progress)
-            return _result_message(active.run_id, spec, result)
+            return _result_message(active.run_id, spec, result, self._world)
         if ACCURACY not in self._plugin.optional_capabilities:  # capabilities() excludes it
             raise UnsupportedWorkload(f"{spec.workload.name} needs capability {ACCURACY!r}")
         plugin = cast(AccuracyPlugin, self._plugin)  # the registry checked the declaration
@@ -277,12 +282,19 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
 
 
 def capabilities(
-    plugin: FrameworkPlugin, description: PluginDescription, catalogue: Catalogue
+    plugin: FrameworkPlugin,
+    description: PluginDescription,
+    catalogue: Catalogue,
+    world: World | None = None,
 ) -> dict[str, Capability]:
     """The plugin's own capabilities, plus every accuracy workload whose model it trains, when
     it declares capability "accuracy" (the runtime drives those; same dtypes and modes as the
-    model's training step)."""
+    model's training step). In a world, only what the plugin distributes (a strategy); alone,
+    everything but collectives, which need a world."""
     result = dict(description.capabilities)
+    if world is not None:
+        return {name: c for name, c in result.items() if c.strategies}
+    result = {n: c for n, c in result.items() if catalogue.get(n).kind != "collective"}
     if ACCURACY in plugin.optional_capabilities:
         for name, workload in catalogue.workloads.items():
             model = result.get(workload.model)
@@ -304,8 +316,40 @@ def _settings_message(spec: WorkloadSpec, s: Settings) -> agent_pb2.EffectiveSet
     )
 
 
-def _result_message(run_id: str, spec: WorkloadSpec, m: Measurement) -> agent_pb2.RunResult:
+def _world_message(world: World | None) -> agent_pb2.WorldInfo | None:
+    if world is None:
+        return None
+    return agent_pb2.WorldInfo(
+        world_size=world.size,
+        rank=world.rank,
+        local_rank=world.local_rank,
+        rendezvous=world.rendezvous,
+        backend=world.backend,
+    )
+
+
+def _rank_message(
+    spec: WorkloadSpec, world: World | None, m: Measurement
+) -> agent_pb2.RankResult | None:
+    report = m.built.rank
+    if world is None or report is None:
+        return None
+    return agent_pb2.RankResult(
+        rank=world.rank,
+        world_size=world.size,
+        strategy=spec.strategy,
+        backend=report.backend,
+        engine_nanoseconds=dict(report.engine_nanoseconds()),
+        collective_bytes=report.collective_bytes,
+        first_step_loss=report.first_step_loss(),
+    )
+
+
+def _result_message(
+    run_id: str, spec: WorkloadSpec, m: Measurement, world: World | None = None
+) -> agent_pb2.RunResult:
     return agent_pb2.RunResult(
+        rank=_rank_message(spec, world, m),
         run_id=run_id,
         sample_nanoseconds=m.samples_ns,
         first_iteration_nanoseconds=m.first_iteration_ns,

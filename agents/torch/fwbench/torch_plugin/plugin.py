@@ -36,7 +36,7 @@ from fwbench.runtime.plugin import (
     translate_out_of_memory,
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec
-from fwbench.torch_plugin import models, reference
+from fwbench.torch_plugin import distributed, models, reference
 from fwbench.torch_plugin.batchnorm import refuse_one_value_batch_norm
 from fwbench.torch_plugin.blas import build_blas_info, torch_blas
 from fwbench.torch_plugin.ops import build_conv2d, build_gemm
@@ -143,6 +143,11 @@ class TorchPlugin:
         self.default_threads = torch.get_num_threads()
         self.blas = torch_blas()
         require_expected(self.blas)  # BlasMismatch: the runtime refuses to start
+        self.world = context.world
+        self.backend = ""
+        if self.world is not None:  # blocks until every rank of the world has joined
+            self.device = distributed.device_for(self.world, self.device)
+            self.backend = distributed.start(self.world, self.device)
 
     def _apply_threads(self, requested: int) -> None:
         torch.set_num_threads(requested or self.default_threads)
@@ -165,7 +170,11 @@ class TorchPlugin:
             devices=self._devices(),
             intra_op_threads=torch.get_num_threads(),
             inter_op_threads=torch.get_num_interop_threads(),
-            capabilities={name: capability for name in names},
+            capabilities=(
+                {name: capability for name in names}
+                if self.world is None
+                else distributed.capabilities(capability, models.MODEL_NAMES)
+            ),
         )
 
     def _devices(self) -> tuple[DeviceInfo, ...]:
@@ -194,7 +203,7 @@ class TorchPlugin:
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         built = _translated(self._build)(spec)
-        return BuiltStep(_translated(built.step), built.settings)
+        return BuiltStep(_translated(built.step), built.settings, built.rank)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self._check(spec)
@@ -203,6 +212,9 @@ class TorchPlugin:
         generator = torch.Generator(device=self.device).manual_seed(spec.seed)
         train = spec.phase == "train"
         name = spec.workload.name
+        if self.world is not None:
+            step, rank = distributed.build(spec, dtype, self.device, self.world, self.backend)
+            return BuiltStep(step, self._settings(spec, name), rank)
         if name in _OPS:
             step = _OPS[name](
                 spec.batch_size,
@@ -260,6 +272,8 @@ class TorchPlugin:
 
     def _settings(self, spec: WorkloadSpec, name: str) -> Settings:
         extra = {"mkldnn_enabled": str(torch.backends.mkldnn.enabled)}
+        if self.world is not None:
+            extra.update(strategy=spec.strategy, backend=self.backend)
         if spec.mode == "compile":
             extra["compile_backend"] = "inductor"
             extra["compile_mode"] = "default"

@@ -37,8 +37,44 @@ def image_reference(spec: str, declared: Mapping[str, AgentManifest]) -> str | N
 
 
 def base_name(instance: str) -> str:
-    """The declared agent an instance runs: `tf-eigen#2` -> `tf-eigen`."""
+    """The declared agent an instance runs: `tf-eigen#2` -> `tf-eigen`, `torch-cpu~w2` ->
+    `torch-cpu`."""
+    return instance.partition(SEPARATOR)[0].partition(WORLD_SEPARATOR)[0]
+
+
+def aa_base(instance: str) -> str:
+    """The first instance of an A/A group: `tf-eigen#2` -> `tf-eigen`, `torch-cpu~w2#2` ->
+    `torch-cpu~w2` (the same agent in the same world size)."""
     return instance.partition(SEPARATOR)[0]
+
+
+# A distributed world of N ranks of an agent is the instance NAME~wN (agents/world.py).
+WORLD_SEPARATOR = "~w"
+MAX_WORLD_SIZE = 64
+
+
+def world_size_of(instance: str) -> int:
+    """N for NAME~wN (or NAME~wN#2), 0 for an agent that runs alone."""
+    suffix = instance.partition(SEPARATOR)[0].partition(WORLD_SEPARATOR)[2]
+    return int(suffix) if suffix.isdigit() else 0
+
+
+def with_worlds(instances: Sequence[str], sizes: Sequence[int]) -> tuple[str, ...]:
+    """Each instance as a world of each size (`--world-sizes 1,2`: NAME~w1, NAME~w2; an A/A
+    instance NAME#2 becomes NAME~w1#2, ...); no sizes: the instances as they are. Raises
+    AgentSpecError for an attached agent (its ranks would have to be started elsewhere)."""
+    if not sizes:
+        return tuple(instances)
+    worlds = []
+    for instance in instances:
+        if parse_attached(instance):
+            raise AgentSpecError(
+                f"{instance}: --world-sizes starts every rank itself; an attached agent is one "
+                "process someone else runs (docs/distributed.md)"
+            )
+        name, sep, number = instance.partition(SEPARATOR)
+        worlds += [f"{name}{WORLD_SEPARATOR}{size}{sep}{number}" for size in sizes]
+    return tuple(worlds)
 
 
 def expand_instances(specs: Sequence[str], aa: Sequence[str] = ()) -> tuple[str, ...]:
@@ -74,10 +110,11 @@ def aa_pairs(agents: Iterable[str]) -> list[tuple[str, str]]:
     """(first instance, other instance) for every agent that ran more than once."""
     by_base: dict[str, list[str]] = {}
     for agent in dict.fromkeys(agents):
-        by_base.setdefault(base_name(agent), []).append(agent)
+        # An A/A pair is one agent twice in the same world size: NAME~w2 and NAME~w2#2.
+        by_base.setdefault(aa_base(agent), []).append(agent)
     pairs = []
     for base, group in by_base.items():
-        group.sort(key=lambda agent: (agent != base, agent))
+        group.sort(key=lambda agent: (agent != base, agent))  # base: NAME or NAME~wN
         pairs += [(group[0], other) for other in group[1:]]
     return pairs
 

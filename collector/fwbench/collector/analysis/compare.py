@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fwbench.collector.agents.specs import aa_pairs, base_name
+from fwbench.collector.agents.specs import aa_base, aa_pairs
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.contenders import (
     KEY_COLUMNS,
@@ -250,7 +250,7 @@ def compare_to_baseline(
         notes = []
         floor = max(default_floor, per_key.get(cell.key, run_floor))
         aa_floor = bool(noise)
-        if base_name(cell.agent) == base_name(baseline) and cell.mode == base.mode:
+        if aa_base(cell.agent) == aa_base(baseline) and cell.mode == base.mode:
             notes.append("A/A")
             floor, aa_floor = default_floor, False  # its own difference is being tested
         comparisons.append(_compare(base, cell, baseline, floor, notes, margin, aa_floor))

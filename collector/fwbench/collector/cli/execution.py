@@ -27,6 +27,7 @@ from fwbench.collector.cli.common import (
 )
 from fwbench.collector.cli.decide import decisions_table
 from fwbench.collector.cli.security import SECURITY_OPTIONS
+from fwbench.collector.cli.worlds import world_table
 from fwbench.collector.run.options import RunOptions, options_from_record
 from fwbench.collector.run.plan import Selection
 from fwbench.collector.run.progress import summary_table
@@ -101,6 +102,9 @@ def execute(
     results = ResultStore(options.store_path).results(summary.run_id)
     if summary.decisions is None:
         console.print(summary_table(results, f"run {summary.run_id}"))
+        worlds = world_table(results, f"run {summary.run_id}: distributed")
+        if worlds is not None:
+            console.print(worlds)
     else:
         console.print(decisions_table(summary.decisions, f"run {summary.run_id}"))
     counts = ", ".join(f"{n} {status}" for status, n in sorted(summary.statuses.items()))

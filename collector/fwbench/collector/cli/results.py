@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from fwbench.collector.cli.common import StorePath, console, fail, print_json
+from fwbench.collector.cli.worlds import world_table
 from fwbench.collector.run.progress import summary_table
 from fwbench.collector.store import ResultStore, default_store_path
 from fwbench.collector.store.schema import schema_markdown
@@ -79,6 +80,9 @@ def results(
         return
     if export is None:
         console.print(summary_table(frame, f"run {run_id}"))
+        worlds = world_table(frame, f"run {run_id}: distributed")
+        if worlds is not None:
+            console.print(worlds)
         return
     if export.suffix not in EXPORT_FORMATS:
         fail(f"unknown export format {export.suffix!r}; valid: {', '.join(EXPORT_FORMATS)}")

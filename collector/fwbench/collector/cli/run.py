@@ -20,6 +20,7 @@ from fwbench.collector.agents.specs import (
     AgentSpecError,
     expand_instances,
     resolve_agents,
+    with_worlds,
 )
 from fwbench.collector.cli.common import (
     ManifestDirs,
@@ -49,6 +50,7 @@ from fwbench.collector.cli.security import (
     TlsKey,
     security_settings,
 )
+from fwbench.collector.cli.worlds import DEFAULT_WORLD_ITERATIONS, parse_world_sizes
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.options import RunOptions
 from fwbench.collector.run.plan import (
@@ -141,6 +143,15 @@ def run(
             "counts as noise, not as a difference; --same-process keeps one per agent.",
         ),
     ] = True,
+    world_sizes: Annotated[
+        str,
+        typer.Option(
+            help="Distributed training: comma-separated world sizes, e.g. 1,2. Each agent runs "
+            "as a world of each size (one process per rank, pinned to its own CPUs) with its "
+            "framework's own engine (torch: DDP over gloo; allreduce: the backend's "
+            "collective); every rank runs exactly --iterations steps. docs/distributed.md",
+        ),
+    ] = "",
     aa: Annotated[
         str,
         typer.Option(
@@ -213,7 +224,10 @@ def run(
         names, aa_names, declared = with_image_agents(
             split_list(agents), split_list(aa), declared, launcher == LauncherKind.DOCKER
         )
-        agent_specs = expand_instances(names, aa_names)
+        sizes = parse_world_sizes(world_sizes, launcher, min_seconds)
+        agent_specs = with_worlds(expand_instances(names, aa_names), sizes)
+        if sizes:  # every rank runs the same steps (agent.proto, RunRequest.strategy)
+            min_seconds, max_iterations = 0.0, iterations or DEFAULT_WORLD_ITERATIONS
         resolve_agents(agent_specs, declared)
         pythons = parse_pythons(python or [], declared)
         check_pythons(pythons, agent_specs, declared, errors.print)

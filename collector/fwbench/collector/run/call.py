@@ -95,3 +95,38 @@ def gone(handle: AgentHandle) -> bool:
         return False
     handle.settle(3.0)  # alive but not answering after this: as good as gone
     return True
+
+
+def rpc_failure(
+    handle: AgentHandle,
+    request: agent_pb2.RunRequest,
+    error: grpc.RpcError,
+    cell_timeout_seconds: float | None,
+) -> tuple[str, str, str]:
+    """(error code, status, details) of a cell whose Run failed; raises AgentCrashed when the
+    agent died or stopped answering."""
+    code: grpc.StatusCode = error.code()
+    details = error.details() or code.name
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        handle.client.cancel(request.run_id)
+        details = f"timed out after {cell_timeout_seconds:g} s"
+    elif code in (
+        grpc.StatusCode.UNAVAILABLE,
+        grpc.StatusCode.CANCELLED,
+        grpc.StatusCode.UNKNOWN,
+        grpc.StatusCode.INTERNAL,
+    ) and gone(handle):
+        raise AgentCrashed(handle.exit_reason())
+    # UNIMPLEMENTED: a cell the agent cannot run by its framework's rules (agent.proto), which
+    # it can tell only from the request (torch's BatchNorm at batch 1 on a 1x1 map): as a cell
+    # Describe rules out, unsupported with the agent's reason, not a failure. gRPC's own
+    # UNIMPLEMENTED (an agent with no Run method) is a failure: nothing could be measured.
+    status = _RPC_STATUS.get(code, "failed")
+    if details in _NO_SUCH_METHOD:
+        status = "failed"
+    return code.name, status, details
+
+
+_RPC_STATUS = {grpc.StatusCode.CANCELLED: "cancelled", grpc.StatusCode.UNIMPLEMENTED: "unsupported"}
+# What gRPC itself says for a method the server lacks, or a generated servicer's stub.
+_NO_SUCH_METHOD = ("Method not found!", "Method not implemented!")

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from fwbench.collector.agents.specs import base_name
+from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import Cell
 from fwbench.collector.run.work import AgentWork
@@ -119,7 +119,7 @@ def questions_for(work: Sequence[AgentWork], baseline: str) -> list[Question]:
     found = []
     for item in work:
         name = item.handle.name
-        against = base_name(name) if base_name(name) != name else baseline
+        against = aa_base(name) if aa_base(name) != name else baseline
         for cell in item.cells:
             key = cell_key(cell)
             mode = first_modes.get((against, key))

@@ -14,15 +14,16 @@ import grpc
 import pandas as pd
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.agents.world import WorldHandle
 from fwbench.collector.run.call import (
     AGENT_BUSY,
     AgentBusy,
     AgentCrashed,
     AgentStalled,
-    gone,
+    rpc_failure,
     stream_result,
 )
+from fwbench.collector.run.combine import world_columns
 from fwbench.collector.run.liveness import (
     HANG_SECONDS,
 )
@@ -257,44 +258,13 @@ def _run_cell(
                     ctx.display.cell_progress(handle.name, STOPPING, 0)
                     time.sleep(1.0)
                     continue
-            return _rpc_failure(handle, request, identity, error, ctx), []
+            name, status, why = rpc_failure(handle, request, error, ctx.cell_timeout_seconds)
+            return _failed(identity, ctx, status, name, why), []
         except ProtocolViolation as error:
             return _failed(identity, ctx, "failed", ERROR_CODE, str(error)), []
         except AgentStalled as error:
             return _failed(identity, ctx, "failed", "STALLED", str(error)), []
         row = result_row(identity, item.describe, ctx.selection.seed, result)
+        if isinstance(handle, WorldHandle):  # every rank's own figures, too
+            row.update(world_columns(handle.client.last_results, handle.cpus, handle.placement))  # type: ignore[attr-defined]
         return row, list(result.sample_nanoseconds)
-
-
-def _rpc_failure(
-    handle: AgentHandle,
-    request: agent_pb2.RunRequest,
-    identity: dict[str, Any],
-    error: grpc.RpcError,
-    ctx: RunContext,
-) -> dict[str, Any]:
-    code: grpc.StatusCode = error.code()
-    details = error.details() or code.name
-    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-        handle.client.cancel(request.run_id)
-        details = f"timed out after {ctx.cell_timeout_seconds:g} s"
-    elif code in (
-        grpc.StatusCode.UNAVAILABLE,
-        grpc.StatusCode.CANCELLED,
-        grpc.StatusCode.UNKNOWN,
-        grpc.StatusCode.INTERNAL,
-    ) and gone(handle):
-        raise AgentCrashed(handle.exit_reason())
-    # UNIMPLEMENTED: a cell the agent cannot run by its framework's rules (agent.proto), which
-    # it can tell only from the request (torch's BatchNorm at batch 1 on a 1x1 map): as a cell
-    # Describe rules out, unsupported with the agent's reason, not a failure. gRPC's own
-    # UNIMPLEMENTED (an agent with no Run method) is a failure: nothing could be measured.
-    status = _RPC_STATUS.get(code, "failed")
-    if details in _NO_SUCH_METHOD:
-        status = "failed"
-    return _failed(identity, ctx, status, code.name, details)
-
-
-_RPC_STATUS = {grpc.StatusCode.CANCELLED: "cancelled", grpc.StatusCode.UNIMPLEMENTED: "unsupported"}
-# What gRPC itself says for a method the server lacks, or a generated servicer's stub.
-_NO_SUCH_METHOD = ("Method not found!", "Method not implemented!")

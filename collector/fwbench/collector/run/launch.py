@@ -3,6 +3,7 @@ is what its NAME@ says."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,8 +22,15 @@ from fwbench.collector.agents.launchers import (
 from fwbench.collector.agents.launchers.attached import attach
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
-from fwbench.collector.agents.specs import AgentSpecError, base_name, parse_attached
+from fwbench.collector.agents.specs import (
+    AgentSpecError,
+    base_name,
+    parse_attached,
+    world_size_of,
+)
+from fwbench.collector.agents.world import start_world
 from fwbench.collector.images.build import ensure_image
+from fwbench.collector.run.combine import combine
 from fwbench.collector.run.options import RunOptions
 
 
@@ -63,10 +71,15 @@ def launch_all(
     """Starts or attaches every agent side by side; on any failure stops those started and
     re-raises."""
 
+    per_rank = rank_threads(specs)
+
     def one(spec: str) -> AgentHandle:
         attached = parse_attached(spec)
         if attached:
             return attach(*attached, min(timeout, 10.0), security)
+        size = world_size_of(spec)
+        if size:
+            return start_world(launcher, manifests[base_name(spec)], spec, size, per_rank, combine)
         return launcher.start(manifests[base_name(spec)], spec, 0)
 
     with ThreadPoolExecutor(max_workers=len(specs)) as pool:
@@ -106,7 +119,21 @@ def check_identity(handle: AgentHandle, describe: agent_pb2.DescribeResponse) ->
     )
 
 
+def rank_threads(specs: Sequence[str]) -> int:
+    """Threads (and CPUs) of every rank of every world in the run: this host's usable CPUs
+    shared by the largest world, so a rank has the same resources in every world size (weak
+    scaling: 2 CPUs and --world-sizes 1,2 give each rank one)."""
+    largest = max((world_size_of(spec) for spec in specs), default=0)
+    return max(len(os.sched_getaffinity(0)) // max(largest, 1), 1)
+
+
 def restarter(
-    manifest: AgentManifest, launcher: Launcher, instance: str
+    manifest: AgentManifest, launcher: Launcher, instance: str, rank_threads: int = 0
 ) -> Callable[[int], AgentHandle]:
+    """Starts a fresh instance with N threads (a world: every rank afresh, N per rank)."""
+    size = world_size_of(instance)
+    if size:
+        return lambda threads: start_world(
+            launcher, manifest, instance, size, threads or rank_threads, combine
+        )
     return lambda threads: launcher.start(manifest, instance, threads)

@@ -136,7 +136,7 @@ def _execute(
         for handle in handles:
             restart = None
             if handle.manifest is not None:
-                restart = restarter(handle.manifest, launcher, handle.name)
+                restart = restarter(handle.manifest, launcher, handle.name, handle.threads)
             describe = handle.client.describe()
             check_identity(handle, describe)
             if not handle.metrics_address and describe.metrics_port:

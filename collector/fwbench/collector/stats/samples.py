@@ -80,10 +80,9 @@ def sample_stats(samples_ns: Sequence[int]) -> dict[str, Any]:
 
 
 def throughput(batch_size: int, median_seconds: float, flops_per_item: float) -> dict[str, float]:
-    """Items per second and achieved GFLOP/s at the median step time."""
+    """Items per second and achieved GFLOP/s at the median step time (NaN for a workload that
+    computes nothing the catalogue counts, such as a collective)."""
     if not median_seconds > 0:
         return {"items_per_second": float("nan"), "gflops_per_second": float("nan")}
-    return {
-        "items_per_second": batch_size / median_seconds,
-        "gflops_per_second": flops_per_item * batch_size / median_seconds / 1e9,
-    }
+    flops = flops_per_item * batch_size / median_seconds / 1e9 if flops_per_item else float("nan")
+    return {"items_per_second": batch_size / median_seconds, "gflops_per_second": flops}

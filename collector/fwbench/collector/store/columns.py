@@ -3,15 +3,10 @@ the version, and turns rows into a frame of these columns)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from fwbench.collector.store.columns_base import Column
+from fwbench.collector.store.world_columns import WORLD_COLUMNS
 
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    dtype: str  # pandas dtype
-    description: str
-
+__all__ = ["COLUMNS", "Column"]
 
 COLUMNS: tuple[Column, ...] = (
     Column("schema_version", "Int64", "Version of this table's schema"),
@@ -257,6 +252,7 @@ COLUMNS: tuple[Column, ...] = (
         "Telemetry: /metrics scrapes that fell inside the timed phase (0 = edges interpolated)",
     ),
     Column("telemetry_error", "string", "Telemetry: why figures are missing, when they are"),
+    *WORLD_COLUMNS,
     Column("status", "string", "ok, failed, unsupported or cancelled"),
     Column("error_code", "string", "gRPC status code name when not ok"),
     Column("error", "string", "One-line reason when not ok"),

@@ -20,8 +20,12 @@ from fwbench.collector.store.columns import COLUMNS, Column
 # 6 (fwbench 0.6): the host's ceiling (docs/calibration.md): arithmetic_intensity,
 #   peak_flops_per_second, peak_fraction, bandwidth_bytes_per_second, calibration_id; and
 #   environment_source and agent_python, where the agent's Python came from.
+# 7 (fwbench 0.7): distributed worlds (docs/distributed.md): world_size, strategy,
+#   dist_backend, world_placement, rank_cpus, rank_step_median_seconds, rank_samples_ns,
+#   communication_seconds, communication_share, collective_bytes, algbw and busbw, and
+#   first_step_loss.
 # Rows of an older version load with the newer columns empty.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 STATUSES = ("ok", "failed", "unsupported", "cancelled")
 __all__ = ["COLUMNS", "COLUMN_NAMES", "SCHEMA_VERSION", "STATUSES", "Column"]
 

@@ -56,7 +56,7 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("spec_version", "identity", "libraries", "environment", "devices", "host", "threads", "workloads", "metrics_port", "pid")
+    __slots__ = ("spec_version", "identity", "libraries", "environment", "devices", "host", "threads", "workloads", "metrics_port", "pid", "world")
     class LibrariesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +81,7 @@ class DescribeResponse(_message.Message):
     WORKLOADS_FIELD_NUMBER: _ClassVar[int]
     METRICS_PORT_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    WORLD_FIELD_NUMBER: _ClassVar[int]
     spec_version: str
     identity: AgentIdentity
     libraries: _containers.ScalarMap[str, str]
@@ -91,7 +92,22 @@ class DescribeResponse(_message.Message):
     workloads: _containers.RepeatedCompositeFieldContainer[WorkloadSupport]
     metrics_port: int
     pid: int
-    def __init__(self, spec_version: _Optional[str] = ..., identity: _Optional[_Union[AgentIdentity, _Mapping]] = ..., libraries: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., host: _Optional[_Union[HostInfo, _Mapping]] = ..., threads: _Optional[_Union[ThreadSettings, _Mapping]] = ..., workloads: _Optional[_Iterable[_Union[WorkloadSupport, _Mapping]]] = ..., metrics_port: _Optional[int] = ..., pid: _Optional[int] = ...) -> None: ...
+    world: WorldInfo
+    def __init__(self, spec_version: _Optional[str] = ..., identity: _Optional[_Union[AgentIdentity, _Mapping]] = ..., libraries: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., host: _Optional[_Union[HostInfo, _Mapping]] = ..., threads: _Optional[_Union[ThreadSettings, _Mapping]] = ..., workloads: _Optional[_Iterable[_Union[WorkloadSupport, _Mapping]]] = ..., metrics_port: _Optional[int] = ..., pid: _Optional[int] = ..., world: _Optional[_Union[WorldInfo, _Mapping]] = ...) -> None: ...
+
+class WorldInfo(_message.Message):
+    __slots__ = ("world_size", "rank", "local_rank", "rendezvous", "backend")
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_RANK_FIELD_NUMBER: _ClassVar[int]
+    RENDEZVOUS_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    world_size: int
+    rank: int
+    local_rank: int
+    rendezvous: str
+    backend: str
+    def __init__(self, world_size: _Optional[int] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., rendezvous: _Optional[str] = ..., backend: _Optional[str] = ...) -> None: ...
 
 class AgentIdentity(_message.Message):
     __slots__ = ("name", "framework", "framework_version", "variant", "plugin_version", "runtime_version", "python_version")
@@ -156,20 +172,22 @@ class ThreadSettings(_message.Message):
     def __init__(self, intra_op_threads: _Optional[int] = ..., inter_op_threads: _Optional[int] = ..., fixed_at_startup: bool = ...) -> None: ...
 
 class WorkloadSupport(_message.Message):
-    __slots__ = ("name", "phases", "dtypes", "modes", "max_batch_size", "params")
+    __slots__ = ("name", "phases", "dtypes", "modes", "max_batch_size", "params", "strategies")
     NAME_FIELD_NUMBER: _ClassVar[int]
     PHASES_FIELD_NUMBER: _ClassVar[int]
     DTYPES_FIELD_NUMBER: _ClassVar[int]
     MODES_FIELD_NUMBER: _ClassVar[int]
     MAX_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
+    STRATEGIES_FIELD_NUMBER: _ClassVar[int]
     name: str
     phases: _containers.RepeatedScalarFieldContainer[Phase]
     dtypes: _containers.RepeatedScalarFieldContainer[DType]
     modes: _containers.RepeatedScalarFieldContainer[str]
     max_batch_size: int
     params: _containers.RepeatedCompositeFieldContainer[ParamLimit]
-    def __init__(self, name: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[Phase, str]]] = ..., dtypes: _Optional[_Iterable[_Union[DType, str]]] = ..., modes: _Optional[_Iterable[str]] = ..., max_batch_size: _Optional[int] = ..., params: _Optional[_Iterable[_Union[ParamLimit, _Mapping]]] = ...) -> None: ...
+    strategies: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, name: _Optional[str] = ..., phases: _Optional[_Iterable[_Union[Phase, str]]] = ..., dtypes: _Optional[_Iterable[_Union[DType, str]]] = ..., modes: _Optional[_Iterable[str]] = ..., max_batch_size: _Optional[int] = ..., params: _Optional[_Iterable[_Union[ParamLimit, _Mapping]]] = ..., strategies: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ParamLimit(_message.Message):
     __slots__ = ("name", "default_value", "min_value", "max_value", "multiple_of")
@@ -186,7 +204,7 @@ class ParamLimit(_message.Message):
     def __init__(self, name: _Optional[str] = ..., default_value: _Optional[int] = ..., min_value: _Optional[int] = ..., max_value: _Optional[int] = ..., multiple_of: _Optional[int] = ...) -> None: ...
 
 class RunRequest(_message.Message):
-    __slots__ = ("run_id", "workload", "phase", "batch_size", "dtype", "params", "threads", "warmup_iterations", "min_iterations", "min_seconds", "max_iterations", "seed", "mode")
+    __slots__ = ("run_id", "workload", "phase", "batch_size", "dtype", "params", "threads", "warmup_iterations", "min_iterations", "min_seconds", "max_iterations", "seed", "mode", "strategy")
     class ParamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -207,6 +225,7 @@ class RunRequest(_message.Message):
     MAX_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     workload: str
     phase: Phase
@@ -220,7 +239,8 @@ class RunRequest(_message.Message):
     max_iterations: int
     seed: int
     mode: str
-    def __init__(self, run_id: _Optional[str] = ..., workload: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., batch_size: _Optional[int] = ..., dtype: _Optional[_Union[DType, str]] = ..., params: _Optional[_Mapping[str, int]] = ..., threads: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., min_iterations: _Optional[int] = ..., min_seconds: _Optional[float] = ..., max_iterations: _Optional[int] = ..., seed: _Optional[int] = ..., mode: _Optional[str] = ...) -> None: ...
+    strategy: str
+    def __init__(self, run_id: _Optional[str] = ..., workload: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., batch_size: _Optional[int] = ..., dtype: _Optional[_Union[DType, str]] = ..., params: _Optional[_Mapping[str, int]] = ..., threads: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., min_iterations: _Optional[int] = ..., min_seconds: _Optional[float] = ..., max_iterations: _Optional[int] = ..., seed: _Optional[int] = ..., mode: _Optional[str] = ..., strategy: _Optional[str] = ...) -> None: ...
 
 class RunResponse(_message.Message):
     __slots__ = ("progress", "result")
@@ -243,7 +263,7 @@ class Progress(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., iterations_done: _Optional[int] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
 
 class RunResult(_message.Message):
-    __slots__ = ("run_id", "sample_nanoseconds", "first_iteration_nanoseconds", "build_nanoseconds", "warmup_iterations", "settings", "measure_started_unix_nanoseconds", "measure_ended_unix_nanoseconds", "items_per_sample", "accuracy")
+    __slots__ = ("run_id", "sample_nanoseconds", "first_iteration_nanoseconds", "build_nanoseconds", "warmup_iterations", "settings", "measure_started_unix_nanoseconds", "measure_ended_unix_nanoseconds", "items_per_sample", "accuracy", "rank")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
     FIRST_ITERATION_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -254,6 +274,7 @@ class RunResult(_message.Message):
     MEASURE_ENDED_UNIX_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
     ITEMS_PER_SAMPLE_FIELD_NUMBER: _ClassVar[int]
     ACCURACY_FIELD_NUMBER: _ClassVar[int]
+    RANK_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     sample_nanoseconds: _containers.RepeatedScalarFieldContainer[int]
     first_iteration_nanoseconds: int
@@ -264,7 +285,33 @@ class RunResult(_message.Message):
     measure_ended_unix_nanoseconds: int
     items_per_sample: int
     accuracy: AccuracyResult
-    def __init__(self, run_id: _Optional[str] = ..., sample_nanoseconds: _Optional[_Iterable[int]] = ..., first_iteration_nanoseconds: _Optional[int] = ..., build_nanoseconds: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., settings: _Optional[_Union[EffectiveSettings, _Mapping]] = ..., measure_started_unix_nanoseconds: _Optional[int] = ..., measure_ended_unix_nanoseconds: _Optional[int] = ..., items_per_sample: _Optional[int] = ..., accuracy: _Optional[_Union[AccuracyResult, _Mapping]] = ...) -> None: ...
+    rank: RankResult
+    def __init__(self, run_id: _Optional[str] = ..., sample_nanoseconds: _Optional[_Iterable[int]] = ..., first_iteration_nanoseconds: _Optional[int] = ..., build_nanoseconds: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., settings: _Optional[_Union[EffectiveSettings, _Mapping]] = ..., measure_started_unix_nanoseconds: _Optional[int] = ..., measure_ended_unix_nanoseconds: _Optional[int] = ..., items_per_sample: _Optional[int] = ..., accuracy: _Optional[_Union[AccuracyResult, _Mapping]] = ..., rank: _Optional[_Union[RankResult, _Mapping]] = ...) -> None: ...
+
+class RankResult(_message.Message):
+    __slots__ = ("rank", "world_size", "strategy", "backend", "engine_nanoseconds", "collective_bytes", "first_step_loss")
+    class EngineNanosecondsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
+    STRATEGY_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    COLLECTIVE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    FIRST_STEP_LOSS_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    world_size: int
+    strategy: str
+    backend: str
+    engine_nanoseconds: _containers.ScalarMap[str, int]
+    collective_bytes: int
+    first_step_loss: float
+    def __init__(self, rank: _Optional[int] = ..., world_size: _Optional[int] = ..., strategy: _Optional[str] = ..., backend: _Optional[str] = ..., engine_nanoseconds: _Optional[_Mapping[str, int]] = ..., collective_bytes: _Optional[int] = ..., first_step_loss: _Optional[float] = ...) -> None: ...
 
 class AccuracyResult(_message.Message):
     __slots__ = ("target_accuracy", "reached", "time_to_target_nanoseconds", "epochs_to_target", "epochs", "final_accuracy", "train_examples", "validation_examples", "dataset", "learning_rate", "momentum", "history")

@@ -100,10 +100,17 @@ class Launcher(Protocol):
 
     kind: LauncherKind
 
-    def start(self, manifest: AgentManifest, instance: str, threads: int) -> AgentHandle:
+    def start(
+        self,
+        manifest: AgentManifest,
+        instance: str,
+        threads: int,
+        extra_environment: Mapping[str, str] | None = None,
+    ) -> AgentHandle:
         """Starts `instance` (the agent's name, or NAME#2 for a further A/A instance) and blocks
         until it is healthy or `start_timeout_seconds` pass. `threads` > 0 sets FWBENCH_THREADS
-        (frameworks that size their thread pools at start-up). Raises AgentUnavailable, or the
+        (frameworks that size their thread pools at start-up); `extra_environment` adds
+        variables (a rank's world: agents/world.py). Raises AgentUnavailable, or the
         launcher's own preparation errors (environment or image builds); nothing it started
         is left running when it raises. Thread-safe: agents of a run start side by side."""
         ...

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -122,7 +123,18 @@ class DockerLauncher:
         self.settings = settings
         self.image_for = settings.image_for
 
-    def start(self, manifest: AgentManifest, instance: str, threads: int) -> AgentHandle:
+    def start(
+        self,
+        manifest: AgentManifest,
+        instance: str,
+        threads: int,
+        extra_environment: Mapping[str, str] | None = None,
+    ) -> AgentHandle:
+        if extra_environment:  # a rank of a world: its peers must reach it (docs/distributed.md)
+            raise AgentUnavailable(
+                f"{instance}: ranks of a distributed world run as local processes for now; "
+                "Docker containers on a Docker network are not built yet"
+            )
         return start_docker(
             manifest,
             self.image_for(manifest),

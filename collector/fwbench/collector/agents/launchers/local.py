@@ -12,7 +12,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -100,7 +100,13 @@ class LocalLauncher:
         self._starting = 0  # starts under way, in any thread
         self._changed = threading.Condition()
 
-    def start(self, manifest: AgentManifest, instance: str, threads: int) -> AgentHandle:
+    def start(
+        self,
+        manifest: AgentManifest,
+        instance: str,
+        threads: int,
+        extra_environment: Mapping[str, str] | None = None,
+    ) -> AgentHandle:
         if self._closed.is_set():
             raise AgentUnavailable(f"not starting {instance or manifest.name}: the run is ending")
         with self._changed:
@@ -115,6 +121,7 @@ class LocalLauncher:
                 instance=instance,
                 abandon=self._closed,
                 python=self.settings.pythons.get(manifest.name) or self.settings.pythons.get(""),
+                extra_environment=extra_environment,
             )
         finally:
             with self._changed:
@@ -141,6 +148,7 @@ def start_local(
     instance: str = "",
     abandon: threading.Event | None = None,
     python: str | None = None,
+    extra_environment: Mapping[str, str] | None = None,
 ) -> ProcessAgent:
     """Prepares the environment if needed (`python`: an existing interpreter, checked and
     never installed into) and starts the agent; raises AgentUnavailable, EnvironmentBuildError
@@ -159,6 +167,7 @@ def start_local(
     variables.update(manifest.env)
     if isinstance(env, ExistingEnvironment):
         variables.update(env.variables())
+    variables.update(extra_environment or {})
     suffix = ""
     if threads:
         variables["FWBENCH_THREADS"] = str(threads)

@@ -1,0 +1,148 @@
+"""Ranks of a distributed world on PyTorch's own engine: torch.distributed's process group
+(gloo on a CPU, NCCL on a GPU), rendezvous over TCP at MASTER_ADDR:MASTER_PORT with torchrun's
+rank conventions, DistributedDataParallel for data-parallel training, and the backend's
+allreduce for the collective microbenchmark.
+
+torch.nn.DataParallel is not offered: it splits a batch over several GPUs of one process and
+is unsupported on a CPU (docs/distributed.md)."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import datetime
+import os
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from fwbench.runtime.plugin import Capability, RankReport, UnsupportedWorkload, WorkloadSpec
+from fwbench.runtime.world import World
+from fwbench.torch_plugin import models
+
+DDP = "ddp"
+COLLECTIVE = "collective"
+# A collective that waits longer than this for a peer (a rank died or hung) raises instead
+# of blocking the agent for good; the collector fails the cell and restarts the world.
+TIMEOUT_VARIABLE = "FWBENCH_DIST_TIMEOUT_SECONDS"
+DEFAULT_TIMEOUT_SECONDS = 120
+ELEMENTS_PER_ITEM = 1024  # the catalogue's allreduce item
+
+
+def start(world: World, device: torch.device) -> str:
+    """Joins the world's process group (blocks until every rank has joined); returns the
+    backend. Called once, from the plugin's constructor."""
+    backend = world.backend or ("nccl" if device.type == "cuda" else "gloo")
+    seconds = int(os.environ.get(TIMEOUT_VARIABLE, "") or DEFAULT_TIMEOUT_SECONDS)
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://{world.rendezvous}",
+        rank=world.rank,
+        world_size=world.size,
+        timeout=datetime.timedelta(seconds=seconds),
+    )
+    atexit.register(_leave)
+    return backend
+
+
+def _leave() -> None:
+    with contextlib.suppress(Exception):
+        dist.destroy_process_group()
+
+
+def capabilities(base: Capability, model_names: tuple[str, ...]) -> dict[str, Capability]:
+    """What a rank distributes: every model's training step under DDP (eager: compiled DDP
+    graphs are left for later), and allreduce."""
+    train = Capability(("train",), base.dtypes, ("eager",), (DDP,))
+    return {
+        **{name: train for name in model_names},
+        "allreduce": Capability(("train",), base.dtypes, ("eager",), (COLLECTIVE,)),
+    }
+
+
+def device_for(world: World, device: torch.device) -> torch.device:
+    """A CUDA rank uses the GPU of its local rank; a CPU rank the CPU."""
+    if device.type == "cuda":
+        return torch.device(f"cuda:{world.local_rank % max(torch.cuda.device_count(), 1)}")
+    return device
+
+
+def build(
+    spec: WorkloadSpec, dtype: torch.dtype, device: torch.device, world: World, backend: str
+) -> tuple[Callable[[], object], RankReport]:
+    if spec.strategy == COLLECTIVE and spec.workload.name == "allreduce":
+        return _allreduce(spec, dtype, device, backend)
+    if spec.strategy == DDP and spec.workload.name in models.MODEL_NAMES:
+        return _ddp_train(spec, dtype, device, world, backend)
+    raise UnsupportedWorkload(f"torch: no strategy {spec.strategy!r} for {spec.workload.name}")
+
+
+def _allreduce(
+    spec: WorkloadSpec, dtype: torch.dtype, device: torch.device, backend: str
+) -> tuple[Callable[[], object], RankReport]:
+    message = torch.ones(spec.batch_size * ELEMENTS_PER_ITEM, dtype=dtype, device=device)
+
+    def step() -> object:
+        dist.all_reduce(message)
+        return message
+
+    return step, RankReport(backend, collective_bytes=message.numel() * message.element_size())
+
+
+def _ddp_train(
+    spec: WorkloadSpec, dtype: torch.dtype, device: torch.device, world: World, backend: str
+) -> tuple[Callable[[], object], RankReport]:
+    """The catalogue model under DDP: identical initial weights on every rank (the seed; DDP
+    broadcasts rank 0's anyway), each rank its own shard of synthetic data (seed + rank)."""
+    name = spec.workload.name
+    torch.manual_seed(spec.seed)
+    model = models.build_model(name).to(device=device, dtype=dtype)
+    ddp_device = [device.index] if device.type == "cuda" else None
+    wrapped = nn.parallel.DistributedDataParallel(model, device_ids=ddp_device)
+    wrapped._set_ddp_runtime_logging_sample_rate(1)  # timings of every step, not every 100th
+    generator = torch.Generator(device=device).manual_seed(spec.seed + world.rank)
+    inputs, labels = models.example_batch(
+        name,
+        spec.batch_size,
+        image_size=spec.params.get("image_size", 224),
+        seq_len=spec.params.get("seq_len", 200),
+        dtype=dtype,
+        device=device,
+        generator=generator,
+    )
+    optimizer = torch.optim.SGD(wrapped.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    first_loss: list[float] = []
+    wrapped.train()
+
+    def step() -> object:
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(wrapped(inputs), labels)
+        loss.backward()
+        optimizer.step()
+        if not first_loss:
+            first_loss.append(float(loss.detach()))
+        return loss
+
+    def engine() -> dict[str, int]:
+        data = wrapped._get_ddp_logging_data()
+        names = {
+            "forward_compute": "avg_forward_compute_time",
+            "backward_compute": "avg_backward_compute_time",
+            "backward_communication": "avg_backward_comm_time",
+            "backward_overlap": "avg_backward_compute_comm_overlap_time",
+        }
+        found = {key: int(data[field]) for key, field in names.items() if field in data}
+        if "backward_communication" in found and "backward_overlap" in found:
+            exposed = found["backward_communication"] - found["backward_overlap"]
+            found["communication_not_overlapped"] = max(exposed, 0)
+        return found
+
+    report = RankReport(
+        backend,
+        engine_nanoseconds=engine,
+        first_step_loss=lambda: first_loss[0] if first_loss else float("nan"),
+    )
+    return step, report

@@ -1,0 +1,185 @@
+"""A distributed world: W agent processes, one per rank, started together with torchrun's
+variables (WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), each pinned to its own CPUs
+(FWBENCH_CPUS) when they share a host, and seen by the rest of the collector as ONE agent: a
+WorldHandle whose client sends each Run to every rank at once and answers with one combined
+result (run/combine.py). Frameworks initialise their distributed runtime once per process, so
+a world is started per world size, as agents are per thread count (docs/distributed.md).
+
+Where a rank runs is the launcher's business (local processes today); this module only says
+what each rank is told, so that a scheduler can place ranks the same way."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.agents.client import AgentUnavailable
+from fwbench.collector.agents.launchers.base import AgentHandle, Launcher
+from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.world_call import WorldCall
+
+CPUS_VARIABLE = "FWBENCH_CPUS"  # the CPUs a rank pins itself to (runtime/cli.py)
+
+
+def rank_cpus(world_size: int, per_rank: int, usable: Sequence[int]) -> list[list[int]]:
+    """Disjoint CPU sets of `per_rank` CPUs for each rank, in the order of `usable`; where the
+    host has too few, sets wrap around (shared CPUs: the row says so through rank_cpus)."""
+    cpus = list(usable)
+    return [
+        [cpus[(rank * per_rank + i) % len(cpus)] for i in range(per_rank)]
+        for rank in range(world_size)
+    ]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class WorldHandle(AgentHandle):
+    """One agent made of the world's rank processes; rank 0's address and /metrics."""
+
+    kind: ClassVar[str] = "world"
+
+    ranks: list[AgentHandle] = field(default_factory=list)
+    cpus: list[list[int]] = field(default_factory=list)
+    placement: str = "local"
+
+    def alive(self) -> bool:
+        return all(rank.alive() for rank in self.ranks)
+
+    def exit_reason(self) -> str:
+        broken = getattr(self.client, "broken", "")
+        for index, rank in enumerate(self.ranks):
+            if not rank.alive():
+                return f"rank {index}: {rank.exit_reason()}"
+        return broken or "a rank stopped answering"
+
+    def settle(self, seconds: float) -> None:
+        for rank in self.ranks:
+            rank.settle(seconds)
+
+    def stop(self, grace_seconds: float = 10.0) -> None:
+        """Every rank, side by side: a rank blocked in a collective waits for no one."""
+        with ThreadPoolExecutor(max_workers=max(len(self.ranks), 1)) as pool:
+            list(pool.map(lambda rank: rank.stop(grace_seconds), self.ranks))
+
+    def identity(self) -> dict[str, Any]:
+        return self.ranks[0].identity()
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            **self.ranks[0].metadata(),
+            "world_size": len(self.ranks),
+            "placement": self.placement,
+            "ranks": [
+                {"address": r.address, "pid": r.host_pid, "cpus": cpus}
+                for r, cpus in zip(self.ranks, self.cpus, strict=True)
+            ],
+        }
+
+
+def start_world(
+    launcher: Launcher,
+    manifest: AgentManifest,
+    instance: str,
+    world_size: int,
+    per_rank_threads: int,
+    combine: Combine,
+) -> WorldHandle:
+    """Starts every rank side by side (each blocks in its framework's rendezvous until all
+    have joined) and waits until all are healthy; on any failure stops them all and raises."""
+    usable = sorted(os.sched_getaffinity(0))
+    cpus = rank_cpus(world_size, per_rank_threads, usable)
+    port = free_port()
+
+    def one(rank: int) -> AgentHandle:
+        environment = {
+            "WORLD_SIZE": str(world_size),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            CPUS_VARIABLE: ",".join(map(str, cpus[rank])),
+        }
+        return launcher.start(manifest, f"{instance}-rank{rank}", per_rank_threads, environment)
+
+    with ThreadPoolExecutor(max_workers=world_size) as pool:
+        futures = [pool.submit(one, rank) for rank in range(world_size)]
+    ranks, errors = [], []
+    for future in futures:
+        try:
+            ranks.append(future.result())
+        except Exception as error:  # noqa: BLE001 (re-raised below, after the cleanup)
+            errors.append(error)
+    if errors:
+        for rank in ranks:
+            rank.stop(1.0)
+        raise AgentUnavailable(f"world {instance} of {world_size} ranks: {errors[0]}")
+    first = ranks[0]
+    client = WorldClient(instance, ranks, combine)
+    return WorldHandle(
+        name=instance,
+        address=first.address,
+        client=client,  # type: ignore[arg-type]
+        manifest=manifest,
+        threads=per_rank_threads,
+        metrics_address=first.metrics_address,
+        log_path=first.log_path,
+        host_pid=first.host_pid,
+        ranks=ranks,
+        cpus=cpus,
+    )
+
+
+# How ranks' results become one (run/combine.py, which checks them: the run layer's job).
+Combine = Callable[[agent_pb2.RunRequest, Sequence[agent_pb2.RunResult]], agent_pb2.RunResult]
+
+
+class WorldClient:
+    """The AgentClient calls the run uses, over every rank: Describe checks that the ranks are
+    one world of one agent; Run fans out and combines (WorldCall)."""
+
+    def __init__(self, name: str, ranks: list[AgentHandle], combine: Combine) -> None:
+        self.name, self.ranks, self.combine = name, ranks, combine
+        self.address = ranks[0].address
+        self.last_results: list[agent_pb2.RunResult] = []
+        self.broken = ""  # why the world cannot run another cell (WorldCall._failed)
+
+    def describe(self, timeout_seconds: float = 30) -> agent_pb2.DescribeResponse:
+        replies = [rank.client.describe(timeout_seconds) for rank in self.ranks]
+        first = replies[0]
+        for index, reply in enumerate(replies):
+            world = reply.world
+            if world.world_size != len(self.ranks) or world.rank != index:
+                raise AgentUnavailable(
+                    f"{self.name}: the agent at {self.ranks[index].address} says it is rank "
+                    f"{world.rank} of {world.world_size}, not rank {index} of "
+                    f"{len(self.ranks)} (does it read WORLD_SIZE and RANK?)"
+                )
+            if reply.identity != first.identity:
+                raise AgentUnavailable(f"{self.name}: rank {index} is another agent than rank 0")
+        return first
+
+    def healthy(self) -> bool:
+        return not self.broken and all(rank.client.healthy() for rank in self.ranks)
+
+    def run(self, request: agent_pb2.RunRequest, timeout_seconds: float | None) -> WorldCall:
+        return WorldCall(self, request, timeout_seconds)
+
+    def cancel(self, run_id: str = "") -> bool:
+        return any(
+            rank.client.cancel(f"{run_id}-rank{index}" if run_id else "")
+            for index, rank in enumerate(self.ranks)
+        )
+
+    def close(self) -> None:
+        for rank in self.ranks:
+            rank.client.close()

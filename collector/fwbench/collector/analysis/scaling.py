@@ -1,0 +1,54 @@
+"""Distributed figures across world sizes (docs/distributed.md): for each agent and cell, the
+world's global throughput, per-rank throughput, weak-scaling efficiency against the same
+agent's world of one rank at the same per-rank batch, the communication share, and for a
+collective the algorithm and bus bandwidth (nccl-tests' definitions).
+
+Efficiency(N) = items/s of N ranks / (N x items/s of one rank): 1.0 is perfect weak scaling.
+With repetitions, each figure is the median over the repetitions' rows."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from fwbench.collector.agents.specs import SEPARATOR, WORLD_SEPARATOR
+
+CELL = ["workload", "phase", "batch_size", "dtype", "mode", "params"]
+FIGURES = [
+    "median_seconds",
+    "items_per_second",
+    "communication_share",
+    "algbw_bytes_per_second",
+    "busbw_bytes_per_second",
+]
+
+
+def agent_family(agent: str) -> str:
+    """The agent a world instance runs, A/A suffix kept: torch-cpu~w2#2 -> torch-cpu#2."""
+    name, sep, number = agent.partition(SEPARATOR)
+    return name.partition(WORLD_SEPARATOR)[0] + sep + number
+
+
+def scaling_table(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per agent family, cell and world size, with the columns of FIGURES (medians
+    over repetitions), per_rank_items_per_second, ranks (the world size) and
+    scaling_efficiency (NaN where the run has no world of one rank to compare with, or for a
+    collective, whose figure is busbw). Empty when the run has no world rows."""
+    if "world_size" not in results:
+        return pd.DataFrame()
+    rows = results[(results["status"] == "ok") & results["world_size"].notna()].copy()
+    if rows.empty:
+        return pd.DataFrame()
+    rows["family"] = rows["agent"].map(agent_family)
+    rows["ranks"] = rows["world_size"].astype(int)
+    rows["strategy"] = rows["strategy"].fillna("")
+    keys = ["family", *CELL, "strategy", "ranks"]
+    for figure in FIGURES:
+        rows[figure] = pd.to_numeric(rows[figure], errors="coerce").astype(float)
+    table = rows.groupby(keys, dropna=False, sort=False)[FIGURES].median().reset_index()
+    table["per_rank_items_per_second"] = table["items_per_second"] / table["ranks"]
+    single = table[table["ranks"] == 1].set_index(["family", *CELL])["items_per_second"]
+    lookup = table.set_index(["family", *CELL]).index
+    alone = pd.Series(lookup.map(single.to_dict()), index=table.index, dtype=float)
+    efficiency = table["items_per_second"] / (table["ranks"] * alone)
+    table["scaling_efficiency"] = efficiency.where(table["strategy"] != "collective")
+    return table

@@ -1,0 +1,94 @@
+"""`collector run --world-sizes`: the world sizes a user asked for, checked before anything
+starts (docs/distributed.md)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from rich.table import Table
+
+from fwbench.collector.agents.launchers import LauncherKind
+from fwbench.collector.agents.specs import MAX_WORLD_SIZE
+from fwbench.collector.analysis.scaling import scaling_table
+from fwbench.collector.run.plan import SelectionError, split_list
+
+# Every rank of a world runs the same number of timed steps: --iterations, or this many.
+DEFAULT_WORLD_ITERATIONS = 10
+
+
+def parse_world_sizes(
+    text: str, launcher: LauncherKind, min_seconds: float | None
+) -> tuple[int, ...]:
+    """The sizes, in the order given; () without --world-sizes. Raises SelectionError."""
+    sizes: list[int] = []
+    for item in split_list(text):
+        if not item.isdigit() or not 1 <= int(item) <= MAX_WORLD_SIZE:
+            raise SelectionError(
+                f"invalid world size {item!r}: allowed 1..{MAX_WORLD_SIZE} (ranks of one world)"
+            )
+        sizes.append(int(item))
+    if not sizes:
+        if text.strip():
+            raise SelectionError("--world-sizes needs sizes, e.g. 1,2")
+        return ()
+    if launcher != LauncherKind.LOCAL:
+        raise SelectionError(
+            "--world-sizes starts ranks as local processes for now; Docker containers on a "
+            "Docker network are not built yet (docs/distributed.md)"
+        )
+    if min_seconds:
+        raise SelectionError(
+            "--min-seconds cannot be used with --world-sizes: every rank of a world runs the "
+            "same number of steps, so give --iterations instead"
+        )
+    return tuple(dict.fromkeys(sizes))
+
+
+def _figure(value: object, template: str) -> str:
+    missing = value is None or (isinstance(value, float) and math.isnan(value))
+    return "-" if missing else template.format(value)
+
+
+def world_table(results: pd.DataFrame, title: str) -> Table | None:
+    """The run's distributed figures (analysis/scaling.py); None for a run without worlds."""
+    table = scaling_table(results)
+    if table.empty:
+        return None
+    shown = Table(title=title, caption=SCALING_CAPTION)
+    for header in (
+        "agent",
+        "workload",
+        "bs/rank",
+        "strategy",
+        "ranks",
+        "step",
+        "items/s",
+        "per rank",
+        "efficiency",
+        "comm share",
+        "busbw",
+    ):
+        shown.add_column(header, justify="left" if header in ("agent", "workload") else "right")
+    for row in table.to_dict("records"):
+        shown.add_row(
+            row["family"],
+            row["workload"],
+            str(row["batch_size"]),
+            row["strategy"],
+            str(row["ranks"]),
+            _figure(row["median_seconds"] * 1e3, "{:.2f} ms"),
+            _figure(row["items_per_second"], "{:,.0f}"),
+            _figure(row["per_rank_items_per_second"], "{:,.0f}"),
+            _figure(row["scaling_efficiency"], "{:.0%}"),
+            _figure(row["communication_share"], "{:.0%}"),
+            _figure(row["busbw_bytes_per_second"] / 1e9, "{:.2f} GB/s"),
+        )
+    return shown
+
+
+SCALING_CAPTION = (
+    "step: the slowest rank's, per step (median); items/s: all ranks; efficiency: items/s over "
+    "ranks x the 1-rank world's (weak scaling, same batch per rank); comm share: communication "
+    "the engine could not hide, per step; busbw: allreduce bus bandwidth, algbw x 2(n-1)/n"
+)

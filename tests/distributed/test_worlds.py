@@ -1,0 +1,85 @@
+"""Distributed worlds through `collector run --world-sizes`, with ranks of the framework-free
+fake agent as real processes over real gRPC: one agent per world, as slow as its slowest rank
+(rank speeds the test sets, whatever the CPU), every rank's own figures kept, and a failing
+rank failing its cell, never the run. tests/distributed/test_torch_world.py runs PyTorch's own
+engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+from fake_agent import write_fake_agents
+
+from fwbench.collector.analysis.scaling import scaling_table
+
+COLLECTOR = Path(sys.executable).with_name("collector")
+
+
+def _run(
+    tmp_path: Path, env: dict[str, str], *extra: str
+) -> tuple[subprocess.CompletedProcess, Path]:
+    manifests = write_fake_agents(tmp_path / "agents", {"fake": env})
+    out = tmp_path / "run"
+    command = [
+        str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "fake",
+        "--workloads", "gemm", "--phases", "train", "--world-sizes", "1,2",
+        "--param", "m=4000", "--iterations", "6", "--warmup", "1",
+        "--store", str(tmp_path / "store.sqlite"), "--out", str(out), *extra,
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    return done, out
+
+
+def test_a_world_is_one_agent_as_slow_as_its_slowest_rank(tmp_path: Path) -> None:
+    done, out = _run(tmp_path, {"FAKE_RANK1_SCALE": "3"}, "--batch-sizes", "4")
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(out / "results.parquet").set_index("agent")
+    alone, pair = rows.loc["fake~w1"], rows.loc["fake~w2"]
+    assert (alone["world_size"], pair["world_size"]) == (1, 2)
+    assert pair["strategy"] == "ddp" and pair["items_per_sample"] == 8  # 4 per rank, 2 ranks
+    per_rank = json.loads(pair["rank_step_median_seconds"])
+    assert per_rank[1] > 2 * per_rank[0]  # rank 1 sleeps 3x as long
+    assert abs(pair["median_seconds"] - per_rank[1]) < 0.2 * per_rank[1]  # the world waits
+    assert [len(s) for s in json.loads(pair["rank_samples_ns"])] == [6, 6]
+    cpus = pair["rank_cpus"].split(";")
+    assert len(cpus) == 2 and (cpus[0] != cpus[1] or len(os.sched_getaffinity(0)) == 1)
+    assert pair["communication_seconds"] == 1e-6  # the fake engine's 1000 ns a step
+    table = scaling_table(pd.read_parquet(out / "results.parquet"))
+    efficiency = table.set_index("ranks")["scaling_efficiency"]
+    assert efficiency[1] == 1.0 and 0.2 < efficiency[2] < 0.45  # 2 ranks, each 1/3 as fast
+    assert "efficiency" in done.stdout and "distributed" in done.stdout
+
+
+def test_a_failing_rank_fails_its_cell_and_a_fresh_world_measures_the_rest(
+    tmp_path: Path,
+) -> None:
+    env = {"FAKE_RANK1_FAIL_AT": "3", "FAKE_FAIL_ONCE": str(tmp_path / "failed-once")}
+    done, out = _run(tmp_path, env, "--batch-sizes", "1,2", "--world-sizes", "2")
+    assert done.returncode == 1, done.stderr  # a failed cell: the run says failed
+    rows = pd.read_parquet(out / "results.parquet").sort_values("cell")
+    assert list(rows["status"]) == ["failed", "ok"]
+    error = rows["error"].iloc[0]
+    assert "rank 1" in error and "rank failed at step 3" in error
+    assert "started again" in error
+    assert rows["agent_pid"].iloc[0] != rows["agent_pid"].iloc[1]  # a fresh world
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+
+
+def test_world_sizes_are_checked_before_anything_starts(tmp_path: Path) -> None:
+    for index, (extra, said) in enumerate(
+        (
+            (("--world-sizes", "0"), "invalid world size '0'"),
+            (("--min-seconds", "1"), "give --iterations instead"),
+            (("--launcher", "docker"), "local processes for now"),
+            (("--agents", "fake@127.0.0.1:1"), "an attached agent is one process"),
+        )
+    ):
+        done, out = _run(tmp_path / str(index), {}, "--batch-sizes", "1", *extra)
+        assert done.returncode == 2, (extra, done.stderr)
+        assert said in done.stderr, done.stderr
+        assert not out.exists()
