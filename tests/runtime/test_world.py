@@ -29,6 +29,8 @@ def test_torchrun_variables_make_the_world() -> None:
     assert world == World(2, 1, 1, "127.0.0.1", 29500, "gloo")
     assert world.rendezvous == "127.0.0.1:29500"
     assert world_from_environment({}) is None
+    peers = world_from_environment({**WORLD, "FWBENCH_PEERS": "a:1, b:2"})
+    assert peers is not None and peers.peers == ("a:1", "b:2")
     assert context_from_environment(WORLD).world == World(2, 1, 1, "127.0.0.1", 29500)
 
 
@@ -40,6 +42,7 @@ def test_torchrun_variables_make_the_world() -> None:
         ({"MASTER_PORT": "http"}, "MASTER_PORT"),
         ({"MASTER_ADDR": ""}, "MASTER_ADDR is required"),
         ({"FWBENCH_DIST_BACKEND": "gl oo"}, "FWBENCH_DIST_BACKEND"),
+        ({"FWBENCH_PEERS": "127.0.0.1:1"}, "names 1 ranks; WORLD_SIZE is 2"),
     ],
 )
 def test_a_bad_world_variable_is_named(change: dict[str, str], named: str) -> None:

@@ -1,7 +1,8 @@
 """The distributed world an agent process is one rank of, decided at start-up (a framework
 initialises its distributed runtime once per process), with torchrun's conventions: WORLD_SIZE,
 RANK, LOCAL_RANK, MASTER_ADDR and MASTER_PORT, plus FWBENCH_DIST_BACKEND (empty: the
-framework's choice for its device, e.g. gloo on a CPU and nccl on a GPU for torch).
+framework's choice for its device, e.g. gloo on a CPU and nccl on a GPU for torch) and
+FWBENCH_PEERS (every rank's HOST:PORT in rank order, for frameworks that address each rank).
 
 Every framework plugin reads the same variables: TensorFlow's plugin turns them into a
 TF_CONFIG, JAX's into jax.distributed's coordinator address (docs/distributed.md). An agent
@@ -17,6 +18,7 @@ from fwbench.runtime.plugin import InvalidContext
 
 WORLD_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 BACKEND_VARIABLE = "FWBENCH_DIST_BACKEND"
+PEERS_VARIABLE = "FWBENCH_PEERS"
 MAX_WORLD_SIZE = 4096
 
 
@@ -30,6 +32,9 @@ class World:
     address: str  # MASTER_ADDR: where rank 0's rendezvous listens
     port: int  # MASTER_PORT
     backend: str = ""  # "" = the framework's default for its device
+    # HOST:PORT of every rank, in rank order, for frameworks that address each rank
+    # (TensorFlow's TF_CONFIG): FWBENCH_PEERS; () when the launcher gave none.
+    peers: tuple[str, ...] = ()
 
     @property
     def rendezvous(self) -> str:
@@ -63,7 +68,10 @@ def world_from_environment(environ: Mapping[str, str] = os.environ) -> World | N
     backend = environ.get(BACKEND_VARIABLE, "").strip()
     if backend and not backend.replace("_", "").isalnum():
         raise InvalidContext(f"{BACKEND_VARIABLE}={backend!r}: expected a backend name")
-    return World(size, rank, local_rank, environ["MASTER_ADDR"].strip(), port, backend)
+    peers = tuple(p.strip() for p in environ.get(PEERS_VARIABLE, "").split(",") if p.strip())
+    if peers and len(peers) != size:
+        raise InvalidContext(f"{PEERS_VARIABLE} names {len(peers)} ranks; WORLD_SIZE is {size}")
+    return World(size, rank, local_rank, environ["MASTER_ADDR"].strip(), port, backend, peers)
 
 
 CPUS_VARIABLE = "FWBENCH_CPUS"

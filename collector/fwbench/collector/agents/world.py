@@ -24,6 +24,7 @@ from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.world_call import WorldCall
 
 CPUS_VARIABLE = "FWBENCH_CPUS"  # the CPUs a rank pins itself to (runtime/cli.py)
+PEERS_VARIABLE = "FWBENCH_PEERS"  # every rank's HOST:PORT, for TensorFlow's TF_CONFIG
 
 
 def rank_cpus(world_size: int, per_rank: int, usable: Sequence[int]) -> list[list[int]]:
@@ -99,6 +100,7 @@ def start_world(
     usable = sorted(os.sched_getaffinity(0))
     cpus = rank_cpus(world_size, per_rank_threads, usable)
     port = free_port()
+    peers = ",".join(f"127.0.0.1:{free_port()}" for _ in range(world_size))
 
     def one(rank: int) -> AgentHandle:
         environment = {
@@ -107,6 +109,7 @@ def start_world(
             "LOCAL_RANK": str(rank),
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(port),
+            PEERS_VARIABLE: peers,
             CPUS_VARIABLE: ",".join(map(str, cpus[rank])),
         }
         return launcher.start(manifest, f"{instance}-rank{rank}", per_rank_threads, environment)

@@ -224,7 +224,7 @@ def run(
         names, aa_names, declared = with_image_agents(
             split_list(agents), split_list(aa), declared, launcher == LauncherKind.DOCKER
         )
-        sizes = parse_world_sizes(world_sizes, launcher, min_seconds)
+        sizes = parse_world_sizes(world_sizes, launcher, min_seconds, threads)
         agent_specs = with_worlds(expand_instances(names, aa_names), sizes)
         if sizes:  # every rank runs the same steps (agent.proto, RunRequest.strategy)
             min_seconds, max_iterations = 0.0, iterations or DEFAULT_WORLD_ITERATIONS

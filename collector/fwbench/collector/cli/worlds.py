@@ -18,7 +18,7 @@ DEFAULT_WORLD_ITERATIONS = 10
 
 
 def parse_world_sizes(
-    text: str, launcher: LauncherKind, min_seconds: float | None
+    text: str, launcher: LauncherKind, min_seconds: float | None, threads: str = "0"
 ) -> tuple[int, ...]:
     """The sizes, in the order given; () without --world-sizes. Raises SelectionError."""
     sizes: list[int] = []
@@ -36,6 +36,11 @@ def parse_world_sizes(
         raise SelectionError(
             "--world-sizes starts ranks as local processes for now; Docker containers on a "
             "Docker network are not built yet (docs/distributed.md)"
+        )
+    if split_list(threads) not in (["0"], []):
+        raise SelectionError(
+            "--threads cannot be used with --world-sizes: each rank gets this host's CPUs "
+            "shared by the largest world (2 CPUs and --world-sizes 1,2: one each)"
         )
     if min_seconds:
         raise SelectionError(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.agents.specs import world_size_of
 from fwbench.collector.run.plan import Cell
 
 
@@ -36,6 +37,8 @@ class AgentWork:
         with `threads` when needed. Returns why the cell cannot run, or "". Raises what
         starting an agent raises."""
         if not self.describe.threads.fixed_at_startup or threads == self.handle.threads:
+            return ""
+        if world_size_of(self.handle.name) and not threads:  # ranks: their CPUs' count
             return ""
         if self.restart is None:
             return (
