@@ -53,6 +53,12 @@ def test_a_world_is_one_agent_as_slow_as_its_slowest_rank(tmp_path: Path) -> Non
     efficiency = table.set_index("ranks")["scaling_efficiency"]
     assert efficiency[1] == 1.0 and 0.2 < efficiency[2] < 0.45  # 2 ranks, each 1/3 as fast
     assert "efficiency" in done.stdout and "distributed" in done.stdout
+    # Telemetry from every rank: the raw series carry each rank's, the row the world's.
+    series = pd.read_parquet(out / "telemetry.parquet")
+    world_cell = int(pair["cell"])
+    labels = set(series[series["cell"] == world_cell]["label"])
+    assert {"rank0", "rank1"} <= labels and "rank1:user" in labels
+    assert pd.isna(pair["telemetry_error"]) and pair["rss_peak_bytes"] > alone["rss_peak_bytes"]
 
 
 def test_a_failing_rank_fails_its_cell_and_a_fresh_world_measures_the_rest(

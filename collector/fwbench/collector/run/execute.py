@@ -30,9 +30,10 @@ from fwbench.collector.run.liveness import (
 from fwbench.collector.run.normalize import failure_row, identity_columns, result_row
 from fwbench.collector.run.plan import Cell, Selection, loop_request
 from fwbench.collector.run.schedule import stretches
-from fwbench.collector.run.telemetry import Scraper, summarize
+from fwbench.collector.run.telemetry import Scraper
 from fwbench.collector.run.validate import ERROR_CODE, ProtocolViolation
 from fwbench.collector.run.work import AgentWork
+from fwbench.collector.run.world_telemetry import WorldScraper
 from fwbench.spec import Catalogue
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
@@ -211,17 +212,16 @@ def _scraped_cell(
                 else "the agent has no /metrics endpoint"
             )
         return row, samples, None
-    with Scraper(address, ctx.scrape_interval_seconds) as scraper:
+    handle = item.handle
+    interval = ctx.scrape_interval_seconds
+    scraper: Scraper | WorldScraper = Scraper(address, interval)
+    if isinstance(handle, WorldHandle):  # every rank's
+        scraper = WorldScraper([r.metrics_address for r in handle.ranks], interval)
+    with scraper:
         row, samples = _run_cell(item, cell, identity, ctx)
     if row["status"] == "ok":
-        row.update(
-            summarize(
-                scraper.scrapes,
-                row["measure_started_at"].value / 1e9,
-                row["measure_ended_at"].value / 1e9,
-                row.get("device") or "",
-            )
-        )
+        start, end = row["measure_started_at"].value / 1e9, row["measure_ended_at"].value / 1e9
+        row.update(scraper.summary(start, end, row.get("device") or ""))
         if scraper.errors and not row["telemetry_error"]:
             row["telemetry_error"] = f"{scraper.errors} scrapes failed: {scraper.last_error}"
     return row, samples, scraper.series()

@@ -135,6 +135,10 @@ class Scraper:
         """Long format: time (UTC), metric, label, value; one row per scraped sample."""
         return series_frame(self.scrapes)
 
+    def summary(self, start: float, end: float, device: str = "") -> dict[str, Any]:
+        """The cell's telemetry columns over [start, end] (summarize)."""
+        return summarize(self.scrapes, start, end, device)
+
 
 def series_frame(scrapes: Iterable[Scrape]) -> pd.DataFrame:
     rows = [

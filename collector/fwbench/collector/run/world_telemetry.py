@@ -1,0 +1,78 @@
+"""Telemetry of a world: every rank's /metrics scraped during a cell, as one agent's is
+(telemetry.py), and the row's columns combined over ranks: CPU time and memory summed (the
+world's use of the machine: two ranks at one core each show 200%), GPU power and energy summed,
+peaks the highest rank's, host-wide figures from rank 0's host. The raw series keep every
+rank's, each label prefixed with the rank (`rank1` or `rank1:user`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from fwbench.collector.run.telemetry import Scraper, summarize
+
+SUMMED = (
+    "cpu_user_percent",
+    "cpu_system_percent",
+    "rss_mean_bytes",
+    "rss_peak_bytes",
+    "gpu_power_mean_watts",
+    "gpu_energy_joules",
+)
+HIGHEST = ("gpu_utilization_peak_percent", "gpu_memory_peak_bytes")
+
+
+class WorldScraper:
+    """Scrapers of every rank, used as one: `with WorldScraper(addresses, interval) as s`."""
+
+    def __init__(self, addresses: Sequence[str], interval: float) -> None:
+        self.scrapers = [Scraper(address, interval) for address in addresses]
+
+    def __enter__(self) -> WorldScraper:
+        for scraper in self.scrapers:
+            scraper.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for scraper in self.scrapers:
+            scraper.__exit__(*exc)
+
+    @property
+    def errors(self) -> int:
+        return sum(s.errors for s in self.scrapers)
+
+    @property
+    def last_error(self) -> str:
+        return next((s.last_error for s in reversed(self.scrapers) if s.last_error), "")
+
+    def summary(self, start: float, end: float, device: str = "") -> dict[str, Any]:
+        ranks = [summarize(s.scrapes, start, end, device) for s in self.scrapers]
+        columns = dict(ranks[0])
+        for name in SUMMED:
+            values = [rank[name] for rank in ranks]
+            columns[name] = math.nan if any(_missing(v) for v in values) else sum(values)
+        for name in HIGHEST:
+            values = [rank[name] for rank in ranks if not _missing(rank[name])]
+            columns[name] = max(values) if values else math.nan
+        columns["telemetry_scrapes"] = min(rank["telemetry_scrapes"] for rank in ranks)
+        errors = [
+            f"rank {i}: {r['telemetry_error']}" for i, r in enumerate(ranks) if r["telemetry_error"]
+        ]
+        columns["telemetry_error"] = "; ".join(errors) or None
+        return columns
+
+    def series(self) -> pd.DataFrame:
+        frames = []
+        for rank, scraper in enumerate(self.scrapers):
+            frame = scraper.series()
+            prefix = f"rank{rank}"
+            frame["label"] = [f"{prefix}:{label}" if label else prefix for label in frame["label"]]
+            frames.append(frame)
+        return pd.concat(frames, ignore_index=True)
+
+
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
