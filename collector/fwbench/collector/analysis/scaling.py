@@ -19,6 +19,7 @@ FIGURES = [
     "communication_share",
     "algbw_bytes_per_second",
     "busbw_bytes_per_second",
+    "collective_bytes",
 ]
 
 

@@ -72,10 +72,15 @@ def world_table(results: pd.DataFrame, title: str) -> Table | None:
         "per rank",
         "efficiency",
         "comm share",
+        "message",
+        "algbw",
         "busbw",
     ):
         shown.add_column(header, justify="left" if header in ("agent", "workload") else "right")
     for row in table.to_dict("records"):
+        collective = row["strategy"] == "collective"  # items mean nothing there: bandwidth
+        items = math.nan if collective else row["items_per_second"]
+        per_rank = math.nan if collective else row["per_rank_items_per_second"]
         shown.add_row(
             row["family"],
             row["workload"],
@@ -83,10 +88,12 @@ def world_table(results: pd.DataFrame, title: str) -> Table | None:
             row["strategy"],
             str(row["ranks"]),
             _figure(row["median_seconds"] * 1e3, "{:.2f} ms"),
-            _figure(row["items_per_second"], "{:,.0f}"),
-            _figure(row["per_rank_items_per_second"], "{:,.0f}"),
+            _figure(items, "{:,.0f}"),
+            _figure(per_rank, "{:,.0f}"),
             _figure(row["scaling_efficiency"], "{:.0%}"),
             _figure(row["communication_share"], "{:.0%}"),
+            _figure(row["collective_bytes"] / 1024, "{:,.0f} KiB"),
+            _figure(row["algbw_bytes_per_second"] / 1e9, "{:.2f} GB/s"),
             _figure(row["busbw_bytes_per_second"] / 1e9, "{:.2f} GB/s"),
         )
     return shown
@@ -95,5 +102,6 @@ def world_table(results: pd.DataFrame, title: str) -> Table | None:
 SCALING_CAPTION = (
     "step: the slowest rank's, per step (median); items/s: all ranks; efficiency: items/s over "
     "ranks x the 1-rank world's (weak scaling, same batch per rank); comm share: communication "
-    "the engine could not hide, per step; busbw: allreduce bus bandwidth, algbw x 2(n-1)/n"
+    "the engine could not hide, per step; message: allreduce bytes per rank; algbw: message / "
+    "step; busbw: algbw x 2(n-1)/n (nccl-tests)"
 )
