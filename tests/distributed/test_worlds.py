@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -90,3 +92,29 @@ def test_world_sizes_are_checked_before_anything_starts(tmp_path: Path) -> None:
         assert done.returncode == 2, (extra, done.stderr)
         assert said in done.stderr, done.stderr
         assert not out.exists()
+
+
+def test_a_stopped_rank_silences_the_world_which_is_hung_and_replaced(tmp_path: Path) -> None:
+    manifests = write_fake_agents(tmp_path / "agents", {"fake": {}})
+    out = tmp_path / "run"
+    command = [
+        str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "fake",
+        "--workloads", "gemm", "--phases", "train", "--world-sizes", "2",
+        "--batch-sizes", "1,2", "--param", "m=20000", "--iterations", "200",
+        "--hang-timeout", "5", "--store", str(tmp_path / "store.sqlite"), "--out", str(out),
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not (out / "run.json").exists():
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    ranks = json.loads((out / "run.json").read_text())["agents"]["fake~w2"]["ranks"]
+    time.sleep(1.5)  # into the first cell's timed loop (4 s of 20 ms steps)
+    os.kill(ranks[1]["pid"], signal.SIGSTOP)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1, stderr.decode()
+    rows = pd.read_parquet(out / "results.parquet").sort_values("cell")
+    assert list(rows["status"]) == ["failed", "ok"]
+    assert "sent nothing for 5 s" in rows["error"].iloc[0]
+    for rank in ranks:  # the stopped rank and its peer: both stopped, none left behind
+        assert not Path(f"/proc/{rank['pid']}").exists()
