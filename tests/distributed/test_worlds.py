@@ -83,7 +83,6 @@ def test_world_sizes_are_checked_before_anything_starts(tmp_path: Path) -> None:
         (
             (("--world-sizes", "0"), "invalid world size '0'"),
             (("--min-seconds", "1"), "give --iterations instead"),
-            (("--launcher", "docker"), "local processes for now"),
             (("--threads", "2"), "--threads cannot be used with --world-sizes"),
             (("--agents", "fake@127.0.0.1:1"), "an attached agent is one process"),
         )

@@ -11,11 +11,10 @@ what each rank is told, so that a scheduler can place ranks the same way."""
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.client import AgentUnavailable
@@ -37,21 +36,19 @@ def rank_cpus(world_size: int, per_rank: int, usable: Sequence[int]) -> list[lis
     ]
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
-
-
 @dataclass
 class WorldHandle(AgentHandle):
     """One agent made of the world's rank processes; rank 0's address and /metrics."""
 
-    kind: ClassVar[str] = "world"
-
     ranks: list[AgentHandle] = field(default_factory=list)
     cpus: list[list[int]] = field(default_factory=list)
     placement: str = "local"
+    release: Callable[[], None] = field(default=lambda: None)  # Placement.release
+
+    @property
+    def kind(self) -> str:  # type: ignore[override]
+        """The launcher's that started the ranks (local, docker): the `launcher` column."""
+        return self.ranks[0].kind if self.ranks else "local"
 
     def alive(self) -> bool:
         return all(rank.alive() for rank in self.ranks)
@@ -71,6 +68,7 @@ class WorldHandle(AgentHandle):
         """Every rank, side by side: a rank blocked in a collective waits for no one."""
         with ThreadPoolExecutor(max_workers=max(len(self.ranks), 1)) as pool:
             list(pool.map(lambda rank: rank.stop(grace_seconds), self.ranks))
+        self.release()
 
     def identity(self) -> dict[str, Any]:
         return self.ranks[0].identity()
@@ -99,17 +97,16 @@ def start_world(
     have joined) and waits until all are healthy; on any failure stops them all and raises."""
     usable = sorted(os.sched_getaffinity(0))
     cpus = rank_cpus(world_size, per_rank_threads, usable)
-    port = free_port()
-    peers = ",".join(f"127.0.0.1:{free_port()}" for _ in range(world_size))
+    place = launcher.place_world(instance, world_size)
 
     def one(rank: int) -> AgentHandle:
         environment = {
             "WORLD_SIZE": str(world_size),
             "RANK": str(rank),
             "LOCAL_RANK": str(rank),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            PEERS_VARIABLE: peers,
+            "MASTER_ADDR": place.address,
+            "MASTER_PORT": str(place.port),
+            PEERS_VARIABLE: ",".join(place.peers),
             CPUS_VARIABLE: ",".join(map(str, cpus[rank])),
         }
         return launcher.start(manifest, f"{instance}-rank{rank}", per_rank_threads, environment)
@@ -125,6 +122,7 @@ def start_world(
     if errors:
         for rank in ranks:
             rank.stop(1.0)
+        place.release()
         raise AgentUnavailable(f"world {instance} of {world_size} ranks: {errors[0]}")
     first = ranks[0]
     client = WorldClient(instance, ranks, combine)
@@ -139,6 +137,8 @@ def start_world(
         host_pid=first.host_pid,
         ranks=ranks,
         cpus=cpus,
+        placement=place.kind,
+        release=place.release,
     )
 
 

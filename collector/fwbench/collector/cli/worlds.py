@@ -32,11 +32,6 @@ def parse_world_sizes(
         if text.strip():
             raise SelectionError("--world-sizes needs sizes, e.g. 1,2")
         return ()
-    if launcher != LauncherKind.LOCAL:
-        raise SelectionError(
-            "--world-sizes starts ranks as local processes for now; Docker containers on a "
-            "Docker network are not built yet (docs/distributed.md)"
-        )
     if split_list(threads) not in (["0"], []):
         raise SelectionError(
             "--threads cannot be used with --world-sizes: each rank gets this host's CPUs "

@@ -7,6 +7,7 @@ gRPC health service answers SERVING."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -95,6 +96,18 @@ class AgentHandle:
         return f"; last log line: {lines[-1][:300]}" if lines else ""
 
 
+@dataclass
+class Placement:
+    """Where a world's ranks meet (agents/world.py): rank 0's rendezvous, every rank's own
+    address (FWBENCH_PEERS), what the row calls it, and what to undo when the world ends."""
+
+    address: str  # MASTER_ADDR, as every rank reaches it
+    port: int  # MASTER_PORT
+    peers: list[str]  # HOST:PORT of each rank, in rank order
+    kind: str  # world_placement: "local" (processes here), "docker-network", ...
+    release: Callable[[], None] = field(default=lambda: None)
+
+
 class Launcher(Protocol):
     """Starts agents from their manifests, one kind of place each (process, container, ...)."""
 
@@ -120,6 +133,11 @@ class Launcher(Protocol):
         way when the run was interrupted). Idempotent; later starts are refused."""
         ...
 
+    def place_world(self, instance: str, size: int) -> Placement:
+        """Where the ranks of world `instance` (NAME~wN) will meet; its ranks are then started
+        as `instance-rankR`. Raises AgentUnavailable when they cannot be placed."""
+        ...
+
 
 def _ignore(_: str) -> None:
     pass
@@ -142,3 +160,10 @@ class LaunchSettings:
     image_for: Callable[[AgentManifest], ImageInfo] | None = None
     # local: existing interpreters (`--python`), by agent name; "" for every agent.
     pythons: Mapping[str, str] = field(default_factory=dict)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on `host` now (a rendezvous port for a world's ranks)."""
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])

@@ -10,8 +10,6 @@ what a collector killed outright (SIGKILL) left behind."""
 from __future__ import annotations
 
 import contextlib
-import os
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,28 +17,39 @@ from typing import Any, ClassVar
 
 import docker
 import docker.errors
-import psutil
-from docker.types import DeviceRequest
 
-from fwbench.collector.agents.client import AgentClient, AgentUnavailable
+from fwbench.collector.agents.client import AgentClient
 from fwbench.collector.agents.docker_engine import ImageInfo, docker_client
 from fwbench.collector.agents.launchers.base import (
-    DEFAULT_MEMORY_SHARE,
-    DEFAULT_PIDS_LIMIT,
     START_TIMEOUT_SECONDS,
     AgentHandle,
     LauncherKind,
     LaunchSettings,
+    Placement,
+)
+from fwbench.collector.agents.launchers.docker_container import (
+    ContainerLimits,
+    agent_pid,
+    container_name,
+    host_port,
+    run_container,
+    safe_name,
 )
 from fwbench.collector.agents.launchers.docker_sweep import (
     HOST_LABEL,
     PID_LABEL,
     RUN_LABEL,
+    create_network,
     refuse_if_closed,
     remove_orphans,
     remove_run_containers,
+    run_labels,
 )
 from fwbench.collector.agents.manifest import AgentManifest
+
+# Inside a world's network each rank has its own namespace: the same ports in every container.
+RENDEZVOUS_PORT = 29500  # MASTER_PORT on rank 0
+PEER_PORT = 29501  # each rank's own (FWBENCH_PEERS)
 
 
 @dataclass
@@ -122,6 +131,7 @@ class DockerLauncher:
             raise ValueError("the Docker launcher needs an image_for (images/build.py)")
         self.settings = settings
         self.image_for = settings.image_for
+        self._networks: dict[str, str] = {}  # world instance -> its network (place_world)
 
     def start(
         self,
@@ -130,11 +140,8 @@ class DockerLauncher:
         threads: int,
         extra_environment: Mapping[str, str] | None = None,
     ) -> AgentHandle:
-        if extra_environment:  # a rank of a world: its peers must reach it (docs/distributed.md)
-            raise AgentUnavailable(
-                f"{instance}: ranks of a distributed world run as local processes for now; "
-                "Docker containers on a Docker network are not built yet"
-            )
+        extra = dict(extra_environment or {})
+        world = self._networks.get(instance.rpartition("-rank")[0]) if extra else None
         return start_docker(
             manifest,
             self.image_for(manifest),
@@ -142,9 +149,27 @@ class DockerLauncher:
             self.settings.log_dir,
             timeout_seconds=self.settings.start_timeout_seconds,
             threads=threads,
-            cpuset=self.settings.cpuset,
+            cpuset=extra.get("FWBENCH_CPUS") or self.settings.cpuset,  # a rank: its own CPUs
             instance=instance,
             limits=ContainerLimits(self.settings.memory, self.settings.pids_limit),
+            extra_environment=extra,
+            network=world or "",
+        )
+
+    def place_world(self, instance: str, size: int) -> Placement:
+        """A user-defined Docker network per world: each rank its own container (its own
+        network namespace, so the same ports in each), reached by container name."""
+        run_id = self.settings.run_id
+        network = f"fwbench-{run_id}-{safe_name(instance)}"
+        release = create_network(docker_client(), run_id, network)
+        self._networks[instance] = network
+        ranks = [container_name(run_id, f"{instance}-rank{r}") for r in range(size)]
+        return Placement(
+            ranks[0],
+            RENDEZVOUS_PORT,
+            [f"{r}:{PEER_PORT}" for r in ranks],
+            "docker-network",
+            release,
         )
 
     def close(self) -> None:
@@ -161,25 +186,33 @@ def start_docker(
     cpuset: str = "",
     instance: str = "",
     limits: ContainerLimits | None = None,
+    extra_environment: Mapping[str, str] | None = None,
+    network: str = "",
 ) -> ContainerAgent:
     """Starts the agent's container from `image` and waits until its health service says
     SERVING. `threads` > 0 sets FWBENCH_THREADS; `cpuset` ("0-1", "0,2") pins the container's
-    CPUs; `instance` names a further instance of the agent (NAME#2). Raises AgentUnavailable
-    (the container is removed first) or DockerUnavailable."""
+    CPUs; `instance` names a further instance of the agent (NAME#2); `network` puts it on a
+    world's network (place_world). Raises AgentUnavailable (the container is removed first) or
+    DockerUnavailable."""
     name = instance or manifest.name
     client = docker_client()
     suffix = f"-threads{threads}" if threads else ""
     grpc_port, metrics_port = f"{manifest.grpc_port}/tcp", f"{manifest.metrics_port}/tcp"
     refuse_if_closed(run_id, name)
-    container = _run_container(
+    container = run_container(
         client,
         manifest,
         image.id,
-        f"fwbench-{run_id}-{name.replace('#', '-')}{suffix}",
-        labels={RUN_LABEL: run_id, HOST_LABEL: socket.gethostname(), PID_LABEL: str(os.getpid())},
-        environment={**manifest.env, **({"FWBENCH_THREADS": str(threads)} if threads else {})},
+        container_name(run_id, name) + suffix if not network else container_name(run_id, name),
+        labels=run_labels(run_id),
+        environment={
+            **manifest.env,
+            **({"FWBENCH_THREADS": str(threads)} if threads else {}),
+            **(extra_environment or {}),
+        },
         cpuset=cpuset,
         limits=limits or ContainerLimits(),
+        network=network,
     )
     handle = ContainerAgent(
         name=name,
@@ -195,91 +228,16 @@ def start_docker(
         refuse_if_closed(run_id, name)  # the run ended (Ctrl-C) while this one was created
         container.reload()
         handle.host_pid = int(container.attrs["State"].get("Pid") or 0)
-        handle.address = f"127.0.0.1:{_host_port(container, grpc_port)}"
+        handle.address = f"127.0.0.1:{host_port(container, grpc_port)}"
         if manifest.metrics_port:  # 0: an image that declares no /metrics
-            handle.metrics_address = f"127.0.0.1:{_host_port(container, metrics_port)}"
+            handle.metrics_address = f"127.0.0.1:{host_port(container, metrics_port)}"
         handle.client = AgentClient(name, handle.address)
         handle.client.wait_healthy(timeout_seconds, alive=handle.alive)
-        handle.host_pid = _agent_pid(container) or handle.host_pid
+        handle.host_pid = agent_pid(container) or handle.host_pid
     except BaseException:
         handle.stop()
         raise
     return handle
-
-
-@dataclass(frozen=True)
-class ContainerLimits:
-    """What one agent container may use: memory (Docker's syntax, "8g"; "" = the default
-    share of the host) and processes (threads included)."""
-
-    memory: str = ""
-    pids_limit: int = DEFAULT_PIDS_LIMIT
-
-
-def _default_memory() -> int:
-    return int(psutil.virtual_memory().total * DEFAULT_MEMORY_SHARE)
-
-
-def _agent_pid(container: Any) -> int:
-    """The agent's process id as this host sees it: the container's main process is the
-    init (tini), the agent its child (fwbench-agent in the repository's images; in an image
-    that declares itself, whatever its entrypoint started). 0 when `docker top` does not
-    tell."""
-    try:
-        top = container.top()
-    except docker.errors.APIError:
-        return 0
-    titles = top.get("Titles") or []
-    if "PID" not in titles or "CMD" not in titles:
-        return 0
-    pid, cmd = titles.index("PID"), titles.index("CMD")
-    children = [row for row in top.get("Processes") or [] if "docker-init" not in row[cmd]]
-    found = [row for row in children if "fwbench-agent" in row[cmd]] or children[:1]
-    return int(found[0][pid]) if found else 0
-
-
-def _run_container(
-    client: docker.DockerClient,
-    manifest: AgentManifest,
-    image_id: str,
-    name: str,
-    labels: dict[str, str],
-    environment: dict[str, str],
-    cpuset: str,
-    limits: ContainerLimits,
-) -> Any:
-    """Creates and starts the container; its ports go to 127.0.0.1 on ports the daemon picks
-    (a one-element binding is the host address alone)."""
-    ports = [f"{port}/tcp" for port in (manifest.grpc_port, manifest.metrics_port) if port]
-    loopback: dict[str, Any] = {port: ("127.0.0.1",) for port in ports}
-    gpus = [DeviceRequest(count=-1, capabilities=[["gpu"]])] if manifest.requires_gpu else None
-    try:
-        return client.containers.run(
-            image_id,
-            detach=True,
-            name=name,
-            labels=labels,
-            environment=environment,
-            ports=loopback,
-            hostname=str(client.info().get("Name", "")) or None,  # the machine, not an id
-            cpuset_cpus=cpuset or None,
-            device_requests=gpus,
-            # An init process as PID 1 (docker's tini): signals reach the agent, zombies of
-            # its compiler subprocesses (torch.compile, XLA) are reaped.
-            init=True,
-            mem_limit=limits.memory or _default_memory(),
-            pids_limit=limits.pids_limit,
-            security_opt=["no-new-privileges"],
-        )
-    except docker.errors.APIError as error:
-        raise AgentUnavailable(f"docker refused container {name}: {error}") from None
-
-
-def _host_port(container: Any, port: str) -> str:
-    bindings = container.ports.get(port) or []
-    if not bindings:
-        raise AgentUnavailable(f"container {container.name} has no published port {port}")
-    return str(bindings[0]["HostPort"])
 
 
 __all__ = [

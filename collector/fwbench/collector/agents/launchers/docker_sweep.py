@@ -24,10 +24,45 @@ PID_LABEL = "fwbench.collector-pid"
 
 def remove_run_containers(run_id: str) -> int:
     """Removes every container of this run, running or not, and refuses new ones from then on
-    (a start still under way in another thread when the run ends); returns how many."""
+    (a start still under way in another thread when the run ends); returns how many. Then its
+    networks (a world's: agents/world.py)."""
     with _closed_lock:
         _closed_runs.add(run_id)
-    return _remove({"label": f"{RUN_LABEL}={run_id}"})
+    removed = _remove({"label": f"{RUN_LABEL}={run_id}"})
+    _remove_networks({"label": f"{RUN_LABEL}={run_id}"})
+    return removed
+
+
+def run_labels(run_id: str) -> dict[str, str]:
+    """What every container and network of a run carries, for the sweeps below."""
+    return {RUN_LABEL: run_id, HOST_LABEL: socket.gethostname(), PID_LABEL: str(os.getpid())}
+
+
+def create_network(client: Any, run_id: str, name: str) -> Callable[[], None]:
+    """A user-defined bridge network (containers on it reach each other by container name);
+    returns what removes it."""
+    try:
+        network = client.networks.create(name, driver="bridge", labels=run_labels(run_id))
+    except docker.errors.APIError as error:
+        raise AgentUnavailable(f"docker refused network {name}: {error}") from None
+
+    def remove() -> None:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            network.remove()
+
+    return remove
+
+
+def _remove_networks(
+    filters: dict[str, str | list[str] | bool], chosen: Callable[[Any], bool] = lambda _: True
+) -> None:
+    try:
+        client = docker_client()
+    except Exception:  # noqa: BLE001 (no daemon: nothing of ours exists)
+        return
+    for network in [n for n in client.networks.list(filters=filters) if chosen(n)]:
+        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+            network.remove()
 
 
 _closed_runs: set[str] = set()
@@ -43,11 +78,14 @@ def refuse_if_closed(run_id: str, name: str) -> None:
 def remove_orphans() -> int:
     """Removes containers that collectors on this host started and that outlived them."""
 
-    def orphaned(container: Any) -> bool:
-        pid = container.labels.get(PID_LABEL, "")
+    def orphaned(labels: dict[str, str]) -> bool:
+        pid = labels.get(PID_LABEL, "")
         return pid.isdigit() and not _process_exists(int(pid))
 
-    return _remove({"label": f"{HOST_LABEL}={socket.gethostname()}"}, orphaned)
+    host: dict[str, str | list[str] | bool] = {"label": f"{HOST_LABEL}={socket.gethostname()}"}
+    removed = _remove(host, lambda container: orphaned(container.labels))
+    _remove_networks(host, lambda network: orphaned(network.attrs.get("Labels") or {}))
+    return removed
 
 
 def _remove(

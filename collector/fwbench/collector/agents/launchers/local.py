@@ -25,6 +25,8 @@ from fwbench.collector.agents.launchers.base import (
     AgentHandle,
     LauncherKind,
     LaunchSettings,
+    Placement,
+    free_port,
 )
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import scratch_folder
@@ -127,6 +129,15 @@ class LocalLauncher:
             with self._changed:
                 self._starting -= 1
                 self._changed.notify_all()
+
+    def place_world(self, instance: str, size: int) -> Placement:
+        """Processes on this host: everything on the loopback, on ports free now."""
+        return Placement(
+            "127.0.0.1",
+            free_port(),
+            [f"127.0.0.1:{free_port()}" for _ in range(size)],
+            "local",
+        )
 
     def close(self) -> None:
         """Abandons the starts still under way (an interrupt during start-up) and waits until
