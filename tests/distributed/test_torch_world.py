@@ -83,3 +83,18 @@ def test_a_rank_killed_mid_step_fails_the_cell_and_the_sweep_goes_on(tmp_path: P
     assert time.monotonic() - started < 400  # not the 1800 s cell timeout
     for rank in ranks:  # the killed rank and its peer, blocked in a collective: both gone
         assert not Path(f"/proc/{rank['pid']}").exists()
+
+
+def test_a_resnet_split_into_pipeline_stages(tmp_path: Path) -> None:
+    command = _command(
+        tmp_path, "--workloads", "resnet18", "--param", "image_size=64", "--batch-sizes", "4",
+        "--iterations", "3", "--strategies", "pipeline",
+    )  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(tmp_path / "run" / "results.parquet").set_index("agent")
+    assert set(rows["strategy"]) == {"pipeline"} and set(rows["status"]) == {"ok"}
+    # One batch goes through both stages: the world's batch, not 4 per rank.
+    assert list(rows["items_per_sample"]) == [4, 4]
+    assert rows["first_step_loss"].notna().all()  # the last stage's
+    assert len(json.loads(rows.loc["torch-cpu~w2", "rank_samples_ns"])) == 2

@@ -224,3 +224,14 @@ def test_training_on_a_1x1_map_at_batch_1_is_unsupported_naming_batch_norm(plugi
     # What it says runs, runs; inference never normalises with batch statistics.
     plugin.build(spec(name, "train", "eager", batch=1, image_size=64)).step()
     plugin.build(spec(name, "infer", "eager", batch=1, image_size=32)).step()
+
+
+def test_pipeline_stages_begin_evenly_spread_over_the_resnet() -> None:
+    from fwbench.torch_plugin.pipeline import split_points
+
+    assert split_points("resnet18", 1) == []
+    assert split_points("resnet18", 2) == ["layer3"]
+    assert split_points("resnet50", 3) == ["layer2", "layer4"]
+    assert split_points("resnet18", 4) == ["layer2", "layer3", "layer4"]
+    with pytest.raises(UnsupportedWorkload, match="at most 4 stages"):
+        split_points("resnet18", 5)

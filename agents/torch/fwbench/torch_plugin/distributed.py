@@ -3,6 +3,9 @@
 rank conventions, DistributedDataParallel for data-parallel training, and the backend's
 allreduce for the collective microbenchmark.
 
+Model parallelism: "pipeline" splits a ResNet into one stage per rank with
+torch.distributed.pipelining (GPipe schedule, pipeline.py).
+
 torch.nn.DataParallel is not offered: it splits a batch over several GPUs of one process and
 is unsupported on a CPU (docs/distributed.md)."""
 
@@ -20,10 +23,11 @@ from torch import nn
 
 from fwbench.runtime.plugin import Capability, RankReport, UnsupportedWorkload, WorkloadSpec
 from fwbench.runtime.world import World
-from fwbench.torch_plugin import models
+from fwbench.torch_plugin import models, pipeline
 
 DDP = "ddp"
 COLLECTIVE = "collective"
+PIPELINE = "pipeline"
 # A collective that waits longer than this for a peer (a rank died or hung) raises instead
 # of blocking the agent for good; the collector fails the cell and restarts the world.
 TIMEOUT_VARIABLE = "FWBENCH_DIST_TIMEOUT_SECONDS"
@@ -54,10 +58,11 @@ def _leave() -> None:
 
 def capabilities(base: Capability, model_names: tuple[str, ...]) -> dict[str, Capability]:
     """What a rank distributes: every model's training step under DDP (eager: compiled DDP
-    graphs are left for later), and allreduce."""
+    graphs are left for later), the ResNets also as pipeline stages, and allreduce."""
     train = Capability(("train",), base.dtypes, ("eager",), (DDP,))
+    staged = Capability(("train",), base.dtypes, ("eager",), (DDP, PIPELINE))
     return {
-        **{name: train for name in model_names},
+        **{name: staged if name in pipeline.STAGES else train for name in model_names},
         "allreduce": Capability(("train",), base.dtypes, ("eager",), (COLLECTIVE,)),
     }
 
@@ -76,6 +81,9 @@ def build(
         return _allreduce(spec, dtype, device, backend)
     if spec.strategy == DDP and spec.workload.name in models.MODEL_NAMES:
         return _ddp_train(spec, dtype, device, world, backend)
+    if spec.strategy == PIPELINE and spec.workload.name in pipeline.STAGES:
+        step, first_loss = pipeline.build(spec, dtype, device, world)
+        return step, RankReport(backend, first_step_loss=first_loss)
     raise UnsupportedWorkload(f"torch: no strategy {spec.strategy!r} for {spec.workload.name}")
 
 

@@ -3,7 +3,9 @@ world's global throughput, per-rank throughput, weak-scaling efficiency against 
 agent's world of one rank at the same per-rank batch, the communication share, and for a
 collective the algorithm and bus bandwidth (nccl-tests' definitions).
 
-Efficiency(N) = items/s of N ranks / (N x items/s of one rank): 1.0 is perfect weak scaling.
+Efficiency(N) = items/s of N ranks / (N x items/s of one rank, same strategy): 1.0 is perfect
+weak scaling for data parallelism (the batch is per rank), and strong scaling for a pipeline
+(the batch is the world's: its speed-up over one stage, divided by N).
 With repetitions, each figure is the median over the repetitions' rows."""
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ def scaling_table(results: pd.DataFrame) -> pd.DataFrame:
         rows[figure] = pd.to_numeric(rows[figure], errors="coerce").astype(float)
     table = rows.groupby(keys, dropna=False, sort=False)[FIGURES].median().reset_index()
     table["per_rank_items_per_second"] = table["items_per_second"] / table["ranks"]
-    single = table[table["ranks"] == 1].set_index(["family", *CELL])["items_per_second"]
-    lookup = table.set_index(["family", *CELL]).index
+    same = ["family", *CELL, "strategy"]
+    single = table[table["ranks"] == 1].set_index(same)["items_per_second"]
+    lookup = table.set_index(same).index
     alone = pd.Series(lookup.map(single.to_dict()), index=table.index, dtype=float)
     efficiency = table["items_per_second"] / (table["ranks"] * alone)
     table["scaling_efficiency"] = efficiency.where(table["strategy"] != "collective")

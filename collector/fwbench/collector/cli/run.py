@@ -152,6 +152,13 @@ def run(
             "collective); every rank runs exactly --iterations steps. docs/distributed.md",
         ),
     ] = "",
+    strategies: Annotated[
+        str,
+        typer.Option(
+            help="With --world-sizes: distributed strategies, default (each agent's first), "
+            "all, or names (ddp, pipeline, ...)."
+        ),
+    ] = "default",
     aa: Annotated[
         str,
         typer.Option(
@@ -224,7 +231,7 @@ def run(
         names, aa_names, declared = with_image_agents(
             split_list(agents), split_list(aa), declared, launcher == LauncherKind.DOCKER
         )
-        sizes = parse_world_sizes(world_sizes, launcher, min_seconds, threads)
+        sizes = parse_world_sizes(world_sizes, min_seconds, threads, strategies)
         agent_specs = with_worlds(expand_instances(names, aa_names), sizes)
         if sizes:  # every rank runs the same steps (agent.proto, RunRequest.strategy)
             min_seconds, max_iterations = 0.0, iterations or DEFAULT_WORLD_ITERATIONS
@@ -250,6 +257,7 @@ def run(
             seed=seed,
             repeat=repeat,
             fresh_process=fresh_process,
+            strategies=strategies,
         )
     except (
         SelectionError,

@@ -8,7 +8,6 @@ import math
 import pandas as pd
 from rich.table import Table
 
-from fwbench.collector.agents.launchers import LauncherKind
 from fwbench.collector.agents.specs import MAX_WORLD_SIZE
 from fwbench.collector.analysis.scaling import scaling_table
 from fwbench.collector.run.plan import SelectionError, split_list
@@ -18,7 +17,10 @@ DEFAULT_WORLD_ITERATIONS = 10
 
 
 def parse_world_sizes(
-    text: str, launcher: LauncherKind, min_seconds: float | None, threads: str = "0"
+    text: str,
+    min_seconds: float | None,
+    threads: str = "0",
+    strategies: str = "default",
 ) -> tuple[int, ...]:
     """The sizes, in the order given; () without --world-sizes. Raises SelectionError."""
     sizes: list[int] = []
@@ -31,6 +33,8 @@ def parse_world_sizes(
     if not sizes:
         if text.strip():
             raise SelectionError("--world-sizes needs sizes, e.g. 1,2")
+        if strategies.strip() != "default":
+            raise SelectionError("--strategies chooses how worlds distribute: add --world-sizes")
         return ()
     if split_list(threads) not in (["0"], []):
         raise SelectionError(
@@ -59,7 +63,7 @@ def world_table(results: pd.DataFrame, title: str) -> Table | None:
     for header in (
         "agent",
         "workload",
-        "bs/rank",
+        "batch",
         "strategy",
         "ranks",
         "step",
@@ -95,8 +99,9 @@ def world_table(results: pd.DataFrame, title: str) -> Table | None:
 
 
 SCALING_CAPTION = (
-    "step: the slowest rank's, per step (median); items/s: all ranks; efficiency: items/s over "
-    "ranks x the 1-rank world's (weak scaling, same batch per rank); comm share: communication "
+    "batch: per rank (data parallel), the world's (pipeline; allreduce: 4 KiB units); step: the "
+    "slowest rank's, per step (median); items/s: all ranks; efficiency: items/s over ranks x "
+    "the 1-rank world's of the same strategy; comm share: communication "
     "the engine could not hide, per step; message: allreduce bytes per rank; algbw: message / "
     "step; busbw: algbw x 2(n-1)/n (nccl-tests)"
 )

@@ -9,8 +9,9 @@ another's long step i+1, so the per-step maxima add up to more than the time tha
 Build and first iteration are the longest of the ranks'; the timed window spans the earliest
 start to the latest end. A step covers batch_size items on every
 rank (weak scaling: the batch is per rank), so world_size x batch_size items in all; an
-allreduce step moves one message. Every rank's own samples are kept in the row
-(rank_samples_ns) and nothing is averaged away (docs/distributed.md)."""
+allreduce step moves one message, and a pipeline step trains one batch through all stages.
+Every rank's own samples are kept in the row (rank_samples_ns) and nothing is averaged away
+(docs/distributed.md)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.run.validate import ProtocolViolation
 
 COLLECTIVE = "collective"
+# Strategies whose batch is the world's, not each rank's: a collective moves one message, a
+# pipeline passes one batch through its stages. Every other strategy is data parallel.
+WHOLE_BATCH = frozenset({COLLECTIVE, "pipeline"})
 # The engine time DDP cannot hide behind backward compute (torch: avg_backward_comm_time less
 # the overlap), the figure communication_seconds reports.
 EXPOSED_COMMUNICATION = "communication_not_overlapped"
@@ -60,7 +64,7 @@ def combine(
     first = results[0]
     samples = slowest(results).sample_nanoseconds
     items = 0
-    if first.rank.strategy != COLLECTIVE:
+    if first.rank.strategy not in WHOLE_BATCH:
         items = (first.items_per_sample or request.batch_size) * len(results)
     return agent_pb2.RunResult(
         run_id=request.run_id,
@@ -92,7 +96,11 @@ def world_columns(
         "rank_cpus": ";".join(",".join(map(str, c)) for c in cpus),
         "rank_step_median_seconds": json.dumps([round(m, 9) for m in medians]),
         "rank_samples_ns": json.dumps([list(r.sample_nanoseconds) for r in results]),
-        "first_step_loss": first.first_step_loss if not math.isnan(first.first_step_loss) else None,
+        # Rank 0's; a pipeline's loss is known to its last stage only.
+        "first_step_loss": next(
+            (r.rank.first_step_loss for r in results if not math.isnan(r.rank.first_step_loss)),
+            None,
+        ),
     }
     exposed = [r.rank.engine_nanoseconds.get(EXPOSED_COMMUNICATION, -1) for r in results]
     if min(exposed) >= 0:

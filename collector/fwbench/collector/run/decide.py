@@ -31,17 +31,26 @@ from fwbench.collector.stats.sequential import look
 from fwbench.collector.stats.significance import UNDECIDED
 
 # A comparison's cell: what every agent runs alike (the mode is the agent's own).
-Key = tuple[str, str, int, str, int, str]
+Key = tuple[str, str, int, str, int, str, str]
 
 
 def cell_key(cell: Cell) -> Key:
     params = json.dumps(dict(sorted(cell.params.items())))
-    return (cell.workload, cell.phase, cell.batch_size, cell.dtype, cell.threads, params)
+    return (
+        cell.workload,
+        cell.phase,
+        cell.batch_size,
+        cell.dtype,
+        cell.threads,
+        params,
+        cell.strategy,
+    )
 
 
 def key_text(key: Key) -> str:
     threads = f" t={key[4]}" if key[4] else ""
-    return f"{key[0]} {key[1]} bs={key[2]} {key[3]}{threads}"
+    strategy = f" {key[6]}" if key[6] else ""
+    return f"{key[0]} {key[1]} bs={key[2]} {key[3]}{threads}{strategy}"
 
 
 @dataclass

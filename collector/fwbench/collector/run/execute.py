@@ -192,6 +192,7 @@ def _request(cell: Cell, run_id: str, ctx: RunContext) -> agent_pb2.RunRequest:
         threads=cell.threads,
         seed=ctx.selection.seed,
         mode=cell.mode,
+        strategy=cell.strategy,
         **loop_request(ctx.selection.loop),  # type: ignore[arg-type]
     )
 

@@ -55,6 +55,7 @@ def identity_columns(
         "batch_size": cell.batch_size,
         "dtype": cell.dtype,
         "mode": cell.mode,
+        "strategy": cell.strategy or None,  # a world's: the rank's RankResult fills in the default
         "threads_requested": cell.threads,
         "params": json.dumps(dict(sorted(cell.params.items()))),
         "flops_per_item": catalogue.flops_per_item(cell.workload, cell.phase, cell.params),

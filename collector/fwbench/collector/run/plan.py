@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.run.cell_choices import cell_modes, cell_strategies, unsupported
 from fwbench.collector.run.validate import iteration_limit
 from fwbench.spec import Catalogue, CatalogueError
 from fwbench.spec.catalogue import DTYPES, PHASES
-from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
 MAX_REPEAT = 100
 MAX_SEED = 2**64 - 1  # RunRequest.seed is a uint64
@@ -47,6 +47,8 @@ class Selection:
     repeat: int = 1
     # With repeat > 1: a fresh process of each agent for every repetition (schedule.py).
     fresh_process: bool = True
+    # Distributed strategies of worlds (--strategies): "default", "all" or names (ddp, ...).
+    strategies: tuple[str, ...] = ("default",)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class Cell:
     params: Mapping[str, int]  # resolved, defaults filled in
     unsupported_reason: str = ""  # non-empty: recorded as unsupported, not run
     mode: str = ""  # "" = the agent's default mode
+    strategy: str = ""  # a world's distributed strategy; "" = the agent's default (or alone)
 
 
 def split_list(text: str) -> list[str]:
@@ -104,6 +107,7 @@ def build_selection(
     seed: int = 0,
     repeat: int = 1,
     fresh_process: bool = True,
+    strategies: str = "default",
 ) -> Selection:
     """Parses comma-separated CLI values; raises SelectionError on anything invalid."""
     selection = Selection(
@@ -118,6 +122,7 @@ def build_selection(
         seed=seed,
         repeat=repeat,
         fresh_process=fresh_process,
+        strategies=_modes(split_list(strategies), "strategy"),
     )
     if not 1 <= repeat <= MAX_REPEAT:
         raise SelectionError(f"invalid repeat {repeat}: allowed 1..{MAX_REPEAT}")
@@ -130,14 +135,16 @@ def build_selection(
     return selection
 
 
-def _modes(given: list[str]) -> tuple[str, ...]:
+def _modes(given: list[str], kind: str = "mode") -> tuple[str, ...]:
+    """--modes or --strategies: default, all, or names."""
+    option = "--strategies" if kind == "strategy" else "--modes"
     if not given:
-        raise SelectionError("no mode given; use default, all or mode names (eager, jit, ...)")
-    for mode in given:
-        if not mode.replace("_", "").replace("-", "").isalnum():
-            raise SelectionError(f"invalid mode {mode!r}")
+        raise SelectionError(f"no {kind} given; use default, all or names ({option})")
+    for name in given:
+        if not name.replace("_", "").replace("-", "").isalnum():
+            raise SelectionError(f"invalid {kind} {name!r}")
     if len(given) > 1 and {"default", "all"} & set(given):
-        raise SelectionError("--modes default or all cannot be combined with other modes")
+        raise SelectionError(f"{option} default or all cannot be combined with other names")
     return tuple(dict.fromkeys(given))
 
 
@@ -233,67 +240,37 @@ def plan_cells(
             _params_for(catalogue, workload, selection.params)
         )
         found = support.get(workload)
-        reason = _unsupported(found, workload, phase, dtype)
-        for mode, mode_reason in _cell_modes(found, workload, selection.modes):
+        reason = unsupported(found, workload, phase, dtype)
+        for (mode, mode_reason), (strategy, strategy_reason) in itertools.product(
+            cell_modes(found, workload, selection.modes),
+            cell_strategies(found, workload, selection.strategies, describe.HasField("world")),
+        ):
+            why = reason or mode_reason or strategy_reason
             cells.append(
-                Cell(
-                    agent,
-                    workload,
-                    phase,
-                    batch,
-                    dtype,
-                    threads,
-                    params,
-                    reason or mode_reason,
-                    mode,
-                )
+                Cell(agent, workload, phase, batch, dtype, threads, params, why, mode, strategy)
             )
     if describe.threads.fixed_at_startup:
         cells.sort(key=lambda cell: selection.threads.index(cell.threads))  # stable
     return cells
 
 
-def _cell_modes(
-    support: agent_pb2.WorkloadSupport | None, workload: str, modes: tuple[str, ...]
-) -> list[tuple[str, str]]:
-    """(mode, unsupported reason) pairs; "" is the agent's default mode. Of explicitly named
-    modes, an agent runs those it offers (so `--modes compile,xla,jit` gives each framework its
-    compiled mode); one that offers none of them gets a single unsupported cell."""
-    offered = list(support.modes) if support else []
-    if modes == ("default",) or not offered:
-        return [("", "")]
-    if modes == ("all",):
-        return [(mode, "") for mode in offered]
-    chosen = [mode for mode in modes if mode in offered]
-    if chosen:
-        return [(mode, "") for mode in chosen]
-    reason = f"agent offers none of the modes {', '.join(modes)} for {workload}"
-    return [(modes[0], f"{reason} (it offers {', '.join(offered)})")]
-
-
-def _unsupported(
-    support: agent_pb2.WorkloadSupport | None, workload: str, phase: str, dtype: str
-) -> str:
-    if support is None:
-        return f"agent does not implement {workload}"
-    if PHASE_VALUES[phase] not in support.phases:
-        return f"agent does not support phase {phase} for {workload}"
-    if DTYPE_VALUES[dtype] not in support.dtypes:
-        return f"agent does not support dtype {dtype} for {workload}"
-    return ""
-
-
-def check_modes_offered(
-    modes: tuple[str, ...], describes: Mapping[str, agent_pb2.DescribeResponse]
+def check_offered(
+    selection: Selection, describes: Mapping[str, agent_pb2.DescribeResponse]
 ) -> None:
-    """Raises SelectionError for a mode named in --modes that none of the agents offers for any
-    workload (a typo, most likely), listing the modes they do offer."""
-    if modes in (("default",), ("all",)):
-        return
-    offered = {m for d in describes.values() for w in d.workloads for m in w.modes}
-    unknown = [mode for mode in modes if mode not in offered]
-    if unknown:
-        raise SelectionError(
-            f"mode {unknown[0]!r} is offered by none of the agents "
-            f"({', '.join(describes)}); they offer: {', '.join(sorted(offered)) or 'no modes'}"
-        )
+    """Raises SelectionError for a mode (--modes) or strategy (--strategies) that none of the
+    agents offers for any workload (a typo, most likely), listing what they do offer."""
+    for kind, named, attribute in (
+        ("mode", selection.modes, "modes"),
+        ("strategy", selection.strategies, "strategies"),
+    ):
+        if named in (("default",), ("all",)):
+            continue
+        offered = {
+            m for d in describes.values() for w in d.workloads for m in getattr(w, attribute)
+        }
+        unknown = [name for name in named if name not in offered]
+        if unknown:
+            raise SelectionError(
+                f"{kind} {unknown[0]!r} is offered by none of the agents "
+                f"({', '.join(describes)}); they offer: {', '.join(sorted(offered)) or 'none'}"
+            )

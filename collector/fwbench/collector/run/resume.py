@@ -23,7 +23,16 @@ from fwbench.collector.store.owner import ResumeRefused, collector_gone, owner_t
 # holds the effective ones, which may differ from those asked for).
 CellKey = tuple[str, str, str, int, int, str, int]
 _IDENTITY = ("framework", "framework_version", "variant", "plugin_version")
-_TUPLES = ("workloads", "phases", "batch_sizes", "dtypes", "threads", "modes", "agents")
+_TUPLES = (
+    "workloads",
+    "phases",
+    "batch_sizes",
+    "dtypes",
+    "threads",
+    "modes",
+    "strategies",
+    "agents",
+)
 
 
 def selection_record(selection: Selection) -> dict[str, Any]:

@@ -33,8 +33,8 @@ Work = TypeVar("Work", bound=HasCells)
 Stretch = tuple[Work, list[tuple[Cell, int]]]
 
 
-def cell_key(cell: Cell) -> tuple[int, str, str, int, str]:
-    return (cell.threads, cell.workload, cell.phase, cell.batch_size, cell.dtype)
+def cell_key(cell: Cell) -> tuple[int, str, str, int, str, str]:
+    return (cell.threads, cell.workload, cell.phase, cell.batch_size, cell.dtype, cell.strategy)
 
 
 def stretches(

@@ -26,7 +26,7 @@ from fwbench.collector.run.options import RunOptions, options_record
 from fwbench.collector.run.plan import (
     Selection,
     SelectionError,
-    check_modes_offered,
+    check_offered,
     plan_cells,
 )
 from fwbench.collector.run.progress import RichDisplay
@@ -144,7 +144,7 @@ def _execute(
                 host = handle.address.rpartition(":")[0]
                 handle.metrics_address = f"{host}:{describe.metrics_port}"
             work.append(AgentWork(handle, describe, [], restart))
-        check_modes_offered(selection.modes, {w.handle.name: w.describe for w in work})
+        check_offered(selection, {w.handle.name: w.describe for w in work})
         for item in work:
             item.cells = plan_cells(item.handle.name, item.describe, catalogue, selection)
         return _measure(run_id, out_dir, work, options, selection, catalogue, console, resume)

@@ -1,0 +1,56 @@
+"""Which modes and strategies a cell runs in, and why an agent cannot run one (plan.py)."""
+
+from __future__ import annotations
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
+
+
+def cell_modes(
+    support: agent_pb2.WorkloadSupport | None, workload: str, modes: tuple[str, ...]
+) -> list[tuple[str, str]]:
+    """(mode, unsupported reason) pairs; "" is the agent's default mode. Of explicitly named
+    modes, an agent runs those it offers (so `--modes compile,xla,jit` gives each framework its
+    compiled mode); one that offers none of them gets a single unsupported cell."""
+    offered = list(support.modes) if support else []
+    if modes == ("default",) or not offered:
+        return [("", "")]
+    if modes == ("all",):
+        return [(mode, "") for mode in offered]
+    chosen = [mode for mode in modes if mode in offered]
+    if chosen:
+        return [(mode, "") for mode in chosen]
+    reason = f"agent offers none of the modes {', '.join(modes)} for {workload}"
+    return [(modes[0], f"{reason} (it offers {', '.join(offered)})")]
+
+
+def unsupported(
+    support: agent_pb2.WorkloadSupport | None, workload: str, phase: str, dtype: str
+) -> str:
+    if support is None:
+        return f"agent does not implement {workload}"
+    if PHASE_VALUES[phase] not in support.phases:
+        return f"agent does not support phase {phase} for {workload}"
+    if DTYPE_VALUES[dtype] not in support.dtypes:
+        return f"agent does not support dtype {dtype} for {workload}"
+    return ""
+
+
+def cell_strategies(
+    support: agent_pb2.WorkloadSupport | None,
+    workload: str,
+    strategies: tuple[str, ...],
+    in_world: bool,
+) -> list[tuple[str, str]]:
+    """(strategy, unsupported reason) pairs, as cell_modes does for modes: "" is the agent's
+    default; an agent alone runs every cell with none."""
+    offered = list(support.strategies) if support else []
+    if not in_world or strategies == ("default",) or not offered:
+        return [("", "")]
+    if strategies == ("all",):
+        return [(strategy, "") for strategy in offered]
+    chosen = [strategy for strategy in strategies if strategy in offered]
+    if chosen:
+        return [(strategy, "") for strategy in chosen]
+    reason = f"agent offers none of the strategies {', '.join(strategies)} for {workload}"
+    return [(strategies[0], f"{reason} (it offers {', '.join(offered)})")]
