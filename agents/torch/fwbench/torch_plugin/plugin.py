@@ -297,7 +297,7 @@ class TorchPlugin:
         return reference.canonical_weights(model, seed)
 
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
-        return reference.equivalence(case)
+        return reference.equivalence(case, self.world)
 
     def trainer(
         self,

@@ -16,6 +16,7 @@ from fwbench.runtime.reference import (
     OptimizerSpec,
     param_count,
 )
+from fwbench.runtime.world import World
 from fwbench.torch_plugin import models
 
 _SKIPPED = ("num_batches_tracked",)
@@ -57,7 +58,11 @@ def make_optimizer(model: nn.Module, spec: OptimizerSpec) -> torch.optim.Optimiz
     return torch.optim.SGD(model.parameters(), lr=spec.learning_rate, momentum=spec.momentum)
 
 
-def equivalence(case: EquivalenceCase) -> EquivalenceResult:
+def equivalence(case: EquivalenceCase, world: World | None = None) -> EquivalenceResult:
+    """The steps EquivalenceCase documents. As a rank of a world, the optimizer step is
+    DistributedDataParallel's: each rank trains on its contiguous shard of the batch and DDP
+    averages the gradients, which for equal shards and a model without BatchNorm is the full
+    batch's gradient; the losses are the full batch's (tests/distributed)."""
     model = load(case.model, case.weights, dropout=False)
     inputs = torch.from_numpy(np.asarray(case.inputs))
     labels = torch.from_numpy(np.asarray(case.labels, dtype=np.int64))
@@ -67,8 +72,15 @@ def equivalence(case: EquivalenceCase) -> EquivalenceResult:
         logits = model(inputs)
     model.train()
     optimizer = make_optimizer(model, case.optimizer)
-    loss = loss_fn(model(inputs), labels)
-    loss.backward()
+    if world is None:
+        loss = loss_fn(model(inputs), labels)
+        loss.backward()
+    else:
+        with torch.no_grad():
+            loss = loss_fn(model(inputs), labels)
+        shard = slice(*_shard(len(inputs), world.rank, world.size))
+        wrapped = nn.parallel.DistributedDataParallel(model)
+        loss_fn(wrapped(inputs[shard]), labels[shard]).backward()
     optimizer.step()
     with torch.no_grad():
         after = loss_fn(model(inputs), labels)
@@ -78,6 +90,13 @@ def equivalence(case: EquivalenceCase) -> EquivalenceResult:
         loss_before=float(loss.detach()),
         loss_after=float(after),
     )
+
+
+def _shard(batch: int, rank: int, size: int) -> tuple[int, int]:
+    if batch % size:
+        raise ValueError(f"a batch of {batch} does not split into {size} equal shards")
+    step = batch // size
+    return rank * step, (rank + 1) * step
 
 
 class TorchTrainer:
