@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml proto/pyproject.toml agents/runtime/pyproject.toml
 
-.PHONY: setup system-deps docker-deps images images-deb run lint proto test test-fast test-plugins test-main bench clean
+.PHONY: setup system-deps docker-deps slurm-deps images images-deb run lint proto test test-fast test-plugins test-main bench clean
 
 setup: $(STAMP)
 
@@ -49,6 +49,14 @@ system-deps:
 			apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+# A real single-node Slurm for the Slurm launcher's tests (tests/slurm start slurmctld and
+# slurmd themselves, in a temporary folder): Debian's slurm-wlm 22.05 and munge.
+slurm-deps:
+	@command -v slurmctld >/dev/null && command -v munged >/dev/null || { \
+		echo "installing slurm-wlm munge"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends slurm-wlm munge; }
+
 # Docker for the image and container tests (tests/docker): when no engine answers, Debian's
 # docker.io (dockerd, and a docker CLI whose built-in BuildKit client builds the images) is
 # installed and started in the background; where python:3.11-slim-bookworm cannot be pulled
@@ -90,8 +98,8 @@ test-plugins: setup system-deps
 	done
 
 # docker-deps made sure an engine runs: a Docker test that cannot reach it fails, not skips.
-test-main: setup system-deps docker-deps
-	FWBENCH_REQUIRE_DOCKER=1 $(BIN)/pytest --ignore=tests/plugin_contract \
+test-main: setup system-deps docker-deps slurm-deps
+	FWBENCH_REQUIRE_DOCKER=1 FWBENCH_REQUIRE_SLURM=1 $(BIN)/pytest --ignore=tests/plugin_contract \
 		$$($(PLUGIN_MATRIX) | while read -r agent plugin folders; do \
 			for f in $$folders; do printf -- '--ignore=%s ' $$f; done; done)
 

@@ -85,11 +85,21 @@ Pythons = Annotated[
     typer.Option(
         "--python",
         metavar="[AGENT=]PATH",
-        help="local: run agents with an existing Python (a conda or cluster environment "
+        help="local, slurm: run agents with an existing Python (a conda or cluster environment "
         "that already has the framework) instead of a virtual environment the collector "
         "makes; AGENT=PATH for one agent (repeatable). Nothing is installed there: the "
         "agent's own packages go on its PYTHONPATH, and what is missing is refused up "
         "front with the command to install it.",
+    ),
+]
+SlurmOptions = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--slurm",
+        metavar="OPTION[=VALUE]",
+        help="slurm: an sbatch option for every agent job, without the dashes (repeatable): "
+        "partition=NAME, account=NAME, time=HH:MM:SS, constraint=FEATURES, exclusive, "
+        "cpus-per-task=N, container=IMAGE where the site has a container plugin, ...",
     ),
 ]
 JsonOutput = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]

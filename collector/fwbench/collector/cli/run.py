@@ -25,6 +25,7 @@ from fwbench.collector.agents.specs import (
 from fwbench.collector.cli.common import (
     ManifestDirs,
     Pythons,
+    SlurmOptions,
     StorePath,
     errors,
     fail,
@@ -50,6 +51,7 @@ from fwbench.collector.cli.security import (
     TlsKey,
     security_settings,
 )
+from fwbench.collector.cli.slurm import check_slurm_options
 from fwbench.collector.cli.worlds import DEFAULT_WORLD_ITERATIONS, parse_world_sizes
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.options import RunOptions
@@ -176,6 +178,7 @@ def run(
         ),
     ] = LauncherKind.LOCAL,
     python: Pythons = None,
+    slurm: SlurmOptions = None,
     cpuset: Annotated[
         str, typer.Option(help="docker: CPUs each container is pinned to, e.g. 0-1 or 1.")
     ] = "",
@@ -222,8 +225,9 @@ def run(
         fail("--memory and --pids-limit limit containers: they need --launcher docker")
     if cpuset and launcher != LauncherKind.DOCKER:
         fail("--cpuset needs --launcher docker")
-    if python and launcher != LauncherKind.LOCAL:
-        fail("--python runs agents as local processes: it goes with --launcher local")
+    if python and launcher == LauncherKind.DOCKER:
+        fail("--python runs agents in an existing Python: it goes with --launcher local or slurm")
+    slurm_options = check_slurm_options(slurm or [], launcher)
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     catalogue = load_catalogue()
     declared = load_manifests(manifests)
@@ -281,6 +285,7 @@ def run(
         cpuset=cpuset,
         memory=memory,
         pids_limit=pids_limit,
+        slurm_options=slurm_options,
         manifest_dirs=tuple(str(path.resolve()) for path in manifests or ()),
         pythons=pythons,
         images=tuple(dict.fromkeys(m.image.id for m in declared.values() if m.image)),

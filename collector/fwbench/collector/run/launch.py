@@ -20,6 +20,8 @@ from fwbench.collector.agents.launchers import (
     launcher_for,
 )
 from fwbench.collector.agents.launchers.attached import attach
+from fwbench.collector.agents.launchers.docker import remove_orphans
+from fwbench.collector.agents.launchers.slurm import cancel_orphans
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import (
@@ -37,7 +39,8 @@ from fwbench.collector.run.options import RunOptions
 def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Console) -> Launcher:
     """The launcher options.launcher names; the Docker one builds stale images of agents
     declared by manifest files before use, and runs images that declare themselves as they
-    are."""
+    are. What killed collectors on this host left of this launcher's kind goes first."""
+    sweep_orphans(options.launcher)
     image_for = None
     if options.launcher == LauncherKind.DOCKER:
         client = docker_client()
@@ -57,6 +60,7 @@ def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Cons
         pids_limit=options.pids_limit,
         image_for=image_for,
         pythons=options.pythons,
+        slurm_options=options.slurm_options,
     )
     return launcher_for(options.launcher, settings)
 
@@ -137,3 +141,12 @@ def restarter(
             launcher, manifest, instance, size, threads or rank_threads, combine
         )
     return lambda threads: launcher.start(manifest, instance, threads)
+
+
+def sweep_orphans(kind: LauncherKind) -> None:
+    """Removes what collectors on this host that were killed left running: Docker containers
+    and networks, or Slurm jobs."""
+    if kind == LauncherKind.DOCKER:
+        remove_orphans()
+    elif kind == LauncherKind.SLURM:
+        cancel_orphans()

@@ -38,6 +38,7 @@ class RunOptions:
     cpuset: str = ""  # docker: CPUs each container is pinned to ("0-1"); "" = all
     memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share
     pids_limit: int = DEFAULT_PIDS_LIMIT  # docker: each container's process limit
+    slurm_options: tuple[str, ...] = ()  # slurm: sbatch options ("partition=debug")
     manifest_dirs: tuple[str, ...] = ()  # extra manifest folders (--manifests)
     # --python: existing interpreters of local agents, by agent name ("" = every agent).
     pythons: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -66,6 +67,7 @@ def options_record(options: RunOptions) -> dict[str, Any]:
     record["agents"] = list(options.agents)
     record["manifest_dirs"] = list(options.manifest_dirs)
     record["images"] = list(options.images)
+    record["slurm_options"] = list(options.slurm_options)
     return record
 
 
@@ -84,4 +86,5 @@ def options_from_record(
     values["manifest_dirs"] = tuple(values.get("manifest_dirs", ()))
     values["pythons"] = dict(values.get("pythons", {}))
     values["images"] = tuple(values.get("images", ()))
+    values["slurm_options"] = tuple(values.get("slurm_options", ()))
     return RunOptions(out_dir=out_dir, store_path=store_path, command_line=command_line, **values)

@@ -13,8 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
-from fwbench.collector.agents.launchers import Launcher, LauncherKind
-from fwbench.collector.agents.launchers.docker import remove_orphans
+from fwbench.collector.agents.launchers import Launcher
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import move_logs, scratch_folder
 from fwbench.collector.run.decide import DecideSettings, Decisions, run_until_decided
@@ -82,8 +81,6 @@ def execute_run(
     out_dir = resume.out_dir if resume else options.out_dir or Path("fwbench-results") / run_id
     if resume is None and (out_dir / "run.json").exists():
         raise SelectionError(f"{out_dir} already holds a run; choose another --out")
-    if options.launcher == LauncherKind.DOCKER:
-        remove_orphans()
     log_dir = scratch_folder("logs")
     try:
         launcher = make_launcher(options, run_id, log_dir, console)

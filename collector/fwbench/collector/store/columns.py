@@ -27,6 +27,16 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column("address", "string", "gRPC address the collector used"),
     Column(
+        "node",
+        "string",
+        "The node a scheduler ran the agent on (Slurm: the job's node); empty otherwise",
+    ),
+    Column(
+        "scheduler_job",
+        "string",
+        "The scheduler's job that ran the agent (slurm:JOBID); empty when no scheduler did",
+    ),
+    Column(
         "agent_pid",
         "Int64",
         "Process id of the agent that measured the row, as the collector's host sees it (in "

@@ -14,6 +14,7 @@ from fwbench.collector.agents.launchers.base import (
 )
 from fwbench.collector.agents.launchers.docker import DockerLauncher
 from fwbench.collector.agents.launchers.local import LocalLauncher
+from fwbench.collector.agents.launchers.slurm import SlurmLauncher
 
 __all__ = [
     "DEFAULT_PIDS_LIMIT",
@@ -28,6 +29,7 @@ __all__ = [
 LAUNCHERS: dict[LauncherKind, Callable[[LaunchSettings], Launcher]] = {
     LauncherKind.LOCAL: LocalLauncher,
     LauncherKind.DOCKER: DockerLauncher,
+    LauncherKind.SLURM: SlurmLauncher,
 }
 
 

@@ -7,6 +7,7 @@ gRPC health service answers SERVING."""
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ class LauncherKind(StrEnum):
 
     LOCAL = "local"  # a process in the agent's own virtual environment
     DOCKER = "docker"  # a container from the agent's image
+    SLURM = "slurm"  # a Slurm batch job on a node Slurm chooses
 
 
 @dataclass
@@ -158,8 +160,10 @@ class LaunchSettings:
     pids_limit: int = DEFAULT_PIDS_LIMIT
     # docker: the image of an agent, built or refreshed when needed (images/build.py).
     image_for: Callable[[AgentManifest], ImageInfo] | None = None
-    # local: existing interpreters (`--python`), by agent name; "" for every agent.
+    # local, slurm: existing interpreters (`--python`), by agent name; "" for every agent.
     pythons: Mapping[str, str] = field(default_factory=dict)
+    # slurm: sbatch options for every agent job, without the dashes ("partition=debug").
+    slurm_options: tuple[str, ...] = ()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -167,3 +171,14 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
+
+
+def process_exists(pid: int) -> bool:
+    """Whether a process of this host has that id (the collector that started something)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

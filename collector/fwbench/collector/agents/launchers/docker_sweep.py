@@ -16,6 +16,7 @@ import docker.errors
 
 from fwbench.collector.agents.client import AgentUnavailable
 from fwbench.collector.agents.docker_engine import docker_client
+from fwbench.collector.agents.launchers.base import process_exists
 
 RUN_LABEL = "fwbench.run_id"
 HOST_LABEL = "fwbench.collector-host"
@@ -80,7 +81,7 @@ def remove_orphans() -> int:
 
     def orphaned(labels: dict[str, str]) -> bool:
         pid = labels.get(PID_LABEL, "")
-        return pid.isdigit() and not _process_exists(int(pid))
+        return pid.isdigit() and not process_exists(int(pid))
 
     host: dict[str, str | list[str] | bool] = {"label": f"{HOST_LABEL}={socket.gethostname()}"}
     removed = _remove(host, lambda container: orphaned(container.labels))
@@ -100,13 +101,3 @@ def _remove(
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
             container.remove(force=True)
     return len(found)
-
-
-def _process_exists(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -1,0 +1,117 @@
+"""A real single-node Slurm cluster for the tests: slurmctld and slurmd from Debian's slurm-wlm
+on this machine, configured in a temporary folder on ports free now, with munge for
+authentication (`make slurm-deps` installs both; CI runs it). Without Slurm the tests skip,
+except under CI=true or FWBENCH_REQUIRE_SLURM=1, where that is a failure."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1]))  # fake_agent
+
+DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch", "squeue", "scancel")
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _config(folder: Path) -> str:
+    node, cpus = socket.gethostname(), os.cpu_count() or 1
+    return "\n".join(
+        [
+            "ClusterName=fwbench-test",
+            f"SlurmctldHost={node}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"StateSaveLocation={folder}/state",
+            f"SlurmdSpoolDir={folder}/spool",
+            f"SlurmctldPidFile={folder}/slurmctld.pid",
+            f"SlurmdPidFile={folder}/slurmd.pid",
+            f"SlurmctldLogFile={folder}/slurmctld.log",
+            f"SlurmdLogFile={folder}/slurmd.log",
+            f"SlurmctldPort={_free_port()}",
+            f"SlurmdPort={_free_port()}",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_Core",
+            "ReturnToService=2",
+            "MpiDefault=none",
+            "KillWait=5",
+            f"NodeName={node} CPUs={cpus} RealMemory=1000 State=UNKNOWN",
+            "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
+        ]
+    )
+
+
+def _munge() -> None:
+    if subprocess.run(["pgrep", "-x", "munged"], capture_output=True).returncode == 0:
+        return
+    run_dir = Path("/run/munge")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    shutil.chown(run_dir, "munge", "munge")
+    subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], check=True)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """SLURM_CONF of a cluster that runs until the session ends; set in os.environ too, so
+    that the collector the tests start submits to it."""
+    missing = [name for name in DAEMONS if shutil.which(name) is None]
+    if missing or os.geteuid() != 0:
+        why = (
+            f"no Slurm here ({', '.join(missing)} missing; `make slurm-deps`)"
+            if missing
+            else ("a test Slurm cluster needs root")
+        )
+        if os.environ.get("CI") or os.environ.get("FWBENCH_REQUIRE_SLURM"):
+            pytest.fail(why)
+        pytest.skip(why)
+    folder = tmp_path_factory.mktemp("slurm")
+    for sub in ("state", "spool"):
+        (folder / sub).mkdir()
+    conf = folder / "slurm.conf"
+    conf.write_text(_config(folder) + "\n")
+    _munge()
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    subprocess.run(["slurmctld", "-f", str(conf)], env=env, check=True)
+    subprocess.run(["slurmd", "-f", str(conf)], env=env, check=True)
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = str(conf)
+    deadline = time.monotonic() + 60
+    while "idle" not in _sinfo() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert "idle" in _sinfo(), (folder / "slurmctld.log").read_text()[-2000:]
+    yield conf
+    subprocess.run(["scancel", "--full", "-u", "root"], capture_output=True, check=False)
+    for daemon in ("slurmd", "slurmctld"):
+        pid_file = folder / f"{daemon}.pid"
+        if pid_file.exists():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(pid_file.read_text()), signal.SIGTERM)
+    if previous is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = previous
+
+
+def _sinfo() -> str:
+    done = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True)
+    return done.stdout

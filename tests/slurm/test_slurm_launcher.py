@@ -1,0 +1,113 @@
+"""`collector run --launcher slurm` against a real single-node Slurm cluster (conftest.py):
+each agent a batch job on the node Slurm chose, the node and job on every row, and no job left
+queued or running however the run ends: at its end, on Ctrl-C, or, for a collector killed
+outright, at the next run's start."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fake_agent import write_fake_agents
+
+COLLECTOR = Path(sys.executable).with_name("collector")
+
+
+def our_jobs() -> list[str]:
+    """Job ids of every job a fwbench collector submitted that Slurm still lists."""
+    done = subprocess.run(["squeue", "-h", "-o", "%i|%k"], capture_output=True, text=True)
+    return [line.split("|")[0] for line in done.stdout.splitlines() if "|fwbench:" in line]
+
+
+def _command(tmp_path: Path, manifests: Path, *extra: str) -> list[str]:
+    return [
+        str(COLLECTOR), "run", "--launcher", "slurm", "--manifests", str(manifests),
+        "--agents", "fake", "--workloads", "gemm", "--phases", "infer",
+        "--store", str(tmp_path / "store.sqlite"), "--out", str(tmp_path / "run"), *extra,
+    ]  # fmt: skip
+
+
+@pytest.fixture
+def manifests(tmp_path: Path) -> Path:
+    return write_fake_agents(tmp_path / "agents", {"fake": {}})
+
+
+def test_agents_run_as_slurm_jobs_and_none_outlives_the_run(
+    slurm_cluster: Path, manifests: Path, tmp_path: Path
+) -> None:
+    command = _command(tmp_path, manifests, "--batch-sizes", "1,2", "--slurm", "time=00:10:00")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    assert set(rows["status"]) == {"ok"} and set(rows["launcher"]) == {"slurm"}
+    nodes = subprocess.run(["sinfo", "-h", "-o", "%n"], capture_output=True, text=True).stdout
+    assert set(rows["node"]) == {nodes.split()[0]}
+    (job,) = set(rows["scheduler_job"])
+    assert job.startswith("slurm:") and job.removeprefix("slurm:").isdigit()
+    assert our_jobs() == []
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["agents"]["fake"]["slurm_job"] == job.removeprefix("slurm:")
+
+
+def test_a_killed_collectors_jobs_are_cancelled_by_the_next_run(
+    slurm_cluster: Path, manifests: Path, tmp_path: Path
+) -> None:
+    long = _command(tmp_path, manifests, "--batch-sizes", "1", "--param", "m=20000",
+                    "--min-seconds", "60")  # fmt: skip
+    process = subprocess.Popen(long, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "run" / "run.json").exists():  # written once the agent is up
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    assert len(our_jobs()) == 1  # left running by the killed collector
+    again = _command(tmp_path / "again", manifests, "--batch-sizes", "1")
+    (tmp_path / "again").mkdir()
+    done = subprocess.run(again, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert our_jobs() == []  # the orphan swept, the new run's own job gone too
+
+
+def test_ctrl_c_cancels_the_runs_jobs(slurm_cluster: Path, manifests: Path, tmp_path: Path) -> None:
+    long = _command(tmp_path, manifests, "--batch-sizes", "1", "--param", "m=20000",
+                    "--min-seconds", "60")  # fmt: skip
+    process = subprocess.Popen(
+        long, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "run" / "run.json").exists():
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    time.sleep(1.0)
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=120)
+    assert process.returncode != 0
+    assert our_jobs() == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (("--slurm", "output=/tmp/x"), "--output is the launcher's own"),
+        (("--slurm", "partition=nowhere"), "Slurm refused fake"),
+    ],
+)
+def test_bad_slurm_options_are_refused_with_the_reason(
+    slurm_cluster: Path, manifests: Path, tmp_path: Path, extra: tuple[str, ...], said: str
+) -> None:
+    done = subprocess.run(
+        _command(tmp_path, manifests, "--batch-sizes", "1", *extra),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr.replace("\n", " ")
+    assert our_jobs() == []
