@@ -17,6 +17,8 @@ import pandas as pd
 import pytest
 from fake_agent import write_fake_agents
 
+from fwbench.collector.agents.launchers.slurm import ORPHAN_SECONDS
+
 COLLECTOR = Path(sys.executable).with_name("collector")
 
 
@@ -74,6 +76,27 @@ def test_a_killed_collectors_jobs_are_cancelled_by_the_next_run(
     done = subprocess.run(again, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert our_jobs() == []  # the orphan swept, the new run's own job gone too
+
+
+def test_a_killed_collectors_agent_job_ends_itself(
+    slurm_cluster: Path, manifests: Path, tmp_path: Path
+) -> None:
+    long = _command(tmp_path, manifests, "--batch-sizes", "1", "--param", "m=20000",
+                    "--min-seconds", "300")  # fmt: skip
+    process = subprocess.Popen(long, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "run" / "run.json").exists():
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    time.sleep(2.0)  # mid-cell
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    killed = time.monotonic()
+    while our_jobs() and time.monotonic() - killed < ORPHAN_SECONDS + 30:
+        time.sleep(1.0)
+    assert our_jobs() == [], "the agent's job outlived its collector"
+    # Its run was not over: no call reached the agent, which exited on its own.
+    assert time.monotonic() - killed > ORPHAN_SECONDS / 2
 
 
 def test_ctrl_c_cancels_the_runs_jobs(slurm_cluster: Path, manifests: Path, tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ import sys
 import threading
 from pathlib import Path
 
+from fwbench.runtime import orphan
 from fwbench.runtime.plugin import InvalidContext, context_from_environment
 from fwbench.runtime.registry import PluginInvalid, PluginNotFound, load_plugin
 from fwbench.runtime.security import (
@@ -71,6 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="PID",
         help="exit when process PID is gone (the launcher died)",
+    )
+    p.add_argument(
+        "--orphan-seconds",
+        type=float,
+        default=float(env("FWBENCH_ORPHAN_SECONDS", "0") or 0),
+        metavar="N",
+        help="exit when no call has arrived for N seconds and no run is active (its collector "
+        "is gone: agents a scheduler started elsewhere); 0 = never",
     )
     p.add_argument(
         "--memory-limit-bytes",
@@ -161,6 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.exit_with_parent:
         threading.Thread(
             target=_watch_parent, args=(args.exit_with_parent, stop), daemon=True
+        ).start()
+    if args.orphan_seconds > 0:
+        threading.Thread(
+            target=orphan.watch,
+            args=(agent.last_call, agent.servicer.busy, args.orphan_seconds, stop),
+            daemon=True,
         ).start()
     if args.ports_file:
         _write_ports(args.ports_file, agent.port, agent.metrics_port)

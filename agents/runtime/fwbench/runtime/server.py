@@ -15,6 +15,7 @@ from fwbench.agent.v1 import agent_pb2
 from fwbench.runtime import __version__
 from fwbench.runtime.handlers import add_agent_service
 from fwbench.runtime.metrics import AgentMetrics
+from fwbench.runtime.orphan import LastCall
 from fwbench.runtime.plugin import FrameworkPlugin
 from fwbench.runtime.security import ServerSecurity
 from fwbench.runtime.service import AgentServicer
@@ -33,6 +34,7 @@ class AgentServer:
     metrics_port: int
     servicer: AgentServicer
     health: health.HealthServicer
+    last_call: LastCall  # when any call last arrived (orphan.py)
 
     def stop(self, grace_seconds: float = 2.0) -> None:
         """Marks the agent NOT_SERVING, cancels a running workload, then stops the server."""
@@ -79,6 +81,7 @@ def create_server(
         }
     )
     servicer = AgentServicer(plugin, load_catalogue(), identity, metrics, world)
+    last_call = LastCall()
     servicer.trust_every_caller = security.trusts_every_caller
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="fwbench-grpc"),
@@ -87,7 +90,7 @@ def create_server(
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
             ("grpc.so_reuseport", 0),
         ],
-        interceptors=security.interceptors(),
+        interceptors=[last_call, *security.interceptors()],
     )
     add_agent_service(servicer, server)  # bytes that are not a request: INVALID_ARGUMENT
     health_servicer = health.HealthServicer()
@@ -116,7 +119,7 @@ def create_server(
     server.start()
     for service in ("", SERVICE_NAME):
         health_servicer.set(service, health_pb2.HealthCheckResponse.SERVING)
-    return AgentServer(server, bound, servicer.metrics_port, servicer, health_servicer)
+    return AgentServer(server, bound, servicer.metrics_port, servicer, health_servicer, last_call)
 
 
 def _bracket(host: str) -> str:

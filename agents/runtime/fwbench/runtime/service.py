@@ -275,6 +275,10 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         active.cancel.set()
         return agent_pb2.CancelResponse(cancelled=True, run_id=active.run_id)
 
+    def busy(self) -> bool:
+        """Whether a run is active."""
+        return self._active is not None
+
     def shutdown(self) -> None:
         if self._active is not None:
             self._active.cancel.set()

@@ -42,6 +42,11 @@ COMMENT_PREFIX = "fwbench"  # job comment: fwbench:HOST:PID:RUN_ID
 # sbatch options the launcher sets itself; --slurm cannot override them.
 RESERVED = frozenset({"parsable", "job-name", "output", "comment", "wrap", "export"})
 POLL_SECONDS = 0.5
+# An agent job ends itself when no call has reached it for ORPHAN_SECONDS (runtime/orphan.py):
+# the collector calls each of its agents' health service every KEEPALIVE_SECONDS while the run
+# lasts, so a collector killed outright leaves no job behind for longer than that.
+ORPHAN_SECONDS = 30.0
+KEEPALIVE_SECONDS = 5.0
 
 
 def _slurm(*args: str, timeout: float = 30) -> str:
@@ -145,6 +150,18 @@ class SlurmLauncher:
     def __init__(self, settings: LaunchSettings) -> None:
         self.settings = settings
         self._closed = threading.Event()
+        self._started: list[SlurmAgent] = []
+        self._keepalive = threading.Thread(target=self._keep_alive, daemon=True)
+        self._keepalive.start()
+
+    def _keep_alive(self) -> None:
+        """Calls every agent started so far, so that none takes itself for orphaned."""
+        while not self._closed.wait(KEEPALIVE_SECONDS):
+            for handle in list(self._started):
+                try:
+                    handle.client.healthy()
+                except Exception:  # noqa: BLE001 (a stopped agent's closed channel)
+                    self._started.remove(handle)
 
     def start(
         self,
@@ -191,6 +208,7 @@ class SlurmLauncher:
         except BaseException:
             handle.stop(grace_seconds=2.0)
             raise
+        self._started.append(handle)
         return handle
 
     def _submit(self, name: str, script: str, log: Path) -> str:
@@ -251,6 +269,7 @@ def _script(
         str(python), "-P", "-m", "fwbench.runtime.cli", "--plugin", manifest.plugin,
         "--name", manifest.name, "--variant", manifest.variant, "--host", "0.0.0.0",
         "--port", "0", "--metrics-port", "0", "--ports-file", str(ports),
+        "--orphan-seconds", f"{ORPHAN_SECONDS:g}",
     ]  # fmt: skip
     lines.append("exec " + shlex.join(command))
     return "\n".join(lines) + "\n"
