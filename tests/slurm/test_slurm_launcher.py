@@ -134,3 +134,38 @@ def test_bad_slurm_options_are_refused_with_the_reason(
     assert done.returncode == 2, done.stderr
     assert said in done.stderr.replace("\n", " ")
     assert our_jobs() == []
+
+
+def test_a_world_is_one_allocation_whose_tasks_are_its_ranks(
+    slurm_cluster: Path, manifests: Path, tmp_path: Path
+) -> None:
+    command = _command(tmp_path, manifests, "--batch-sizes", "1", "--world-sizes", "2",
+                       "--phases", "train", "--iterations", "4")  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (row,) = pd.read_parquet(tmp_path / "run" / "results.parquet").to_dict("records")
+    assert (row["status"], row["world_size"], row["world_placement"]) == ("ok", 2, "slurm")
+    assert row["scheduler_job"].startswith("slurm:")  # both ranks: one job
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())["agents"]["fake~w2"]
+    assert len({rank["address"] for rank in meta["ranks"]}) == 2
+    assert our_jobs() == []
+
+
+@pytest.mark.agent
+def test_real_agents_and_a_torch_world_through_slurm(slurm_cluster: Path, tmp_path: Path) -> None:
+    base = [str(COLLECTOR), "run", "--launcher", "slurm", "--store", str(tmp_path / "db")]
+    single = [*base, "--agents", "torch-cpu,jax-cpu", "--workloads", "gemm,resnet18",
+              "--phases", "infer", "--batch-sizes", "1", "--param", "m=256", "--param", "n=256",
+              "--param", "k=256", "--param", "image_size=64", "--iterations", "3",
+              "--min-seconds", "0", "--out", str(tmp_path / "single")]  # fmt: skip
+    world = [*base, "--agents", "torch-cpu", "--workloads", "allreduce,lenet", "--phases",
+             "train", "--batch-sizes", "8", "--world-sizes", "2", "--iterations", "3",
+             "--out", str(tmp_path / "world")]  # fmt: skip
+    for command, out in ((single, "single"), (world, "world")):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1200)
+        assert done.returncode == 0, done.stderr[-3000:]
+        rows = pd.read_parquet(tmp_path / out / "results.parquet")
+        assert set(rows["status"]) == {"ok"} and set(rows["launcher"]) == {"slurm"}
+        assert rows["scheduler_job"].str.startswith("slurm:").all()
+    assert set(rows["world_size"]) == {2} and set(rows["dist_backend"]) == {"gloo"}
+    assert our_jobs() == []

@@ -23,6 +23,7 @@ import json
 import os
 import resource
 import signal
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -130,7 +131,8 @@ def _watch_parent(pid: int, stop: threading.Event) -> None:
 
 def _write_ports(path: Path, grpc_port: int, metrics_port: int) -> None:
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"grpc": grpc_port, "metrics": metrics_port, "pid": os.getpid()}))
+    found = {"grpc": grpc_port, "metrics": metrics_port, "pid": os.getpid()}
+    tmp.write_text(json.dumps({**found, "host": socket.gethostname()}))
     tmp.replace(path)
 
 

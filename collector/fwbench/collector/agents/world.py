@@ -97,7 +97,9 @@ def start_world(
     have joined) and waits until all are healthy; on any failure stops them all and raises."""
     usable = sorted(os.sched_getaffinity(0))
     cpus = rank_cpus(world_size, per_rank_threads, usable)
-    place = launcher.place_world(instance, world_size)
+    place = launcher.place_world(manifest, instance, world_size, per_rank_threads)
+    if not place.pins_cpus:
+        cpus = [[] for _ in range(world_size)]
 
     def one(rank: int) -> AgentHandle:
         environment = {
@@ -107,7 +109,7 @@ def start_world(
             "MASTER_ADDR": place.address,
             "MASTER_PORT": str(place.port),
             PEERS_VARIABLE: ",".join(place.peers),
-            CPUS_VARIABLE: ",".join(map(str, cpus[rank])),
+            **({CPUS_VARIABLE: ",".join(map(str, cpus[rank]))} if place.pins_cpus else {}),
         }
         return launcher.start(manifest, f"{instance}-rank{rank}", per_rank_threads, environment)
 

@@ -21,7 +21,7 @@ from fwbench.collector.agents.launchers import (
 )
 from fwbench.collector.agents.launchers.attached import attach
 from fwbench.collector.agents.launchers.docker import remove_orphans
-from fwbench.collector.agents.launchers.slurm import cancel_orphans
+from fwbench.collector.agents.launchers.slurm_jobs import cancel_orphans
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import (

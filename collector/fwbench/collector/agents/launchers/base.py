@@ -108,6 +108,9 @@ class Placement:
     peers: list[str]  # HOST:PORT of each rank, in rank order
     kind: str  # world_placement: "local" (processes here), "docker-network", ...
     release: Callable[[], None] = field(default=lambda: None)
+    # Whether the collector pins each rank to CPUs of its own host (FWBENCH_CPUS); a scheduler
+    # binds the ranks it places itself.
+    pins_cpus: bool = True
 
 
 class Launcher(Protocol):
@@ -135,9 +138,13 @@ class Launcher(Protocol):
         way when the run was interrupted). Idempotent; later starts are refused."""
         ...
 
-    def place_world(self, instance: str, size: int) -> Placement:
-        """Where the ranks of world `instance` (NAME~wN) will meet; its ranks are then started
-        as `instance-rankR`. Raises AgentUnavailable when they cannot be placed."""
+    def place_world(
+        self, manifest: AgentManifest, instance: str, size: int, threads: int
+    ) -> Placement:
+        """Where the ranks of world `instance` (NAME~wN) of `manifest`'s agent, `threads` each,
+        will meet; its ranks are then started as `instance-rankR` (a scheduler may have
+        submitted them all at once here, as one allocation). Raises AgentUnavailable when
+        they cannot be placed."""
         ...
 
 

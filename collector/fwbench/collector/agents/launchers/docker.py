@@ -156,7 +156,9 @@ class DockerLauncher:
             network=world or "",
         )
 
-    def place_world(self, instance: str, size: int) -> Placement:
+    def place_world(
+        self, manifest: AgentManifest, instance: str, size: int, threads: int
+    ) -> Placement:
         """A user-defined Docker network per world: each rank its own container (its own
         network namespace, so the same ports in each), reached by container name."""
         run_id = self.settings.run_id

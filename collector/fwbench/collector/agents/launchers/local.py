@@ -130,7 +130,9 @@ class LocalLauncher:
                 self._starting -= 1
                 self._changed.notify_all()
 
-    def place_world(self, instance: str, size: int) -> Placement:
+    def place_world(
+        self, manifest: AgentManifest, instance: str, size: int, threads: int
+    ) -> Placement:
         """Processes on this host: everything on the loopback, on ports free now."""
         return Placement(
             "127.0.0.1",

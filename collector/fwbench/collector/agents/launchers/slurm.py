@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shlex
 import socket
 import subprocess
@@ -31,73 +32,26 @@ from fwbench.collector.agents.launchers.base import (
     LauncherKind,
     LaunchSettings,
     Placement,
-    free_port,
-    process_exists,
+)
+from fwbench.collector.agents.launchers.slurm_jobs import (
+    COMMENT_PREFIX,
+    POLL_SECONDS,
+    cancel_jobs,
+    cancel_run_jobs,
+    job_state,
+    slurm_command,
 )
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.security import AGENT_VARIABLES
 
-COMMENT_PREFIX = "fwbench"  # job comment: fwbench:HOST:PID:RUN_ID
 # sbatch options the launcher sets itself; --slurm cannot override them.
 RESERVED = frozenset({"parsable", "job-name", "output", "comment", "wrap", "export"})
-POLL_SECONDS = 0.5
 # An agent job ends itself when no call has reached it for ORPHAN_SECONDS (runtime/orphan.py):
 # the collector calls each of its agents' health service every KEEPALIVE_SECONDS while the run
 # lasts, so a collector killed outright leaves no job behind for longer than that.
 ORPHAN_SECONDS = 30.0
 KEEPALIVE_SECONDS = 5.0
-
-
-def _slurm(*args: str, timeout: float = 30) -> str:
-    """A Slurm command's stdout; raises AgentUnavailable with its stderr when it fails."""
-    try:
-        done = subprocess.run(args, capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise AgentUnavailable(f"{args[0]} failed: {error}") from None
-    if done.returncode != 0:
-        raise AgentUnavailable(f"{' '.join(args[:2])} failed: {done.stderr.strip()[:500]}")
-    return done.stdout.strip()
-
-
-def job_state(job_id: str) -> str:
-    """RUNNING, PENDING, ... or "" once Slurm no longer lists the job (it ended)."""
-    try:
-        return _slurm("squeue", "-h", "-j", job_id, "-o", "%T")
-    except AgentUnavailable:
-        return ""
-
-
-def cancel_jobs(job_ids: list[str]) -> None:
-    if job_ids:
-        subprocess.run(["scancel", *job_ids], capture_output=True, timeout=30, check=False)
-
-
-def _our_jobs(chosen: Any) -> list[str]:
-    try:
-        listed = _slurm("squeue", "-h", "-o", "%i|%k")
-    except AgentUnavailable:
-        return []  # no cluster reachable: nothing of ours can be running there
-    jobs = []
-    for line in listed.splitlines():
-        job_id, _, comment = line.partition("|")
-        parts = comment.split(":")
-        if len(parts) == 4 and parts[0] == COMMENT_PREFIX and chosen(*parts[1:]):
-            jobs.append(job_id.strip())
-    return jobs
-
-
-def cancel_run_jobs(run_id: str) -> None:
-    cancel_jobs(_our_jobs(lambda host, pid, run: run == run_id))
-
-
-def cancel_orphans() -> None:
-    """Cancels jobs that collectors on this host submitted and that outlived them."""
-
-    def orphaned(host: str, pid: str, run: str) -> bool:
-        return host == socket.gethostname() and pid.isdigit() and not process_exists(int(pid))
-
-    cancel_jobs(_our_jobs(orphaned))
 
 
 @dataclass
@@ -151,6 +105,8 @@ class SlurmLauncher:
         self.settings = settings
         self._closed = threading.Event()
         self._started: list[SlurmAgent] = []
+        # World instance -> (its job, the folder of its ranks' ports files, its environment).
+        self._worlds: dict[str, tuple[str, Path, AgentEnvironment | ExistingEnvironment]] = {}
         self._keepalive = threading.Thread(target=self._keep_alive, daemon=True)
         self._keepalive.start()
 
@@ -163,16 +119,10 @@ class SlurmLauncher:
                 except Exception:  # noqa: BLE001 (a stopped agent's closed channel)
                     self._started.remove(handle)
 
-    def start(
-        self,
-        manifest: AgentManifest,
-        instance: str,
-        threads: int,
-        extra_environment: Mapping[str, str] | None = None,
-    ) -> AgentHandle:
-        if self._closed.is_set():
-            raise AgentUnavailable(f"not submitting {instance}: the run is ending")
-        name = instance or manifest.name
+    def _environment(
+        self, manifest: AgentManifest, threads: int, extra: Mapping[str, str] | None = None
+    ) -> tuple[AgentEnvironment | ExistingEnvironment, dict[str, str]]:
+        """The agent's environment (made or checked) and the variables its job exports."""
         python = self.settings.pythons.get(manifest.name) or self.settings.pythons.get("")
         env: AgentEnvironment | ExistingEnvironment
         env = ExistingEnvironment(manifest, Path(python)) if python else environment_for(manifest)
@@ -182,24 +132,50 @@ class SlurmLauncher:
             variables.update(env.variables())
         if threads:
             variables["FWBENCH_THREADS"] = str(threads)
-        variables.update(extra_environment or {})
-        ports = scratch_folder("ports") / "ports.json"
+        variables.update(extra or {})
+        return env, variables
+
+    def start(
+        self,
+        manifest: AgentManifest,
+        instance: str,
+        threads: int,
+        extra_environment: Mapping[str, str] | None = None,
+    ) -> AgentHandle:
+        """One agent, its own job; or, for a rank of a world place_world submitted, that
+        rank of the world's job (`instance` is WORLD-rankR)."""
+        if self._closed.is_set():
+            raise AgentUnavailable(f"not submitting {instance}: the run is ending")
+        name = instance or manifest.name
+        world, _, rank = name.rpartition("-rank")
         suffix = f"-threads{threads}" if threads else ""
+        log = self.settings.log_dir / f"{name}{suffix}.log"
+        if world in self._worlds:
+            job, folder, env = self._worlds[world]
+            ports = folder / f"ports-{rank}.json"
+            log = self.settings.log_dir / f"{world}.log"
+        else:
+            env, variables = self._environment(manifest, threads, extra_environment)
+            ports = scratch_folder("ports") / "ports.json"
+            command = _agent_command(env.python, manifest, ports)
+            script = [*_exports(variables), "exec " + shlex.join(command)]
+            job = self._submit(name, "\n".join(script) + "\n", log)
         handle = SlurmAgent(
             name=name,
             address="",
             client=AgentClient(name, "unset"),
             manifest=manifest,
             threads=threads,
-            log_path=self.settings.log_dir / f"{name}{suffix}.log",
+            log_path=log,
             python=env.python,
             existing=isinstance(env, ExistingEnvironment),
+            job_id=job,
         )
-        script = _script(env.python, manifest, ports, variables)
-        handle.job_id = self._submit(name, script, self.settings.log_dir / f"{name}{suffix}.log")
         try:
             found = self._wait_for_ports(handle, ports)
-            handle.node = _slurm("squeue", "-h", "-j", handle.job_id, "-o", "%N")
+            handle.node = str(found.get("host") or "") or slurm_command(
+                "squeue", "-h", "-j", job, "-o", "%N"
+            )
             handle.address = f"{handle.node}:{found['grpc']}"
             if found.get("metrics"):
                 handle.metrics_address = f"{handle.node}:{found['metrics']}"
@@ -211,12 +187,13 @@ class SlurmLauncher:
         self._started.append(handle)
         return handle
 
-    def _submit(self, name: str, script: str, log: Path) -> str:
+    def _submit(self, name: str, script: str, log: Path, extra: list[str] | None = None) -> str:
         run_id = self.settings.run_id
         comment = f"{COMMENT_PREFIX}:{socket.gethostname()}:{os.getpid()}:{run_id}"
         options = [f"--{option}" for option in self.settings.slurm_options]
         command = ["sbatch", "--parsable", f"--job-name=fwbench-{run_id}-{name}"]
-        command += [f"--output={log}", f"--comment={comment}", "--export=NONE", *options]
+        command += [f"--output={log}", f"--comment={comment}", "--export=NONE"]
+        command += [*(extra or []), *options]
         try:
             done = subprocess.run(
                 command, input=script, capture_output=True, text=True, timeout=60, check=False
@@ -243,10 +220,40 @@ class SlurmLauncher:
         why = "the run is ending" if self._closed.is_set() else "did not start in time"
         raise AgentUnavailable(f"agent {handle.name} {why}: {handle.exit_reason()}")
 
-    def place_world(self, instance: str, size: int) -> Placement:
-        raise AgentUnavailable(
-            f"{instance}: worlds of several ranks are not scheduled by Slurm yet (one allocation "
-            "for all ranks is the next step: docs/cluster.md); use --launcher local or docker"
+    def place_world(
+        self, manifest: AgentManifest, instance: str, size: int, threads: int
+    ) -> Placement:
+        """One batch job for all the world's ranks, so that they are co-scheduled: one
+        allocation of `size` tasks, one srun step whose tasks start the agent with torchrun's
+        variables from Slurm's (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS; rendezvous on the
+        allocation's first node). Each rank's start() then waits for its own ports file."""
+        if self._closed.is_set():
+            raise AgentUnavailable(f"not submitting {instance}: the run is ending")
+        env, variables = self._environment(manifest, threads)
+        folder = scratch_folder("ports")
+        port = random.randint(20000, 39999)  # on a node the collector cannot probe
+        agent = _agent_command(env.python, manifest, Path("PORTS"))
+        task = shlex.join(agent).replace("PORTS", f"{folder}/ports-$SLURM_PROCID.json")
+        rank_env = (
+            "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
+            f'MASTER_ADDR="$1" MASTER_PORT={port}; exec {task}'
+        )
+        script = [
+            *_exports(variables),
+            'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+            f'exec srun --kill-on-bad-exit=1 /bin/sh -c {shlex.quote(rank_env)} sh "$first"',
+        ]
+        log = self.settings.log_dir / f"{instance}.log"
+        extra = [f"--ntasks={size}", *([f"--cpus-per-task={threads}"] if threads else [])]
+        job = self._submit(instance, "\n".join(script) + "\n", log, extra)
+        self._worlds[instance] = (job, folder, env)
+        return Placement(
+            "(the allocation's first node)",
+            port,
+            [],
+            "slurm",
+            release=lambda: cancel_jobs([job]),
+            pins_cpus=False,  # Slurm places and binds its tasks
         )
 
     def close(self) -> None:
@@ -254,25 +261,27 @@ class SlurmLauncher:
         cancel_run_jobs(self.settings.run_id)
 
 
-def _script(
-    python: Path, manifest: AgentManifest, ports: Path, variables: Mapping[str, str]
-) -> str:
-    """The batch script: the agent's variables, then the agent, listening on every address of
-    its node (the collector is elsewhere)."""
-    lines = ["#!/bin/sh"]
-    lines += [
+def _exports(variables: Mapping[str, str]) -> list[str]:
+    """The batch script's first lines: the collector's PATH (for Slurm's own commands; the job
+    gets no other variable of the collector's: --export=NONE), then the agent's variables
+    (never the collector's secrets)."""
+    path = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
+    return ["#!/bin/sh", f"export PATH={shlex.quote(path)}"] + [
         f"export {key}={shlex.quote(value)}"
         for key, value in variables.items()
         if key not in AGENT_VARIABLES
     ]
-    command = [
+
+
+def _agent_command(python: Path, manifest: AgentManifest, ports: Path) -> list[str]:
+    """The agent, listening on every address of its node (the collector is elsewhere), ending
+    itself when its collector is gone."""
+    return [
         str(python), "-P", "-m", "fwbench.runtime.cli", "--plugin", manifest.plugin,
         "--name", manifest.name, "--variant", manifest.variant, "--host", "0.0.0.0",
         "--port", "0", "--metrics-port", "0", "--ports-file", str(ports),
         "--orphan-seconds", f"{ORPHAN_SECONDS:g}",
     ]  # fmt: skip
-    lines.append("exec " + shlex.join(command))
-    return "\n".join(lines) + "\n"
 
 
-__all__ = ["SlurmAgent", "SlurmLauncher", "cancel_orphans", "free_port"]
+__all__ = ["SlurmAgent", "SlurmLauncher"]
