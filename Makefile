@@ -110,7 +110,7 @@ test: lint test-plugins test-main
 # the example agent as a process).
 test-fast: lint
 	$(BIN)/pytest -m "not agent and not docker" tests/collector tests/runtime tests/spec tests/faults \
-		tests/conformance tests/examples tests/distributed
+		tests/conformance tests/examples tests/distributed tests/cluster
 
 bench: setup
 	$(BIN)/python tests/benchmarks/bench_harness.py

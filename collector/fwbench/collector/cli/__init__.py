@@ -14,6 +14,7 @@ import typer
 from fwbench.collector import __version__
 from fwbench.collector.cli import agents, analysis, calibrate, conformance, doctor, results, run
 from fwbench.collector.cli.images import images_app
+from fwbench.collector.cli.k8s import k8s_app
 
 app = typer.Typer(no_args_is_help=True, help=__doc__)
 
@@ -50,5 +51,6 @@ app.command()(results.results)
 app.command()(analysis.compare)
 app.command()(analysis.report)
 app.add_typer(images_app, name="images")
+app.add_typer(k8s_app, name="k8s")
 app.command()(results.schema)
 app.command()(calibrate.calibrate)

@@ -1,0 +1,59 @@
+"""`collector k8s render`: Kubernetes manifests for agents and distributed worlds, to apply to
+a cluster with kubectl (docs/cluster.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+
+from fwbench.collector.cli.common import ManifestDirs, fail, fail_with, load_manifests
+from fwbench.collector.cli.worlds import parse_world_sizes
+from fwbench.collector.cluster.kubernetes import PodShape, render
+from fwbench.collector.images.build import image_tag
+from fwbench.collector.run.metadata import new_run_id
+from fwbench.collector.run.plan import SelectionError, split_list
+
+k8s_app = typer.Typer(help="Kubernetes: manifests for agents and worlds (docs/cluster.md).")
+
+
+@k8s_app.command("render")
+def render_manifests(
+    agents: Annotated[str, typer.Option(help="Comma-separated agent names.")],
+    world_sizes: Annotated[
+        str, typer.Option(help="World sizes (pods per world), e.g. 1,2; default: 1.")
+    ] = "1",
+    cpus: Annotated[int, typer.Option(min=1, help="Whole CPUs per pod (requests = limits).")] = 1,
+    memory: Annotated[str, typer.Option(help="Memory per pod (requests = limits).")] = "4Gi",
+    registry: Annotated[
+        str, typer.Option(help="Registry prefix of the agents' images, e.g. registry.example/")
+    ] = "",
+    namespace: Annotated[str, typer.Option(help="Namespace of every object.")] = "default",
+    run_id: Annotated[str, typer.Option(help="Run id in names and labels (default: new).")] = "",
+    pod_monitor: Annotated[
+        bool, typer.Option(help="Add a Prometheus Operator PodMonitor for the agents.")
+    ] = False,
+    out: Annotated[Path | None, typer.Option(help="YAML file (default: stdout).")] = None,
+    manifests: ManifestDirs = None,
+) -> None:
+    """Print (or write) an Indexed Job and a headless Service per agent and world size."""
+    declared = load_manifests(manifests)
+    names = split_list(agents)
+    unknown = [name for name in names if name not in declared] or ([] if names else [""])
+    if unknown:  # this host's GPUs do not matter: the pods run on the cluster's nodes
+        fail(f"unknown agent {unknown[0]!r}; declared agents: {', '.join(declared)}")
+    try:
+        sizes = parse_world_sizes(world_sizes, None, "0") or (1,)
+    except SelectionError as error:
+        fail_with(error)
+    chosen = [(declared[name], registry + image_tag(declared[name])) for name in names]
+    objects = render(chosen, run_id or new_run_id(), sizes, PodShape(cpus, memory), namespace,
+                     pod_monitor)  # fmt: skip
+    text = yaml.safe_dump_all(objects, sort_keys=False)
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text)
+        typer.echo(f"wrote {len(objects)} objects to {out}", err=True)

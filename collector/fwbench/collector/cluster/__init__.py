@@ -1,0 +1,1 @@
+"""Placing agents on cluster schedulers the collector does not run itself (docs/cluster.md)."""

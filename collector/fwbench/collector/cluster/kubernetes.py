@@ -1,0 +1,169 @@
+"""Kubernetes manifests for agents and distributed worlds (`collector k8s render`,
+docs/cluster.md): per agent and world size, an Indexed Job (one pod per rank; a single agent is
+a world of one) and the headless Service its pods' stable hostnames live under, so every rank
+reaches rank 0 at JOB-0.SERVICE; optionally a Prometheus Operator PodMonitor.
+
+What each pod is told: torchrun's variables (WORLD_SIZE; RANK from the Job's completion index;
+MASTER_ADDR = rank 0's hostname; MASTER_PORT), FWBENCH_PEERS (every rank's hostname and peer
+port, for TensorFlow's TF_CONFIG), FWBENCH_THREADS = its whole CPUs. CPU requests equal limits
+in whole cores (the kubelet's static CPU manager then gives the pod exclusive cores, in the
+Guaranteed QoS class: memory request = limit too); CUDA agents get `nvidia.com/gpu` limits.
+Labels name the run and agent, so a launcher can find and delete what it made."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from fwbench.collector.agents.manifest import AgentManifest
+
+RUN_LABEL = "fwbench.io/run"
+AGENT_LABEL = "fwbench.io/agent"
+WORLD_LABEL = "fwbench.io/world-size"
+RENDEZVOUS_PORT = 29500  # MASTER_PORT, on rank 0's pod
+PEER_PORT = 29501  # each rank's own (FWBENCH_PEERS)
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+
+@dataclass(frozen=True)
+class PodShape:
+    """What each rank's pod asks for."""
+
+    cpus: int = 1  # whole cores: requests = limits
+    memory: str = "4Gi"
+    gpus: int = 0  # nvidia.com/gpu per pod (CUDA agents: at least 1)
+
+
+def dns_name(text: str) -> str:
+    """A DNS-1123 label: lower-case letters, digits and '-', at most 63 characters."""
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    return name[:63].rstrip("-") or "fwbench"
+
+
+def world_objects(
+    manifest: AgentManifest,
+    image: str,
+    run_id: str,
+    world_size: int,
+    shape: PodShape,
+    namespace: str = "default",
+) -> list[dict[str, Any]]:
+    """The Service and Indexed Job of one agent as a world of `world_size` pods."""
+    # A pod's hostname is JOB-INDEX: leave room for the index within DNS's 63 characters.
+    name = dns_name(f"fwbench-{run_id}-{manifest.name}-w{world_size}")[:56].rstrip("-")
+    labels = {
+        "app.kubernetes.io/name": "fwbench-agent",
+        "app.kubernetes.io/managed-by": "fwbench",
+        RUN_LABEL: dns_name(run_id),
+        AGENT_LABEL: dns_name(manifest.name),
+        WORLD_LABEL: str(world_size),
+    }
+    ports = [
+        {"name": "grpc", "port": manifest.grpc_port},
+        {"name": "metrics", "port": manifest.metrics_port},
+        {"name": "rendezvous", "port": RENDEZVOUS_PORT},
+        {"name": "peer", "port": PEER_PORT},
+    ]
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "clusterIP": "None",  # headless: one DNS record per pod, JOB-INDEX.SERVICE
+            "selector": {"job-name": name},
+            "ports": [{"name": p["name"], "port": p["port"], "protocol": "TCP"} for p in ports],
+            "publishNotReadyAddresses": True,  # ranks meet before they report ready
+        },
+    }
+    peers = ",".join(f"{name}-{rank}.{name}:{PEER_PORT}" for rank in range(world_size))
+    gpu = {"nvidia.com/gpu": str(shape.gpus)} if shape.gpus else {}
+    resources = {"cpu": str(shape.cpus), "memory": shape.memory, **gpu}
+    env: list[dict[str, Any]] = [
+        {"name": "WORLD_SIZE", "value": str(world_size)},
+        {
+            "name": "RANK",
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}},
+        },
+        {"name": "LOCAL_RANK", "value": "0"},  # one rank per pod
+        {"name": "MASTER_ADDR", "value": f"{name}-0.{name}"},
+        {"name": "MASTER_PORT", "value": str(RENDEZVOUS_PORT)},
+        {"name": "FWBENCH_PEERS", "value": peers},
+        {"name": "FWBENCH_THREADS", "value": str(shape.cpus)},
+        {"name": "FWBENCH_HOST", "value": "0.0.0.0"},
+    ]
+    if world_size == 1:  # an agent alone: no distributed runtime
+        env = [e for e in env if e["name"] in ("FWBENCH_THREADS", "FWBENCH_HOST")]
+    container = {
+        "name": "agent",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": env,
+        "ports": [{"name": p["name"], "containerPort": p["port"]} for p in ports],
+        "resources": {"requests": resources, "limits": dict(resources)},
+        "readinessProbe": {
+            "grpc": {"port": manifest.grpc_port},
+            "periodSeconds": 5,
+        },
+        "securityContext": {"allowPrivilegeEscalation": False},
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": world_size,
+            "parallelism": world_size,  # every rank at once: they wait for each other
+            "backoffLimit": 0,  # a failed rank fails the world; the collector starts a new one
+            "template": {
+                "metadata": {
+                    "labels": dict(labels),
+                    "annotations": {
+                        "prometheus.io/scrape": "true",
+                        "prometheus.io/port": str(manifest.metrics_port),
+                        "prometheus.io/path": "/metrics",
+                    },
+                },
+                "spec": {
+                    "subdomain": name,  # the headless Service: stable pod hostnames
+                    "restartPolicy": "Never",
+                    "containers": [container],
+                },
+            },
+        },
+    }
+    return [service, job]
+
+
+def pod_monitor(run_id: str, namespace: str = "default") -> dict[str, Any]:
+    """A Prometheus Operator PodMonitor scraping every agent pod of the run."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": {"name": dns_name(f"fwbench-{run_id}"), "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {RUN_LABEL: dns_name(run_id)}},
+            "podMetricsEndpoints": [{"port": "metrics", "path": "/metrics", "interval": "5s"}],
+        },
+    }
+
+
+def render(
+    agents: Iterable[tuple[AgentManifest, str]],
+    run_id: str,
+    world_sizes: Iterable[int],
+    shape: PodShape,
+    namespace: str = "default",
+    monitor: bool = False,
+) -> list[dict[str, Any]]:
+    """Every object for these agents (manifest, image) in every world size."""
+    sizes = list(world_sizes) or [1]
+    objects = []
+    for manifest, image in agents:
+        gpus = max(shape.gpus, 1) if manifest.requires_gpu else shape.gpus
+        own = PodShape(shape.cpus, shape.memory, gpus)
+        for size in sizes:
+            objects += world_objects(manifest, image, run_id, size, own, namespace)
+    return [*objects, pod_monitor(run_id, namespace)] if monitor else objects

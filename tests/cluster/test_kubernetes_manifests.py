@@ -1,0 +1,85 @@
+"""`collector k8s render`: the manifests for one agent and for a 2-rank world validate offline
+against Kubernetes' own API schemas (kubernetes-validate bundles them; strict: no unknown
+field passes), and say what a rank needs: torchrun's variables with the rank from the Indexed
+Job's completion index, rank 0's stable hostname under the headless Service, whole-core CPU
+requests equal to limits, GPUs for CUDA agents, scrape annotations and the run's labels."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+COLLECTOR = Path(sys.executable).with_name("collector")
+KUBERNETES = "1.33.0"  # a current release; the schemas ship with kubernetes-validate
+
+
+def _render(*args: str) -> list[dict]:
+    done = subprocess.run(
+        [str(COLLECTOR), "k8s", "render", *args], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return list(yaml.safe_load_all(done.stdout))
+
+
+def _env(job: dict) -> dict[str, object]:
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+@pytest.mark.parametrize("world_sizes", ["1", "2", "1,2"])
+def test_every_object_validates_strictly_offline(world_sizes: str) -> None:
+    objects = _render("--agents", "torch-cpu,tf-mkl", "--world-sizes", world_sizes,
+                      "--run-id", "r1", "--cpus", "2")  # fmt: skip
+    assert len(objects) == 2 * 2 * len(world_sizes.split(","))
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+
+
+def test_a_world_meets_at_rank_zeros_stable_hostname() -> None:
+    service, job = _render("--agents", "torch-cpu", "--world-sizes", "2", "--run-id", "r1")
+    name = job["metadata"]["name"]
+    assert service["spec"]["clusterIP"] == "None" and service["metadata"]["name"] == name
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 2, 2)
+    assert spec["template"]["spec"]["subdomain"] == name
+    env = _env(job)
+    assert env["WORLD_SIZE"] == "2" and env["MASTER_ADDR"] == f"{name}-0.{name}"
+    assert "job-completion-index" in str(env["RANK"])
+    assert env["FWBENCH_PEERS"] == f"{name}-0.{name}:29501,{name}-1.{name}:29501"
+    labels = spec["template"]["metadata"]["labels"]
+    assert labels["fwbench.io/run"] == "r1" and labels["fwbench.io/agent"] == "torch-cpu"
+    annotations = spec["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+
+
+def test_resources_are_guaranteed_whole_cores_and_gpus_for_cuda_agents() -> None:
+    _, job = _render("--agents", "torch-cu12", "--cpus", "4", "--memory", "8Gi")
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    resources = container["resources"]
+    assert resources["requests"] == resources["limits"]  # Guaranteed QoS: static CPU manager
+    assert resources["limits"] == {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}
+    assert "WORLD_SIZE" not in _env(job) and _env(job)["FWBENCH_THREADS"] == "4"
+    kubernetes_validate.validate(job, KUBERNETES, strict=True)
+
+
+def test_a_pod_monitor_selects_the_runs_agents() -> None:
+    *_, monitor = _render("--agents", "torch-cpu", "--run-id", "r1", "--pod-monitor")
+    assert (monitor["apiVersion"], monitor["kind"]) == ("monitoring.coreos.com/v1", "PodMonitor")
+    assert monitor["spec"]["selector"]["matchLabels"] == {"fwbench.io/run": "r1"}
+    assert monitor["spec"]["podMetricsEndpoints"][0]["port"] == "metrics"
+
+
+def test_unknown_agents_and_sizes_are_refused() -> None:
+    cases = (
+        (("--agents", "nope"), "unknown agent"),
+        (("--agents", "torch-cpu", "--world-sizes", "0"), "invalid world size"),
+    )
+    for args, said in cases:
+        done = subprocess.run([str(COLLECTOR), "k8s", "render", *args], capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 2 and said in done.stderr
