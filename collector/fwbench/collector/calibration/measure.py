@@ -5,6 +5,7 @@ and STREAM-triad memory bandwidth at the same thread counts. Every figure keeps 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -42,12 +43,13 @@ class Effort:
     gemm_repetitions: int
     triad_elements: int  # per array; 0 = four times the last-level cache, 128 MiB at least
     triad_repetitions: int
+    gemm_rounds: int  # every GEMM probe again this many times, in turn; the best kept
     other_pythons: bool = True  # try PyTorch in the interpreters given
 
 
 EFFORTS = {
-    "full": Effort("full", 2048, 0.3, 3, 0, 5),
-    "quick": Effort("quick", 128, 0.0, 2, 1 << 16, 2, other_pythons=False),
+    "full": Effort("full", 2048, 0.3, 3, 0, 5, 2),
+    "quick": Effort("quick", 128, 0.0, 2, 1 << 16, 2, 1, other_pythons=False),
 }
 
 
@@ -96,7 +98,7 @@ def gemm_trials(pythons: list[Path], effort: Effort) -> list[dict[str, Any]]:
     if effort.other_pythons:
         runs += [(p, "torch", TORCH_DTYPES) for p in pythons if has_torch(p)]
     trials = []
-    for python, library, dtypes in runs:
+    for _, (python, library, dtypes) in itertools.product(range(effort.gemm_rounds), runs):
         for threads in thread_counts():
             arguments = ["gemm", "--library", library, "--dtypes", ",".join(dtypes)]
             arguments += ["--max-size", str(effort.max_size)]
@@ -137,10 +139,11 @@ def measure(pythons: list[Path], effort: Effort) -> dict[str, Any]:
         "gemm_trials": trials,
         "bandwidth": bandwidth,
         "method": {
-            "gemm": "square C = A @ B, size doubled from 256 until one product takes "
-            f"{probe.MIN_CALL_SECONDS} s (at most {effort.max_size}); one untimed call, then "
-            f"at least {effort.gemm_repetitions} timed and {effort.gemm_seconds} s; fastest "
-            "gives 2 n^3 / s; best library per dtype and thread count",
+            "gemm": "square C = A @ B; at each size one untimed call, then at least "
+            f"{effort.gemm_repetitions} timed and {effort.gemm_seconds} s, the fastest giving "
+            "2 n^3 / s; size doubled from 256 while that grows by more than "
+            f"{probe.GROWTH:.0%} (at most {effort.max_size}); {effort.gemm_rounds} rounds of "
+            "every library and thread count; best per dtype and thread count",
             "triad": "a = b + s * c, float64, one contiguous part per thread, blocks of "
             f"{probe.BLOCK} elements with a cached temporary; 24 bytes counted per element "
             "(b, c read, a written; write-allocate not counted); fastest of "
