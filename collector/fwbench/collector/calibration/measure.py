@@ -27,6 +27,7 @@ BLAS_THREAD_VARIABLES = (
 )
 NUMPY_DTYPES = ("float32", "float64")
 TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
+ONEDNN_DTYPES = ("float32", "bfloat16")  # oneDNN has no float64; float16 only on some CPUs
 
 
 class CalibrationError(RuntimeError):
@@ -93,10 +94,12 @@ def has_torch(python: Path) -> bool:
 
 
 def gemm_trials(pythons: list[Path], effort: Effort) -> list[dict[str, Any]]:
-    """Every GEMM measured: NumPy in this Python, PyTorch in each of `pythons` that has it."""
+    """Every GEMM measured: NumPy in this Python; PyTorch's BLAS and oneDNN in each of `pythons`
+    that has PyTorch."""
     runs: list[tuple[Path, str, tuple[str, ...]]] = [(Path(sys.executable), "numpy", NUMPY_DTYPES)]
     if effort.other_pythons:
-        runs += [(p, "torch", TORCH_DTYPES) for p in pythons if has_torch(p)]
+        for python in filter(has_torch, pythons):
+            runs += [(python, "torch", TORCH_DTYPES), (python, "onednn", ONEDNN_DTYPES)]
     trials = []
     for _, (python, library, dtypes) in itertools.product(range(effort.gemm_rounds), runs):
         for threads in thread_counts():

@@ -4,7 +4,8 @@ agent environment's with PyTorch): it imports nothing of fwbench and prints one 
     python probe.py gemm --library numpy --threads 2 --dtypes float32,float64 --max-size 2048
     python probe.py triad --threads 2 --elements 16777216 --repetitions 5
 
-gemm: C = A @ B on square matrices with the library's own GEMM (NumPy's BLAS; torch.mm). At
+gemm: C = A @ B on square matrices with the library's own GEMM (NumPy's BLAS; torch.mm; oneDNN
+through PyTorch, which computes A @ B^T: the same 2 n^3 FLOPs). At
 each size, from 256, one untimed call, then products are timed until both --repetitions and
 --seconds are reached, and the fastest gives FLOP/s = 2 n^3 / seconds. The size doubles while
 that rate grows by more than GROWTH over the best size's (up to --max-size): it stops where a
@@ -70,9 +71,28 @@ def _gemm_torch(dtype: str, size: int) -> tuple[Any, str]:
     return (lambda: torch.mm(a, b, out=c)), f"torch {torch.__version__}"
 
 
+def _gemm_onednn(dtype: str, size: int) -> tuple[Any, str]:
+    """oneDNN's GEMM through PyTorch (its inner product, A @ B^T, on oneDNN tensors): the JIT
+    kernels that PyTorch's convolutions use, faster than its BLAS on some CPUs (AMD's, for
+    MKL). Checked against torch.mm once, so a wrong product fails the calibration."""
+    torch = _torch()
+    if not torch.backends.mkldnn.is_available():
+        raise RuntimeError("this PyTorch has no oneDNN")
+    generator = torch.Generator().manual_seed(0)
+    kind = getattr(torch, dtype)
+    a = torch.randn((size, size), generator=generator).to(kind)
+    b = torch.randn((size, size), generator=generator).to(kind)
+    a_dnn, b_dnn = a.to_mkldnn(), b.to_mkldnn()
+    linear = torch._C._nn.mkldnn_linear
+    expected = torch.mm(a[:8].float(), b.float().t())
+    if not torch.allclose(linear(a_dnn, b_dnn, None).to_dense()[:8].float(), expected, 0.05, 0.5):
+        raise RuntimeError(f"oneDNN's {dtype} product differs from torch.mm's")
+    return (lambda: linear(a_dnn, b_dnn, None)), f"torch {torch.__version__} oneDNN"
+
+
 def gemm(library: str, threads: int, dtype: str, max_size: int, reps: int, seconds: float) -> Any:
-    make = _gemm_torch if library == "torch" else _gemm_numpy
-    if library == "torch":
+    make = {"torch": _gemm_torch, "onednn": _gemm_onednn}.get(library, _gemm_numpy)
+    if library in ("torch", "onednn"):
         _torch().set_num_threads(threads)
     size, best, rates = min(256, max_size), 0.0, {}
     found: dict[str, Any] = {}
@@ -154,7 +174,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
     g = sub.add_parser("gemm")
-    g.add_argument("--library", choices=["numpy", "torch"], required=True)
+    g.add_argument("--library", choices=["numpy", "torch", "onednn"], required=True)
     g.add_argument("--threads", type=int, required=True)
     g.add_argument("--dtypes", required=True)
     g.add_argument("--max-size", type=int, default=2048)
