@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,12 +41,15 @@ def fake_calibration(calibration_id: str, peak: float) -> dict[str, Any]:
         "effort": "quick",
         "peak_flops": {
             dtype: {
-                "1": {"flops_per_second": peak, "library": "fake"},
-                "2": {"flops_per_second": 2 * peak, "library": "fake"},
+                "1": {"flops_per_second": peak, "library": "fake", "size": 1},
+                "2": {"flops_per_second": 2 * peak, "library": "fake", "size": 1},
             }
             for dtype in ("float32", "float64")
         },
-        "bandwidth": {"1": {"bytes_per_second": 1e10}, "2": {"bytes_per_second": 2e10}},
+        "bandwidth": {
+            str(threads): {"bytes_per_second": threads * 1e10, "library": "fake", "array_bytes": 0}
+            for threads in (1, 2)
+        },
         "method": {"thread_counts": [1, 2]},
     }
 
@@ -142,6 +146,13 @@ def test_a_run_faster_than_its_calibration_reports_no_fraction_above_one(tmp_pat
     after = json.loads(cached.read_text())
     assert after["observed"] == metadata["calibration"]["observed"]
     assert after["peak_flops"] == fake_calibration("slow-calibration", 1e9)["peak_flops"]
+    listed = subprocess.run(
+        [str(COLLECTOR), "calibrate"], env={**environment(tmp_path), "COLUMNS": "200"},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    assert re.search(rf"raised float32 +│ {threads} ", listed.stdout), listed.stdout
+    assert f"run {metadata['run_id']} cell 1: steady gemm" in listed.stdout
 
 
 def test_a_resumed_run_keeps_its_own_calibration(tmp_path: Path) -> None:
