@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from fwbench.collector.calibration import probe
+from fwbench.collector.calibration import measure, probe
 from fwbench.collector.calibration.cache import cache_path, host_fingerprint
 from fwbench.collector.calibration.ceiling import bandwidth, ceiling_columns, peak_flops
 from fwbench.collector.cli import app
@@ -205,3 +205,26 @@ def test_the_gemm_size_grows_while_the_rate_grows(
     assert found["flops_per_second"] == pytest.approx(
         2 * found["size"] ** 3 / found["best_seconds"]
     )
+
+
+def test_a_failing_onednn_probe_is_recorded_not_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """oneDNN goes through a private PyTorch call: a PyTorch without it leaves a trial with
+    the error, and the other libraries' peaks."""
+
+    def probe_(python: Path, threads: int, arguments: list[str]) -> dict[str, Any]:
+        library = arguments[arguments.index("--library") + 1]
+        if library == "onednn":
+            raise measure.CalibrationError("no mkldnn_linear")
+        rate = {"numpy": 1e9, "torch": 2e9}[library]
+        return {"gemm": [{"library": library, "dtype": "float32", "threads": threads,
+                          "flops_per_second": rate}]}  # fmt: skip
+
+    monkeypatch.setattr(measure, "_probe", probe_)
+    monkeypatch.setattr(measure, "has_torch", lambda python: True)
+    trials = measure.gemm_trials([Path("/agent/python")], measure.EFFORTS["full"])
+    failed = [trial for trial in trials if "error" in trial]
+    rounds, threads = measure.EFFORTS["full"].gemm_rounds, len(measure.thread_counts())
+    assert len(failed) == rounds * threads and len(trials) == 3 * rounds * threads
+    assert {trial["library"] for trial in failed} == {"onednn"}
+    peaks = measure.best_peaks(trials)
+    assert {trial["library"] for trial in peaks["float32"].values()} == {"torch"}

@@ -95,7 +95,8 @@ def has_torch(python: Path) -> bool:
 
 def gemm_trials(pythons: list[Path], effort: Effort) -> list[dict[str, Any]]:
     """Every GEMM measured: NumPy in this Python; PyTorch's BLAS and oneDNN in each of `pythons`
-    that has PyTorch."""
+    that has PyTorch. A oneDNN probe that fails (a PyTorch without it, or without the private
+    call it goes through) is a trial with its error, not a failed calibration."""
     runs: list[tuple[Path, str, tuple[str, ...]]] = [(Path(sys.executable), "numpy", NUMPY_DTYPES)]
     if effort.other_pythons:
         for python in filter(has_torch, pythons):
@@ -107,15 +108,20 @@ def gemm_trials(pythons: list[Path], effort: Effort) -> list[dict[str, Any]]:
             arguments += ["--max-size", str(effort.max_size)]
             arguments += ["--repetitions", str(effort.gemm_repetitions)]
             arguments += ["--seconds", str(effort.gemm_seconds)]
-            for trial in _probe(python, threads, arguments)["gemm"]:
-                trials.append({**trial, "python": str(python)})
+            try:
+                found = _probe(python, threads, arguments)["gemm"]
+            except CalibrationError as error:
+                if library != "onednn":
+                    raise
+                found = [{"library": library, "threads": threads, "error": str(error)}]
+            trials += [{**trial, "python": str(python)} for trial in found]
     return trials
 
 
 def best_peaks(trials: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     """{dtype: {threads: the fastest trial}}: the best library wins per dtype and thread count."""
     peaks: dict[str, dict[str, dict[str, Any]]] = {}
-    for trial in trials:
+    for trial in (trial for trial in trials if "error" not in trial):
         at = peaks.setdefault(trial["dtype"], {})
         key = str(trial["threads"])
         if key not in at or trial["flops_per_second"] > at[key]["flops_per_second"]:
