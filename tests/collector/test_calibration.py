@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from fwbench.collector.calibration import measure, probe
 from fwbench.collector.calibration.cache import cache_path, host_fingerprint
 from fwbench.collector.calibration.ceiling import bandwidth, ceiling_columns, peak_flops
 from fwbench.collector.cli import app
@@ -170,3 +172,59 @@ def test_only_cells_on_this_machines_cpus_get_its_ceiling() -> None:
     for elsewhere in (remote, gpu):  # the CPU calibration is not their ceiling
         assert elsewhere["peak_fraction"] is None and elsewhere["calibration_id"] is None
         assert elsewhere["arithmetic_intensity"] == pytest.approx(intensity)
+
+
+def _sleeping_gemm(rates: dict[int, float]) -> Any:
+    """A stand-in for a library's GEMM whose products take 2 n^3 / rates[n] seconds."""
+
+    def make(dtype: str, size: int) -> tuple[Any, str]:
+        return (lambda: time.sleep(2 * size**3 / rates[size])), "sleeping"
+
+    return make
+
+
+@pytest.mark.parametrize(
+    ("rates", "sizes"),
+    [
+        # Each product is slow (33 ms to 270 ms, as on a loaded machine) but the rate keeps
+        # growing: the size grows to the largest allowed.
+        ({256: 1e9, 512: 4e9, 1024: 16e9, 2048: 64e9}, ["256", "512", "1024", "2048"]),
+        # No faster at 1024 than at 512 (1%, under the 5% asked): 2048 is never tried.
+        ({256: 10e9, 512: 20e9, 1024: 20.2e9, 2048: 80e9}, ["256", "512", "1024"]),
+    ],
+)
+def test_the_gemm_size_grows_while_the_rate_grows(
+    monkeypatch: pytest.MonkeyPatch, rates: dict[int, float], sizes: list[str]
+) -> None:
+    monkeypatch.setattr(probe, "_gemm_numpy", _sleeping_gemm(rates))
+    found = probe.gemm("numpy", 1, "float32", 2048, 3, 0.0)
+    assert list(found["rates_by_size"]) == sizes
+    best = max(found["rates_by_size"].items(), key=lambda item: item[1])
+    assert (str(found["size"]), found["flops_per_second"]) == best
+    assert found["flops_per_second"] == pytest.approx(rates[int(best[0])], rel=0.3)
+    assert found["flops_per_second"] == pytest.approx(
+        2 * found["size"] ** 3 / found["best_seconds"]
+    )
+
+
+def test_a_failing_onednn_probe_is_recorded_not_fatal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """oneDNN goes through a private PyTorch call: a PyTorch without it leaves a trial with
+    the error, and the other libraries' peaks."""
+
+    def probe_(python: Path, threads: int, arguments: list[str]) -> dict[str, Any]:
+        library = arguments[arguments.index("--library") + 1]
+        if library == "onednn":
+            raise measure.CalibrationError("no mkldnn_linear")
+        rate = {"numpy": 1e9, "torch": 2e9}[library]
+        return {"gemm": [{"library": library, "dtype": "float32", "threads": threads,
+                          "flops_per_second": rate}]}  # fmt: skip
+
+    monkeypatch.setattr(measure, "_probe", probe_)
+    monkeypatch.setattr(measure, "has_torch", lambda python: True)
+    trials = measure.gemm_trials([Path("/agent/python")], measure.EFFORTS["full"])
+    failed = [trial for trial in trials if "error" in trial]
+    rounds, threads = measure.EFFORTS["full"].gemm_rounds, len(measure.thread_counts())
+    assert len(failed) == rounds * threads and len(trials) == 3 * rounds * threads
+    assert {trial["library"] for trial in failed} == {"onednn"}
+    peaks = measure.best_peaks(trials)
+    assert {trial["library"] for trial in peaks["float32"].values()} == {"torch"}

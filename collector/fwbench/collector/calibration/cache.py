@@ -1,7 +1,9 @@
 """One calibration per host, cached: a JSON file per host fingerprint (hostname, CPU model,
 logical CPUs, memory) under ~/.cache/fwbench/calibration (or $FWBENCH_CALIBRATION_DIR),
 measured on first use and again on demand (`collector calibrate --force`). A host whose
-fingerprint changed (another CPU count, more memory) is measured afresh."""
+fingerprint changed (another CPU count, more memory) is measured afresh. The ceilings that rows
+of this host raised (ceiling.observe) are kept in the cached file, across `--force` too: a
+later run starts from them."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 
 import psutil
 
+from fwbench.collector.calibration.ceiling import merge_observed
 from fwbench.collector.calibration.measure import EFFORTS, measure
 
 DIR_VARIABLE = "FWBENCH_CALIBRATION_DIR"
@@ -80,9 +83,32 @@ def load_cached(effort: str) -> dict[str, Any] | None:
     return cached
 
 
+def _write(calibration: dict[str, Any]) -> None:
+    """Caches it, written whole, then renamed."""
+    path = cache_path(calibration["fingerprint"], calibration["effort"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(f".{os.getpid()}.tmp")
+    partial.write_text(json.dumps(calibration, indent=1) + "\n")
+    partial.replace(path)
+
+
+def remember_observed(calibration: dict[str, Any]) -> bool:
+    """Adds the ceilings rows raised in `calibration` to this host's cached calibration at its
+    effort, so later runs start from them; whether the cache changed. Nothing for another
+    host's calibration, or when none is cached."""
+    cached = load_cached(str(calibration.get("effort")))
+    if cached is None or calibration.get("fingerprint") != cached["fingerprint"]:
+        return False
+    if not merge_observed(cached, calibration.get("observed", {})):
+        return False
+    _write(cached)
+    return True
+
+
 def calibrate(pythons: list[Path], effort: str) -> dict[str, Any]:
-    """Measures now and caches the result (written whole, then renamed)."""
+    """Measures now and caches the result, with the observed ceilings of the one it replaces."""
     fingerprint = host_fingerprint()
+    before = load_cached(effort) or {}
     measured_at = dt.datetime.now(dt.UTC)
     calibration = {
         "format": FORMAT_VERSION,
@@ -92,11 +118,8 @@ def calibrate(pythons: list[Path], effort: str) -> dict[str, Any]:
         "measured_at": measured_at.isoformat(),
         **measure(pythons, EFFORTS[effort]),
     }
-    path = cache_path(fingerprint, effort)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(f".{os.getpid()}.tmp")
-    partial.write_text(json.dumps(calibration, indent=1) + "\n")
-    partial.replace(path)
+    merge_observed(calibration, before.get("observed", {}))
+    _write(calibration)
     return calibration
 
 

@@ -5,7 +5,9 @@ Thread counts between those measured (one, and every logical CPU) are scaled fro
 peak(t) = max(peak(1), min(t x peak(1), peak(all))), the same for bandwidth. On a machine
 others share, the all-CPU figure can come out below one CPU's; a ceiling is then never below
 what one CPU reached. A row that achieved more than the ceiling (noise, or a library faster
-than those calibrated) has a fraction above 1; it is reported as measured, never clipped."""
+than those calibrated) raises the ceiling instead (observe): the ceiling of a dtype at t threads
+is then the best of the calibrated peak and the best FLOP/s a row of this host reached at t
+threads or fewer, and the calibration records which row that was (docs/calibration.md)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,18 @@ CEILING_COLUMNS = (
     "peak_fraction",
     "bandwidth_bytes_per_second",
     "calibration_id",
+)
+# What an observed ceiling records of the row that set it.
+OBSERVED_FROM = (
+    "cell",
+    "agent",
+    "workload",
+    "phase",
+    "batch_size",
+    "params",
+    "mode",
+    "intra_op_threads",
+    "measure_started_at",
 )
 
 
@@ -32,10 +46,67 @@ def _scaled(by_threads: dict[str, float], threads: int) -> float | None:
     return max(one, min(threads * one, most))
 
 
-def peak_flops(calibration: dict[str, Any], dtype: str, threads: int) -> float | None:
-    """Peak FLOP/s of `dtype` at `threads`, or None when the calibration did not measure it."""
+def calibrated_peak(calibration: dict[str, Any], dtype: str, threads: int) -> float | None:
+    """Peak FLOP/s of `dtype` at `threads` as measured, or None when it was not measured."""
     trials = calibration.get("peak_flops", {}).get(dtype, {})
     return _scaled({t: trial["flops_per_second"] for t, trial in trials.items()}, threads)
+
+
+def observed_peak(calibration: dict[str, Any], dtype: str, threads: int) -> float | None:
+    """The best FLOP/s a row of this host reached in `dtype` at `threads` or fewer (what more
+    threads can do, fewer did), or None."""
+    seen = calibration.get("observed", {}).get(dtype, {})
+    rates = [row["flops_per_second"] for t, row in seen.items() if int(t) <= threads]
+    return max(rates, default=None)
+
+
+def peak_flops(calibration: dict[str, Any], dtype: str, threads: int) -> float | None:
+    """The ceiling of `dtype` at `threads`: the calibrated peak, raised to the best a row
+    reached (observed_peak) when that is higher; None when `dtype` was not calibrated."""
+    calibrated = calibrated_peak(calibration, dtype, threads)
+    if calibrated is None:
+        return None
+    return max(calibrated, observed_peak(calibration, dtype, threads) or 0.0)
+
+
+def observe(calibration: dict[str, Any], row: dict[str, Any], run_id: str) -> bool:
+    """Raises the calibration's ceiling for the row's dtype and threads to the FLOP/s the row
+    achieved, when that is above the ceiling; records which row. Whether it did."""
+    achieved = row.get("gflops_per_second")
+    if row.get("status", "ok") != "ok" or not isinstance(achieved, float):
+        return False
+    if not (achieved > 0 and math.isfinite(achieved)):
+        return False
+    dtype, threads = str(row.get("dtype")), row_threads(row, calibration)
+    peak = peak_flops(calibration, dtype, threads)
+    if peak is None or achieved * 1e9 <= peak:
+        return False
+    source = {key: _plain(row.get(key)) for key in OBSERVED_FROM}
+    at = calibration.setdefault("observed", {}).setdefault(dtype, {})
+    at[str(threads)] = {
+        "flops_per_second": achieved * 1e9,
+        "calibrated_flops_per_second": calibrated_peak(calibration, dtype, threads),
+        "run_id": run_id,
+        **source,
+    }
+    return True
+
+
+def _plain(value: Any) -> Any:
+    """JSON as it is, anything else (a timestamp) as its text."""
+    return value if value is None or isinstance(value, str | int | float | bool) else str(value)
+
+
+def merge_observed(into: dict[str, Any], observed: dict[str, Any]) -> bool:
+    """Adds to `into` (a calibration) each observed ceiling of `observed` that is higher than
+    its own; whether any was."""
+    changed = False
+    for dtype, by_threads in observed.items():
+        mine = into.setdefault("observed", {}).setdefault(dtype, {})
+        for threads, row in by_threads.items():
+            if threads not in mine or row["flops_per_second"] > mine[threads]["flops_per_second"]:
+                mine[threads], changed = dict(row), True
+    return changed
 
 
 def bandwidth(calibration: dict[str, Any], threads: int) -> float | None:

@@ -5,6 +5,7 @@ and STREAM-triad memory bandwidth at the same thread counts. Every figure keeps 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -26,6 +27,7 @@ BLAS_THREAD_VARIABLES = (
 )
 NUMPY_DTYPES = ("float32", "float64")
 TORCH_DTYPES = ("float32", "float64", "bfloat16", "float16")
+ONEDNN_DTYPES = ("float32", "bfloat16")  # oneDNN has no float64; float16 only on some CPUs
 
 
 class CalibrationError(RuntimeError):
@@ -42,12 +44,13 @@ class Effort:
     gemm_repetitions: int
     triad_elements: int  # per array; 0 = four times the last-level cache, 128 MiB at least
     triad_repetitions: int
+    gemm_rounds: int  # every GEMM probe again this many times, in turn; the best kept
     other_pythons: bool = True  # try PyTorch in the interpreters given
 
 
 EFFORTS = {
-    "full": Effort("full", 2048, 0.3, 3, 0, 5),
-    "quick": Effort("quick", 128, 0.0, 2, 1 << 16, 2, other_pythons=False),
+    "full": Effort("full", 2048, 0.3, 3, 0, 5, 2),
+    "quick": Effort("quick", 128, 0.0, 2, 1 << 16, 2, 1, other_pythons=False),
 }
 
 
@@ -91,26 +94,34 @@ def has_torch(python: Path) -> bool:
 
 
 def gemm_trials(pythons: list[Path], effort: Effort) -> list[dict[str, Any]]:
-    """Every GEMM measured: NumPy in this Python, PyTorch in each of `pythons` that has it."""
+    """Every GEMM measured: NumPy in this Python; PyTorch's BLAS and oneDNN in each of `pythons`
+    that has PyTorch. A oneDNN probe that fails (a PyTorch without it, or without the private
+    call it goes through) is a trial with its error, not a failed calibration."""
     runs: list[tuple[Path, str, tuple[str, ...]]] = [(Path(sys.executable), "numpy", NUMPY_DTYPES)]
     if effort.other_pythons:
-        runs += [(p, "torch", TORCH_DTYPES) for p in pythons if has_torch(p)]
+        for python in filter(has_torch, pythons):
+            runs += [(python, "torch", TORCH_DTYPES), (python, "onednn", ONEDNN_DTYPES)]
     trials = []
-    for python, library, dtypes in runs:
+    for _, (python, library, dtypes) in itertools.product(range(effort.gemm_rounds), runs):
         for threads in thread_counts():
             arguments = ["gemm", "--library", library, "--dtypes", ",".join(dtypes)]
             arguments += ["--max-size", str(effort.max_size)]
             arguments += ["--repetitions", str(effort.gemm_repetitions)]
             arguments += ["--seconds", str(effort.gemm_seconds)]
-            for trial in _probe(python, threads, arguments)["gemm"]:
-                trials.append({**trial, "python": str(python)})
+            try:
+                found = _probe(python, threads, arguments)["gemm"]
+            except CalibrationError as error:
+                if library != "onednn":
+                    raise
+                found = [{"library": library, "threads": threads, "error": str(error)}]
+            trials += [{**trial, "python": str(python)} for trial in found]
     return trials
 
 
 def best_peaks(trials: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     """{dtype: {threads: the fastest trial}}: the best library wins per dtype and thread count."""
     peaks: dict[str, dict[str, dict[str, Any]]] = {}
-    for trial in trials:
+    for trial in (trial for trial in trials if "error" not in trial):
         at = peaks.setdefault(trial["dtype"], {})
         key = str(trial["threads"])
         if key not in at or trial["flops_per_second"] > at[key]["flops_per_second"]:
@@ -137,10 +148,11 @@ def measure(pythons: list[Path], effort: Effort) -> dict[str, Any]:
         "gemm_trials": trials,
         "bandwidth": bandwidth,
         "method": {
-            "gemm": "square C = A @ B, size doubled from 256 until one product takes "
-            f"{probe.MIN_CALL_SECONDS} s (at most {effort.max_size}); one untimed call, then "
-            f"at least {effort.gemm_repetitions} timed and {effort.gemm_seconds} s; fastest "
-            "gives 2 n^3 / s; best library per dtype and thread count",
+            "gemm": "square C = A @ B; at each size one untimed call, then at least "
+            f"{effort.gemm_repetitions} timed and {effort.gemm_seconds} s, the fastest giving "
+            "2 n^3 / s; size doubled from 256 while that grows by more than "
+            f"{probe.GROWTH:.0%} (at most {effort.max_size}); {effort.gemm_rounds} rounds of "
+            "every library and thread count; best per dtype and thread count",
             "triad": "a = b + s * c, float64, one contiguous part per thread, blocks of "
             f"{probe.BLOCK} elements with a cached temporary; 24 bytes counted per element "
             "(b, c read, a written; write-allocate not counted); fastest of "

@@ -4,11 +4,14 @@ agent environment's with PyTorch): it imports nothing of fwbench and prints one 
     python probe.py gemm --library numpy --threads 2 --dtypes float32,float64 --max-size 2048
     python probe.py triad --threads 2 --elements 16777216 --repetitions 5
 
-gemm: C = A @ B on square matrices with the library's own GEMM (NumPy's BLAS; torch.mm). The
-size doubles from 256 until one product takes MIN_CALL_SECONDS or --max-size is reached;
-after one untimed call, products are timed until both --repetitions and --seconds are
-reached, and the fastest gives FLOP/s = 2 n^3 / seconds. Threads: the BLAS variables (set by
-the caller before this process starts) and torch.set_num_threads.
+gemm: C = A @ B on square matrices with the library's own GEMM (NumPy's BLAS; torch.mm; oneDNN
+through PyTorch, which computes A @ B^T: the same 2 n^3 FLOPs). At
+each size, from 256, one untimed call, then products are timed until both --repetitions and
+--seconds are reached, and the fastest gives FLOP/s = 2 n^3 / seconds. The size doubles while
+that rate grows by more than GROWTH over the best size's (up to --max-size): it stops where a
+larger product is no faster, not where one is slow (which a loaded machine reaches early).
+The best size's rate is the result; every size's is listed. Threads: the BLAS variables (set
+by the caller before this process starts) and torch.set_num_threads.
 
 triad: a = b + s * c over float64 arrays (STREAM's triad), split into one contiguous part per
 thread (NumPy releases the GIL in its loops). Each thread works in blocks of BLOCK elements
@@ -26,7 +29,7 @@ import threading
 import time
 from typing import Any
 
-MIN_CALL_SECONDS = 0.05
+GROWTH = 0.05  # a doubled size must be this much faster (relative) to go on doubling
 BLOCK = 32768  # triad elements per step: 256 KiB a temporary, within a core's L2
 
 
@@ -68,36 +71,54 @@ def _gemm_torch(dtype: str, size: int) -> tuple[Any, str]:
     return (lambda: torch.mm(a, b, out=c)), f"torch {torch.__version__}"
 
 
+def _gemm_onednn(dtype: str, size: int) -> tuple[Any, str]:
+    """oneDNN's GEMM through PyTorch (its inner product, A @ B^T, on oneDNN tensors): the JIT
+    kernels that PyTorch's convolutions use, faster than its BLAS on some CPUs (AMD's, for
+    MKL). Checked against torch.mm once, so a wrong product fails the calibration."""
+    torch = _torch()
+    if not torch.backends.mkldnn.is_available():
+        raise RuntimeError("this PyTorch has no oneDNN")
+    generator = torch.Generator().manual_seed(0)
+    kind = getattr(torch, dtype)
+    a = torch.randn((size, size), generator=generator).to(kind)
+    b = torch.randn((size, size), generator=generator).to(kind)
+    a_dnn, b_dnn = a.to_mkldnn(), b.to_mkldnn()
+    linear = torch._C._nn.mkldnn_linear
+    expected = torch.mm(a[:8].float(), b.float().t())
+    if not torch.allclose(linear(a_dnn, b_dnn, None).to_dense()[:8].float(), expected, 0.05, 0.5):
+        raise RuntimeError(f"oneDNN's {dtype} product differs from torch.mm's")
+    return (lambda: linear(a_dnn, b_dnn, None)), f"torch {torch.__version__} oneDNN"
+
+
 def gemm(library: str, threads: int, dtype: str, max_size: int, reps: int, seconds: float) -> Any:
-    make = _gemm_torch if library == "torch" else _gemm_numpy
-    if library == "torch":
+    make = {"torch": _gemm_torch, "onednn": _gemm_onednn}.get(library, _gemm_numpy)
+    if library in ("torch", "onednn"):
         _torch().set_num_threads(threads)
-    size = min(256, max_size)
+    size, best, rates = min(256, max_size), 0.0, {}
+    found: dict[str, Any] = {}
     while True:
         call, name = make(dtype, size)
-        call()  # warm-up: first-touch, thread pools, packing buffers
-        started = time.perf_counter()
-        call()
-        once = time.perf_counter() - started
-        if once >= MIN_CALL_SECONDS or size * 2 > max_size:
-            break
+        times = _timed(call, reps, seconds)
+        rate = rates[str(size)] = 2.0 * size**3 / min(times)
+        grew = rate > best * (1 + GROWTH)
+        if rate > best:
+            best, found = rate, {"library": name, "dtype": dtype, "threads": threads}
+            found.update(size=size, repetitions=len(times), best_seconds=min(times))
+        if not grew or size * 2 > max_size:
+            return {**found, "flops_per_second": best, "rates_by_size": rates}
         size *= 2
-    times = [once]
+
+
+def _timed(call: Any, reps: int, seconds: float) -> list[float]:
+    """Seconds of each timed call, after one untimed (first touch, thread pools, packing)."""
+    call()
+    times: list[float] = []
     begun = time.perf_counter()
     while len(times) < reps or time.perf_counter() - begun < seconds:
         started = time.perf_counter()
         call()
         times.append(time.perf_counter() - started)
-    best = min(times)
-    return {
-        "library": name,
-        "dtype": dtype,
-        "threads": threads,
-        "size": size,
-        "repetitions": len(times),
-        "best_seconds": best,
-        "flops_per_second": 2.0 * size**3 / best,
-    }
+    return times
 
 
 def triad(threads: int, elements: int, reps: int) -> dict[str, Any]:
@@ -153,7 +174,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
     g = sub.add_parser("gemm")
-    g.add_argument("--library", choices=["numpy", "torch"], required=True)
+    g.add_argument("--library", choices=["numpy", "torch", "onednn"], required=True)
     g.add_argument("--threads", type=int, required=True)
     g.add_argument("--dtypes", required=True)
     g.add_argument("--max-size", type=int, default=2048)

@@ -51,6 +51,11 @@ def _table(calibration: dict[str, Any]) -> Table:
         for threads, trial in sorted(by_threads.items(), key=lambda item: int(item[0])):
             value = f"{trial['flops_per_second'] / 1e9:.1f} GFLOP/s"
             table.add_row(f"peak {dtype}", threads, value, trial["library"], str(trial["size"]))
+    for dtype, by_threads in calibration.get("observed", {}).items():
+        for threads, row in sorted(by_threads.items(), key=lambda item: int(item[0])):
+            value = f"{row['flops_per_second'] / 1e9:.1f} GFLOP/s"
+            source = f"run {row['run_id']} cell {row['cell']}: {row['agent']} {row['workload']}"
+            table.add_row(f"raised {dtype}", threads, value, source, "")
     for threads, triad in calibration["bandwidth"].items():
         value = f"{triad['bytes_per_second'] / 1e9:.1f} GB/s"
         size = f"3 x {triad['array_bytes'] >> 20} MiB"
@@ -75,8 +80,9 @@ def calibrate(
     as_json: Annotated[bool, typer.Option("--json", help="Print the calibration as JSON.")] = False,
 ) -> None:
     """This host's peak GEMM FLOP/s per dtype (1 thread and every CPU, NumPy's BLAS and, where
-    a torch-cpu environment is ready or --python has torch, PyTorch: the best is kept) and its
-    STREAM-triad memory bandwidth; cached per host, measured again with --force."""
+    a torch-cpu environment is ready or --python has torch, PyTorch's BLAS and oneDNN: the best
+    is kept) and its STREAM-triad memory bandwidth; cached per host, measured again with
+    --force. Ceilings that runs' rows raised (faster than calibrated) are listed too."""
     pythons = [*agent_pythons(load_manifests(manifests)), *(python or [])]
     for path in pythons:
         if not path.exists():

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
-from fwbench.collector.calibration.ceiling import ceiling_columns
+from fwbench.collector.calibration.ceiling import ceiling_columns, observe
 from fwbench.collector.run.plan import Cell
 from fwbench.collector.stats.samples import sample_stats, throughput
 from fwbench.collector.store.schema import SCHEMA_VERSION
@@ -183,6 +184,26 @@ def ceilings(catalogue: Catalogue, calibration: dict[str, Any] | None) -> Annota
         return {**row, **ceiling_columns(row, here, intensity)}
 
     return annotate
+
+
+@dataclass
+class RunCeilings:
+    """A run's ceilings: the columns of its rows from the run's calibration, which a row of
+    this host that achieved more than its ceiling raises (calibration/ceiling.py, observe)."""
+
+    catalogue: Catalogue
+    calibration: dict[str, Any] | None
+    annotate: Annotate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.annotate = ceilings(self.catalogue, self.calibration)  # reads it as it is raised
+
+    def raised_by(self, row: dict[str, Any], run_id: str) -> bool:
+        """Whether the (annotated) row raised a ceiling: the rows annotated before need their
+        columns again."""
+        if self.calibration is None or row.get("peak_fraction") is None:
+            return False
+        return bool(row["peak_fraction"] > 1 and observe(self.calibration, row, run_id))
 
 
 def _device_name(describe: agent_pb2.DescribeResponse, device: str, fallback: str) -> str:

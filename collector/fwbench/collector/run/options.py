@@ -17,8 +17,8 @@ from fwbench.collector.stats.significance import DEFAULT_MARGIN, DEFAULT_NOISE_F
 
 # Not recorded: where results go, the command line and the credentials for attached agents
 # (never written down) are the resuming command's own.
-# The host's calibration is recorded on its own (metadata "calibration"); a resumed run takes
-# this host's current one.
+# The host's calibration is recorded on its own (metadata "calibration"), and a resumed run
+# keeps it.
 _NOT_RECORDED = ("out_dir", "store_path", "command_line", "security", "calibration")
 
 
@@ -52,8 +52,18 @@ class RunOptions:
     noise_floor: float = DEFAULT_NOISE_FLOOR
     margin: float = DEFAULT_MARGIN
     security: ChannelSecurity | None = None  # token and TLS of attached agents (NAME@HOST:PORT)
-    # This host's ceilings (calibration/cache.py), asked for once the agents are up.
+    # This host's ceilings (calibration/cache.py), asked for before the agents start.
     calibration: Callable[[], dict[str, Any] | None] | None = None
+
+    def calibration_now(self) -> dict[str, Any] | None:
+        return self.calibration() if self.calibration else None
+
+    def with_calibration(self, resumed: dict[str, Any] | None) -> RunOptions:
+        """These options with the run's calibration settled now, before any agent starts (the
+        machine is quieter than with agents up): a resumed run's own (from its metadata, raised
+        ceilings included), else this host's (cached, or measured now)."""
+        calibration = resumed.get("calibration") if resumed is not None else self.calibration_now()
+        return dataclasses.replace(self, calibration=lambda: calibration)
 
 
 def options_record(options: RunOptions) -> dict[str, Any]:

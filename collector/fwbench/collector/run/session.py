@@ -20,7 +20,7 @@ from fwbench.collector.run.decide import DecideSettings, Decisions, run_until_de
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.launch import check_identity, launch_all, make_launcher, restarter
 from fwbench.collector.run.metadata import agent_metadata, host_metadata, new_run_id, now
-from fwbench.collector.run.normalize import ceilings
+from fwbench.collector.run.normalize import RunCeilings
 from fwbench.collector.run.options import RunOptions, options_record
 from fwbench.collector.run.plan import (
     Selection,
@@ -81,6 +81,7 @@ def execute_run(
     out_dir = resume.out_dir if resume else options.out_dir or Path("fwbench-results") / run_id
     if resume is None and (out_dir / "run.json").exists():
         raise SelectionError(f"{out_dir} already holds a run; choose another --out")
+    options = options.with_calibration(resume.metadata if resume else None)
     log_dir = scratch_folder("logs")
     try:
         launcher = make_launcher(options, run_id, log_dir, console)
@@ -182,9 +183,8 @@ def _measure(
         for cell, repetition in stretch
     ]
     agents = {item.handle.name: agent_metadata(item.handle, item.describe) for item in work}
-    calibration = options.calibration() if options.calibration else None  # agents are up
-    folder = RunFolder(out_dir)
-    store = ResultStore(options.store_path)
+    calibration = options.calibration_now()
+    folder, store = RunFolder(out_dir), ResultStore(options.store_path)
     if resume is None:
         skip: frozenset[int] = frozenset()
         metadata: dict[str, Any] = {
@@ -216,7 +216,7 @@ def _measure(
         )
         folder.create()
     folder.write_metadata(metadata)
-    recorder = Recorder(run_id, store, folder, ceilings(catalogue, calibration))
+    recorder = Recorder(run_id, store, folder, RunCeilings(catalogue, calibration), metadata)
     todo: dict[str, int] = {item.handle.name: 0 for item in work}
     for index, (name, _, _) in enumerate(order):
         todo[name] += index not in skip

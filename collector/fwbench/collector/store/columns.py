@@ -161,13 +161,15 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "peak_flops_per_second",
         "Float64",
-        "This host's calibrated CPU peak GEMM FLOP/s for the row's dtype and threads (empty: "
-        "GPU cells, other hosts, dtype or run not calibrated; docs/calibration.md)",
+        "This host's CPU peak GEMM FLOP/s for the row's dtype and threads: calibrated, or the "
+        "best a row reached if higher (empty: GPU cells, other hosts, dtype or run not "
+        "calibrated; docs/calibration.md)",
     ),
     Column(
         "peak_fraction",
         "Float64",
-        "gflops_per_second x 1e9 / peak_flops_per_second (not clipped at 1)",
+        "gflops_per_second x 1e9 / peak_flops_per_second (at most 1: a faster row raises the "
+        "peak, never clipped)",
     ),
     Column(
         "bandwidth_bytes_per_second",

@@ -142,6 +142,18 @@ class ResultStore:
                 self._rollback()
                 raise
 
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One write transaction: committed whole, or rolled back."""
+        with saving(str(self.path)):
+            self._db.execute("BEGIN")
+            try:
+                yield
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
+
     def _rollback(self) -> None:
         """Undoes an open transaction. SQLite may already have rolled it back itself (it does
         on SQLITE_FULL): then there is nothing to undo, and a ROLLBACK would raise "no
@@ -192,18 +204,12 @@ class ResultStore:
     def forget_cells(self, run_id: str, cells: Sequence[int]) -> None:
         """Deletes the rows of `cells` (cells a resumed run measures again: those cancelled by
         an interrupt, which hold no measurement), with their samples and telemetry."""
-        with saving(str(self.path)):
-            self._db.execute("BEGIN")
-            try:
-                for table in ("results", "samples", "telemetry"):
-                    self._db.executemany(
-                        f"DELETE FROM {table} WHERE run_id = ? AND cell = ?",
-                        [(run_id, cell) for cell in cells],
-                    )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._rollback()
-                raise
+        with self._transaction():
+            for table in ("results", "samples", "telemetry"):
+                self._db.executemany(
+                    f"DELETE FROM {table} WHERE run_id = ? AND cell = ?",
+                    [(run_id, cell) for cell in cells],
+                )
 
     def runs(self) -> pd.DataFrame:
         """Every run, oldest first. A run still `running` whose collector is gone (killed,
@@ -227,11 +233,32 @@ class ResultStore:
         ).fetchone()
         return json.loads(found[0]) if found else None
 
-    def results(self, run_id: str) -> pd.DataFrame:
+    def rows(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's rows as stored (JSON), by cell."""
         rows = self._db.execute(
             "SELECT row_json FROM results WHERE run_id = ? ORDER BY cell", (run_id,)
         ).fetchall()
-        return to_frame(json.loads(text) for (text,) in rows)
+        return [json.loads(text) for (text,) in rows]
+
+    def results(self, run_id: str) -> pd.DataFrame:
+        return to_frame(self.rows(run_id))
+
+    def revise(
+        self, run_id: str, rows: Sequence[Mapping[str, Any]], metadata: Mapping[str, Any] | None
+    ) -> None:
+        """Rewrites rows of the run (by cell) and its metadata, in one transaction: derived
+        columns recomputed (a raised ceiling, run/recording.py), never a measurement."""
+        texts = [json.dumps(_clean(row), default=json_default) for row in rows]
+        with self._transaction():
+            self._db.executemany(
+                "UPDATE results SET row_json = ? WHERE run_id = ? AND cell = ?",
+                [(text, run_id, row["cell"]) for text, row in zip(texts, rows, strict=True)],
+            )
+            if metadata is not None:
+                self._db.execute(
+                    "UPDATE runs SET metadata_json = ? WHERE run_id = ?",
+                    (json.dumps(metadata), run_id),
+                )
 
     def samples(self, run_id: str) -> pd.DataFrame:
         """Long format: one row per raw sample (cell, iteration, seconds)."""
