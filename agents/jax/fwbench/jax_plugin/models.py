@@ -47,6 +47,7 @@ from fwbench.runtime.architectures import (
     NUM_CLASSES,
 )
 from fwbench.runtime.architectures import check_model_name as _check_name
+from fwbench.runtime.plugin import WorkloadSpec
 
 MODEL_NAMES = arch.MODEL_NAMES  # re-exported: plugin.py and the tests read it here
 EFFNET_BN_EPS = arch.EFFICIENTNET_BN_EPS
@@ -400,3 +401,38 @@ def example_batch(
         inputs = jax.random.normal(input_key, struct.shape, struct.dtype)
     labels = jax.random.randint(label_key, (batch_size,), 0, NUM_CLASSES[name], jnp.int32)
     return inputs, labels
+
+
+# One seed, separate streams: weights from PRNGKey(seed) itself (as canonical_weights), the
+# dropout key from a fold of it, synthetic data from data_key(seed).
+_DROPOUT_STREAM = 1
+
+
+def data_key(seed: int) -> Array:
+    """The key synthetic inputs are drawn from. XLA's RngBitGenerator ("rbg") writes its
+    output directly; the default threefry key peaks at about 4x the array being drawn (a
+    2 GiB batch needed 8 GiB), which would make a batch-size sweep run out of memory while
+    building, long before the step itself would."""
+    return jax.random.key(seed, impl="rbg")
+
+
+def dropout_key(seed: int) -> Array:
+    return jax.random.fold_in(jax.random.PRNGKey(seed), _DROPOUT_STREAM)
+
+
+def synthetic_training(
+    model: Model, spec: WorkloadSpec, dtype: DTypeLike, *, data_seed: int | None = None
+) -> tuple[Variables, Variables, Array, Array]:
+    """(params, state, inputs, labels) for `spec`: weights drawn from its seed, a synthetic
+    batch from `data_seed` (default the seed; a rank of a world draws its own shard), on the
+    default device."""
+    params, state = model.init(jax.random.PRNGKey(spec.seed), dtype)
+    inputs, labels = example_batch(
+        model.name,
+        spec.batch_size,
+        data_key(spec.seed if data_seed is None else data_seed),
+        image_size=spec.params.get("image_size", 224),
+        seq_len=spec.params.get("seq_len", 200),
+        dtype=dtype,
+    )
+    return params, state, inputs, labels

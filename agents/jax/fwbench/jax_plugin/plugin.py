@@ -18,7 +18,7 @@ import jax.extend.backend
 import jax.numpy as jnp
 import numpy as np
 
-from fwbench.jax_plugin import models, ops, reference
+from fwbench.jax_plugin import distributed, models, ops, reference
 from fwbench.jax_plugin.threads import limit_cpu_threads
 from fwbench.jax_plugin.training import MODES, TrainLoop, compile_fn, make_infer_fn, sgd
 from fwbench.runtime.hostinfo import cpu_model
@@ -58,9 +58,6 @@ _JAX_VARIABLES = (
     "XLA_PYTHON_CLIENT_ALLOCATOR",
     "TF_CPP_MIN_LOG_LEVEL",
 )
-# One seed, separate streams: weights from PRNGKey(seed) itself (as canonical_weights), the
-# dropout key from a fold of it, synthetic data from data_key(seed).
-_DROPOUT_STREAM = 1
 # How XLA's allocators word a failed allocation (BFC on GPUs, the CPU client's buffers).
 _OOM_MESSAGES = ("resource_exhausted", "out of memory", "failed to allocate")
 P = ParamSpec("P")
@@ -83,14 +80,6 @@ def _translated(function: Callable[P, T]) -> Callable[P, T]:
 _block_until_ready = _translated(jax.block_until_ready)
 
 
-def data_key(seed: int) -> jax.Array:
-    """The key synthetic inputs are drawn from. XLA's RngBitGenerator ("rbg") writes its
-    output directly; the default threefry key peaks at about 4x the array being drawn (a
-    2 GiB batch needed 8 GiB), which would make a batch-size sweep run out of memory while
-    building, long before the step itself would."""
-    return jax.random.key(seed, impl="rbg")
-
-
 def _backends_initialized() -> bool:
     # Private, but the only way to know whether XLA has already sized its thread pool.
     from jax._src import xla_bridge
@@ -99,8 +88,9 @@ def _backends_initialized() -> bool:
 
 
 def _gpu_devices() -> list[jax.Device]:
+    """This process's GPUs (in a world, jax.devices lists every process's)."""
     try:
-        return list(jax.devices("gpu"))
+        return list(jax.local_devices(backend="gpu"))
     except RuntimeError:  # no GPU backend in this jaxlib or JAX_PLATFORMS excludes it
         return []
 
@@ -111,7 +101,7 @@ def select_device(requested: str) -> jax.Device:
     gpus = [] if requested == "cpu" else _gpu_devices()
     if requested == "cuda" and not gpus:
         raise RuntimeError("FWBENCH_DEVICE=cuda but jax sees no GPU")
-    return gpus[0] if gpus else jax.devices("cpu")[0]
+    return gpus[0] if gpus else jax.local_devices(backend="cpu")[0]
 
 
 def jax_libraries(device: jax.Device) -> dict[str, str]:
@@ -154,12 +144,16 @@ class JaxPlugin:
                 f"{THREADS_VARIABLE}={threads} cannot apply: jax already created its backend"
             )
         self._threads = limit_cpu_threads(threads)  # before the backend exists
+        self.world = context.world
+        if self.world is not None:  # blocks until every rank of the world has joined
+            distributed.start(self.world, context.device)
         self.device = select_device(context.device)
         self._gpu = self.device.platform == "gpu"
         # Every array this process creates (weights, synthetic data, host batches) and every
         # computation on them then lives on the selected device, also where JAX_PLATFORMS
         # would make another one the default (a CPU agent on a GPU host).
         jax.config.update("jax_default_device", self.device)
+        self.backend = "" if self.world is None else distributed.backend_name(self.device)
 
     # ----------------------------------------------------------------------- FrameworkPlugin
 
@@ -178,7 +172,11 @@ class JaxPlugin:
             devices=self._devices(),
             intra_op_threads=self._threads,
             inter_op_threads=1,  # see Settings: XLA has no separate inter-op pool
-            capabilities={name: capability for name in (*_OPS, *models.MODEL_NAMES)},
+            capabilities=(
+                {name: capability for name in (*_OPS, *models.MODEL_NAMES)}
+                if self.world is None
+                else distributed.capabilities(capability)
+            ),
             threads_fixed_at_startup=True,
         )
 
@@ -209,14 +207,18 @@ class JaxPlugin:
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         built = _translated(self._build)(spec)
-        return BuiltStep(_translated(built.step), built.settings)
+        return BuiltStep(_translated(built.step), built.settings, built.rank)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self._check(spec)
         name = spec.workload.name
         train = spec.phase == "train"
+        if self.world is not None:
+            mesh = distributed.mesh_for(self.device)
+            step, rank = distributed.build(spec, dtype, mesh, self.backend)
+            return BuiltStep(step, self._settings(spec, name, train), rank)
         if name in _OPS:
-            key = data_key(spec.seed)
+            key = models.data_key(spec.seed)
             step = _OPS[name](spec.batch_size, spec.params, dtype, key, train, spec.mode)
         elif name in models.MODEL_NAMES:
             step = self._model_step(spec, dtype, train)
@@ -228,23 +230,14 @@ class JaxPlugin:
         self, spec: WorkloadSpec, dtype: jnp.dtype, train: bool
     ) -> Callable[[], object]:
         model = models.Model(spec.workload.name)
-        key = jax.random.PRNGKey(spec.seed)
-        params, state = model.init(key, dtype)
-        inputs, labels = models.example_batch(
-            model.name,
-            spec.batch_size,
-            data_key(spec.seed),
-            image_size=spec.params.get("image_size", 224),
-            seq_len=spec.params.get("seq_len", 200),
-            dtype=dtype,
-        )
+        params, state, inputs, labels = models.synthetic_training(model, spec, dtype)
         # Everything exists before the first timed call, which then measures compilation
         # (under jit) and the step, not the tail of asynchronous initialisation.
         jax.block_until_ready((params, state, inputs, labels))
         if not train:
             infer = compile_fn(make_infer_fn(model), spec.mode)
             return lambda: infer(params, state, inputs)
-        dropout_key = jax.random.fold_in(key, _DROPOUT_STREAM)
+        dropout_key = models.dropout_key(spec.seed)
         loop = TrainLoop(model, params, state, sgd(0.01, 0.9), dropout_key, spec.mode)
         jax.block_until_ready(loop.params)
         return lambda: loop(inputs, labels)
@@ -256,6 +249,8 @@ class JaxPlugin:
             "compiled": "whole step, one XLA program",
             "cpu_affinity": _cpu_list(),
         }
+        if self.world is not None:
+            extra.update(strategy=spec.strategy, backend=self.backend)
         if train and name in models.MODEL_NAMES:
             extra["donated"] = "params, BatchNorm state, optimizer state, dropout key"
         if self._gpu and not precision:

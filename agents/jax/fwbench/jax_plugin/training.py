@@ -21,10 +21,14 @@ F = TypeVar("F", bound=Callable[..., object])
 TrainFn = Callable[..., tuple[Variables, Variables, optax.OptState, Array, Array]]
 
 
+def example_losses(logits: Array, labels: Array) -> Array:
+    """Each example's softmax cross-entropy, in float32 (also for bfloat16 logits)."""
+    return optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels)
+
+
 def cross_entropy(logits: Array, labels: Array) -> Array:
     """Mean softmax cross-entropy, always computed in float32 (also for bfloat16 logits)."""
-    losses = optax.softmax_cross_entropy_with_integer_labels(logits.astype(jnp.float32), labels)
-    return jnp.mean(losses)
+    return jnp.mean(example_losses(logits, labels))
 
 
 def sgd(learning_rate: float = 0.01, momentum: float = 0.9) -> optax.GradientTransformation:
@@ -51,10 +55,12 @@ def make_train_fn(
     model: Model,
     optimizer: optax.GradientTransformation,
     prepare: Callable[[Array], Array] | None = None,
+    per_example: bool = False,
 ) -> TrainFn:
     """One SGD step: forward in training mode, loss, gradients of every trainable weight,
     update; BatchNorm running statistics and the dropout key move on as well. `prepare`
-    converts the given inputs first (inside the step, so that jit fuses it)."""
+    converts the given inputs first (inside the step, so that jit fuses it). The step returns
+    the mean loss, or with `per_example` each example's loss (the gradient is the mean's)."""
 
     def train(
         params: Variables,
@@ -68,13 +74,15 @@ def make_train_fn(
         if prepare is not None:
             x = prepare(x)
 
-        def loss_fn(p: Variables) -> tuple[Array, Variables]:
+        def loss_fn(p: Variables) -> tuple[Array, tuple[Variables, Array]]:
             logits, new_state = model.apply(p, state, x, train=True, rng=dropout_key)
-            return cross_entropy(logits, labels), new_state
+            losses = example_losses(logits, labels)
+            return jnp.mean(losses), (new_state, losses)
 
-        (loss, new_state), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
+        (loss, (new_state, losses)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
         updates, opt_state = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), new_state, opt_state, key, loss
+        returned = losses if per_example else loss
+        return optax.apply_updates(params, updates), new_state, opt_state, key, returned
 
     return train
 
@@ -92,8 +100,9 @@ class TrainLoop:
         key: Array,
         mode: str,
         prepare: Callable[[Array], Array] | None = None,
+        per_example: bool = False,
     ) -> None:
-        train = make_train_fn(model, optimizer, prepare)
+        train = make_train_fn(model, optimizer, prepare, per_example)
         self._step = compile_fn(train, mode, donate_argnums=(0, 1, 2, 3))
         self._carry: Carry = (params, state, optimizer.init(params), key)
 

@@ -1,0 +1,155 @@
+"""Ranks of a distributed world on JAX's own engine: jax.distributed (one process per rank;
+rank 0 serves the coordinator at MASTER_ADDR:MASTER_PORT), XLA's cross-process collectives
+(on a CPU those of jax_cpu_collectives_implementation, gloo by default in jax 0.10), and one
+Mesh over every process's devices with a "data" axis.
+
+"jax_multiprocess" trains a catalogue model data-parallel the way JAX does it: parameters
+replicated over the mesh, the global batch sharded over "data" (each process contributes its
+own synthetic shard, seed + rank), and the whole step one jit-compiled program, in which
+XLA's SPMD partitioner inserts the gradient all-reduce. One consequence differs from torch's
+DDP: BatchNorm's batch statistics are those of the global batch (XLA all-reduces them too),
+as SyncBatchNorm's, not each rank's own. "collective" is a psum over "data" under shard_map.
+
+Several CPU devices in one process (--xla_force_host_platform_device_count) must not be
+combined with several processes: refused here."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from fwbench.jax_plugin import models
+from fwbench.jax_plugin.training import TrainLoop, sgd
+from fwbench.runtime.plugin import Capability, RankReport, UnsupportedWorkload, WorkloadSpec
+from fwbench.runtime.world import World
+
+JAX_MULTIPROCESS = "jax_multiprocess"
+COLLECTIVE = "collective"
+AXIS = "data"
+# How long jax.distributed.initialize waits for every rank (the torch plugin's variable).
+TIMEOUT_VARIABLE = "FWBENCH_DIST_TIMEOUT_SECONDS"
+DEFAULT_TIMEOUT_SECONDS = 120
+ELEMENTS_PER_ITEM = 1024  # the catalogue's allreduce item
+_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+def start(world: World, device: str) -> None:
+    """Joins the world (blocks until every rank has joined). Called once, from the plugin's
+    constructor, before anything creates a jax backend. `device` is PluginContext.device."""
+    if _DEVICE_COUNT_FLAG in os.environ.get("XLA_FLAGS", ""):
+        raise RuntimeError(
+            f"XLA_FLAGS sets {_DEVICE_COUNT_FLAG}: several CPU devices in one process cannot "
+            "be combined with a world of processes; unset it for ranks"
+        )
+    if world.backend:  # FWBENCH_DIST_BACKEND: gloo or mpi on a CPU
+        jax.config.update("jax_cpu_collectives_implementation", world.backend)
+    seconds = int(os.environ.get(TIMEOUT_VARIABLE, "") or DEFAULT_TIMEOUT_SECONDS)
+    jax.distributed.initialize(
+        coordinator_address=world.rendezvous,
+        num_processes=world.size,
+        process_id=world.rank,
+        # On a GPU host every rank takes the GPU of its local rank, as torchrun's do.
+        local_device_ids=[world.local_rank] if device == "cuda" else None,
+        initialization_timeout=seconds,
+    )
+
+
+def backend_name(device: jax.Device) -> str:
+    """What carries the collectives: NCCL between GPUs, the configured CPU implementation."""
+    if device.platform == "gpu":
+        return "nccl"
+    return str(jax.config.jax_cpu_collectives_implementation)  # type: ignore[attr-defined]
+
+
+def capabilities(base: Capability) -> dict[str, Capability]:
+    """What a rank distributes: every model's training step, and allreduce."""
+    train = Capability(("train",), base.dtypes, base.modes, (JAX_MULTIPROCESS,))
+    return {
+        **{name: train for name in models.MODEL_NAMES},
+        "allreduce": Capability(("train",), base.dtypes, base.modes, (COLLECTIVE,)),
+    }
+
+
+def mesh_for(device: jax.Device) -> Mesh:
+    """Every process's devices of this platform, in process order, on one "data" axis."""
+    return Mesh(np.array(jax.devices(device.platform)), (AXIS,))
+
+
+def build(
+    spec: WorkloadSpec, dtype: jnp.dtype, mesh: Mesh, backend: str
+) -> tuple[Callable[[], object], RankReport]:
+    if spec.strategy == COLLECTIVE and spec.workload.name == "allreduce":
+        return _allreduce(spec, dtype, mesh, backend)
+    if spec.strategy == JAX_MULTIPROCESS and spec.workload.name in models.MODEL_NAMES:
+        return _train(spec, dtype, mesh, backend)
+    raise UnsupportedWorkload(f"jax: no strategy {spec.strategy!r} for {spec.workload.name}")
+
+
+def _global(sharding: NamedSharding, local: Any) -> Any:
+    """Every leaf of `local` (this process's part) as one array over the mesh: the whole
+    value where `sharding` replicates, this process's rows where it splits the batch."""
+    return jax.tree.map(
+        lambda leaf: jax.make_array_from_process_local_data(sharding, np.asarray(leaf)), local
+    )
+
+
+def _allreduce(
+    spec: WorkloadSpec, dtype: jnp.dtype, mesh: Mesh, backend: str
+) -> tuple[Callable[[], object], RankReport]:
+    """Each device holds batch_size x 1024 elements; every step replaces them by their sum
+    over the world (in place: the message is donated), as torch's all_reduce does."""
+    elements = spec.batch_size * ELEMENTS_PER_ITEM
+    local_devices = len(mesh.local_devices)
+    sharding = NamedSharding(mesh, P(AXIS))
+    message = [_global(sharding, np.ones(elements * local_devices, dtype))]
+    summed = jax.shard_map(
+        lambda x: jax.lax.psum(x, AXIS), mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)
+    )
+    reduce = jax.jit(summed, donate_argnums=0)
+    jax.block_until_ready(message[0])
+
+    def step() -> object:
+        message[0] = reduce(message[0])
+        return message[0]
+
+    return step, RankReport(backend, collective_bytes=elements * jnp.dtype(dtype).itemsize)
+
+
+def _train(
+    spec: WorkloadSpec, dtype: jnp.dtype, mesh: Mesh, backend: str
+) -> tuple[Callable[[], object], RankReport]:
+    """The single-process trainer's step (loss, SGD lr 0.01 momentum 0.9), jitted over the
+    mesh: identical initial weights on every rank (the seed), each its own data shard."""
+    model = models.Model(spec.workload.name)
+    params, state, inputs, labels = models.synthetic_training(
+        model, spec, dtype, data_seed=spec.seed + jax.process_index()
+    )
+    replicated, batch = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
+    params, state = _global(replicated, (params, state))
+    dropout_key = _global(replicated, models.dropout_key(spec.seed))
+    inputs, labels = _global(batch, (inputs, labels))
+    loop = TrainLoop(model, params, state, sgd(0.01, 0.9), dropout_key, spec.mode, per_example=True)
+    jax.block_until_ready((loop.params, inputs, labels))
+    first: list[jax.Array] = []
+
+    def step() -> object:
+        losses = loop(inputs, labels)
+        if not first:
+            first.append(losses)
+        return losses
+
+    def first_step_loss() -> float:
+        """This rank's own examples' mean loss in the first step (torch: its local loss)."""
+        if not first:
+            return float("nan")
+        shards = sorted(first[0].addressable_shards, key=lambda s: s.index[0].start or 0)
+        return float(np.mean(np.concatenate([np.asarray(s.data) for s in shards])))
+
+    return step, RankReport(backend, first_step_loss=first_step_loss)
