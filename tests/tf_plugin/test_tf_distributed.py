@@ -67,7 +67,7 @@ def _world(workload: str, dtype: str = "float32", steps: int = 3) -> list[dict[s
     return results
 
 
-def test_tf_config_names_every_rank_as_a_worker() -> None:
+def test_tf_config_names_every_rank_as_a_worker_and_backends_are_tensorflows() -> None:
     world = World(2, 1, 1, "127.0.0.1", 29500, peers=("h0:1111", "h1:2222"))
     assert distributed.tf_config(world) == {
         "cluster": {"worker": ["h0:1111", "h1:2222"]},
@@ -77,6 +77,9 @@ def test_tf_config_names_every_rank_as_a_worker() -> None:
     assert distributed.tf_config(alone)["cluster"] == {"worker": ["127.0.0.1:29500"]}
     with pytest.raises(InvalidContext, match="FWBENCH_PEERS"):
         distributed.tf_config(World(2, 0, 0, "127.0.0.1", 29500))
+    gloo = World(1, 0, 0, "127.0.0.1", 29500, backend="gloo")
+    with pytest.raises(InvalidContext, match="ring, nccl, auto"):
+        distributed.start(gloo, "/CPU:0")  # refused before TensorFlow is touched
 
 
 def test_training_all_reduces_gradients_and_keeps_statistics_per_rank() -> None:

@@ -79,7 +79,9 @@ class Rank:
 
 def start(world: World, device: str) -> Rank:
     """Sets TF_CONFIG and creates the strategy, which starts this rank's gRPC server and
-    blocks until every worker answers a first all-reduce. Must run before TensorFlow's
+    blocks until every worker has connected to TensorFlow's coordination service (hosted by
+    worker 0; its heartbeats, not MWMS' Python health check, which TensorFlow then turns
+    off, notice a lost peer). Must run before TensorFlow's
     context initialises (collective ops are configured at start-up): from the plugin's
     constructor, after the thread pools are sized and before the first op. On a GPU each rank
     keeps the GPU of its local rank only."""

@@ -1,6 +1,7 @@
 """TensorFlowPlugin: the TensorFlow framework plugin, on the CPU (oneDNN or Eigen kernels, as
 the agent's TF_ENABLE_ONEDNN_OPTS says) or the first GPU; modes tf.function (default), XLA and
-eager."""
+eager. As a rank of a world (PluginContext.world) it trains under MultiWorkerMirroredStrategy
+and runs the allreduce collective instead (distributed.py)."""
 
 from __future__ import annotations
 
