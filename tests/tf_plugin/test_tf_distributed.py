@@ -86,6 +86,7 @@ def test_training_all_reduces_gradients_and_keeps_statistics_per_rank() -> None:
     first, second = _world("resnet18")
     assert first["weights"] == second["weights"]  # 3 steps on different shards, same weights
     assert first["first_step_loss"] != second["first_step_loss"]  # different shards
+    assert first["outputs"][0] == [first["first_step_loss"]]
     assert first["statistic_local"] != second["statistic_local"]
     assert first["statistic_read"] == pytest.approx(second["statistic_read"], rel=1e-6)
     locals_ = zip(first["statistic_local"], second["statistic_local"], strict=True)
@@ -101,3 +102,9 @@ def test_allreduce_sums_over_the_ranks() -> None:
     assert first["outputs"] == second["outputs"] == [[2.0] * 4, [2.0] * 4]  # ones, two ranks
     assert first["collective_bytes"] == 4 * 1024 * 8
     assert first["settings"]["strategy"] == "collective"
+
+
+def test_the_lstm_trains_too_with_its_sparse_embedding_gradient_and_keras_seed_state() -> None:
+    first, second = _world("lstm", steps=2)  # Keras' LSTM holds an int64 non-trainable variable
+    assert first["weights"] == second["weights"]
+    assert first["first_step_loss"] != second["first_step_loss"]

@@ -152,8 +152,11 @@ def _allreduce(
 def _local_statistics(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
     """BatchNorm's running statistics as Keras keeps them under a strategy: each rank its
     own (ON_READ), averaged when read. Mirrored variables could not be assigned in a
-    replica's step without an all-reduce of their own."""
-    if not kwargs.get("trainable", True):
+    replica's step without an all-reduce of their own. Other variables (Keras' integer seed
+    state in the LSTM) keep the strategy's default."""
+    dtype = kwargs.get("dtype") or getattr(kwargs.get("initial_value"), "dtype", None)
+    floating = dtype is not None and tf.as_dtype(dtype).is_floating
+    if floating and not kwargs.get("trainable", True):
         kwargs["synchronization"] = tf.VariableSynchronization.ON_READ
         kwargs["aggregation"] = tf.VariableAggregation.MEAN
     return next_creator(**kwargs)
