@@ -12,7 +12,7 @@ equivalence tests load canonical weights anyway.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -500,3 +500,24 @@ def example_batch(
             inputs = rng.normal((batch_size, side, side, channels), dtype=dtype)
         labels = rng.uniform((batch_size,), 0, NUM_CLASSES[name], dtype=tf.int64)
     return Batch(inputs, labels)
+
+
+def batch_for(
+    name: str,
+    batch_size: int,
+    params: Mapping[str, int],
+    *,
+    dtype: tf.DType,
+    seed: int,
+    device: str,
+) -> Batch:
+    """example_batch with the sizes a workload's parameters set (image_size, seq_len)."""
+    return example_batch(
+        name,
+        batch_size,
+        image_size=params.get("image_size", 224),
+        seq_len=params.get("seq_len", 200),
+        dtype=dtype,
+        seed=seed,
+        device=device,
+    )

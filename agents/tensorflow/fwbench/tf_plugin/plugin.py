@@ -1,6 +1,7 @@
 """TensorFlowPlugin: the TensorFlow framework plugin, on the CPU (oneDNN or Eigen kernels, as
 the agent's TF_ENABLE_ONEDNN_OPTS says) or the first GPU; modes tf.function (default), XLA and
-eager."""
+eager. As a rank of a world (PluginContext.world) it trains under MultiWorkerMirroredStrategy
+and runs the allreduce collective instead (distributed.py)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from fwbench.runtime.plugin import (
     translate_out_of_memory,
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
-from fwbench.tf_plugin import environment, models, reference
+from fwbench.tf_plugin import distributed, environment, models, reference
 from fwbench.tf_plugin.ops import build_conv2d, build_gemm
 from fwbench.tf_plugin.training import MODES, ModelProgram, compile_fn
 
@@ -100,6 +101,9 @@ class TensorFlowPlugin:
         # and the oneDNN check runs ops.
         self.threads = environment.configure_threads(context.threads, context.interop_threads)
         self.device = environment.select_device(context.device)
+        self.rank: distributed.Rank | None = None
+        if context.world is not None:  # collective ops are configured before the first op
+            self.rank = distributed.start(context.world, self.device)
         self.onednn = environment.verify_onednn()
         environment.quiet_retracing_notice()
         self.on_gpu = self.device.startswith("/GPU")
@@ -118,7 +122,11 @@ class TensorFlowPlugin:
             devices=self._devices(),
             intra_op_threads=self.threads.intra_op,
             inter_op_threads=self.threads.inter_op,
-            capabilities={name: capability for name in (*_OPS, *models.MODEL_NAMES)},
+            capabilities=(
+                {name: capability for name in (*_OPS, *models.MODEL_NAMES)}
+                if self.rank is None
+                else distributed.capabilities(self.dtypes)
+            ),
             threads_fixed_at_startup=True,
         )
 
@@ -149,12 +157,15 @@ class TensorFlowPlugin:
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         built = _translated(self._build)(spec)
-        return BuiltStep(_translated(built.step), built.settings)
+        return BuiltStep(_translated(built.step), built.settings, built.rank)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self.check(spec)
         name = spec.workload.name
         train = spec.phase == "train"
+        if self.rank is not None:
+            step, report = distributed.build(spec, dtype, self.rank)
+            return BuiltStep(step, self._settings(spec, name), report)
         with tf.device(self.device):
             if name in _OPS:
                 raw = _OPS[name](spec.batch_size, spec.params, dtype, spec.seed, train)
@@ -181,14 +192,8 @@ class TensorFlowPlugin:
     def _model_step(self, spec: WorkloadSpec, dtype: tf.DType, train: bool) -> Callable[[], object]:
         name = spec.workload.name
         model = models.build_model(name, dtype=dtype, seed=spec.seed, device=self.device)
-        batch = models.example_batch(
-            name,
-            spec.batch_size,
-            image_size=spec.params.get("image_size", 224),
-            seq_len=spec.params.get("seq_len", 200),
-            dtype=dtype,
-            seed=spec.seed,
-            device=self.device,
+        batch = models.batch_for(
+            name, spec.batch_size, spec.params, dtype=dtype, seed=spec.seed, device=self.device
         )
         if not train:
             program = ModelProgram(model, spec.mode)
@@ -210,6 +215,8 @@ class TensorFlowPlugin:
             extra["batch_norm"] = "FusedBatchNormV3" if fused else "unfused (moments)"
         if model and spec.phase == "train":
             extra["optimizer"] = "ResourceApplyMomentum (fused SGD momentum)"
+        if self.rank is not None:
+            extra.update(distributed.settings_extra(spec, self.rank.backend))
         if self.on_gpu:
             extra["tf32"] = str(tf.config.experimental.tensor_float_32_execution_enabled()).lower()
         return Settings(

@@ -1,0 +1,220 @@
+"""Ranks of a distributed world on TensorFlow's own engine: tf.distribute's
+MultiWorkerMirroredStrategy (MWMS), one worker per rank process, the cluster told through
+TF_CONFIG (every rank's HOST:PORT from FWBENCH_PEERS, the rank as the worker index), a custom
+training loop under strategy.run with the gradients all-reduced by the strategy's collectives
+(RING over gRPC on a CPU), and a replica-context all_reduce for the collective microbenchmark.
+
+Keras' model.fit is never used: under MWMS with Keras 3 it fails (keras#20585,
+tensorflow#72388). TensorFlow reports no per-step split of communication and computation, so
+the ranks' engine_nanoseconds stay empty."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import tensorflow as tf
+
+from fwbench.runtime.plugin import (
+    Capability,
+    InvalidContext,
+    RankReport,
+    UnsupportedWorkload,
+    WorkloadSpec,
+)
+from fwbench.runtime.world import PEERS_VARIABLE, World
+from fwbench.tf_plugin import models
+from fwbench.tf_plugin.training import LEARNING_RATE, MOMENTUM, MomentumSGD, cross_entropy
+
+MWMS = "multi_worker_mirrored"
+COLLECTIVE = "collective"
+# A collective that waits longer than this for a peer (a rank died or hung) raises instead of
+# blocking the agent for good; the collector fails the cell and restarts the world.
+TIMEOUT_VARIABLE = "FWBENCH_DIST_TIMEOUT_SECONDS"
+DEFAULT_TIMEOUT_SECONDS = 120
+ELEMENTS_PER_ITEM = 1024  # the catalogue's allreduce item
+# FWBENCH_DIST_BACKEND: tf.distribute's CommunicationImplementation; "" = RING (a CPU's
+# default: AUTO picks RING without GPUs, and RING is what the row should name).
+_IMPLEMENTATIONS = {
+    "": "ring",
+    "ring": "ring",
+    "nccl": "nccl",
+    "auto": "auto",
+}
+# The dtypes TensorFlow's collective ops take (CollectiveReduceV2: "Value for attr 'T' of
+# bfloat16 is not in the list of allowed values: bool, float, half, double, int32, int64"):
+# bfloat16 gradients or messages cannot be all-reduced, so neither strategy offers bfloat16.
+COLLECTIVE_DTYPES = ("float32", "float16", "float64")
+MODES = ("function",)  # tf.function; eager strategy.run and XLA with collectives not offered
+
+
+def tf_config(world: World) -> dict[str, Any]:
+    """TF_CONFIG for this rank: every rank a worker, at its FWBENCH_PEERS address."""
+    peers = world.peers
+    if not peers and world.size == 1:
+        peers = (world.rendezvous,)
+    if len(peers) != world.size:
+        raise InvalidContext(
+            f"{PEERS_VARIABLE} must name every rank's HOST:PORT (TensorFlow addresses each "
+            f"worker); got {len(peers)} for a world of {world.size}"
+        )
+    return {
+        "cluster": {"worker": list(peers)},
+        "task": {"type": "worker", "index": world.rank},
+    }
+
+
+@dataclass(frozen=True)
+class Rank:
+    """This process as a rank: its world, strategy, backend name and device."""
+
+    world: World
+    strategy: tf.distribute.MultiWorkerMirroredStrategy
+    backend: str
+    device: str
+
+
+def start(world: World, device: str) -> Rank:
+    """Sets TF_CONFIG and creates the strategy, which starts this rank's gRPC server and
+    blocks until every worker has connected to TensorFlow's coordination service (hosted by
+    worker 0; its heartbeats, not MWMS' Python health check, which TensorFlow then turns
+    off, notice a lost peer). Must run before TensorFlow's
+    context initialises (collective ops are configured at start-up): from the plugin's
+    constructor, after the thread pools are sized and before the first op. On a GPU each rank
+    keeps the GPU of its local rank only."""
+    implementation = _IMPLEMENTATIONS.get(world.backend.lower())
+    if implementation is None:
+        raise InvalidContext(
+            f"FWBENCH_DIST_BACKEND={world.backend!r}: TensorFlow offers "
+            + ", ".join(name for name in _IMPLEMENTATIONS if name)
+        )
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus and tf.config.get_visible_devices("GPU"):
+        tf.config.set_visible_devices(gpus[world.local_rank % len(gpus)], "GPU")
+    os.environ["TF_CONFIG"] = json.dumps(tf_config(world))
+    seconds = float(os.environ.get(TIMEOUT_VARIABLE, "") or DEFAULT_TIMEOUT_SECONDS)
+    options = tf.distribute.experimental.CommunicationOptions(
+        implementation=getattr(
+            tf.distribute.experimental.CommunicationImplementation, implementation.upper()
+        ),
+        timeout_seconds=seconds,
+    )
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    return Rank(world, strategy, implementation, device)
+
+
+def capabilities(dtypes: tuple[str, ...]) -> dict[str, Capability]:
+    """What a rank distributes: every model's training step under MWMS, and allreduce, in
+    the device's dtypes that collectives take."""
+    reducible = tuple(d for d in dtypes if d in COLLECTIVE_DTYPES)
+    train = Capability(("train",), reducible, MODES, (MWMS,))
+    return {
+        **{name: train for name in models.MODEL_NAMES},
+        "allreduce": Capability(("train",), reducible, MODES, (COLLECTIVE,)),
+    }
+
+
+def settings_extra(spec: WorkloadSpec, backend: str) -> dict[str, str]:
+    extra = {"strategy": spec.strategy, "backend": backend, "transport": "grpc"}
+    if spec.strategy == MWMS:
+        extra["gradient_reduction"] = "all_reduce MEAN, once per step, one pack per dtype"
+        extra["batch_norm_statistics"] = "per rank (ON_READ variables, MEAN when read)"
+    return extra
+
+
+def build(
+    spec: WorkloadSpec, dtype: tf.DType, rank: Rank
+) -> tuple[Callable[[], object], RankReport]:
+    if spec.strategy == COLLECTIVE and spec.workload.name == "allreduce":
+        return _allreduce(spec, dtype, rank)
+    if spec.strategy == MWMS and spec.workload.name in models.MODEL_NAMES:
+        return _mwms_train(spec, dtype, rank)
+    raise UnsupportedWorkload(f"tensorflow: no strategy {spec.strategy!r} for {spec.workload.name}")
+
+
+def _allreduce(
+    spec: WorkloadSpec, dtype: tf.DType, rank: Rank
+) -> tuple[Callable[[], object], RankReport]:
+    message = tf.ones((spec.batch_size * ELEMENTS_PER_ITEM,), dtype=dtype)
+
+    def replica_step() -> tf.Tensor:
+        context = tf.distribute.get_replica_context()
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, message)
+
+    step = tf.function(lambda: rank.strategy.run(replica_step), autograph=False)
+    size = spec.batch_size * ELEMENTS_PER_ITEM * dtype.size
+    return step, RankReport(rank.backend, collective_bytes=size)
+
+
+def _local_statistics(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
+    """BatchNorm's running statistics as Keras keeps them under a strategy: each rank its
+    own (ON_READ), averaged when read. Mirrored variables could not be assigned in a
+    replica's step without an all-reduce of their own. Other variables (Keras' integer seed
+    state in the LSTM) keep the strategy's default."""
+    dtype = kwargs.get("dtype") or getattr(kwargs.get("initial_value"), "dtype", None)
+    floating = dtype is not None and tf.as_dtype(dtype).is_floating
+    if floating and not kwargs.get("trainable", True):
+        kwargs["synchronization"] = tf.VariableSynchronization.ON_READ
+        kwargs["aggregation"] = tf.VariableAggregation.MEAN
+    return next_creator(**kwargs)
+
+
+def _mean_over_ranks(gradients: list[tf.Tensor]) -> list[tf.Tensor]:
+    """The strategy's all-reduce, one batch per dtype (a batch is packed into one tensor:
+    half-precision weights with float32 BatchNorm parameters would not concatenate)."""
+    context = tf.distribute.get_replica_context()
+    groups: dict[tf.DType, list[int]] = {}
+    for index, gradient in enumerate(gradients):
+        groups.setdefault(gradient.dtype, []).append(index)
+    reduced = list(gradients)
+    for indices in groups.values():
+        values = context.all_reduce(tf.distribute.ReduceOp.MEAN, [gradients[i] for i in indices])
+        for index, value in zip(indices, values, strict=True):
+            reduced[index] = value
+    return reduced
+
+
+def _mwms_train(
+    spec: WorkloadSpec, dtype: tf.DType, rank: Rank
+) -> tuple[Callable[[], object], RankReport]:
+    """The catalogue model under MWMS: identical initial weights on every rank (the seed; the
+    strategy broadcasts worker 0's anyway), each rank its own synthetic shard (seed + rank);
+    SGD with momentum as the single-process trainer, applied to the all-reduced mean
+    gradient."""
+    name = spec.workload.name
+    with rank.strategy.scope():
+        with tf.variable_creator_scope(_local_statistics):
+            model = models.build_model(name, dtype=dtype, seed=spec.seed, device=rank.device)
+        variables = model.store.trainable_variables()
+        optimizer = MomentumSGD(variables, LEARNING_RATE, MOMENTUM)
+    seed = spec.seed + rank.world.rank
+    batch = models.batch_for(
+        name, spec.batch_size, spec.params, dtype=dtype, seed=seed, device=rank.device
+    )
+
+    def replica_step(inputs: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = cross_entropy(model(inputs, training=True), labels)
+        gradients = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+        optimizer.apply(_mean_over_ranks(gradients))
+        return loss
+
+    run = tf.function(
+        lambda: rank.strategy.run(replica_step, args=(batch.inputs, batch.labels)),
+        autograph=False,
+    )
+    first_loss: list[float] = []
+
+    def step() -> object:
+        loss = run()
+        if not first_loss:
+            first_loss.append(float(loss))
+        return loss
+
+    report = RankReport(
+        rank.backend, first_step_loss=lambda: first_loss[0] if first_loss else float("nan")
+    )
+    return step, report
