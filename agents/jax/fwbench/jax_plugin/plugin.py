@@ -57,7 +57,10 @@ _JAX_VARIABLES = (
     "XLA_PYTHON_CLIENT_MEM_FRACTION",
     "XLA_PYTHON_CLIENT_ALLOCATOR",
     "TF_CPP_MIN_LOG_LEVEL",
+    "FWBENCH_TF32",
 )
+# FWBENCH_TF32 as jax's default matmul precision (float32 = full float32 passes).
+_TF32_PRECISION = {True: "tensorfloat32", False: "float32"}
 # One seed, separate streams: weights from PRNGKey(seed) itself (as canonical_weights), the
 # dropout key from a fold of it, synthetic data from data_key(seed).
 _DROPOUT_STREAM = 1
@@ -160,6 +163,8 @@ class JaxPlugin:
         # computation on them then lives on the selected device, also where JAX_PLATFORMS
         # would make another one the default (a CPU agent on a GPU host).
         jax.config.update("jax_default_device", self.device)
+        if context.tf32 is not None:  # FWBENCH_TF32; unset keeps XLA's default
+            jax.config.update("jax_default_matmul_precision", _TF32_PRECISION[context.tf32])
 
     # ----------------------------------------------------------------------- FrameworkPlugin
 
@@ -260,6 +265,8 @@ class JaxPlugin:
             extra["donated"] = "params, BatchNorm state, optimizer state, dropout key"
         if self._gpu and not precision:
             extra["tf32"] = "XLA's default: float32 matmuls and convolutions may use TF32"
+        if spec.dtype != "float32":
+            extra["dtype_policy"] = "pure: parameters and inputs in the cell's dtype; no autocast"
         if spec.dtype != "float32" and name in models.MODEL_NAMES:
             extra["mixed"] = (
                 f"params and activations {spec.dtype}; BatchNorm statistics and loss float32"

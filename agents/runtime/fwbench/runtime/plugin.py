@@ -16,6 +16,11 @@ DEVICES = ("cpu", "cuda", "auto")
 DEVICE_VARIABLE = "FWBENCH_DEVICE"
 THREADS_VARIABLE = "FWBENCH_THREADS"
 INTEROP_THREADS_VARIABLE = "FWBENCH_INTEROP_THREADS"
+# GPU math switches (docs/gpu.md): on or off; unset leaves the framework's default.
+TF32_VARIABLE = "FWBENCH_TF32"  # TF32 for float32 matmuls and convolutions
+CUDNN_BENCHMARK_VARIABLE = "FWBENCH_CUDNN_BENCHMARK"  # cuDNN autotuning (torch)
+_ON = ("on", "1", "true", "yes")
+_OFF = ("off", "0", "false", "no")
 
 # Optional capabilities a plugin may declare, each with the methods it then implements
 # (signatures in reference.py). "accuracy" runs the catalogue's accuracy workloads;
@@ -62,6 +67,8 @@ class PluginContext:
     device: str = "auto"  # "cpu"; "cuda" (refuse to start without one); "auto" (CUDA if any)
     threads: int = 0  # intra-op threads to size the pools with; 0 = the framework's default
     interop_threads: int = 0  # inter-op threads; 0 = the framework's default
+    tf32: bool | None = None  # FWBENCH_TF32; None = the framework's default
+    cudnn_benchmark: bool | None = None  # FWBENCH_CUDNN_BENCHMARK; None = the default
 
     def __post_init__(self) -> None:
         _check_device("device", self.device)
@@ -79,13 +86,30 @@ def _env_count(environ: Mapping[str, str], name: str) -> int:
     return value
 
 
+def env_switch(environ: Mapping[str, str], name: str) -> bool | None:
+    """An on/off variable: True, False, or None when unset or empty."""
+    raw = environ.get(name, "").strip().lower()
+    if not raw:
+        return None
+    if raw in _ON or raw in _OFF:
+        return raw in _ON
+    raise InvalidContext(f"{name}={raw!r}: expected on or off")
+
+
 def context_from_environment(environ: Mapping[str, str] = os.environ) -> PluginContext:
-    """FWBENCH_DEVICE (default auto), FWBENCH_THREADS and FWBENCH_INTEROP_THREADS (default 0);
-    raises InvalidContext naming the variable and its allowed values."""
+    """FWBENCH_DEVICE (default auto), FWBENCH_THREADS and FWBENCH_INTEROP_THREADS (default 0),
+    FWBENCH_TF32 and FWBENCH_CUDNN_BENCHMARK (on/off, default unset); raises InvalidContext
+    naming the variable and its allowed values."""
     device = environ.get(DEVICE_VARIABLE, "").strip() or "auto"
     _check_device(DEVICE_VARIABLE, device)
     threads = _env_count(environ, THREADS_VARIABLE)
-    return PluginContext(device, threads, _env_count(environ, INTEROP_THREADS_VARIABLE))
+    return PluginContext(
+        device,
+        threads,
+        _env_count(environ, INTEROP_THREADS_VARIABLE),
+        tf32=env_switch(environ, TF32_VARIABLE),
+        cudnn_benchmark=env_switch(environ, CUDNN_BENCHMARK_VARIABLE),
+    )
 
 
 def translate_out_of_memory(
