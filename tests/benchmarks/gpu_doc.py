@@ -87,6 +87,12 @@ def _energy_per_item(row: pd.Series) -> Any:
     return float(joules) / float(items)
 
 
+def _device_ms(row: pd.Series) -> str:
+    """The median device time from CUDA events (settings.extra), when the agent measured it."""
+    value = json.loads(row.get("settings") or "{}").get("device_time_median_ns")
+    return _number(float(value) if value else None, 1e-6, 3)
+
+
 def _telemetry(row: pd.Series) -> list[str]:
     return [
         _number(row.get("gpu_utilization_mean_percent"), digits=0),
@@ -118,6 +124,7 @@ def gemm_table(rows: pd.DataFrame, bare: dict[str, float], peak: float | None) -
                 str(row["phase"]),
                 str(row["precision"]),
                 _number(row["median_seconds"], 1e3, 3),
+                _device_ms(row),
                 _sig(tflops),
                 _sig(tflops / peak * 100 if peak else None),
                 _number(reference, 1e3, 3),
@@ -125,7 +132,7 @@ def gemm_table(rows: pd.DataFrame, bare: dict[str, float], peak: float | None) -
                 *_telemetry(row),
             ]
         )
-    head = ["agent", "phase", "precision", "median ms", "TFLOP/s", "% of bf16 peak"]
+    head = ["agent", "phase", "precision", "median ms", "device ms", "TFLOP/s", "% of bf16 peak"]
     head += ["bare median ms", "harness / bare", *TELEMETRY_HEAD]
     return _table(head, body)
 
@@ -145,6 +152,7 @@ def model_table(rows: pd.DataFrame, peak: float | None) -> str:
                 str(row["precision"]),
                 str(row["batch_size"]),
                 _number(row["median_seconds"], 1e3, 3) if ok else "-",
+                _device_ms(row) if ok else "-",
                 _number(row["items_per_second"], digits=0) if ok else "-",
                 _sig(tflops),
                 _sig(tflops / peak * 100 if peak and ok else None),
@@ -152,7 +160,8 @@ def model_table(rows: pd.DataFrame, peak: float | None) -> str:
                 "ok" if ok else f"{row['status']} {row.get('error_code') or ''}".strip(),
             ]
         )
-    head = ["workload", "agent", "phase", "precision", "batch", "median ms", "items/s"]
+    head = ["workload", "agent", "phase", "precision", "batch", "median ms", "device ms"]
+    head += ["items/s"]
     head += ["TFLOP/s", "% of bf16 peak", *TELEMETRY_HEAD, "status"]
     return _table(head, body)
 
@@ -198,6 +207,8 @@ METHOD = """\
   AGENT=PY`): the agent process runs in the host's interpreter, the collector drives it over
   gRPC on loopback, one agent at a time. Samples are wall-clock step times with the device
   synchronized before every clock read (docs/measurement.md); the median is reported.
+  "device ms" is the median device time of the same steps from CUDA events around each step
+  (torch only; warm-up included, first call left out: runtime/device_timing.py).
 - TF32 and cuDNN autotuning are set per sweep with `FWBENCH_TF32` and
   `FWBENCH_CUDNN_BENCHMARK` (on/off, read by the agent at start-up and recorded on every row):
   gemm fp32 and bf16 with TF32 off, gemm "tf32" = float32 with TF32 on, conv2d and resnet50

@@ -43,9 +43,13 @@ def test_context_from_environment_reads_the_three_variables():
 
 
 def test_context_from_environment_reads_the_gpu_math_switches():
-    environ = {"FWBENCH_TF32": "off", "FWBENCH_CUDNN_BENCHMARK": " ON "}
+    environ = {
+        "FWBENCH_TF32": "off",
+        "FWBENCH_CUDNN_BENCHMARK": " ON ",
+        "FWBENCH_CUDA_EVENTS": "no",
+    }
     context = context_from_environment(environ)
-    assert (context.tf32, context.cudnn_benchmark) == (False, True)
+    assert (context.tf32, context.cudnn_benchmark, context.cuda_events) == (False, True, False)
     assert context_from_environment({"FWBENCH_TF32": "1"}).tf32 is True
     assert context_from_environment({"FWBENCH_TF32": ""}).tf32 is None
 

@@ -258,6 +258,7 @@ def test_half_precision_rows_say_they_run_pure_not_autocast(plugin):
     bf16 = plugin.build(WorkloadSpec(w, "infer", 1, "bfloat16", params, 0, 0, "eager"))
     assert bf16.step().dtype == torch.bfloat16
     assert bf16.settings.extra["dtype_policy"].startswith("pure")
+    assert bf16.report is None  # CUDA events only on CUDA
     assert (
         "dtype_policy"
         not in plugin.build(spec("gemm", "infer", "eager", m=8, n=8, k=8)).settings.extra

@@ -19,6 +19,7 @@ INTEROP_THREADS_VARIABLE = "FWBENCH_INTEROP_THREADS"
 # GPU math switches (docs/gpu.md): on or off; unset leaves the framework's default.
 TF32_VARIABLE = "FWBENCH_TF32"  # TF32 for float32 matmuls and convolutions
 CUDNN_BENCHMARK_VARIABLE = "FWBENCH_CUDNN_BENCHMARK"  # cuDNN autotuning (torch)
+CUDA_EVENTS_VARIABLE = "FWBENCH_CUDA_EVENTS"  # device time per step from CUDA events (torch)
 _ON = ("on", "1", "true", "yes")
 _OFF = ("off", "0", "false", "no")
 
@@ -69,6 +70,7 @@ class PluginContext:
     interop_threads: int = 0  # inter-op threads; 0 = the framework's default
     tf32: bool | None = None  # FWBENCH_TF32; None = the framework's default
     cudnn_benchmark: bool | None = None  # FWBENCH_CUDNN_BENCHMARK; None = the default
+    cuda_events: bool | None = None  # FWBENCH_CUDA_EVENTS; None = on where there are events
 
     def __post_init__(self) -> None:
         _check_device("device", self.device)
@@ -98,8 +100,8 @@ def env_switch(environ: Mapping[str, str], name: str) -> bool | None:
 
 def context_from_environment(environ: Mapping[str, str] = os.environ) -> PluginContext:
     """FWBENCH_DEVICE (default auto), FWBENCH_THREADS and FWBENCH_INTEROP_THREADS (default 0),
-    FWBENCH_TF32 and FWBENCH_CUDNN_BENCHMARK (on/off, default unset); raises InvalidContext
-    naming the variable and its allowed values."""
+    FWBENCH_TF32, FWBENCH_CUDNN_BENCHMARK and FWBENCH_CUDA_EVENTS (on/off, default unset);
+    raises InvalidContext naming the variable and its allowed values."""
     device = environ.get(DEVICE_VARIABLE, "").strip() or "auto"
     _check_device(DEVICE_VARIABLE, device)
     threads = _env_count(environ, THREADS_VARIABLE)
@@ -109,6 +111,7 @@ def context_from_environment(environ: Mapping[str, str] = os.environ) -> PluginC
         _env_count(environ, INTEROP_THREADS_VARIABLE),
         tf32=env_switch(environ, TF32_VARIABLE),
         cudnn_benchmark=env_switch(environ, CUDNN_BENCHMARK_VARIABLE),
+        cuda_events=env_switch(environ, CUDA_EVENTS_VARIABLE),
     )
 
 
@@ -161,10 +164,14 @@ class Settings:
 
 @dataclass(frozen=True)
 class BuiltStep:
-    """`step()` runs one iteration and returns whatever `synchronize` needs to wait on."""
+    """`step()` runs one iteration and returns whatever `synchronize` needs to wait on.
+    `report`, when given, is asked once after the timed loop for figures the plugin measured
+    itself (device time from CUDA events: device_timing.py); they join the row's
+    settings.extra."""
 
     step: Callable[[], object]
     settings: Settings
+    report: Callable[[], Mapping[str, str]] | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from fwbench.runtime.blas import require_expected
+from fwbench.runtime.device_timing import EventTimer
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.plugin import (
     ACCURACY,
@@ -61,6 +62,7 @@ _TORCH_VARIABLES = (
     "TORCH_CUDNN_V8_API_ENABLED",
     "FWBENCH_TF32",
     "FWBENCH_CUDNN_BENCHMARK",
+    "FWBENCH_CUDA_EVENTS",
 )
 # How a float16/bfloat16 cell runs: the model's weights and the inputs are cast to the dtype
 # (no torch.autocast), so every operation, the optimizer's too, runs in it.
@@ -183,6 +185,8 @@ class TorchPlugin:
         # A request for 0 threads means this default, not whatever the previous run left.
         self.default_threads = torch.get_num_threads()
         apply_gpu_switches(context.tf32, context.cudnn_benchmark)
+        # CUDA events around each step (device_timing.py): on by default on CUDA.
+        self.cuda_events = self.device.type == "cuda" and context.cuda_events is not False
         self.blas = torch_blas()
         require_expected(self.blas)  # BlasMismatch: the runtime refuses to start
 
@@ -236,7 +240,11 @@ class TorchPlugin:
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         built = _translated(self._build)(spec)
-        return BuiltStep(_translated(built.step), built.settings)
+        step = _translated(built.step)
+        if not self.cuda_events:
+            return BuiltStep(step, built.settings)
+        timer = EventTimer(step, lambda: torch.cuda.Event(enable_timing=True))
+        return BuiltStep(timer, built.settings, _translated(timer.report))
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self._check(spec)
