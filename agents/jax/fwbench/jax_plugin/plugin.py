@@ -57,7 +57,6 @@ _JAX_VARIABLES = (
     "XLA_PYTHON_CLIENT_MEM_FRACTION",
     "XLA_PYTHON_CLIENT_ALLOCATOR",
     "TF_CPP_MIN_LOG_LEVEL",
-    "FWBENCH_TF32",
 )
 # FWBENCH_TF32 as jax's default matmul precision (float32 = full float32 passes).
 _TF32_PRECISION = {True: "tensorfloat32", False: "float32"}

@@ -60,9 +60,6 @@ _TORCH_VARIABLES = (
     "TORCH_NUM_THREADS",
     "ATEN_CPU_CAPABILITY",
     "TORCH_CUDNN_V8_API_ENABLED",
-    "FWBENCH_TF32",
-    "FWBENCH_CUDNN_BENCHMARK",
-    "FWBENCH_CUDA_EVENTS",
 )
 # How a float16/bfloat16 cell runs: the model's weights and the inputs are cast to the dtype
 # (no torch.autocast), so every operation, the optimizer's too, runs in it.
