@@ -22,6 +22,7 @@ dry run and is not GPU results. docs/gpu.md explains the method.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -149,10 +150,23 @@ def missing_collector_modules() -> list[str]:
     return missing
 
 
+# Released in step with grpcio: carried ones must match the grpcio already installed.
+GRPC_COMPANIONS = ("grpcio-health-checking", "grpcio-reflection")
+
+
+def pinned(missing: list[str]) -> list[str]:
+    """`missing`, the grpcio companions pinned to the installed grpcio's version."""
+    try:
+        grpcio = importlib.metadata.version("grpcio")
+    except importlib.metadata.PackageNotFoundError:
+        return missing
+    return [f"{name}=={grpcio}" if name in GRPC_COMPANIONS else name for name in missing]
+
+
 def carry_instructions(missing: list[str]) -> str:
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     tag = f"{sys.version_info.major}{sys.version_info.minor}"
-    names = " ".join(missing)
+    names = " ".join(pinned(missing))
     return (
         f"{sys.executable} cannot import what the collector needs: {', '.join(missing)}.\n"
         "On a machine with a package index, fetch the wheels for this host:\n"

@@ -74,6 +74,13 @@ def test_missing_collector_packages_stop_the_script_with_the_wheels_to_carry(
     assert not (tmp_path / "out").exists() and not (tmp_path / "d.md").exists()
 
 
+def test_grpc_companions_to_carry_match_the_installed_grpcio() -> None:
+    from importlib.metadata import version
+
+    wanted = gpu_host.pinned(["grpcio-reflection", "docker"])
+    assert wanted == [f"grpcio-reflection=={version('grpcio')}", "docker"]
+
+
 def test_energy_per_item_divides_the_timed_phase_energy_by_the_items_timed() -> None:
     row = pd.Series({"gpu_energy_joules": 10.0, "n": 5, "items_per_sample": 4})
     assert gpu_doc._energy_per_item(row) == pytest.approx(0.5)
