@@ -182,9 +182,9 @@ def carry_instructions(missing: list[str]) -> str:
     )
 
 
-def source_environment() -> dict[str, str]:
-    """The collector from this checkout's sources, whether or not it is installed."""
-    paths = [str(p) for p in SOURCES] + [os.environ.get("PYTHONPATH", "")]
+def source_environment(*more: Path) -> dict[str, str]:
+    """The collector (and `more`) from this checkout's sources, installed or not."""
+    paths = [str(p) for p in (*more, *SOURCES)] + [os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
@@ -225,7 +225,8 @@ def run_bare(python: str, plan: Plan, out: Path) -> list[dict[str, object]]:
         command = [python, str(HERE / "bare_torch.py"), "gemm", "1", str(plan.bare_warmup)]
         command += [str(plan.bare_iterations), "--device", plan.device, "--dtype", dtype]
         command += ["--tf32", tf32, "--size", size]
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "agents" / "torch")}
+        # The plugin's models and the runtime they import, from the checkout, as the agent has.
+        env = source_environment(ROOT / "agents" / "torch")
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         entry: dict[str, object] = {"precision": label, "command": " ".join(command)}
         if done.returncode == 0:

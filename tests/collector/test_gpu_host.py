@@ -109,3 +109,20 @@ def test_an_out_of_memory_cell_is_resource_exhausted_and_the_same_agent_goes_on(
     assert table["error_code"].iloc[0] == "RESOURCE_EXHAUSTED"
     assert "out of memory" in table["error"].iloc[0]
     assert table["agent_pid"].nunique() == 1
+
+
+def test_the_environment_probe_sees_the_pythonpath_the_agent_will_have(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Wheels carried to a GPU host are often installed with `pip install --target DIR` and
+    PYTHONPATH=DIR: the probe must look there as the agent process will (overlay first)."""
+    from fwbench.collector.agents import existing
+
+    python = tmp_path / "python"  # an interpreter that reports what it was given
+    python.write_text('#!/bin/sh\nprintf \'{"pythonpath": "%s"}\\n\' "$PYTHONPATH"\n')
+    python.chmod(0o755)
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    monkeypatch.setenv("PYTHONPATH", "/carried/site")
+    facts = existing.probe(str(python), str(overlay), "fake", ())
+    assert facts["pythonpath"] == f"{overlay}:/carried/site"
