@@ -117,7 +117,9 @@ def gemm_table(rows: pd.DataFrame, bare: dict[str, float], peak: float | None) -
     gemm = rows[(rows["workload"] == "gemm") & (rows["status"] == "ok")]
     for _, row in gemm.sort_values(["agent", "precision", "phase"]).iterrows():
         tflops = row["gflops_per_second"] / 1e3
-        reference = bare.get(row["precision"]) if row["phase"] == "infer" else None
+        # The bare script is PyTorch's: it is the overhead reference for torch rows only.
+        same = row["phase"] == "infer" and row["framework"] == "torch"
+        reference = bare.get(row["precision"]) if same else None
         body.append(
             [
                 str(row["agent"]),
@@ -219,7 +221,7 @@ METHOD = """\
   reaches here), not a datasheet figure.
 - "bare" = tests/benchmarks/bare_torch.py: the same product in a plain loop (perf_counter_ns,
   `torch.cuda.synchronize()` before each clock read), same interpreter; harness / bare > 1
-  is the harness's overhead per step.
+  is the harness's overhead per step (torch rows, infer; the bare script is PyTorch's).
 - Telemetry: the collector scrapes each agent's /metrics (NVML) every 0.25 s; utilisation and
   power are the mean (and peak) over the scrapes inside the timed phase, GPU memory the peak
   of the device's used memory, energy the NVML total-energy counter interpolated at the start
@@ -260,7 +262,13 @@ def render(out: Path) -> str:
         parts.append("## conv2d and models\n\n" + model_table(rows, peak))
         parts.append("## Cells that did not run\n\n" + failures(rows))
     bare_errors = [f"- bare {e['precision']}: {e['error']}" for e in record["bare"] if "error" in e]
-    notes = [f"- {note}" for note in record["notes"]] + bare_errors
+    stopped = [
+        f"- sweep {sweep['name']}: the collector exited {sweep['exit_code']} (see "
+        f"{sweep['folder']}.log)"
+        for sweep in record["sweeps"]
+        if sweep["exit_code"] not in (0, 1)  # 1: some cell failed, listed above
+    ]
+    notes = [f"- {note}" for note in record["notes"]] + stopped + bare_errors
     parts.append("## Notes\n\n" + ("\n".join(notes) if notes else "None."))
     parts.append(METHOD)
     return "\n\n".join(parts) + "\n"

@@ -246,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "gpu.md")
     parser.add_argument("--manifests", type=Path, default=None)
     parser.add_argument("--cpu-dry-run", action="store_true")
-    args = parser.parse_args(argv)
+    given = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(given)
     missing = missing_collector_modules()
     if missing:
         print(carry_instructions(missing), file=sys.stderr)
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     record = Record(
         mode="cpu-dry-run" if args.cpu_dry_run else "gpu",
         started=stamp,
-        command=" ".join([Path(sys.executable).name, *sys.argv]),
+        command=" ".join(["python3", "tests/benchmarks/gpu_host.py", *given]),
         python=args.python,
         agents=agents,
         gemm=list(plan.gemm),
