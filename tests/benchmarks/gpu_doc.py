@@ -225,7 +225,9 @@ METHOD = """\
 - Telemetry: the collector scrapes each agent's /metrics (NVML) every 0.25 s; utilisation and
   power are the mean (and peak) over the scrapes inside the timed phase, GPU memory the peak
   of the device's used memory, energy the NVML total-energy counter interpolated at the start
-  and end of the timed phase (docs/telemetry.md), divided by the items timed.
+  and end of the timed phase (docs/telemetry.md), divided by the items timed. GPU memory is
+  what NVML sees in use: PyTorch's caching allocator keeps freed blocks, and JAX preallocates
+  75% of the device by default (XLA_PYTHON_CLIENT_PREALLOCATE), so it is a pool, not a need.
 """
 
 
