@@ -42,6 +42,18 @@ def test_context_from_environment_reads_the_three_variables():
     assert context_from_environment(environ) == PluginContext("cuda", 3, 2)
 
 
+def test_context_from_environment_reads_the_gpu_math_switches():
+    environ = {
+        "FWBENCH_TF32": "off",
+        "FWBENCH_CUDNN_BENCHMARK": " ON ",
+        "FWBENCH_CUDA_EVENTS": "no",
+    }
+    context = context_from_environment(environ)
+    assert (context.tf32, context.cudnn_benchmark, context.cuda_events) == (False, True, False)
+    assert context_from_environment({"FWBENCH_TF32": "1"}).tf32 is True
+    assert context_from_environment({"FWBENCH_TF32": ""}).tf32 is None
+
+
 @pytest.mark.parametrize(
     ("environ", "message"),
     [
@@ -49,6 +61,7 @@ def test_context_from_environment_reads_the_three_variables():
         ({"FWBENCH_THREADS": "two"}, "FWBENCH_THREADS='two': expected a non-negative integer"),
         ({"FWBENCH_THREADS": "-1"}, "FWBENCH_THREADS=-1: expected a non-negative integer"),
         ({"FWBENCH_INTEROP_THREADS": "1.5"}, "FWBENCH_INTEROP_THREADS='1.5': expected a non-neg"),
+        ({"FWBENCH_TF32": "maybe"}, "FWBENCH_TF32='maybe': expected on or off"),
     ],
 )
 def test_context_from_environment_names_the_variable_and_its_allowed_values(environ, message):

@@ -235,3 +235,42 @@ def test_pipeline_stages_begin_evenly_spread_over_the_resnet() -> None:
     assert split_points("resnet18", 4) == ["layer2", "layer3", "layer4"]
     with pytest.raises(UnsupportedWorkload, match="at most 4 stages"):
         split_points("resnet18", 5)
+
+
+def test_gpu_switches_set_torch_and_every_cuda_row_reports_them():
+    """FWBENCH_TF32 / FWBENCH_CUDNN_BENCHMARK (PluginContext) set torch's process-wide flags;
+    gpu_settings() is what a CUDA row's settings carry."""
+    from fwbench.torch_plugin.plugin import gpu_settings
+
+    saved = (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.benchmark,
+    )
+    try:
+        TorchPlugin(PluginContext(device="cpu", tf32=True, cudnn_benchmark=True))
+        on = gpu_settings()
+        TorchPlugin(PluginContext(device="cpu", tf32=False, cudnn_benchmark=False))
+        off = gpu_settings()
+    finally:
+        (
+            torch.backends.cuda.matmul.allow_tf32,
+            torch.backends.cudnn.allow_tf32,
+            torch.backends.cudnn.benchmark,
+        ) = saved
+    assert (on["tf32_matmul"], on["tf32_cudnn"], on["cudnn_benchmark"]) == ("True",) * 3
+    assert (off["tf32_matmul"], off["tf32_cudnn"], off["cudnn_benchmark"]) == ("False",) * 3
+    assert {"cudnn_deterministic", "float32_matmul_precision", "cuda_runtime"} <= set(on)
+
+
+def test_half_precision_rows_say_they_run_pure_not_autocast(plugin):
+    w = CATALOGUE.get("gemm")
+    params = w.resolve_params({"m": 8, "n": 8, "k": 8})
+    bf16 = plugin.build(WorkloadSpec(w, "infer", 1, "bfloat16", params, 0, 0, "eager"))
+    assert bf16.step().dtype == torch.bfloat16
+    assert bf16.settings.extra["dtype_policy"].startswith("pure")
+    assert bf16.report is None  # CUDA events only on CUDA
+    assert (
+        "dtype_policy"
+        not in plugin.build(spec("gemm", "infer", "eager", m=8, n=8, k=8)).settings.extra
+    )

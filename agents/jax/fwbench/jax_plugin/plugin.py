@@ -58,6 +58,11 @@ _JAX_VARIABLES = (
     "XLA_PYTHON_CLIENT_ALLOCATOR",
     "TF_CPP_MIN_LOG_LEVEL",
 )
+# FWBENCH_TF32 as jax's default matmul precision (float32 = full float32 passes).
+_TF32_PRECISION = {True: "tensorfloat32", False: "float32"}
+# One seed, separate streams: weights from PRNGKey(seed) itself (as canonical_weights), the
+# dropout key from a fold of it, synthetic data from data_key(seed).
+_DROPOUT_STREAM = 1
 # How XLA's allocators word a failed allocation (BFC on GPUs, the CPU client's buffers).
 _OOM_MESSAGES = ("resource_exhausted", "out of memory", "failed to allocate")
 P = ParamSpec("P")
@@ -154,6 +159,8 @@ class JaxPlugin:
         # would make another one the default (a CPU agent on a GPU host).
         jax.config.update("jax_default_device", self.device)
         self.backend = "" if self.world is None else distributed.backend_name(self.device)
+        if context.tf32 is not None:  # FWBENCH_TF32; unset keeps XLA's default
+            jax.config.update("jax_default_matmul_precision", _TF32_PRECISION[context.tf32])
 
     # ----------------------------------------------------------------------- FrameworkPlugin
 
@@ -207,7 +214,7 @@ class JaxPlugin:
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         built = _translated(self._build)(spec)
-        return BuiltStep(_translated(built.step), built.settings, built.rank)
+        return BuiltStep(_translated(built.step), built.settings, rank=built.rank)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self._check(spec)
@@ -216,7 +223,7 @@ class JaxPlugin:
         if self.world is not None:
             mesh = distributed.mesh_for(self.device)
             step, rank = distributed.build(spec, dtype, mesh, self.backend)
-            return BuiltStep(step, self._settings(spec, name, train), rank)
+            return BuiltStep(step, self._settings(spec, name, train), rank=rank)
         if name in _OPS:
             key = models.data_key(spec.seed)
             step = _OPS[name](spec.batch_size, spec.params, dtype, key, train, spec.mode)
@@ -255,6 +262,8 @@ class JaxPlugin:
             extra["donated"] = "params, BatchNorm state, optimizer state, dropout key"
         if self._gpu and not precision:
             extra["tf32"] = "XLA's default: float32 matmuls and convolutions may use TF32"
+        if spec.dtype != "float32":
+            extra["dtype_policy"] = "pure: parameters and inputs in the cell's dtype; no autocast"
         if spec.dtype != "float32" and name in models.MODEL_NAMES:
             extra["mixed"] = (
                 f"params and activations {spec.dtype}; BatchNorm statistics and loss float32"

@@ -26,9 +26,12 @@ THREAD_AND_DEVICE_VARIABLES = (
     "KMP_BLOCKTIME",
     "CUDA_VISIBLE_DEVICES",
     "NVIDIA_VISIBLE_DEVICES",
-    "FWBENCH_DEVICE",  # these three reach the plugin as its PluginContext
+    "FWBENCH_DEVICE",  # these reach the plugin as its PluginContext
     "FWBENCH_THREADS",
     "FWBENCH_INTEROP_THREADS",
+    "FWBENCH_TF32",
+    "FWBENCH_CUDNN_BENCHMARK",
+    "FWBENCH_CUDA_EVENTS",
     "MALLOC_ARENA_MAX",
     "MALLOC_MMAP_THRESHOLD_",
     "MALLOC_TRIM_THRESHOLD_",

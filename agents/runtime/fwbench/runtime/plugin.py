@@ -19,6 +19,12 @@ DEVICES = ("cpu", "cuda", "auto")
 DEVICE_VARIABLE = "FWBENCH_DEVICE"
 THREADS_VARIABLE = "FWBENCH_THREADS"
 INTEROP_THREADS_VARIABLE = "FWBENCH_INTEROP_THREADS"
+# GPU math switches (docs/gpu.md): on or off; unset leaves the framework's default.
+TF32_VARIABLE = "FWBENCH_TF32"  # TF32 for float32 matmuls and convolutions
+CUDNN_BENCHMARK_VARIABLE = "FWBENCH_CUDNN_BENCHMARK"  # cuDNN autotuning (torch)
+CUDA_EVENTS_VARIABLE = "FWBENCH_CUDA_EVENTS"  # device time per step from CUDA events (torch)
+_ON = ("on", "1", "true", "yes")
+_OFF = ("off", "0", "false", "no")
 
 # Optional capabilities a plugin may declare, each with the methods it then implements
 # (signatures in reference.py). "accuracy" runs the catalogue's accuracy workloads;
@@ -68,6 +74,9 @@ class PluginContext:
     # The distributed world this process is a rank of (world.py); None = alone. A plugin
     # initialises its framework's distributed runtime in its constructor when it is set.
     world: World | None = None
+    tf32: bool | None = None  # FWBENCH_TF32; None = the framework's default
+    cudnn_benchmark: bool | None = None  # FWBENCH_CUDNN_BENCHMARK; None = the default
+    cuda_events: bool | None = None  # FWBENCH_CUDA_EVENTS; None = on where there are events
 
     def __post_init__(self) -> None:
         _check_device("device", self.device)
@@ -85,8 +94,19 @@ def _env_count(environ: Mapping[str, str], name: str) -> int:
     return value
 
 
+def env_switch(environ: Mapping[str, str], name: str) -> bool | None:
+    """An on/off variable: True, False, or None when unset or empty."""
+    raw = environ.get(name, "").strip().lower()
+    if not raw:
+        return None
+    if raw in _ON or raw in _OFF:
+        return raw in _ON
+    raise InvalidContext(f"{name}={raw!r}: expected on or off")
+
+
 def context_from_environment(environ: Mapping[str, str] = os.environ) -> PluginContext:
-    """FWBENCH_DEVICE (default auto), FWBENCH_THREADS and FWBENCH_INTEROP_THREADS (default 0);
+    """FWBENCH_DEVICE (default auto), FWBENCH_THREADS and FWBENCH_INTEROP_THREADS (default 0),
+    FWBENCH_TF32, FWBENCH_CUDNN_BENCHMARK and FWBENCH_CUDA_EVENTS (on/off, default unset);
     raises InvalidContext naming the variable and its allowed values."""
     device = environ.get(DEVICE_VARIABLE, "").strip() or "auto"
     _check_device(DEVICE_VARIABLE, device)
@@ -98,6 +118,9 @@ def context_from_environment(environ: Mapping[str, str] = os.environ) -> PluginC
         threads,
         _env_count(environ, INTEROP_THREADS_VARIABLE),
         world_from_environment(environ),
+        tf32=env_switch(environ, TF32_VARIABLE),
+        cudnn_benchmark=env_switch(environ, CUDNN_BENCHMARK_VARIABLE),
+        cuda_events=env_switch(environ, CUDA_EVENTS_VARIABLE),
     )
 
 
@@ -165,11 +188,15 @@ class RankReport:
 
 @dataclass(frozen=True)
 class BuiltStep:
-    """`step()` runs one iteration and returns whatever `synchronize` needs to wait on."""
+    """`step()` runs one iteration and returns whatever `synchronize` needs to wait on.
+    `report`, when given, is asked once after the timed loop for figures the plugin measured
+    itself (device time from CUDA events: device_timing.py); they join the row's
+    settings.extra."""
 
     step: Callable[[], object]
     settings: Settings
     rank: RankReport | None = None  # set when the step ran as a rank of a world
+    report: Callable[[], Mapping[str, str]] | None = None
 
 
 @dataclass(frozen=True)

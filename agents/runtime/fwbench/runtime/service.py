@@ -12,7 +12,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import cast
@@ -307,7 +307,9 @@ def capabilities(
     return result
 
 
-def _settings_message(spec: WorkloadSpec, s: Settings) -> agent_pb2.EffectiveSettings:
+def _settings_message(
+    spec: WorkloadSpec, s: Settings, report: Mapping[str, str] | None = None
+) -> agent_pb2.EffectiveSettings:
     return agent_pb2.EffectiveSettings(
         dtype=DTYPE_VALUES[s.dtype],
         intra_op_threads=s.intra_op_threads,
@@ -316,7 +318,7 @@ def _settings_message(spec: WorkloadSpec, s: Settings) -> agent_pb2.EffectiveSet
         layout=s.layout,
         device=s.device,
         params=dict(spec.params),
-        extra=dict(s.extra),
+        extra={**s.extra, **(report or {})},
     )
 
 
@@ -359,7 +361,7 @@ def _result_message(
         first_iteration_nanoseconds=m.first_iteration_ns,
         build_nanoseconds=m.build_ns,
         warmup_iterations=m.warmup_iterations,
-        settings=_settings_message(spec, m.built.settings),
+        settings=_settings_message(spec, m.built.settings, m.report),
         measure_started_unix_nanoseconds=m.measure_started_unix_ns,
         measure_ended_unix_nanoseconds=m.measure_ended_unix_ns,
     )

@@ -38,6 +38,7 @@ class Measurement:
     samples_ns: list[int] = field(default_factory=list)
     measure_started_unix_ns: int = 0
     measure_ended_unix_ns: int = 0
+    report: dict[str, str] = field(default_factory=dict)  # BuiltStep.report's, after the loop
 
 
 def measure(
@@ -72,6 +73,8 @@ def measure(
     result.measure_started_unix_ns = time.time_ns()
     result.samples_ns = _timed_loop(built, synchronize, plan, cancel, on_progress, clock)
     result.measure_ended_unix_ns = time.time_ns()
+    if built.report is not None:
+        result.report = dict(built.report())
     return result
 
 

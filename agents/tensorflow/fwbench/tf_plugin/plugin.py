@@ -157,7 +157,7 @@ class TensorFlowPlugin:
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         built = _translated(self._build)(spec)
-        return BuiltStep(_translated(built.step), built.settings, built.rank)
+        return BuiltStep(_translated(built.step), built.settings, rank=built.rank)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self.check(spec)
@@ -165,7 +165,7 @@ class TensorFlowPlugin:
         train = spec.phase == "train"
         if self.rank is not None:
             step, report = distributed.build(spec, dtype, self.rank)
-            return BuiltStep(step, self._settings(spec, name), report)
+            return BuiltStep(step, self._settings(spec, name), rank=report)
         with tf.device(self.device):
             if name in _OPS:
                 raw = _OPS[name](spec.batch_size, spec.params, dtype, spec.seed, train)

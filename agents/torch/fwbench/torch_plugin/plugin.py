@@ -11,6 +11,7 @@ another."""
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ import torch
 from torch import nn
 
 from fwbench.runtime.blas import require_expected
+from fwbench.runtime.device_timing import EventTimer
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.plugin import (
     ACCURACY,
@@ -59,6 +61,9 @@ _TORCH_VARIABLES = (
     "ATEN_CPU_CAPABILITY",
     "TORCH_CUDNN_V8_API_ENABLED",
 )
+# How a float16/bfloat16 cell runs: the model's weights and the inputs are cast to the dtype
+# (no torch.autocast), so every operation, the optimizer's too, runs in it.
+DTYPE_POLICY = "pure: weights, inputs and optimizer state in the cell's dtype; no autocast"
 
 
 def wrapper(mode: str) -> Callable[[Callable[..., torch.Tensor]], Callable[..., torch.Tensor]]:
@@ -121,6 +126,41 @@ def is_out_of_memory(error: Exception) -> bool:
     return isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
 
 
+def apply_gpu_switches(tf32: bool | None, cudnn_benchmark: bool | None) -> None:
+    """FWBENCH_TF32 (TF32 for float32 matmuls and cuDNN convolutions) and
+    FWBENCH_CUDNN_BENCHMARK (cuDNN autotuning); None keeps torch's default. Process-wide:
+    one agent process runs with one setting, which every row records."""
+    if tf32 is not None:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+    if cudnn_benchmark is not None:
+        torch.backends.cudnn.benchmark = cudnn_benchmark
+
+
+def gpu_settings() -> dict[str, str]:
+    """The settings that decide a CUDA row's figures, as torch has them now."""
+    settings = {
+        "tf32_matmul": str(torch.backends.cuda.matmul.allow_tf32),
+        "tf32_cudnn": str(torch.backends.cudnn.allow_tf32),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cudnn_benchmark": str(torch.backends.cudnn.benchmark),
+        "cudnn_deterministic": str(torch.backends.cudnn.deterministic),
+        "cuda_runtime": str(torch.version.cuda),
+    }
+    if torch.backends.cudnn.is_available():
+        settings["cudnn_loaded"] = str(torch.backends.cudnn.version())
+    return settings
+
+
+def release_cuda_memory(device: torch.device) -> None:
+    """Before a cell: what the previous cell (an out-of-memory one too) left in the caching
+    allocator goes back to the device, and the allocator's peak starts again from here."""
+    if device.type == "cuda":
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
 def _translated(function: Callable[P, T]) -> Callable[P, T]:
     return translate_out_of_memory(is_out_of_memory, function)
 
@@ -141,6 +181,9 @@ class TorchPlugin:
             torch.set_num_interop_threads(context.interop_threads)
         # A request for 0 threads means this default, not whatever the previous run left.
         self.default_threads = torch.get_num_threads()
+        apply_gpu_switches(context.tf32, context.cudnn_benchmark)
+        # CUDA events around each step (device_timing.py): on by default on CUDA.
+        self.cuda_events = self.device.type == "cuda" and context.cuda_events is not False
         self.blas = torch_blas()
         require_expected(self.blas)  # BlasMismatch: the runtime refuses to start
         self.world = context.world
@@ -203,18 +246,23 @@ class TorchPlugin:
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         built = _translated(self._build)(spec)
-        return BuiltStep(_translated(built.step), built.settings, built.rank)
+        step = _translated(built.step)
+        if not self.cuda_events:
+            return BuiltStep(step, built.settings, rank=built.rank)
+        timer = EventTimer(step, lambda: torch.cuda.Event(enable_timing=True))
+        return BuiltStep(timer, built.settings, rank=built.rank, report=_translated(timer.report))
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self._check(spec)
         self._apply_threads(spec.threads)
+        release_cuda_memory(self.device)
         torch.manual_seed(spec.seed)
         generator = torch.Generator(device=self.device).manual_seed(spec.seed)
         train = spec.phase == "train"
         name = spec.workload.name
         if self.world is not None:
             step, rank = distributed.build(spec, dtype, self.device, self.world, self.backend)
-            return BuiltStep(step, self._settings(spec, name), rank)
+            return BuiltStep(step, self._settings(spec, name), rank=rank)
         if name in _OPS:
             step = _OPS[name](
                 spec.batch_size,
@@ -274,12 +322,13 @@ class TorchPlugin:
         extra = {"mkldnn_enabled": str(torch.backends.mkldnn.enabled)}
         if self.world is not None:
             extra.update(strategy=spec.strategy, backend=self.backend)
+        if spec.dtype in ("float16", "bfloat16"):
+            extra["dtype_policy"] = DTYPE_POLICY
         if spec.mode == "compile":
             extra["compile_backend"] = "inductor"
             extra["compile_mode"] = "default"
         if self.device.type == "cuda":
-            extra["tf32_matmul"] = str(torch.backends.cuda.matmul.allow_tf32)
-            extra["tf32_cudnn"] = str(torch.backends.cudnn.allow_tf32)
+            extra.update(gpu_settings())
         image_like = name == "conv2d" or "image_size" in spec.workload.params or name == "lenet"
         return Settings(
             dtype=spec.dtype,

@@ -76,8 +76,7 @@ class ExistingEnvironment:
 
     def variables(self) -> dict[str, str]:
         """What the agent's process needs on top of the manifest's switches."""
-        before = os.environ.get("PYTHONPATH", "")
-        return {"PYTHONPATH": os.pathsep.join(p for p in (str(self.overlay), before) if p)}
+        return {"PYTHONPATH": agent_pythonpath(str(self.overlay))}
 
     def ensure(self, report: Any = lambda _: None) -> None:
         """Builds the overlay if needed, then checks the interpreter (cached per process)."""
@@ -110,6 +109,12 @@ class ExistingEnvironment:
             marker.write_text(json.dumps({"manifest": str(self.manifest.path)}))
 
 
+def agent_pythonpath(overlay: str) -> str:
+    """The overlay, then the collector's own PYTHONPATH (packages carried as wheels to a
+    host without an index are often there: `pip install --target DIR`)."""
+    return os.pathsep.join(p for p in (overlay, os.environ.get("PYTHONPATH", "")) if p)
+
+
 def agent_requirements(overlay: Path) -> list[Requirement]:
     """What the agent's own packages require, less themselves (they are in the overlay)."""
     found = list(distributions(path=[str(overlay)]))
@@ -132,7 +137,8 @@ def probe(
     """What `python` offers an agent of `plugin` with the manifest's environment `switches`
     (probes/environment_probe.py); asked once per collector."""
     names = [r.name for r in agent_requirements(Path(overlay))]
-    variables = {**os.environ, **dict(switches), "PYTHONPATH": overlay}
+    # The agent's own PYTHONPATH, so that the probe sees what the agent will.
+    variables = {**os.environ, **dict(switches), "PYTHONPATH": agent_pythonpath(overlay)}
     request = json.dumps({"distributions": names, "plugin": plugin})
     try:
         done = subprocess.run(

@@ -1,0 +1,128 @@
+"""The GPU-host script (tests/benchmarks/gpu_host.py) end to end on this CPU: --cpu-dry-run
+with the framework-free fake agent in an existing interpreter (this one), through the real
+collector (doctor, three sweeps, existing-environment launcher) and the page generator. The
+fake plugin has gemm (float32) and lenet (infer) only: bf16 and conv2d cells are refused,
+which the page must list; this interpreter has no torch, so the bare script fails, which the
+page must say instead of inventing a peak."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+TESTS = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(TESTS), str(TESTS / "benchmarks")]  # fake_agent; gpu_host, gpu_doc
+
+import gpu_doc  # noqa: E402
+import gpu_host  # noqa: E402
+from fake_agent import write_fake_agents  # noqa: E402
+
+
+def test_dry_run_measures_every_sweep_and_writes_the_page(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FWBENCH_STORE", str(tmp_path / "store.sqlite"))
+    manifests = write_fake_agents(tmp_path / "agents", {"fake": {}})
+    out, doc = tmp_path / "out", tmp_path / "gpu.md"
+    options = ["--cpu-dry-run", "--agents", "fake", "--manifests", str(manifests)]
+    code = gpu_host.main(
+        [*options, "--python", sys.executable, "--out", str(out), "--doc", str(doc)]
+    )
+    assert code == 0
+    record = json.loads((out / "gpu-host.json").read_text())
+    assert [s["name"] for s in record["sweeps"]] == ["gemm", "gemm-tf32", "models"]
+    assert [s["tf32"] for s in record["sweeps"]] == ["off", "on", "off"]
+    assert all(s["exit_code"] in (0, 1) for s in record["sweeps"]), record["sweeps"]
+    rows = gpu_doc.load_rows(out, record)
+    ok = rows[rows["status"] == "ok"]
+    assert set(ok["environment_source"]) == {"existing"}
+    gemm = ok[ok["workload"] == "gemm"]
+    assert sorted(set(gemm["precision"])) == ["fp32", "tf32"]  # tf32 = the FWBENCH_TF32 sweep
+    assert set(gemm[gemm["precision"] == "tf32"]["sweep"]) == {"gemm-tf32"}
+    page = doc.read_text()
+    assert page.startswith("# GPU results (CPU DRY RUN: not GPU results)")
+    # Every ok gemm row is in the table with its TFLOP/s from the row's own figure.
+    for _, row in gemm.iterrows():
+        line = f"| fake | {row['phase']} | {row['precision']} | {row['median_seconds'] * 1e3:.3f} |"
+        assert line in page
+        assert f"{line} - | {row['gflops_per_second'] / 1e3:.3g} |" in page
+    assert "| lenet | fake | infer | fp32 | 2 |" in page
+    # Refused cells are listed, and the missing bare script is said, not papered over.
+    assert "fake gemm infer bf16 batch 1: unsupported UNIMPLEMENTED" in page
+    assert "fake conv2d train fp32 batch 2: unsupported" in page
+    assert "not measured (the bare bf16 run failed)" in page
+    assert "- bare bfloat16: " in page and "torch" in page
+    assert "TensorFlow (tf-cuda) cannot run here" in page
+    assert "## Method" in page
+
+
+def test_missing_collector_packages_stop_the_script_with_the_wheels_to_carry(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    needs = {**gpu_host.COLLECTOR_NEEDS, "no_such_module_xyz": "no-such-dist"}
+    monkeypatch.setattr(gpu_host, "COLLECTOR_NEEDS", needs)
+    assert gpu_host.main(["--out", str(tmp_path / "out"), "--doc", str(tmp_path / "d.md")]) == 2
+    message = capsys.readouterr().err
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert "cannot import what the collector needs: no-such-dist." in message
+    assert f"pip download --only-binary=:all: --python-version {version}" in message
+    assert message.count("no-such-dist") >= 3 and "typer" not in message
+    assert not (tmp_path / "out").exists() and not (tmp_path / "d.md").exists()
+
+
+def test_grpc_companions_to_carry_match_the_installed_grpcio() -> None:
+    from importlib.metadata import version
+
+    wanted = gpu_host.pinned(["grpcio-reflection", "docker"])
+    assert wanted == [f"grpcio-reflection=={version('grpcio')}", "docker"]
+
+
+def test_energy_per_item_divides_the_timed_phase_energy_by_the_items_timed() -> None:
+    row = pd.Series({"gpu_energy_joules": 10.0, "n": 5, "items_per_sample": 4})
+    assert gpu_doc._energy_per_item(row) == pytest.approx(0.5)
+    assert gpu_doc._energy_per_item(row.drop("gpu_energy_joules")) is None
+
+
+def test_an_out_of_memory_cell_is_resource_exhausted_and_the_same_agent_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plugin's OutOfMemory (the fake's allocator refuses m > 30000, as CUDA's would a
+    too-large matrix) fails that cell alone; the next cell runs in the same agent process."""
+    import subprocess
+
+    monkeypatch.setenv("FWBENCH_STORE", str(tmp_path / "store.sqlite"))
+    manifests = write_fake_agents(tmp_path / "agents", {"fake": {}})
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "fwbench.collector.cli", "run", "--agents", "fake"]
+    command += ["--python", f"fake={sys.executable}", "--manifests", str(manifests)]
+    command += ["--workloads", "gemm,lenet", "--phases", "infer", "--batch-sizes", "1"]
+    command += ["--param", "m=32000", "--iterations", "3", "--min-seconds", "0", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr  # one cell failed
+    table = pd.read_parquet(out / "results.parquet").sort_values("cell")
+    assert list(table["workload"]) == ["gemm", "lenet"]
+    assert list(table["status"]) == ["failed", "ok"]
+    assert table["error_code"].iloc[0] == "RESOURCE_EXHAUSTED"
+    assert "out of memory" in table["error"].iloc[0]
+    assert table["agent_pid"].nunique() == 1
+
+
+def test_the_environment_probe_sees_the_pythonpath_the_agent_will_have(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Wheels carried to a GPU host are often installed with `pip install --target DIR` and
+    PYTHONPATH=DIR: the probe must look there as the agent process will (overlay first)."""
+    from fwbench.collector.agents import existing
+
+    python = tmp_path / "python"  # an interpreter that reports what it was given
+    python.write_text('#!/bin/sh\nprintf \'{"pythonpath": "%s"}\\n\' "$PYTHONPATH"\n')
+    python.chmod(0o755)
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    monkeypatch.setenv("PYTHONPATH", "/carried/site")
+    facts = existing.probe(str(python), str(overlay), "fake", ())
+    assert facts["pythonpath"] == f"{overlay}:/carried/site"
