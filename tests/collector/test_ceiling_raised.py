@@ -105,6 +105,9 @@ def test_a_row_above_its_ceiling_raises_it_for_its_threads_and_more() -> None:
     assert peak_flops(calibration, "float64", 1) == pytest.approx(100e9)  # another dtype
     for failed in (row(999.0, 1, status="failed"), row(float("nan"), 1), row(999.0, 1, dtype="x")):
         assert not observe(calibration, failed, "r")
+    # A training step's FLOPs are a model (3x forward) a framework can beat: never a ceiling.
+    assert not observe(calibration, row(999.0, 1, phase="train"), "r")
+    assert peak_flops(calibration, "float32", 1) == pytest.approx(150e9)
     older = fake_calibration("old", 1.0)
     assert merge_observed(older, calibration["observed"])
     assert not merge_observed(older, calibration["observed"])  # nothing higher the second time

@@ -168,8 +168,9 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "peak_fraction",
         "Float64",
-        "gflops_per_second x 1e9 / peak_flops_per_second (at most 1: a faster row raises the "
-        "peak, never clipped)",
+        "gflops_per_second x 1e9 / peak_flops_per_second (at most 1 for inference: a faster "
+        "inference row raises the peak; never clipped, so a training row above 1 did less "
+        "than the catalogue's 3x-forward model counts)",
     ),
     Column(
         "bandwidth_bytes_per_second",
