@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-import yaml
 
 from fwbench.collector.cli.common import ManifestDirs, fail, fail_with, load_manifests
 from fwbench.collector.cli.worlds import parse_world_sizes
@@ -51,6 +50,8 @@ def render_manifests(
     chosen = [(declared[name], registry + image_tag(declared[name])) for name in names]
     objects = render(chosen, run_id or new_run_id(), sizes, PodShape(cpus, memory), namespace,
                      pod_monitor)  # fmt: skip
+    import yaml  # only here: the collector's other commands run where PyYAML is not (a GPU host)
+
     text = yaml.safe_dump_all(objects, sort_keys=False)
     if out is None:
         typer.echo(text, nl=False)
