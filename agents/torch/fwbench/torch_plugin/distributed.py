@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime
+import importlib.util
 import os
 from collections.abc import Callable
 
@@ -23,7 +24,21 @@ from torch import nn
 
 from fwbench.runtime.plugin import Capability, RankReport, UnsupportedWorkload, WorkloadSpec
 from fwbench.runtime.world import World
-from fwbench.torch_plugin import models, pipeline
+from fwbench.torch_plugin import models
+
+# Where a ResNet's pipeline stages may begin (pipeline.py): a world of N ranks cuts before N-1
+# of them. torch.distributed.pipelining arrived in torch 2.4: older builds (Debian 12's 1.13)
+# offer no pipeline, and pipeline.py is imported only where it exists.
+STAGES = {
+    "resnet18": ("layer2", "layer3", "layer4"),
+    "resnet50": ("layer2", "layer3", "layer4"),
+    "resnet152": ("layer2", "layer3", "layer4"),
+}
+
+
+def pipelining_available() -> bool:
+    return importlib.util.find_spec("torch.distributed.pipelining") is not None
+
 
 DDP = "ddp"
 COLLECTIVE = "collective"
@@ -61,8 +76,10 @@ def capabilities(base: Capability, model_names: tuple[str, ...]) -> dict[str, Ca
     graphs are left for later), the ResNets also as pipeline stages, and allreduce."""
     train = Capability(("train",), base.dtypes, ("eager",), (DDP,))
     staged = Capability(("train",), base.dtypes, ("eager",), (DDP, PIPELINE))
+    if not pipelining_available():
+        staged = train
     return {
-        **{name: staged if name in pipeline.STAGES else train for name in model_names},
+        **{name: staged if name in STAGES else train for name in model_names},
         "allreduce": Capability(("train",), base.dtypes, ("eager",), (COLLECTIVE,)),
     }
 
@@ -81,7 +98,9 @@ def build(
         return _allreduce(spec, dtype, device, backend)
     if spec.strategy == DDP and spec.workload.name in models.MODEL_NAMES:
         return _ddp_train(spec, dtype, device, world, backend)
-    if spec.strategy == PIPELINE and spec.workload.name in pipeline.STAGES:
+    if spec.strategy == PIPELINE and spec.workload.name in STAGES:
+        from fwbench.torch_plugin import pipeline  # torch >= 2.4 (pipelining_available)
+
         step, first_loss = pipeline.build(spec, dtype, device, world)
         return step, RankReport(backend, first_step_loss=first_loss)
     raise UnsupportedWorkload(f"torch: no strategy {spec.strategy!r} for {spec.workload.name}")

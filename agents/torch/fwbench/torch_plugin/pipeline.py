@@ -16,13 +16,7 @@ from torch.distributed.pipelining import pipeline as trace_pipeline
 from fwbench.runtime.plugin import UnsupportedWorkload, WorkloadSpec
 from fwbench.runtime.world import World
 from fwbench.torch_plugin import models
-
-# Where a stage may begin, in order: a world of N ranks cuts before the first N-1 of a spread.
-STAGES = {
-    "resnet18": ("layer2", "layer3", "layer4"),
-    "resnet50": ("layer2", "layer3", "layer4"),
-    "resnet152": ("layer2", "layer3", "layer4"),
-}
+from fwbench.torch_plugin.distributed import STAGES
 
 
 def split_points(name: str, ranks: int) -> list[str]:
