@@ -62,12 +62,24 @@ def _config(folder: Path) -> str:
 
 
 def _munge() -> None:
+    """Start munged as Debian runs it (user munge) unless one runs. A munged started earlier as
+    root (Debian's init script on some hosts, or by hand) leaves a root-owned log file and
+    socket lock behind, which a munged running as munge refuses with exit 1 and one line on
+    stderr: so what it owns is given back to munge and stale runtime files are removed first."""
     if subprocess.run(["pgrep", "-x", "munged"], capture_output=True).returncode == 0:
         return
     run_dir = Path("/run/munge")
     run_dir.mkdir(parents=True, exist_ok=True)
-    shutil.chown(run_dir, "munge", "munge")
-    subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], check=True)
+    for stale in run_dir.iterdir():
+        stale.unlink()
+    for folder in (run_dir, Path("/var/log/munge"), Path("/var/lib/munge"), Path("/etc/munge")):
+        if folder.exists():
+            for path in (folder, *folder.iterdir()):
+                shutil.chown(path, "munge", "munge")
+    started = subprocess.run(
+        ["runuser", "-u", "munge", "--", "/usr/sbin/munged"], capture_output=True, text=True
+    )
+    assert started.returncode == 0, f"munged did not start: {started.stderr.strip()}"
 
 
 @pytest.fixture(scope="session")
