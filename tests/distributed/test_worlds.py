@@ -83,7 +83,7 @@ def test_world_sizes_are_checked_before_anything_starts(tmp_path: Path) -> None:
         (
             (("--world-sizes", "0"), "invalid world size '0'"),
             (("--min-seconds", "1"), "give --iterations instead"),
-            (("--threads", "2"), "--threads cannot be used with --world-sizes"),
+            (("--threads", "2"), "--threads cannot be used with worlds"),
             (("--agents", "fake@127.0.0.1:1"), "an attached agent is one process"),
         )
     ):
@@ -117,3 +117,13 @@ def test_a_stopped_rank_silences_the_world_which_is_hung_and_replaced(tmp_path: 
     assert "sent nothing for 5 s" in rows["error"].iloc[0]
     for rank in ranks:  # the stopped rank and its peer: both stopped, none left behind
         assert not Path(f"/proc/{rank['pid']}").exists()
+
+
+def test_rank_threads_share_this_host_unless_slurm_is_told_the_cpus_per_task() -> None:
+    from fwbench.collector.run.launch import rank_threads
+
+    cpus = len(os.sched_getaffinity(0))
+    assert rank_threads(["fake~w1", "fake~w2"]) == max(cpus // 2, 1)
+    assert rank_threads(["fake"]) == cpus
+    assert rank_threads(["fake~w2"], ["partition=cpu", "cpus-per-task=3"]) == 3
+    assert rank_threads(["fake~w2"], ["cpus-per-task=0"]) == max(cpus // 2, 1)

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from fake_agent import write_fake_agents
 
-from fwbench.collector.agents.launchers.slurm import ORPHAN_SECONDS
+from fwbench.collector.agents.launchers.slurm_scripts import ORPHAN_SECONDS
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 
@@ -152,20 +152,65 @@ def test_a_world_is_one_allocation_whose_tasks_are_its_ranks(
 
 
 @pytest.mark.agent
-def test_real_agents_and_a_torch_world_through_slurm(slurm_cluster: Path, tmp_path: Path) -> None:
+def test_real_agents_and_torch_and_tensorflow_worlds_through_slurm(
+    slurm_cluster: Path, tmp_path: Path
+) -> None:
     base = [str(COLLECTOR), "run", "--launcher", "slurm", "--store", str(tmp_path / "db")]
     single = [*base, "--agents", "torch-cpu,jax-cpu", "--workloads", "gemm,resnet18",
               "--phases", "infer", "--batch-sizes", "1", "--param", "m=256", "--param", "n=256",
               "--param", "k=256", "--param", "image_size=64", "--iterations", "3",
               "--min-seconds", "0", "--out", str(tmp_path / "single")]  # fmt: skip
-    world = [*base, "--agents", "torch-cpu", "--workloads", "allreduce,lenet", "--phases",
-             "train", "--batch-sizes", "8", "--world-sizes", "2", "--iterations", "3",
-             "--out", str(tmp_path / "world")]  # fmt: skip
-    for command, out in ((single, "single"), (world, "world")):
+    world = [*base, "--workloads", "allreduce,lenet", "--phases", "train", "--batch-sizes",
+             "8", "--world-sizes", "2", "--iterations", "3"]  # fmt: skip
+    # Every agent of a run holds its job for the whole run: one 2-CPU node has room for one
+    # 2-rank world at a time, so each world is its own run.
+    runs = [(single, "single")] + [
+        ([*world, "--agents", agent, "--out", str(tmp_path / agent)], agent)
+        for agent in ("torch-cpu", "tf-eigen")
+    ]
+    for command, out in runs:
         done = subprocess.run(command, capture_output=True, text=True, timeout=1200)
         assert done.returncode == 0, done.stderr[-3000:]
         rows = pd.read_parquet(tmp_path / out / "results.parquet")
         assert set(rows["status"]) == {"ok"} and set(rows["launcher"]) == {"slurm"}
         assert rows["scheduler_job"].str.startswith("slurm:").all()
-    assert set(rows["world_size"]) == {2} and set(rows["dist_backend"]) == {"gloo"}
+        if out != "single":
+            assert set(rows["world_size"]) == {2} and set(rows["agent"]) == {f"{out}~w2"}
+    assert our_jobs() == []
+
+
+def test_slurm_ranks_demand_the_runs_token_and_are_told_every_peer(
+    slurm_cluster: Path, manifests: Path, tmp_path: Path
+) -> None:
+    """Agents on a cluster listen on their node's addresses: only the run's token opens them.
+    Every rank's process gets FWBENCH_PEERS (TensorFlow's TF_CONFIG) and its thread count."""
+    from fwbench.collector.agents.client import AgentClient, AgentUnavailable
+    from fwbench.collector.agents.launchers import LaunchSettings
+    from fwbench.collector.agents.launchers.slurm import SlurmLauncher
+    from fwbench.collector.agents.manifest import discover_manifests
+
+    manifest = discover_manifests([manifests])["fake"]
+    launcher = SlurmLauncher(LaunchSettings(run_id="tokens", log_dir=tmp_path))
+    try:
+        place = launcher.place_world(manifest, "fake~w2", 2, 1)
+        ranks = [launcher.start(manifest, f"fake~w2-rank{rank}", 1) for rank in range(2)]
+        stranger = AgentClient("stranger", ranks[0].address)
+        with pytest.raises(AgentUnavailable, match="UNAUTHENTICATED"):
+            stranger.describe()
+        stranger.close()
+        environments = []
+        for rank in ranks:
+            pid = rank.client.describe().pid  # one node: the rank's process is on this host
+            raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            environments.append(dict(v.decode().split("=", 1) for v in raw if b"=" in v))
+        node = ranks[0].node
+        peers = f"{node}:{place.port + 1},{node}:{place.port + 2}"
+        for rank, env in enumerate(environments):
+            assert (env["RANK"], env["FWBENCH_PEERS"]) == (str(rank), peers)
+            assert (env["MASTER_ADDR"], env["FWBENCH_THREADS"]) == (node, "1")
+    finally:
+        launcher.close()  # cancels the run's jobs
+    deadline = time.monotonic() + 30
+    while our_jobs() and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert our_jobs() == []

@@ -211,7 +211,7 @@ def check_pythons(
     """Before a run starts: every local agent given an existing interpreter can run in it
     (EnvironmentUnsuitable otherwise, saying what to install); a per-agent --python names an
     agent of the run."""
-    names = {base_name(i) for i in instances if parse_attached(base_name(i)) is None}
+    names = {base_name(i) for i in instances if parse_attached(i) is None}
     for name in pythons:
         if name and name not in names:
             raise EnvironmentUnsuitable(

@@ -31,7 +31,7 @@ def image_reference(spec: str, declared: Mapping[str, AgentManifest]) -> str | N
     if spec in declared:
         return None
     name, at, address = spec.partition("@")
-    if at and NAME_PATTERN.match(name) and not address.startswith("sha256:"):
+    if at and NAME_PATTERN.match(base_name(name)) and not address.startswith("sha256:"):
         return None
     return spec if ":" in spec or "/" in spec else None
 
@@ -55,7 +55,8 @@ MAX_WORLD_SIZE = 64
 
 def world_size_of(instance: str) -> int:
     """N for NAME~wN (or NAME~wN#2), 0 for an agent that runs alone."""
-    suffix = instance.partition(SEPARATOR)[0].partition(WORLD_SEPARATOR)[2]
+    name = instance.partition("@")[0]  # an attached world: NAME~wN@HOST:PORT+HOST:PORT
+    suffix = name.partition(SEPARATOR)[0].partition(WORLD_SEPARATOR)[2]
     return int(suffix) if suffix.isdigit() else 0
 
 
@@ -92,13 +93,16 @@ def expand_instances(specs: Sequence[str], aa: Sequence[str] = ()) -> tuple[str,
     for spec in wanted:
         attached = parse_attached(spec)
         if attached:
-            earlier = addresses.setdefault(attached[1], spec)
-            if earlier != spec or spec in instances:
-                raise AgentSpecError(
-                    f"{spec}: the address {attached[1]} is given twice ({earlier}); an agent "
-                    "someone else runs can be measured once per run (for an A/A pair, start a "
-                    "second one on another port)"
-                )
+            spec = f"{attached[0]}@{attached[1]}"  # a world's name says its size: NAME~wN@
+            ranks = rank_addresses(attached[1])
+            for index, address in enumerate(ranks):
+                earlier = addresses.setdefault(address, spec)
+                if earlier != spec or spec in instances or address in ranks[:index]:
+                    raise AgentSpecError(
+                        f"{spec}: the address {address} is given twice ({earlier}); an agent "
+                        "someone else runs can be measured once per run (for an A/A pair, "
+                        "start a second one on another port)"
+                    )
             instances.append(spec)
             continue
         seen[spec] += 1
@@ -123,16 +127,49 @@ class AgentSpecError(ValueError):
     """An agent spec that names no declared agent, is malformed, or cannot run on this host."""
 
 
+RANK_SEPARATOR = "+"
+
+
 def parse_attached(spec: str) -> tuple[str, str] | None:
-    """`name@host:port` -> (name, "host:port"); None when spec is a plain agent name. Raises
-    AgentSpecError for a malformed address."""
+    """`name@host:port` -> (name, "host:port"); None when spec is a plain agent name. A world
+    someone else started, its ranks' addresses in rank order, `name@h1:p1+h2:p2` (or
+    `name~w2@...`) -> ("name~w2", "h1:p1+h2:p2"). Raises AgentSpecError for a malformed
+    address or a world size that is not the number of addresses."""
     name, sep, address = spec.partition("@")
     if not sep:
         return None
-    host, colon, port = address.rpartition(":")
-    if not name or not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise AgentSpecError(f"invalid agent address {spec!r}: expected NAME@HOST:PORT")
+    ranks = address.split(RANK_SEPARATOR)
+    for rank in ranks:
+        host, colon, port = rank.rpartition(":")
+        if not name or not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise AgentSpecError(
+                f"invalid agent address {spec!r}: expected NAME@HOST:PORT (a world someone "
+                "else started: NAME@HOST:PORT+HOST:PORT, its ranks in rank order)"
+            )
+    size = world_size_of(name)
+    if (size and size != len(ranks)) or len(ranks) > MAX_WORLD_SIZE:
+        raise AgentSpecError(
+            f"{spec}: a world of {size or len(ranks)} ranks needs that many addresses, one per "
+            f"rank (at most {MAX_WORLD_SIZE}); {len(ranks)} given"
+        )
+    if len(ranks) > 1 and not size:
+        name = f"{name}{WORLD_SEPARATOR}{len(ranks)}"
     return name, address
+
+
+def one_agent(spec: str) -> None:
+    """Raises AgentSpecError for an attached world (commands that talk to one agent)."""
+    attached = parse_attached(spec)
+    if attached and world_size_of(attached[0]):
+        raise AgentSpecError(
+            f"{spec} is a world of ranks; this command talks to one agent: give one rank as "
+            "NAME@HOST:PORT (collector run measures a world)"
+        )
+
+
+def rank_addresses(address: str) -> list[str]:
+    """The addresses of an attached spec's ranks ("host:port" alone: one)."""
+    return address.split(RANK_SEPARATOR)
 
 
 def resolve_agents(specs: Sequence[str], manifests: Mapping[str, AgentManifest]) -> None:
@@ -141,9 +178,9 @@ def resolve_agents(specs: Sequence[str], manifests: Mapping[str, AgentManifest])
     if not specs:
         raise AgentSpecError(f"no agents given; declared agents: {', '.join(manifests)}")
     for instance in specs:
-        spec = base_name(instance)  # A/A: NAME#2 is a second instance of NAME
-        if parse_attached(spec) is not None:
+        if parse_attached(instance) is not None:
             continue
+        spec = base_name(instance)  # A/A: NAME#2 is a second instance of NAME
         if spec not in manifests:
             raise AgentSpecError(
                 f"unknown agent {spec!r}; declared agents: "

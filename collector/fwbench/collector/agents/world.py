@@ -14,6 +14,7 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from fwbench.agent.v1 import agent_pb2
@@ -85,6 +86,10 @@ class WorldHandle(AgentHandle):
         }
 
 
+def _none() -> None:
+    pass
+
+
 def start_world(
     launcher: Launcher,
     manifest: AgentManifest,
@@ -113,19 +118,7 @@ def start_world(
         }
         return launcher.start(manifest, f"{instance}-rank{rank}", per_rank_threads, environment)
 
-    with ThreadPoolExecutor(max_workers=world_size) as pool:
-        futures = [pool.submit(one, rank) for rank in range(world_size)]
-    ranks, errors = [], []
-    for future in futures:
-        try:
-            ranks.append(future.result())
-        except Exception as error:  # noqa: BLE001 (re-raised below, after the cleanup)
-            errors.append(error)
-    if errors:
-        for rank in ranks:
-            rank.stop(1.0)
-        place.release()
-        raise AgentUnavailable(f"world {instance} of {world_size} ranks: {errors[0]}")
+    ranks = _every_rank(instance, [partial(one, rank) for rank in range(world_size)], place.release)
     first = ranks[0]
     client = WorldClient(instance, ranks, combine)
     return WorldHandle(
@@ -141,6 +134,51 @@ def start_world(
         cpus=cpus,
         placement=place.kind,
         release=place.release,
+    )
+
+
+def _every_rank(
+    name: str, starts: Sequence[Callable[[], AgentHandle]], release: Callable[[], None] = _none
+) -> list[AgentHandle]:
+    """Every rank's handle, started (or attached) side by side: each blocks in its framework's
+    rendezvous until all have joined. On any failure, stops those that started, releases the
+    placement and raises."""
+    with ThreadPoolExecutor(max_workers=len(starts)) as pool:
+        futures = [pool.submit(start) for start in starts]
+    ranks, errors = [], []
+    for future in futures:
+        try:
+            ranks.append(future.result())
+        except Exception as error:  # noqa: BLE001 (re-raised below, after the cleanup)
+            errors.append(error)
+    if errors:
+        for rank in ranks:
+            rank.stop(1.0)
+        release()
+        raise AgentUnavailable(f"world {name} of {len(starts)} ranks: {errors[0]}")
+    return ranks
+
+
+def attach_world(
+    name: str,
+    addresses: Sequence[str],
+    combine: Combine,
+    attach: Callable[[str, str], AgentHandle],
+) -> WorldHandle:
+    """A world someone else started (NAME@HOST:PORT+HOST:PORT, ranks in rank order): each rank
+    attached side by side with `attach(rank_name, address)`. Whoever started the ranks chose
+    their rendezvous; WorldClient.describe then checks that each is the rank its place says, of
+    a world of that size, and the same agent as rank 0."""
+    ranks = _every_rank(
+        name, [partial(attach, f"{name}-rank{r}", a) for r, a in enumerate(addresses)]
+    )
+    return WorldHandle(
+        name=name,
+        address=ranks[0].address,
+        client=WorldClient(name, ranks, combine),  # type: ignore[arg-type]
+        ranks=ranks,
+        cpus=[[] for _ in ranks],
+        placement="attached",
     )
 
 

@@ -20,7 +20,7 @@ from fwbench.collector.agents.launchers.attached import attach
 from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.locks import LockError, LockState, lock_state, write_lock
 from fwbench.collector.agents.scratch import scratch_folder
-from fwbench.collector.agents.specs import parse_attached, resolve_agents
+from fwbench.collector.agents.specs import one_agent, parse_attached, resolve_agents
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
     ExitCode,
@@ -151,6 +151,7 @@ def describe(
     try:
         try:
             resolve_agents([agent], declared)
+            one_agent(agent)
             attached = parse_attached(agent)
             handle = (
                 attach(*attached, security=security)

@@ -18,7 +18,12 @@ from fwbench.collector.agents.image_labels import with_image_agents
 from fwbench.collector.agents.launchers import AgentHandle, Launcher, LauncherKind
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import scratch_folder
-from fwbench.collector.agents.specs import base_name, parse_attached, resolve_agents
+from fwbench.collector.agents.specs import (
+    base_name,
+    one_agent,
+    parse_attached,
+    resolve_agents,
+)
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
     ExitCode,
@@ -135,6 +140,7 @@ def conformance(
                 spec = names[0]
                 options = dataclasses.replace(options, agents=(spec,))
             resolve_agents([spec], declared)
+            one_agent(spec)
             agent_launcher = make_launcher(options, uuid.uuid4().hex[:12], logs, errors)
             handle = launch_all([spec], declared, agent_launcher, start_timeout, security)[0]
         except KNOWN_ERRORS as error:

@@ -52,7 +52,11 @@ from fwbench.collector.cli.security import (
     security_settings,
 )
 from fwbench.collector.cli.slurm import check_slurm_options
-from fwbench.collector.cli.worlds import DEFAULT_WORLD_ITERATIONS, parse_world_sizes
+from fwbench.collector.cli.worlds import (
+    DEFAULT_WORLD_ITERATIONS,
+    has_worlds,
+    parse_world_sizes,
+)
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.options import RunOptions
 from fwbench.collector.run.plan import (
@@ -237,7 +241,7 @@ def run(
         )
         sizes = parse_world_sizes(world_sizes, min_seconds, threads, strategies)
         agent_specs = with_worlds(expand_instances(names, aa_names), sizes)
-        if sizes:  # every rank runs the same steps (agent.proto, RunRequest.strategy)
+        if has_worlds(sizes, agent_specs, min_seconds, threads):  # every rank: the same steps
             min_seconds, max_iterations = 0.0, iterations or DEFAULT_WORLD_ITERATIONS
         resolve_agents(agent_specs, declared)
         pythons = parse_pythons(python or [], declared)

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 from rich.table import Table
 
-from fwbench.collector.agents.specs import MAX_WORLD_SIZE
+from fwbench.collector.agents.specs import MAX_WORLD_SIZE, world_size_of
 from fwbench.collector.analysis.scaling import scaling_table
 from fwbench.collector.run.plan import SelectionError, split_list
 
@@ -36,17 +36,32 @@ def parse_world_sizes(
         if strategies.strip() != "default":
             raise SelectionError("--strategies chooses how worlds distribute: add --world-sizes")
         return ()
+    check_world_loop(min_seconds, threads)
+    return tuple(dict.fromkeys(sizes))
+
+
+def has_worlds(sizes: tuple[int, ...], specs: tuple[str, ...], min_seconds: float | None,
+               threads: str) -> bool:  # fmt: skip
+    """Whether the run measures worlds: --world-sizes, or a world someone else started
+    (NAME@HOST:PORT+HOST:PORT), whose loop is checked as --world-sizes' is."""
+    attached = any(world_size_of(spec) for spec in specs)
+    if attached and not sizes:
+        check_world_loop(min_seconds, threads)
+    return bool(sizes) or attached
+
+
+def check_world_loop(min_seconds: float | None, threads: str) -> None:
+    """Every rank of a world runs the same steps, with the threads it was started with."""
     if split_list(threads) not in (["0"], []):
         raise SelectionError(
-            "--threads cannot be used with --world-sizes: each rank gets this host's CPUs "
-            "shared by the largest world (2 CPUs and --world-sizes 1,2: one each)"
+            "--threads cannot be used with worlds: each rank gets this host's CPUs shared by "
+            "the largest world (2 CPUs and --world-sizes 1,2: one each)"
         )
     if min_seconds:
         raise SelectionError(
-            "--min-seconds cannot be used with --world-sizes: every rank of a world runs the "
-            "same number of steps, so give --iterations instead"
+            "--min-seconds cannot be used with worlds: every rank of a world runs the same "
+            "number of steps, so give --iterations instead"
         )
-    return tuple(dict.fromkeys(sizes))
 
 
 def _figure(value: object, template: str) -> str:

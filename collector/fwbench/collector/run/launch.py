@@ -28,9 +28,10 @@ from fwbench.collector.agents.specs import (
     AgentSpecError,
     base_name,
     parse_attached,
+    rank_addresses,
     world_size_of,
 )
-from fwbench.collector.agents.world import start_world
+from fwbench.collector.agents.world import attach_world, start_world
 from fwbench.collector.images.build import ensure_image
 from fwbench.collector.run.combine import combine
 from fwbench.collector.run.options import RunOptions
@@ -71,14 +72,20 @@ def launch_all(
     launcher: Launcher,
     timeout: float,
     security: ChannelSecurity | None = None,
+    slurm_options: Sequence[str] = (),
 ) -> list[AgentHandle]:
     """Starts or attaches every agent side by side; on any failure stops those started and
     re-raises."""
 
-    per_rank = rank_threads(specs)
+    per_rank = rank_threads(specs, slurm_options)
 
     def one(spec: str) -> AgentHandle:
         attached = parse_attached(spec)
+        if attached and world_size_of(attached[0]):
+            return attach_world(
+                attached[0], rank_addresses(attached[1]), combine,
+                lambda name, address: attach(name, address, min(timeout, 10.0), security),
+            )  # fmt: skip
         if attached:
             return attach(*attached, min(timeout, 10.0), security)
         size = world_size_of(spec)
@@ -123,10 +130,26 @@ def check_identity(handle: AgentHandle, describe: agent_pb2.DescribeResponse) ->
     )
 
 
-def rank_threads(specs: Sequence[str]) -> int:
-    """Threads (and CPUs) of every rank of every world in the run: this host's usable CPUs
-    shared by the largest world, so a rank has the same resources in every world size (weak
-    scaling: 2 CPUs and --world-sizes 1,2 give each rank one)."""
+def find_metrics(handle: AgentHandle, describe: agent_pb2.DescribeResponse) -> None:
+    """An attached agent's /metrics: its own port (Describe), on the host the collector reaches
+    it at; for an attached world, each rank's."""
+    for one, said in [(handle, describe)] + [
+        (rank, None) for rank in getattr(handle, "ranks", []) if not rank.metrics_address
+    ]:
+        port = (said or one.client.describe()).metrics_port
+        if not one.metrics_address and port:
+            one.metrics_address = f"{one.address.rpartition(':')[0]}:{port}"
+
+
+def rank_threads(specs: Sequence[str], slurm_options: Sequence[str] = ()) -> int:
+    """Threads (and CPUs) of every rank of every world in the run: on Slurm, the CPUs the user
+    asks each task for (--slurm cpus-per-task=N); otherwise this host's usable CPUs shared by
+    the largest world, so a rank has the same resources in every world size (weak scaling: 2
+    CPUs and --world-sizes 1,2 give each rank one)."""
+    for option in slurm_options:
+        name, _, value = option.partition("=")
+        if name == "cpus-per-task" and value.isdigit() and int(value) > 0:
+            return int(value)
     largest = max((world_size_of(spec) for spec in specs), default=0)
     return max(len(os.sched_getaffinity(0)) // max(largest, 1), 1)
 

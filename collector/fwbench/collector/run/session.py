@@ -18,7 +18,13 @@ from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import move_logs, scratch_folder
 from fwbench.collector.run.decide import DecideSettings, Decisions, run_until_decided
 from fwbench.collector.run.execute import RunContext, run_all
-from fwbench.collector.run.launch import check_identity, launch_all, make_launcher, restarter
+from fwbench.collector.run.launch import (
+    check_identity,
+    find_metrics,
+    launch_all,
+    make_launcher,
+    restarter,
+)
 from fwbench.collector.run.metadata import agent_metadata, host_metadata, new_run_id, now
 from fwbench.collector.run.normalize import RunCeilings
 from fwbench.collector.run.options import RunOptions, options_record
@@ -118,9 +124,8 @@ def _execute(
     resume: ResumePoint | None,
 ) -> RunSummary:
     try:
-        handles = launch_all(
-            options.agents, manifests, launcher, options.start_timeout_seconds, options.security
-        )
+        handles = launch_all(options.agents, manifests, launcher, options.start_timeout_seconds,
+                             options.security, options.slurm_options)  # fmt: skip
     except BaseException as error:
         # A failed start keeps the agents' logs in the run folder (and says where); an
         # interrupted one keeps nothing.
@@ -137,10 +142,7 @@ def _execute(
                 restart = restarter(handle.manifest, launcher, handle.name, handle.threads)
             describe = handle.client.describe()
             check_identity(handle, describe)
-            if not handle.metrics_address and describe.metrics_port:
-                # Attached: the agent's own port, on the host the collector reaches it at.
-                host = handle.address.rpartition(":")[0]
-                handle.metrics_address = f"{host}:{describe.metrics_port}"
+            find_metrics(handle, describe)
             work.append(AgentWork(handle, describe, [], restart))
         check_offered(selection, {w.handle.name: w.describe for w in work})
         for item in work:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import secrets
 import shlex
 import socket
 import subprocess
@@ -41,17 +42,18 @@ from fwbench.collector.agents.launchers.slurm_jobs import (
     job_state,
     slurm_command,
 )
+from fwbench.collector.agents.launchers.slurm_scripts import (
+    KEEPALIVE_SECONDS,
+    agent_command,
+    exports,
+    world_script,
+)
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import scratch_folder
-from fwbench.collector.agents.security import AGENT_VARIABLES
+from fwbench.collector.agents.security import ChannelSecurity
 
 # sbatch options the launcher sets itself; --slurm cannot override them.
 RESERVED = frozenset({"parsable", "job-name", "output", "comment", "wrap", "export"})
-# An agent job ends itself when no call has reached it for ORPHAN_SECONDS (runtime/orphan.py):
-# the collector calls each of its agents' health service every KEEPALIVE_SECONDS while the run
-# lasts, so a collector killed outright leaves no job behind for longer than that.
-ORPHAN_SECONDS = 30.0
-KEEPALIVE_SECONDS = 5.0
 
 
 @dataclass
@@ -107,6 +109,13 @@ class SlurmLauncher:
         self._started: list[SlurmAgent] = []
         # World instance -> (its job, the folder of its ranks' ports files, its environment).
         self._worlds: dict[str, tuple[str, Path, AgentEnvironment | ExistingEnvironment]] = {}
+        # Agents on a cluster listen on their nodes' addresses: each demands the run's own
+        # random token (in a file of this user's only, on the filesystem the nodes share).
+        token = secrets.token_urlsafe(32)
+        self._token_file = scratch_folder("ports") / "token"
+        self._token_file.touch(mode=0o600)
+        self._token_file.write_text(token + "\n")
+        self._security = ChannelSecurity(token=token)
         self._keepalive = threading.Thread(target=self._keep_alive, daemon=True)
         self._keepalive.start()
 
@@ -157,8 +166,8 @@ class SlurmLauncher:
         else:
             env, variables = self._environment(manifest, threads, extra_environment)
             ports = scratch_folder("ports") / "ports.json"
-            command = _agent_command(env.python, manifest, ports)
-            script = [*_exports(variables), "exec " + shlex.join(command)]
+            command = agent_command(env.python, manifest, ports, self._token_file)
+            script = [*exports(variables), "exec " + shlex.join(command)]
             job = self._submit(name, "\n".join(script) + "\n", log)
         handle = SlurmAgent(
             name=name,
@@ -179,7 +188,7 @@ class SlurmLauncher:
             handle.address = f"{handle.node}:{found['grpc']}"
             if found.get("metrics"):
                 handle.metrics_address = f"{handle.node}:{found['metrics']}"
-            handle.client = AgentClient(name, handle.address)
+            handle.client = AgentClient(name, handle.address, self._security)
             handle.client.wait_healthy(self.settings.start_timeout_seconds, alive=handle.alive)
         except BaseException:
             handle.stop(grace_seconds=2.0)
@@ -232,20 +241,11 @@ class SlurmLauncher:
         env, variables = self._environment(manifest, threads)
         folder = scratch_folder("ports")
         port = random.randint(20000, 39999)  # on a node the collector cannot probe
-        agent = _agent_command(env.python, manifest, Path("PORTS"))
-        task = shlex.join(agent).replace("PORTS", f"{folder}/ports-$SLURM_PROCID.json")
-        rank_env = (
-            "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
-            f'MASTER_ADDR="$1" MASTER_PORT={port}; exec {task}'
-        )
-        script = [
-            *_exports(variables),
-            'first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-            f'exec srun --kill-on-bad-exit=1 /bin/sh -c {shlex.quote(rank_env)} sh "$first"',
-        ]
+        agent = agent_command(env.python, manifest, Path("PORTS"), self._token_file)
+        script = world_script(variables, agent, folder, port)
         log = self.settings.log_dir / f"{instance}.log"
         extra = [f"--ntasks={size}", *([f"--cpus-per-task={threads}"] if threads else [])]
-        job = self._submit(instance, "\n".join(script) + "\n", log, extra)
+        job = self._submit(instance, script, log, extra)
         self._worlds[instance] = (job, folder, env)
         return Placement(
             "(the allocation's first node)",
@@ -259,29 +259,6 @@ class SlurmLauncher:
     def close(self) -> None:
         self._closed.set()
         cancel_run_jobs(self.settings.run_id)
-
-
-def _exports(variables: Mapping[str, str]) -> list[str]:
-    """The batch script's first lines: the collector's PATH (for Slurm's own commands; the job
-    gets no other variable of the collector's: --export=NONE), then the agent's variables
-    (never the collector's secrets)."""
-    path = os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin")
-    return ["#!/bin/sh", f"export PATH={shlex.quote(path)}"] + [
-        f"export {key}={shlex.quote(value)}"
-        for key, value in variables.items()
-        if key not in AGENT_VARIABLES
-    ]
-
-
-def _agent_command(python: Path, manifest: AgentManifest, ports: Path) -> list[str]:
-    """The agent, listening on every address of its node (the collector is elsewhere), ending
-    itself when its collector is gone."""
-    return [
-        str(python), "-P", "-m", "fwbench.runtime.cli", "--plugin", manifest.plugin,
-        "--name", manifest.name, "--variant", manifest.variant, "--host", "0.0.0.0",
-        "--port", "0", "--metrics-port", "0", "--ports-file", str(ports),
-        "--orphan-seconds", f"{ORPHAN_SECONDS:g}",
-    ]  # fmt: skip
 
 
 __all__ = ["SlurmAgent", "SlurmLauncher"]
