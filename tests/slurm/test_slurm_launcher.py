@@ -44,18 +44,24 @@ def manifests(tmp_path: Path) -> Path:
 def test_agents_run_as_slurm_jobs_and_none_outlives_the_run(
     slurm_cluster: Path, manifests: Path, tmp_path: Path
 ) -> None:
-    command = _command(tmp_path, manifests, "--batch-sizes", "1,2", "--slurm", "time=00:10:00")
+    command = _command(tmp_path, manifests, "--batch-sizes", "1,2", "--slurm", "time=00:10:00",
+                       "--aa", "fake")  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
     assert set(rows["status"]) == {"ok"} and set(rows["launcher"]) == {"slurm"}
     nodes = subprocess.run(["sinfo", "-h", "-o", "%n"], capture_output=True, text=True).stdout
-    assert set(rows["node"]) == {nodes.split()[0]}
-    (job,) = set(rows["scheduler_job"])
-    assert job.startswith("slurm:") and job.removeprefix("slurm:").isdigit()
+    node = nodes.split()[0]
+    assert set(rows["node"]) == {node}
+    jobs = dict(zip(rows["agent"], rows["scheduler_job"], strict=False))
+    assert sorted(jobs) == ["fake", "fake#2"] and len(set(jobs.values())) == 2
+    assert all(job.startswith("slurm:") and job[6:].isdigit() for job in jobs.values())
     assert our_jobs() == []
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
-    assert meta["agents"]["fake"]["slurm_job"] == job.removeprefix("slurm:")
+    assert meta["agents"]["fake"]["slurm_job"] == jobs["fake"].removeprefix("slurm:")
+    # One node held both agents: the run says so (they never measured at the same time).
+    assert meta["shared_nodes"] == {node: ["fake", "fake#2"]}
+    assert f"node {node} holds fake, fake#2: one measures at a time" in done.stderr
 
 
 def test_a_killed_collectors_jobs_are_cancelled_by_the_next_run(
@@ -188,6 +194,7 @@ def test_slurm_ranks_demand_the_runs_token_and_are_told_every_peer(
     from fwbench.collector.agents.launchers import LaunchSettings
     from fwbench.collector.agents.launchers.slurm import SlurmLauncher
     from fwbench.collector.agents.manifest import discover_manifests
+    from fwbench.collector.run.prometheus_targets import target_groups
 
     manifest = discover_manifests([manifests])["fake"]
     launcher = SlurmLauncher(LaunchSettings(run_id="tokens", log_dir=tmp_path))
@@ -208,6 +215,11 @@ def test_slurm_ranks_demand_the_runs_token_and_are_told_every_peer(
         for rank, env in enumerate(environments):
             assert (env["RANK"], env["FWBENCH_PEERS"]) == (str(rank), peers)
             assert (env["MASTER_ADDR"], env["FWBENCH_THREADS"]) == (node, "1")
+        (group,) = target_groups(ranks[:1], "tokens")  # Prometheus finds it on its node
+        assert group == {
+            "targets": [ranks[0].metrics_address],
+            "labels": {"agent": ranks[0].name, "run": "tokens", "launcher": "slurm", "node": node},
+        }
     finally:
         launcher.close()  # cancels the run's jobs
     deadline = time.monotonic() + 30

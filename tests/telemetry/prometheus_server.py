@@ -37,7 +37,8 @@ def get_json(url: str) -> Any:
 
 @contextmanager
 def prometheus_server(agents: Sequence[AgentProcess], folder: Path) -> Iterator[str]:
-    """A Prometheus server scraping the agents; yields its base URL; always killed."""
+    """A Prometheus server scraping the agents; yields its base URL; always killed. Without
+    agents, FOLDER/targets is left to whoever writes targets there (the collector)."""
     if not Path(PROMETHEUS).exists():
         pytest.fail("prometheus missing: `make system-deps` installs Debian's prometheus package")
     shutil.copy(PROMETHEUS_DIR / "prometheus.yml", folder / "prometheus.yml")

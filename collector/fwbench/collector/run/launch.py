@@ -35,6 +35,8 @@ from fwbench.collector.agents.world import attach_world, start_world
 from fwbench.collector.images.build import ensure_image
 from fwbench.collector.run.combine import combine
 from fwbench.collector.run.options import RunOptions
+from fwbench.collector.run.prometheus_targets import TargetsFile
+from fwbench.collector.run.work import AgentWork
 
 
 def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Console) -> Launcher:
@@ -128,6 +130,28 @@ def check_identity(handle: AgentHandle, describe: agent_pb2.DescribeResponse) ->
         f"the agent at {handle.address} is {actual!r} {told}, not {said!r}; attach it as "
         f"{actual}@{handle.address}"
     )
+
+
+def adopt(
+    handles: Sequence[AgentHandle], launcher: Launcher, targets: TargetsFile | None
+) -> list[AgentWork]:
+    """The started agents as the run's work: each checked (check_identity), its /metrics found,
+    with a way to start it afresh; published to Prometheus (FWBENCH_PROMETHEUS_TARGETS), fresh
+    instances included."""
+    work = []
+    for handle in handles:
+        restart = None
+        if handle.manifest is not None:
+            restart = restarter(handle.manifest, launcher, handle.name, handle.threads)
+        describe = handle.client.describe()
+        check_identity(handle, describe)
+        find_metrics(handle, describe)
+        work.append(
+            AgentWork(handle, describe, [], targets.follow(restart) if targets else restart)
+        )
+    if targets is not None:
+        targets.put(*handles)
+    return work
 
 
 def find_metrics(handle: AgentHandle, describe: agent_pb2.DescribeResponse) -> None:

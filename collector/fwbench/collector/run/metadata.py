@@ -41,3 +41,15 @@ def agent_metadata(handle: AgentHandle, describe: agent_pb2.DescribeResponse) ->
         **handle.metadata(),
         "describe": MessageToDict(describe, preserving_proto_field_name=True),
     }
+
+
+def shared_nodes(handles: list[AgentHandle]) -> dict[str, list[str]]:
+    """Scheduler nodes that held more than one of the run's agents (a world's ranks count as
+    their world), with those agents: they never measured at the same time (the collector runs
+    one cell at a time), but they shared the node's memory and caches while idle."""
+    on: dict[str, set[str]] = {}
+    for handle in handles:
+        for one in getattr(handle, "ranks", None) or [handle]:
+            if node := str(one.identity().get("node") or ""):
+                on.setdefault(node, set()).add(handle.name)
+    return {node: sorted(names) for node, names in sorted(on.items()) if len(names) > 1}

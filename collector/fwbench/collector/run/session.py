@@ -18,14 +18,14 @@ from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import move_logs, scratch_folder
 from fwbench.collector.run.decide import DecideSettings, Decisions, run_until_decided
 from fwbench.collector.run.execute import RunContext, run_all
-from fwbench.collector.run.launch import (
-    check_identity,
-    find_metrics,
-    launch_all,
-    make_launcher,
-    restarter,
+from fwbench.collector.run.launch import adopt, launch_all, make_launcher
+from fwbench.collector.run.metadata import (
+    agent_metadata,
+    host_metadata,
+    new_run_id,
+    now,
+    shared_nodes,
 )
-from fwbench.collector.run.metadata import agent_metadata, host_metadata, new_run_id, now
 from fwbench.collector.run.normalize import RunCeilings
 from fwbench.collector.run.options import RunOptions, options_record
 from fwbench.collector.run.plan import (
@@ -35,6 +35,7 @@ from fwbench.collector.run.plan import (
     plan_cells,
 )
 from fwbench.collector.run.progress import RichDisplay
+from fwbench.collector.run.prometheus_targets import TargetsFile
 from fwbench.collector.run.recording import Recorder, keep_logs
 from fwbench.collector.run.resume import (
     ResumePoint,
@@ -123,6 +124,7 @@ def _execute(
     console: Console,
     resume: ResumePoint | None,
 ) -> RunSummary:
+    targets = TargetsFile.from_environment(run_id)  # a folder it cannot use: bad input
     try:
         handles = launch_all(options.agents, manifests, launcher, options.start_timeout_seconds,
                              options.security, options.slurm_options)  # fmt: skip
@@ -136,19 +138,14 @@ def _execute(
         raise
     work: list[AgentWork] = []
     try:
-        for handle in handles:
-            restart = None
-            if handle.manifest is not None:
-                restart = restarter(handle.manifest, launcher, handle.name, handle.threads)
-            describe = handle.client.describe()
-            check_identity(handle, describe)
-            find_metrics(handle, describe)
-            work.append(AgentWork(handle, describe, [], restart))
+        work = adopt(handles, launcher, targets)
         check_offered(selection, {w.handle.name: w.describe for w in work})
         for item in work:
             item.cells = plan_cells(item.handle.name, item.describe, catalogue, selection)
         return _measure(run_id, out_dir, work, options, selection, catalogue, console, resume)
     finally:
+        if targets is not None:
+            targets.remove()
         for handle in [*handles, *(item.handle for item in work)]:
             handle.stop()  # idempotent; restarted instances are in `work`
         if out_dir.exists():
@@ -202,7 +199,10 @@ def _measure(
             "selection": selection_record(selection),
             "planned_cells": len(order),
             "agents": agents,
+            "shared_nodes": shared_nodes([item.handle for item in work]),
         }
+        for node, names in metadata["shared_nodes"].items():
+            console.print(f"node {node} holds {', '.join(names)}: one measures at a time")
         folder.create()
         store.start_run(run_id, out_dir.resolve(), metadata["started_at"], metadata)
     else:

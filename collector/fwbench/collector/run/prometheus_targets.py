@@ -1,0 +1,89 @@
+"""Prometheus service discovery for the agents of a run (docs/telemetry.md): with
+FWBENCH_PROMETHEUS_TARGETS=DIR, the run keeps DIR/fwbench-RUN_ID.json, a file_sd list of every
+agent's and every rank's /metrics where the collector reaches it (a Slurm node's address
+included), labelled agent, run, launcher, and node and rank where there are such. It is written
+once the agents are up, rewritten whenever one is replaced by a fresh process, and removed
+when the run ends. A Prometheus whose file_sd_configs read DIR/*.json (the compose fleet's
+reads targets/*.json: compose/prometheus/prometheus.yml) then scrapes the agents wherever a
+scheduler placed them, for as long as they live."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.run.plan import SelectionError
+
+VARIABLE = "FWBENCH_PROMETHEUS_TARGETS"
+
+
+class TargetsError(SelectionError):
+    """The targets folder cannot be used (bad input: the run does not start)."""
+
+
+def target_groups(handles: list[AgentHandle], run_id: str) -> list[dict[str, Any]]:
+    """file_sd groups: one per agent, or per rank of a world, that serves /metrics."""
+    groups = []
+    for handle in handles:
+        ranks: list[AgentHandle] = getattr(handle, "ranks", None) or [handle]
+        for index, one in enumerate(ranks):
+            if not one.metrics_address:
+                continue
+            labels = {"agent": handle.name, "run": run_id, "launcher": handle.kind}
+            if node := one.identity().get("node"):
+                labels["node"] = str(node)
+            if len(ranks) > 1 or getattr(handle, "ranks", None):
+                labels["rank"] = str(index)
+            groups.append({"targets": [one.metrics_address], "labels": labels})
+    return groups
+
+
+class TargetsFile:
+    """The run's targets file, kept up to date with its agents."""
+
+    def __init__(self, folder: Path, run_id: str) -> None:
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise TargetsError(f"{VARIABLE}={folder}: {error.strerror}") from None
+        if not os.access(folder, os.W_OK):
+            raise TargetsError(f"{VARIABLE}={folder}: not writable")
+        self.path = folder / f"fwbench-{run_id}.json"
+        self.run_id = run_id
+        self._handles: dict[str, AgentHandle] = {}
+
+    @classmethod
+    def from_environment(
+        cls, run_id: str, environ: Mapping[str, str] = os.environ
+    ) -> TargetsFile | None:
+        folder = environ.get(VARIABLE, "").strip()
+        return cls(Path(folder), run_id) if folder else None
+
+    def put(self, *handles: AgentHandle) -> None:
+        """Adds or replaces these agents (by name) and rewrites the file atomically."""
+        self._handles.update((handle.name, handle) for handle in handles)
+        text = json.dumps(target_groups(list(self._handles.values()), self.run_id), indent=1)
+        partial = self.path.with_name(self.path.name + ".tmp")  # not *.json: never half read
+        partial.write_text(text + "\n")
+        os.replace(partial, self.path)
+
+    def follow(
+        self, restart: Callable[[int], AgentHandle] | None
+    ) -> Callable[[int], AgentHandle] | None:
+        """`restart`, publishing each fresh instance it starts."""
+        if restart is None:
+            return None
+
+        def restarted(threads: int) -> AgentHandle:
+            handle = restart(threads)
+            self.put(handle)
+            return handle
+
+        return restarted
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
