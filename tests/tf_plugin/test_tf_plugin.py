@@ -91,7 +91,12 @@ def test_modes_compute_the_same_gemm(plugin, phase):
 def test_gemm_is_batched_and_its_gradients_use_an_all_ones_upstream(plugin):
     infer = _arrays(plugin.build(spec("gemm", batch=3, m=4, n=5, k=6)).step())
     assert infer[0].shape == (3, 4, 5)
-    grad_a, grad_b = _arrays(plugin.build(spec("gemm", "train", batch=3, m=4, n=5, k=6)).step())
+    # The training step returns the forward's output too: a tf.function prunes what no result
+    # needs, and the gradients do not need it (ops.py): the step would lose its forward pass.
+    out, grad_a, grad_b = _arrays(
+        plugin.build(spec("gemm", "train", batch=3, m=4, n=5, k=6)).step()
+    )
+    np.testing.assert_allclose(out, infer[0], rtol=1e-5)
     assert grad_a.shape == (3, 4, 6) and grad_b.shape == (3, 6, 5)
     # With dC = 1, dA = 1 @ B^T: every row of dA is the same (the row sums of B).
     np.testing.assert_allclose(grad_a, np.broadcast_to(grad_a[:, :1], grad_a.shape), rtol=1e-6)
@@ -102,8 +107,12 @@ def test_conv2d_pads_kernel_over_two_on_every_side(plugin, kernel, grown):
     params = {**SMALL["conv2d"], "kernel": kernel}
     (out,) = _arrays(plugin.build(spec("conv2d", **params)).step())
     assert out.shape == (2, 8 + grown, 8 + grown, 8)
-    grad_x, grad_w = _arrays(plugin.build(spec("conv2d", "train", **params)).step())
-    assert grad_x.shape == (2, 8, 8, 4) and grad_w.shape == (kernel, kernel, 4, 8)
+    forward, grad_x, grad_w = _arrays(plugin.build(spec("conv2d", "train", **params)).step())
+    assert (
+        forward.shape == out.shape
+        and grad_x.shape == (2, 8, 8, 4)
+        and grad_w.shape == (kernel, kernel, 4, 8)
+    )
 
 
 def test_model_training_steps_lower_the_loss(plugin):
