@@ -76,9 +76,9 @@ def run(
     agents: Annotated[
         str,
         typer.Option(
-            help="Comma-separated agent names, NAME@HOST:PORT, or "
-            f"{IMAGE_SPEC_HELP}; a name given twice runs two instances (NAME, NAME#2: an A/A "
-            "pair). Required unless --resume."
+            help="Comma-separated agent names, NAME@HOST:PORT (a world's ranks: NAME@HOST:PORT+"
+            f"HOST:PORT...), or {IMAGE_SPEC_HELP}; a name given twice runs two instances (NAME, "
+            "NAME#2: an A/A pair). Required unless --resume."
         ),
     ] = "",
     workloads: Annotated[
