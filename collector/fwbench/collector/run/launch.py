@@ -31,7 +31,7 @@ from fwbench.collector.agents.specs import (
     world_size_of,
 )
 from fwbench.collector.agents.world import start_world
-from fwbench.collector.images.build import ensure_image
+from fwbench.collector.images.build import ensure_image, image_tag
 from fwbench.collector.run.combine import combine
 from fwbench.collector.run.options import RunOptions
 
@@ -61,6 +61,8 @@ def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Cons
         image_for=image_for,
         pythons=options.pythons,
         slurm_options=options.slurm_options,
+        k8s_options=options.k8s_options,
+        image_tag=image_tag,
     )
     return launcher_for(options.launcher, settings)
 
@@ -145,7 +147,8 @@ def restarter(
 
 def sweep_orphans(kind: LauncherKind) -> None:
     """Removes what collectors on this host that were killed left running: Docker containers
-    and networks, or Slurm jobs."""
+    and networks, or Slurm jobs. (The Kubernetes launcher sweeps its namespace as it is made:
+    that needs its options.)"""
     if kind == LauncherKind.DOCKER:
         remove_orphans()
     elif kind == LauncherKind.SLURM:

@@ -32,6 +32,7 @@ from fwbench.collector.agents.launchers.base import (
     LauncherKind,
     LaunchSettings,
     Placement,
+    keep_alive,
 )
 from fwbench.collector.agents.launchers.slurm_jobs import (
     COMMENT_PREFIX,
@@ -104,20 +105,13 @@ class SlurmLauncher:
     def __init__(self, settings: LaunchSettings) -> None:
         self.settings = settings
         self._closed = threading.Event()
-        self._started: list[SlurmAgent] = []
+        self._started: list[AgentHandle] = []
         # World instance -> (its job, the folder of its ranks' ports files, its environment).
         self._worlds: dict[str, tuple[str, Path, AgentEnvironment | ExistingEnvironment]] = {}
-        self._keepalive = threading.Thread(target=self._keep_alive, daemon=True)
+        self._keepalive = threading.Thread(
+            target=keep_alive, args=(self._started, self._closed, KEEPALIVE_SECONDS), daemon=True
+        )
         self._keepalive.start()
-
-    def _keep_alive(self) -> None:
-        """Calls every agent started so far, so that none takes itself for orphaned."""
-        while not self._closed.wait(KEEPALIVE_SECONDS):
-            for handle in list(self._started):
-                try:
-                    handle.client.healthy()
-                except Exception:  # noqa: BLE001 (a stopped agent's closed channel)
-                    self._started.remove(handle)
 
     def _environment(
         self, manifest: AgentManifest, threads: int, extra: Mapping[str, str] | None = None

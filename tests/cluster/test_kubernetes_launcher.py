@@ -1,0 +1,130 @@
+"""`collector run --launcher kubernetes` against a fake Kubernetes API server (conftest.py,
+fake_kube.py: a real HTTP server the official client talks to, whose kubelet runs each pod as
+a local process): each agent an Indexed Job's pod, the node and Job on every row, and nothing
+left in the cluster however the run ends: at its end, when a pod cannot start, or, for a
+collector killed outright, by the agent itself and then by the next run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from fake_kube import FakeKube
+
+COLLECTOR = Path(sys.executable).with_name("collector")
+ORPHAN_SECONDS = 6  # the killed collector's agent ends itself this long after its last call
+
+
+def _command(tmp_path: Path, manifests: Path, *extra: str) -> list[str]:
+    return [
+        str(COLLECTOR), "run", "--launcher", "kubernetes", "--manifests", str(manifests),
+        "--agents", "fake", "--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1",
+        "--store", str(tmp_path / "store.sqlite"), "--out", str(tmp_path / "run"), *extra,
+    ]  # fmt: skip
+
+
+def _gone(pids: list[int]) -> bool:
+    for pid in pids:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        return False
+    return True
+
+
+def test_agents_run_as_pods_and_nothing_outlives_the_run(
+    kube: FakeKube, fake_manifests: Path, tmp_path: Path
+) -> None:
+    command = _command(tmp_path, fake_manifests, "--batch-sizes", "1,2",
+                       "--k8s", "namespace=bench", "--k8s", "cpus=2")  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    assert len(rows) == 2
+    assert set(rows["status"]) == {"ok"} and set(rows["launcher"]) == {"kubernetes"}
+    assert set(rows["node"]) == {"fake-node-1"}
+    (job,) = set(rows["scheduler_job"])
+    assert job.startswith("kubernetes:bench/fwbench-")
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())["agents"]["fake"]
+    assert meta["kubernetes_job"] == job.removeprefix("kubernetes:")
+    assert meta["address"].startswith("127.0.0.") and not meta["address"].startswith("127.0.0.1:")
+    assert meta["image"] == "fwbench/fake:latest"
+    # The pod was created from the Job the launcher made, in the namespace asked for, and
+    # everything went at the end: no object, no agent process.
+    assert "POST /apis/batch/v1/namespaces/bench/jobs" in kube.requests
+    assert kube.left() == []
+    assert kube.running() == []
+
+
+def test_an_image_that_cannot_be_pulled_is_refused_with_kubernetes_reason(
+    kube: FakeKube, fake_manifests: Path, tmp_path: Path
+) -> None:
+    command = _command(tmp_path, fake_manifests, "--k8s", "registry=nowhere.example/")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    said = done.stderr.replace("\n", " ")
+    assert "ErrImagePull" in said and "nowhere.example/fwbench/fake:latest" in said, said
+    assert kube.left() == []
+
+
+def test_a_killed_collectors_agent_ends_itself_and_the_next_run_deletes_its_objects(
+    kube: FakeKube, fake_manifests: Path, tmp_path: Path
+) -> None:
+    long = _command(tmp_path, fake_manifests, "--param", "m=20000", "--min-seconds", "300")
+    env = {**os.environ, "FWBENCH_ORPHAN_SECONDS": str(ORPHAN_SECONDS)}
+    process = subprocess.Popen(long, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "run" / "run.json").exists():  # written once the agent is up
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    time.sleep(2.0)  # mid-cell
+    agents = kube.running()
+    assert len(agents) == 1
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    killed = time.monotonic()
+    while not _gone(agents) and time.monotonic() - killed < ORPHAN_SECONDS + 20:
+        time.sleep(0.5)
+    assert _gone(agents), "the agent outlived its collector"
+    assert time.monotonic() - killed > ORPHAN_SECONDS / 2  # it ended itself, no one stopped it
+    assert {name.partition("/")[0] for name in kube.left()} == {"jobs", "services", "pods"}
+    (tmp_path / "again").mkdir()
+    done = subprocess.run(_command(tmp_path / "again", fake_manifests), capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert kube.left() == []  # the orphan's objects deleted, the new run's own too
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (("--k8s", "nodes=3"), "unknown --k8s key 'nodes'"),
+        (("--k8s", "cpus=half"), "--k8s cpus=half: expected whole CPUs"),
+        (("--k8s", "namespace"), "--k8s namespace needs a value"),
+    ],
+)
+def test_bad_k8s_settings_are_refused_before_anything_is_created(
+    kube: FakeKube, fake_manifests: Path, tmp_path: Path, extra: tuple[str, ...], said: str
+) -> None:
+    done = subprocess.run(_command(tmp_path, fake_manifests, *extra), capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr.replace("\n", " ")
+    assert kube.requests == []
+
+
+def test_k8s_settings_need_the_kubernetes_launcher(fake_manifests: Path, tmp_path: Path) -> None:
+    command = _command(tmp_path, fake_manifests, "--k8s", "namespace=bench")
+    command[command.index("kubernetes")] = "local"
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--k8s settings go with --launcher kubernetes" in done.stderr
