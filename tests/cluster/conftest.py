@@ -1,7 +1,7 @@
 """The fake Kubernetes API server (fake_kube.py) for the Kubernetes launcher's tests, with the
-throwaway fake agent (tests/fake_agent.py) as the one image its kubelet can run: the image
-`collector images build` would make for it, mapped to the agent's local environment (built
-once, in FWBENCH_ENV_DIR) with the image's own variables."""
+throwaway fake agent (tests/fake_agent.py) as an image its kubelet can run (and torch-cpu for
+the test that asks for it): the image `collector images build` would make for each, mapped to
+the agent's local environment (built once, in FWBENCH_ENV_DIR) with the image's variables."""
 
 from __future__ import annotations
 
@@ -18,7 +18,12 @@ from fake_agent import write_fake_agents
 from fake_kube import FakeKube, Image, kubeconfig
 
 from fwbench.collector.agents.environments import environment_for
-from fwbench.collector.agents.manifest import parse_manifest
+from fwbench.collector.agents.manifest import (
+    AgentManifest,
+    discover_manifests,
+    manifest_dirs,
+    parse_manifest,
+)
 from fwbench.collector.images.build import image_tag
 from fwbench.collector.images.dockerfile import agent_env
 
@@ -28,16 +33,25 @@ def fake_manifests(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_fake_agents(tmp_path_factory.mktemp("agents"), {"fake": {}})
 
 
-@pytest.fixture(scope="module")
-def fake_image(fake_manifests: Path) -> tuple[str, Image]:
-    """The fake agent's image name and what a container of it runs (its ENTRYPOINT,
-    fwbench-agent, from its environment, with the image's variables)."""
-    manifest = parse_manifest(fake_manifests / "fake.toml")
+def _image(manifest: AgentManifest) -> tuple[str, Image]:
+    """The agent's image name and what a container of it runs (its ENTRYPOINT, fwbench-agent,
+    from the agent's local environment, built here when missing), with the image's variables."""
     env = environment_for(manifest)
     env.ensure(print)
     return image_tag(manifest), Image(
         [str(env.python), "-P", "-m", "fwbench.runtime.cli"], agent_env(manifest)
     )
+
+
+@pytest.fixture(scope="module")
+def fake_image(fake_manifests: Path) -> tuple[str, Image]:
+    return _image(parse_manifest(fake_manifests / "fake.toml"))
+
+
+@pytest.fixture
+def torch_image(kube: FakeKube) -> None:
+    """The torch-cpu agent's image, runnable by the fake kubelet too."""
+    kube.images.update([_image(discover_manifests(manifest_dirs())["torch-cpu"])])
 
 
 @pytest.fixture

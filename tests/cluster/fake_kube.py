@@ -98,6 +98,7 @@ class FakeKube:
         self.processes: dict[tuple[str, str], subprocess.Popen[bytes]] = {}
         self.addresses = itertools.count(2)  # 127.0.0.2, 127.0.0.3, ...
         self.requests: list[str] = []  # METHOD PATH, for the tests' curiosity
+        self.environments: dict[str, dict[str, str]] = {}  # pod name -> its process's env
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -156,6 +157,11 @@ class FakeKube:
         if kind == "jobs":
             return 200, {**_status(200, "", ""), "status": "Success"}
         return 200, obj
+
+    def created(self, kind: str) -> list[dict[str, Any]]:
+        """Every object of `kind` as it was created."""
+        with self.lock:
+            return [obj for _, k, event, obj in self.events if k == kind and event == "ADDED"]
 
     def left(self) -> list[str]:
         """KIND/NAME of every object still in the store."""
@@ -228,6 +234,7 @@ class FakeKube:
         for variable in container.get("env", []):
             env[variable["name"]] = self._value(variable, pod, ip, dns)
         env["FWBENCH_HOST"] = ip
+        self.environments[name] = env
         log = (self.logs / f"{name}.log").open("ab")
         with self.lock:
             if ("pods", namespace, name) not in self.objects:

@@ -45,8 +45,10 @@ def test_agents_run_as_pods_and_nothing_outlives_the_run(
 ) -> None:
     command = _command(tmp_path, fake_manifests, "--batch-sizes", "1,2",
                        "--k8s", "namespace=bench", "--k8s", "cpus=2")  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, stderr = process.communicate(timeout=120)
+    pid = process.pid
+    assert process.returncode == 0, stderr
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
     assert len(rows) == 2
     assert set(rows["status"]) == {"ok"} and set(rows["launcher"]) == {"kubernetes"}
@@ -59,7 +61,14 @@ def test_agents_run_as_pods_and_nothing_outlives_the_run(
     assert meta["image"] == "fwbench/fake:latest"
     # The pod was created from the Job the launcher made, in the namespace asked for, and
     # everything went at the end: no object, no agent process.
-    assert "POST /apis/batch/v1/namespaces/bench/jobs" in kube.requests
+    (created,) = kube.created("jobs")
+    assert created["metadata"]["namespace"] == "bench"
+    assert created["metadata"]["annotations"]["fwbench.io/collector"].endswith(":" + str(pid))
+    (container,) = created["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "fwbench/fake:latest"
+    assert container["resources"]["limits"]["cpu"] == "2"
+    (env,) = kube.environments.values()
+    assert env["FWBENCH_ORPHAN_SECONDS"] == "30"  # the agent ends itself if the collector dies
     assert kube.left() == []
     assert kube.running() == []
 
@@ -128,3 +137,47 @@ def test_k8s_settings_need_the_kubernetes_launcher(fake_manifests: Path, tmp_pat
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "--k8s settings go with --launcher kubernetes" in done.stderr
+
+
+def test_a_world_is_one_indexed_job_whose_pods_are_its_ranks(
+    kube: FakeKube, fake_manifests: Path, tmp_path: Path
+) -> None:
+    command = _command(tmp_path, fake_manifests, "--world-sizes", "2", "--phases", "train",
+                       "--iterations", "4")  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (row,) = pd.read_parquet(tmp_path / "run" / "results.parquet").to_dict("records")
+    assert (row["status"], row["world_size"], row["world_placement"]) == ("ok", 2, "kubernetes")
+    assert row["scheduler_job"].startswith("kubernetes:default/") and row["node"] == "fake-node-1"
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())["agents"]["fake~w2"]
+    assert len({rank["address"] for rank in meta["ranks"]}) == 2
+    creates = [r for r in kube.requests if r == "POST /apis/batch/v1/namespaces/default/jobs"]
+    assert len(creates) == 1  # both ranks: one Job
+    # Each rank was told its index (the completion index) and rank 0's address: its pod
+    # hostname JOB-0.SERVICE, which the fake DNS resolved to rank 0's pod IP.
+    envs = sorted(kube.environments.values(), key=lambda env: env["RANK"])
+    assert [env["RANK"] for env in envs] == ["0", "1"]
+    assert {env["WORLD_SIZE"] for env in envs} == {"2"}
+    assert {env["MASTER_ADDR"] for env in envs} == {envs[0]["FWBENCH_HOST"]}
+    assert envs[0]["FWBENCH_HOST"] != envs[1]["FWBENCH_HOST"]
+    assert kube.left() == [] and kube.running() == []
+
+
+@pytest.mark.agent
+def test_a_torch_world_meets_through_the_services_pod_hostnames(
+    kube: FakeKube, torch_image: None, tmp_path: Path
+) -> None:
+    """PyTorch's ranks find rank 0 by its pod hostname (MASTER_ADDR = JOB-0.SERVICE, resolved
+    by the fake DNS) and run gloo's allreduce across their pods."""
+    command = [
+        str(COLLECTOR), "run", "--launcher", "kubernetes", "--agents", "torch-cpu",
+        "--workloads", "allreduce", "--phases", "train", "--batch-sizes", "8",
+        "--world-sizes", "2", "--iterations", "3", "--store", str(tmp_path / "store.sqlite"),
+        "--out", str(tmp_path / "run"),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = pd.read_parquet(tmp_path / "run" / "results.parquet").to_dict("records")
+    assert (row["status"], row["world_size"], row["dist_backend"]) == ("ok", 2, "gloo")
+    assert row["world_placement"] == "kubernetes" and row["launcher"] == "kubernetes"
+    assert kube.left() == [] and kube.running() == []

@@ -228,7 +228,7 @@ def run(
         fail("--memory and --pids-limit limit containers: they need --launcher docker")
     if cpuset and launcher != LauncherKind.DOCKER:
         fail("--cpuset needs --launcher docker")
-    if python and launcher == LauncherKind.DOCKER:
+    if python and launcher not in (LauncherKind.LOCAL, LauncherKind.SLURM):
         fail("--python runs agents in an existing Python: it goes with --launcher local or slurm")
     slurm_options = check_slurm_options(slurm or [], launcher)
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
