@@ -13,8 +13,10 @@ argv and the image's environment; the container's env is resolved (value, fieldR
 metadata.annotations[...], metadata.name, status.podIP, spec.nodeName), FWBENCH_HOST becomes
 the pod IP (a pod has its own network namespace: a loopback address stands in for it), and
 pod hostnames JOB-INDEX.SUBDOMAIN in values become their IPs (a fake DNS). Phases: Pending,
-Running (with podIP) once the process starts, Succeeded/Failed when it exits. An image that is
-not in the map leaves the pod Pending with ErrImagePull. Deleting a pod (or its Job) ends its
+Running (with podIP) once the process starts, Succeeded/Failed when it exits; its output is the
+pod's log (GET .../pods/NAME/log). An image that is
+not in the map leaves the pod Pending with ErrImagePull, and one asking for more CPUs than the
+node has leaves it Pending, Unschedulable. Deleting a pod (or its Job) ends its
 process: SIGTERM, SIGKILL after the grace period."""
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ from urllib.parse import parse_qs, urlparse
 
 INDEX = "batch.kubernetes.io/job-completion-index"
 NODE = "fake-node-1"
+NODE_CPUS = 64  # a pod asking for more is never scheduled (Unschedulable)
 _PATH = re.compile(
     r"^/(?:api/v1|apis/batch/v1)/namespaces/(?P<ns>[^/]+)/(?P<kind>services|pods|jobs)"
-    r"(?:/(?P<name>[^/]+))?$"
+    r"(?:/(?P<name>[^/]+)(?P<log>/log)?)?$"
 )
 _KINDS = {"services": ("Service", "v1"), "pods": ("Pod", "v1"), "jobs": ("Job", "batch/v1")}
 
@@ -207,6 +210,18 @@ class FakeKube:
         name = pod["metadata"]["name"]
         (container,) = pod["spec"]["containers"]
         image = self.images.get(container["image"])
+        cpus = container.get("resources", {}).get("requests", {}).get("cpu", "0")
+        if int(cpus) > NODE_CPUS:
+            unschedulable = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/1 nodes are available: 1 Insufficient cpu.",
+            }
+            self.update(
+                "pods", namespace, name, lambda p: p["status"].update(conditions=[unschedulable])
+            )
+            return
         if image is None:
             waiting = {
                 "reason": "ErrImagePull",
@@ -386,6 +401,15 @@ def _handler(kube: FakeKube) -> type[BaseHTTPRequestHandler]:
             query = {key: values[-1] for key, values in parse_qs(url.query).items()}
             if found is None:
                 self._reply(404, _status(404, "NotFound", f"no route {url.path}"))
+                return None
+            if found["log"]:  # a pod's log: its process's output
+                log = kube.logs / f"{found['name']}.log"
+                text = log.read_bytes() if log.exists() else b""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(text)))
+                self.end_headers()
+                self.wfile.write(text)
                 return None
             return found["kind"], found["ns"], found["name"], query
 

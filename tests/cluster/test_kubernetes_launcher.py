@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fake_kube import FakeKube
+from fake_kube import FakeKube, Image
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 ORPHAN_SECONDS = 6  # the killed collector's agent ends itself this long after its last call
@@ -111,6 +111,53 @@ def test_a_killed_collectors_agent_ends_itself_and_the_next_run_deletes_its_obje
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert kube.left() == []  # the orphan's objects deleted, the new run's own too
+
+
+def test_a_pod_never_scheduled_is_refused_at_the_start_timeout_with_the_schedulers_reason(
+    kube: FakeKube, fake_manifests: Path, tmp_path: Path
+) -> None:
+    command = _command(tmp_path, fake_manifests, "--k8s", "cpus=1000", "--start-timeout", "3")
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    said = done.stderr.replace("\n", " ")
+    assert "not running by the start timeout" in said, said
+    assert "Unschedulable: 0/1 nodes are available: 1 Insufficient cpu." in said, said
+    assert time.monotonic() - started > 3
+    assert kube.left() == []
+
+
+def test_a_pod_that_fails_is_refused_with_its_exit_and_log(
+    kube: FakeKube, fake_manifests: Path, tmp_path: Path
+) -> None:
+    crash = "import sys; print('agent: no plugin named fake'); sys.exit(3)"
+    kube.images["broken/fwbench/fake:latest"] = Image([sys.executable, "-c", crash])
+    command = _command(tmp_path, fake_manifests, "--k8s", "registry=broken/")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    said = done.stderr.replace("\n", " ")
+    assert "Error (exit code 3)" in said and "no plugin named fake" in said, said
+    assert kube.left() == []
+
+
+def test_ctrl_c_deletes_the_runs_objects(
+    kube: FakeKube, fake_manifests: Path, tmp_path: Path
+) -> None:
+    long = _command(tmp_path, fake_manifests, "--param", "m=20000", "--min-seconds", "60")
+    process = subprocess.Popen(
+        long, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "run" / "run.json").exists():
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+    time.sleep(1.0)
+    assert kube.running()
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert kube.left() == [] and kube.running() == []
 
 
 @pytest.mark.parametrize(

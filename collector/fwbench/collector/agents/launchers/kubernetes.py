@@ -104,7 +104,8 @@ class KubernetesAgent(AgentHandle):
 
     def exit_reason(self) -> str:
         namespace = self.cluster.namespace if self.cluster else "?"
-        return f"pod {namespace}/{self.pod or '?'} on {self.node or '?'}: {self._state()}"
+        tail = self.cluster.log_tail(self.pod) if self.cluster and self.pod else ""
+        return f"pod {namespace}/{self.pod or '?'} on {self.node or '?'}: {self._state()}{tail}"
 
     def stop(self, grace_seconds: float = 10.0) -> None:
         self.client.close()

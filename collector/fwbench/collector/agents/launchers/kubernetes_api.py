@@ -84,6 +84,15 @@ class Cluster:
         except Exception:  # noqa: BLE001 (404, or the API unreachable)
             return None
 
+    def log_tail(self, name: str) -> str:
+        """ "; last log line: ..." of the pod's container, or "" when it has none."""
+        try:
+            text = self.core.read_namespaced_pod_log(name, self.namespace, tail_lines=20)
+        except Exception:  # noqa: BLE001 (no log yet, the pod gone, the API unreachable)
+            return ""
+        lines = [line for line in str(text or "").splitlines() if line.strip()]
+        return f"; last log line: {lines[-1][:300]}" if lines else ""
+
     def wait_for_pod(self, job: str, index: int, deadline: float, ended: Callable[[], bool]) -> Any:
         """Rank `index`'s pod of `job` once it runs with an IP; raises AgentUnavailable with
         Kubernetes' reason when it fails, cannot run, or is not running by `deadline`."""
@@ -109,7 +118,8 @@ class Cluster:
                 if kind == "DELETED":
                     raise AgentUnavailable(f"pod {pod.metadata.name} was deleted: {why}")
                 if failed:
-                    raise AgentUnavailable(f"pod {pod.metadata.name} failed: {why}")
+                    tail = self.log_tail(pod.metadata.name)
+                    raise AgentUnavailable(f"pod {pod.metadata.name} failed: {why}{tail}")
                 if ready:
                     return pod
                 if ended() or time.monotonic() > deadline:

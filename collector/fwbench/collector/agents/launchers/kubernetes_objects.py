@@ -1,7 +1,8 @@
-"""Kubernetes manifests for agents and distributed worlds (`collector k8s render`,
-docs/cluster.md): per agent and world size, an Indexed Job (one pod per rank; a single agent is
-a world of one) and the headless Service its pods' stable hostnames live under, so every rank
-reaches rank 0 at JOB-0.SERVICE; optionally a Prometheus Operator PodMonitor.
+"""Kubernetes manifests for agents and distributed worlds (`collector k8s render`, and what
+`collector run --launcher kubernetes` creates: launchers/kubernetes.py; docs/cluster.md): per
+agent and world size, an Indexed Job (one pod per rank; a single agent is a world of one) and
+the headless Service its pods' stable hostnames live under, so every rank reaches rank 0 at
+JOB-0.SERVICE; optionally a Prometheus Operator PodMonitor.
 
 What each pod is told: torchrun's variables (WORLD_SIZE; RANK from the Job's completion index;
 MASTER_ADDR = rank 0's hostname; MASTER_PORT), FWBENCH_PEERS (every rank's hostname and peer
