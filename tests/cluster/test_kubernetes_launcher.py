@@ -130,13 +130,15 @@ def test_a_pod_never_scheduled_is_refused_at_the_start_timeout_with_the_schedule
 def test_a_pod_that_fails_is_refused_with_its_exit_and_log(
     kube: FakeKube, fake_manifests: Path, tmp_path: Path
 ) -> None:
-    crash = "import sys; print('agent: no plugin named fake'); sys.exit(3)"
+    # The container runs (the pod is Running), then the agent fails before it serves.
+    crash = "import sys, time; print('agent: no plugin named fake', flush=True); "
+    crash += "time.sleep(1); sys.exit(3)"
     kube.images["broken/fwbench/fake:latest"] = Image([sys.executable, "-c", crash])
     command = _command(tmp_path, fake_manifests, "--k8s", "registry=broken/")
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     said = done.stderr.replace("\n", " ")
-    assert "Error (exit code 3)" in said and "no plugin named fake" in said, said
+    assert "Error (exit code 3); last log line: agent: no plugin named fake" in said, said
     assert kube.left() == []
 
 

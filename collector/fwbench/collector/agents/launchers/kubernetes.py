@@ -221,8 +221,9 @@ class KubernetesLauncher:
             handle.client = AgentClient(name, handle.address)
             handle.client.wait_healthy(max(deadline - time.monotonic(), 1.0), alive=handle.alive)
         except AgentUnavailable as error:
+            why = f"{error}: {handle.exit_reason()}" if handle.pod else str(error)
             handle.stop(grace_seconds=2.0)
-            raise AgentUnavailable(f"agent {name} did not start on Kubernetes: {error}") from None
+            raise AgentUnavailable(f"agent {name} did not start on Kubernetes: {why}") from None
         except BaseException:
             handle.stop(grace_seconds=2.0)
             raise

@@ -11,8 +11,7 @@ import contextlib
 import json
 import socket
 import time
-from collections.abc import Callable
-from itertools import chain
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from fwbench.collector.agents.client import AgentUnavailable
@@ -96,36 +95,46 @@ class Cluster:
     def wait_for_pod(self, job: str, index: int, deadline: float, ended: Callable[[], bool]) -> Any:
         """Rank `index`'s pod of `job` once it runs with an IP; raises AgentUnavailable with
         Kubernetes' reason when it fails, cannot run, or is not running by `deadline`."""
-        from kubernetes import watch
-
-        selector = f"job-name={job}"
         why = "no pod created yet"
         while not ended() and time.monotonic() < deadline:
-            listed = self.core.list_namespaced_pod(self.namespace, label_selector=selector)
-            pods = [("LISTED", pod) for pod in listed.items]
-            stream = watch.Watch().stream(
-                self.core.list_namespaced_pod,
-                self.namespace,
-                label_selector=selector,
-                resource_version=listed.metadata.resource_version,
-                timeout_seconds=max(1, int(min(deadline - time.monotonic(), WATCH_SECONDS))),
-            )
-            for kind, pod in chain(pods, ((e["type"], e["object"]) for e in stream)):
-                annotations = pod.metadata.annotations or {}
-                if annotations.get(INDEX_ANNOTATION, "0") != str(index):
-                    continue
-                ready, failed, why = pod_state(pod)
-                if kind == "DELETED":
-                    raise AgentUnavailable(f"pod {pod.metadata.name} was deleted: {why}")
-                if failed:
-                    tail = self.log_tail(pod.metadata.name)
-                    raise AgentUnavailable(f"pod {pod.metadata.name} failed: {why}{tail}")
-                if ready:
-                    return pod
-                if ended() or time.monotonic() > deadline:
-                    break
+            try:
+                for kind, pod in self._pod_events(f"job-name={job}", deadline):
+                    annotations = pod.metadata.annotations or {}
+                    if annotations.get(INDEX_ANNOTATION, "0") != str(index):
+                        continue
+                    ready, failed, why = pod_state(pod)
+                    if kind == "DELETED":
+                        raise AgentUnavailable(f"pod {pod.metadata.name} was deleted: {why}")
+                    if failed:
+                        tail = self.log_tail(pod.metadata.name)
+                        raise AgentUnavailable(f"pod {pod.metadata.name} failed: {why}{tail}")
+                    if ready:
+                        return pod
+                    if ended() or time.monotonic() > deadline:
+                        break
+            except AgentUnavailable:
+                raise
+            except Exception as error:  # noqa: BLE001 (ApiException, or the API unreachable)
+                if getattr(error, "status", None) != 410:  # 410 Gone: list afresh
+                    raise AgentUnavailable(f"the Kubernetes API failed: {_why(error)}") from None
         what = "the run is ending" if ended() else "not running by the start timeout"
         raise AgentUnavailable(f"{what}; Kubernetes says: {why}")
+
+    def _pod_events(self, selector: str, deadline: float) -> Iterator[tuple[str, Any]]:
+        """The pods now (LISTED), then what happens to them (ADDED, MODIFIED, DELETED) for a
+        few seconds at most, so that the caller checks the time and the run's end between."""
+        from kubernetes import watch
+
+        listed = self.core.list_namespaced_pod(self.namespace, label_selector=selector)
+        yield from (("LISTED", pod) for pod in listed.items)
+        for event in watch.Watch().stream(
+            self.core.list_namespaced_pod,
+            self.namespace,
+            label_selector=selector,
+            resource_version=listed.metadata.resource_version,
+            timeout_seconds=max(1, int(min(deadline - time.monotonic(), WATCH_SECONDS))),
+        ):
+            yield event["type"], event["object"]
 
     def delete_job(self, job: str, grace_seconds: float = 10.0) -> None:
         """The Job, its pods and its Service (same name); waits until the pods are gone."""
