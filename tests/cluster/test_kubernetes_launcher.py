@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from fake_kube import FakeKube, Image
+from fake_kube import FakeKube, Image, kubeconfig
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 ORPHAN_SECONDS = 6  # the killed collector's agent ends itself this long after its last call
@@ -178,6 +179,20 @@ def test_bad_k8s_settings_are_refused_before_anything_is_created(
     assert done.returncode == 2, done.stderr
     assert said in done.stderr.replace("\n", " ")
     assert kube.requests == []
+
+
+def test_an_api_server_that_cannot_be_reached_is_said_in_one_line(
+    fake_manifests: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig(url, tmp_path / "kubeconfig")))
+    done = subprocess.run(_command(tmp_path, fake_manifests), capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"the Kubernetes API at {url} answered no list of Jobs" in done.stderr
+    assert "Connection refused" in done.stderr and len(done.stderr.splitlines()) == 1
 
 
 def test_k8s_settings_need_the_kubernetes_launcher(fake_manifests: Path, tmp_path: Path) -> None:

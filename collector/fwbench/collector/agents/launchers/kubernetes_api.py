@@ -62,6 +62,7 @@ class Cluster:
         self.core = client.CoreV1Api(api)
         self.batch = client.BatchV1Api(api)
         self.namespace = namespace
+        self.host = str(api.configuration.host)
 
     def create(self, objects: list[dict[str, Any]]) -> None:
         """Services and Jobs, in order; raises AgentUnavailable with the API server's reason."""
@@ -159,10 +160,17 @@ class Cluster:
                          body=options)  # fmt: skip
             time.sleep(0.5)
 
-    def jobs(self, selector: str) -> list[Any]:
+    def jobs(self, selector: str, strict: bool = False) -> list[Any]:
+        """The namespace's Jobs with these labels; none when the API cannot be reached, or,
+        `strict`, AgentUnavailable saying so."""
         try:
             listed = self.batch.list_namespaced_job(self.namespace, label_selector=selector)
-        except Exception:  # noqa: BLE001 (the API unreachable: nothing of ours can be found)
+        except Exception as error:  # noqa: BLE001 (ApiException, or the API unreachable)
+            if strict:
+                raise AgentUnavailable(
+                    f"the Kubernetes API at {self.host} answered no list of Jobs in namespace "
+                    f"{self.namespace}: {_why(error)}"
+                ) from None
             return []
         return list(listed.items)
 
@@ -184,8 +192,9 @@ class Cluster:
 
     def delete_orphans(self) -> None:
         """Deletes the Jobs (and their pods and Services) that collectors of this host made
-        and that outlived them."""
-        for job in self.jobs(MANAGED):
+        and that outlived them; the first call to the API, so AgentUnavailable when it cannot
+        be reached or refuses."""
+        for job in self.jobs(MANAGED, strict=True):
             annotations = job.metadata.annotations or {}
             host, _, pid = annotations.get(COLLECTOR_ANNOTATION, "").rpartition(":")
             if host == socket.gethostname() and pid.isdigit() and not process_exists(int(pid)):
@@ -224,7 +233,9 @@ def _why(error: Exception) -> str:
             return f"{status.get('reason', '')}: {status.get('message', '')}".strip(": ")
         except ValueError:
             pass
-    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    reason = getattr(error, "reason", None)  # urllib3's MaxRetryError: the connection's error
+    text = str(reason or error).strip()
+    return text.splitlines()[0][:300] if text else type(error).__name__
 
 
 def _quietly(delete: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
