@@ -46,13 +46,7 @@ from fwbench.collector.cli.decide import (
 )
 from fwbench.collector.cli.execution import execute, resume_run
 from fwbench.collector.cli.k8s import check_k8s_options
-from fwbench.collector.cli.security import (
-    AgentTokenFile,
-    TlsCa,
-    TlsCert,
-    TlsKey,
-    security_settings,
-)
+from fwbench.collector.cli.security import AgentTokenFile, TlsCa, TlsCert, TlsKey, security_settings
 from fwbench.collector.cli.slurm import check_slurm_options
 from fwbench.collector.cli.worlds import DEFAULT_WORLD_ITERATIONS, parse_world_sizes
 from fwbench.collector.run.liveness import HANG_SECONDS
