@@ -119,11 +119,21 @@ def test_a_stopped_rank_silences_the_world_which_is_hung_and_replaced(tmp_path: 
         assert not Path(f"/proc/{rank['pid']}").exists()
 
 
-def test_rank_threads_share_this_host_unless_slurm_is_told_the_cpus_per_task() -> None:
+def test_rank_threads_share_this_host_unless_a_scheduler_is_told_the_cpus() -> None:
+    from fwbench.collector.agents.launchers import LauncherKind
     from fwbench.collector.run.launch import rank_threads
+    from fwbench.collector.run.options import RunOptions
+
+    def options(launcher: LauncherKind, **given: tuple[str, ...]) -> RunOptions:
+        return RunOptions(("fake~w2",), None, Path(), None, 1.0, "", launcher=launcher, **given)
 
     cpus = len(os.sched_getaffinity(0))
     assert rank_threads(["fake~w1", "fake~w2"]) == max(cpus // 2, 1)
     assert rank_threads(["fake"]) == cpus
-    assert rank_threads(["fake~w2"], ["partition=cpu", "cpus-per-task=3"]) == 3
-    assert rank_threads(["fake~w2"], ["cpus-per-task=0"]) == max(cpus // 2, 1)
+    slurm = options(LauncherKind.SLURM, slurm_options=("partition=cpu", "cpus-per-task=3"))
+    assert rank_threads(["fake~w2"], slurm) == 3
+    zero = options(LauncherKind.SLURM, slurm_options=("cpus-per-task=0",))
+    assert rank_threads(["fake~w2"], zero) == max(cpus // 2, 1)
+    assert rank_threads(["fake~w2"], options(LauncherKind.KUBERNETES)) == 1  # a pod's default
+    pods = options(LauncherKind.KUBERNETES, k8s_options=("cpus=4",))
+    assert rank_threads(["fake~w2"], pods) == 4

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 from fake_agent import write_fake_agents
 
-from fwbench.collector.agents.launchers.slurm_scripts import ORPHAN_SECONDS
+from fwbench.collector.agents.launchers.base import ORPHAN_SECONDS
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 

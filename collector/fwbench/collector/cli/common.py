@@ -102,6 +102,16 @@ SlurmOptions = Annotated[
         "cpus-per-task=N, container=IMAGE where the site has a container plugin, ...",
     ),
 ]
+K8sOptions = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--k8s",
+        metavar="KEY=VALUE",
+        help="kubernetes: namespace=NAME (default: default), registry=PREFIX of the agents' "
+        "images (registry.example.org/), cpus=N and memory=SIZE per pod (requests = limits; "
+        "default 1 and 4Gi); repeatable.",
+    ),
+]
 JsonOutput = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 

@@ -23,6 +23,7 @@ from fwbench.collector.agents.specs import (
     with_worlds,
 )
 from fwbench.collector.cli.common import (
+    K8sOptions,
     ManifestDirs,
     Pythons,
     SlurmOptions,
@@ -44,13 +45,8 @@ from fwbench.collector.cli.decide import (
     decide_options,
 )
 from fwbench.collector.cli.execution import execute, resume_run
-from fwbench.collector.cli.security import (
-    AgentTokenFile,
-    TlsCa,
-    TlsCert,
-    TlsKey,
-    security_settings,
-)
+from fwbench.collector.cli.k8s import check_k8s_options
+from fwbench.collector.cli.security import AgentTokenFile, TlsCa, TlsCert, TlsKey, security_settings
 from fwbench.collector.cli.slurm import check_slurm_options
 from fwbench.collector.cli.worlds import (
     DEFAULT_WORLD_ITERATIONS,
@@ -176,13 +172,14 @@ def run(
     launcher: Annotated[
         LauncherKind,
         typer.Option(
-            help="How agents given by name start: local (a virtual environment each) or docker "
+            help="How agents given by name start: local (a virtual environment each), docker "
             "(a container each, from its image, built when missing or stale; an image given "
-            "by reference is run as it is, never built)."
+            "by reference is run as it is, never built), slurm or kubernetes (docs/cluster.md)."
         ),
     ] = LauncherKind.LOCAL,
     python: Pythons = None,
     slurm: SlurmOptions = None,
+    k8s: K8sOptions = None,
     cpuset: Annotated[
         str, typer.Option(help="docker: CPUs each container is pinned to, e.g. 0-1 or 1.")
     ] = "",
@@ -229,7 +226,7 @@ def run(
         fail("--memory and --pids-limit limit containers: they need --launcher docker")
     if cpuset and launcher != LauncherKind.DOCKER:
         fail("--cpuset needs --launcher docker")
-    if python and launcher == LauncherKind.DOCKER:
+    if python and launcher not in (LauncherKind.LOCAL, LauncherKind.SLURM):
         fail("--python runs agents in an existing Python: it goes with --launcher local or slurm")
     slurm_options = check_slurm_options(slurm or [], launcher)
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
@@ -290,6 +287,7 @@ def run(
         memory=memory,
         pids_limit=pids_limit,
         slurm_options=slurm_options,
+        k8s_options=check_k8s_options(k8s or [], launcher),
         manifest_dirs=tuple(str(path.resolve()) for path in manifests or ()),
         pythons=pythons,
         images=tuple(dict.fromkeys(m.image.id for m in declared.values() if m.image)),

@@ -21,6 +21,7 @@ from fwbench.collector.agents.launchers import (
 )
 from fwbench.collector.agents.launchers.attached import attach
 from fwbench.collector.agents.launchers.docker import remove_orphans
+from fwbench.collector.agents.launchers.kubernetes import parse_k8s_options
 from fwbench.collector.agents.launchers.slurm_jobs import cancel_orphans
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
@@ -32,7 +33,7 @@ from fwbench.collector.agents.specs import (
     world_size_of,
 )
 from fwbench.collector.agents.world import attach_world, start_world
-from fwbench.collector.images.build import ensure_image
+from fwbench.collector.images.build import ensure_image, image_tag
 from fwbench.collector.run.combine import combine
 from fwbench.collector.run.options import RunOptions
 from fwbench.collector.run.prometheus_targets import TargetsFile
@@ -64,6 +65,8 @@ def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Cons
         image_for=image_for,
         pythons=options.pythons,
         slurm_options=options.slurm_options,
+        k8s_options=options.k8s_options,
+        image_tag=image_tag,
     )
     return launcher_for(options.launcher, settings)
 
@@ -74,12 +77,12 @@ def launch_all(
     launcher: Launcher,
     timeout: float,
     security: ChannelSecurity | None = None,
-    slurm_options: Sequence[str] = (),
+    options: RunOptions | None = None,
 ) -> list[AgentHandle]:
     """Starts or attaches every agent side by side; on any failure stops those started and
     re-raises."""
 
-    per_rank = rank_threads(specs, slurm_options)
+    per_rank = rank_threads(specs, options)
 
     def one(spec: str) -> AgentHandle:
         attached = parse_attached(spec)
@@ -165,12 +168,14 @@ def find_metrics(handle: AgentHandle, describe: agent_pb2.DescribeResponse) -> N
             one.metrics_address = f"{one.address.rpartition(':')[0]}:{port}"
 
 
-def rank_threads(specs: Sequence[str], slurm_options: Sequence[str] = ()) -> int:
-    """Threads (and CPUs) of every rank of every world in the run: on Slurm, the CPUs the user
-    asks each task for (--slurm cpus-per-task=N); otherwise this host's usable CPUs shared by
-    the largest world, so a rank has the same resources in every world size (weak scaling: 2
-    CPUs and --world-sizes 1,2 give each rank one)."""
-    for option in slurm_options:
+def rank_threads(specs: Sequence[str], options: RunOptions | None = None) -> int:
+    """Threads (and CPUs) of every rank of every world in the run: on a scheduler, what each
+    rank is given (--k8s cpus=N, the pod's; --slurm cpus-per-task=N); otherwise this host's
+    usable CPUs shared by the largest world, so a rank has the same resources in every world
+    size (weak scaling: 2 CPUs and --world-sizes 1,2 give each rank one)."""
+    if options is not None and options.launcher == LauncherKind.KUBERNETES:
+        return parse_k8s_options(options.k8s_options).cpus
+    for option in options.slurm_options if options is not None else ():
         name, _, value = option.partition("=")
         if name == "cpus-per-task" and value.isdigit() and int(value) > 0:
             return int(value)
@@ -192,7 +197,8 @@ def restarter(
 
 def sweep_orphans(kind: LauncherKind) -> None:
     """Removes what collectors on this host that were killed left running: Docker containers
-    and networks, or Slurm jobs."""
+    and networks, or Slurm jobs. (The Kubernetes launcher sweeps its namespace as it is made:
+    that needs its options.)"""
     if kind == LauncherKind.DOCKER:
         remove_orphans()
     elif kind == LauncherKind.SLURM:

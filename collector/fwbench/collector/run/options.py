@@ -39,6 +39,7 @@ class RunOptions:
     memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share
     pids_limit: int = DEFAULT_PIDS_LIMIT  # docker: each container's process limit
     slurm_options: tuple[str, ...] = ()  # slurm: sbatch options ("partition=debug")
+    k8s_options: tuple[str, ...] = ()  # kubernetes: KEY=VALUE ("namespace=bench")
     manifest_dirs: tuple[str, ...] = ()  # extra manifest folders (--manifests)
     # --python: existing interpreters of local agents, by agent name ("" = every agent).
     pythons: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -78,6 +79,7 @@ def options_record(options: RunOptions) -> dict[str, Any]:
     record["manifest_dirs"] = list(options.manifest_dirs)
     record["images"] = list(options.images)
     record["slurm_options"] = list(options.slurm_options)
+    record["k8s_options"] = list(options.k8s_options)
     return record
 
 
@@ -97,4 +99,5 @@ def options_from_record(
     values["pythons"] = dict(values.get("pythons", {}))
     values["images"] = tuple(values.get("images", ()))
     values["slurm_options"] = tuple(values.get("slurm_options", ()))
+    values["k8s_options"] = tuple(values.get("k8s_options", ()))
     return RunOptions(out_dir=out_dir, store_path=store_path, command_line=command_line, **values)

@@ -127,7 +127,7 @@ def _execute(
     targets = TargetsFile.from_environment(run_id)  # a folder it cannot use: bad input
     try:
         handles = launch_all(options.agents, manifests, launcher, options.start_timeout_seconds,
-                             options.security, options.slurm_options)  # fmt: skip
+                             options.security, options)  # fmt: skip
     except BaseException as error:
         # A failed start keeps the agents' logs in the run folder (and says where); an
         # interrupted one keeps nothing.

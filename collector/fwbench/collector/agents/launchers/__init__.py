@@ -13,6 +13,7 @@ from fwbench.collector.agents.launchers.base import (
     LaunchSettings,
 )
 from fwbench.collector.agents.launchers.docker import DockerLauncher
+from fwbench.collector.agents.launchers.kubernetes import KubernetesLauncher
 from fwbench.collector.agents.launchers.local import LocalLauncher
 from fwbench.collector.agents.launchers.slurm import SlurmLauncher
 
@@ -30,6 +31,7 @@ LAUNCHERS: dict[LauncherKind, Callable[[LaunchSettings], Launcher]] = {
     LauncherKind.LOCAL: LocalLauncher,
     LauncherKind.DOCKER: DockerLauncher,
     LauncherKind.SLURM: SlurmLauncher,
+    LauncherKind.KUBERNETES: KubernetesLauncher,
 }
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -30,6 +31,7 @@ class LauncherKind(StrEnum):
     LOCAL = "local"  # a process in the agent's own virtual environment
     DOCKER = "docker"  # a container from the agent's image
     SLURM = "slurm"  # a Slurm batch job on a node Slurm chooses
+    KUBERNETES = "kubernetes"  # an Indexed Job's pod on a node Kubernetes chooses
 
 
 @dataclass
@@ -171,6 +173,10 @@ class LaunchSettings:
     pythons: Mapping[str, str] = field(default_factory=dict)
     # slurm: sbatch options for every agent job, without the dashes ("partition=debug").
     slurm_options: tuple[str, ...] = ()
+    # kubernetes: KEY=VALUE settings (namespace, registry, cpus, memory), and the name of an
+    # agent's image (images/build.py image_tag), which `registry` prefixes.
+    k8s_options: tuple[str, ...] = ()
+    image_tag: Callable[[AgentManifest], str] | None = None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -178,6 +184,34 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
         probe.bind((host, 0))
         return int(probe.getsockname()[1])
+
+
+# An agent a scheduler started (Slurm, Kubernetes) ends itself when no call has reached it for
+# orphan_seconds() (runtime/orphan.py; FWBENCH_ORPHAN_SECONDS in the collector's environment
+# changes it), while the collector calls each of its agents every keepalive_seconds() for as
+# long as its run lasts: a collector killed outright leaves nothing running for longer.
+ORPHAN_SECONDS = 30.0
+KEEPALIVE_SECONDS = 5.0
+
+
+def orphan_seconds() -> float:
+    return float(os.environ.get("FWBENCH_ORPHAN_SECONDS") or ORPHAN_SECONDS)
+
+
+def keepalive_seconds() -> float:
+    return min(KEEPALIVE_SECONDS, orphan_seconds() / 3)
+
+
+def keep_alive(handles: list[AgentHandle], stop: threading.Event, seconds: float) -> None:
+    """Calls every agent in `handles` every `seconds` until `stop` is set, so that none that
+    a scheduler started (--orphan-seconds, runtime/orphan.py) takes itself for orphaned; a
+    stopped agent (its channel closed) leaves the list. A thread's target."""
+    while not stop.wait(seconds):
+        for handle in list(handles):
+            try:
+                handle.client.healthy()
+            except Exception:  # noqa: BLE001 (a stopped agent's closed channel)
+                handles.remove(handle)
 
 
 def process_exists(pid: int) -> bool:

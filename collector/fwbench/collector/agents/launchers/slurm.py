@@ -33,6 +33,8 @@ from fwbench.collector.agents.launchers.base import (
     LauncherKind,
     LaunchSettings,
     Placement,
+    keep_alive,
+    keepalive_seconds,
 )
 from fwbench.collector.agents.launchers.slurm_jobs import (
     COMMENT_PREFIX,
@@ -43,7 +45,6 @@ from fwbench.collector.agents.launchers.slurm_jobs import (
     slurm_command,
 )
 from fwbench.collector.agents.launchers.slurm_scripts import (
-    KEEPALIVE_SECONDS,
     agent_command,
     exports,
     world_script,
@@ -106,7 +107,7 @@ class SlurmLauncher:
     def __init__(self, settings: LaunchSettings) -> None:
         self.settings = settings
         self._closed = threading.Event()
-        self._started: list[SlurmAgent] = []
+        self._started: list[AgentHandle] = []
         # World instance -> (its job, the folder of its ranks' ports files, its environment).
         self._worlds: dict[str, tuple[str, Path, AgentEnvironment | ExistingEnvironment]] = {}
         # Agents on a cluster listen on their nodes' addresses: each demands the run's own
@@ -116,17 +117,10 @@ class SlurmLauncher:
         self._token_file.touch(mode=0o600)
         self._token_file.write_text(token + "\n")
         self._security = ChannelSecurity(token=token)
-        self._keepalive = threading.Thread(target=self._keep_alive, daemon=True)
+        self._keepalive = threading.Thread(
+            target=keep_alive, args=(self._started, self._closed, keepalive_seconds()), daemon=True
+        )
         self._keepalive.start()
-
-    def _keep_alive(self) -> None:
-        """Calls every agent started so far, so that none takes itself for orphaned."""
-        while not self._closed.wait(KEEPALIVE_SECONDS):
-            for handle in list(self._started):
-                try:
-                    handle.client.healthy()
-                except Exception:  # noqa: BLE001 (a stopped agent's closed channel)
-                    self._started.remove(handle)
 
     def _environment(
         self, manifest: AgentManifest, threads: int, extra: Mapping[str, str] | None = None

@@ -8,14 +8,9 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
+from fwbench.collector.agents.launchers.base import orphan_seconds
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import AGENT_VARIABLES
-
-# An agent job ends itself when no call has reached it for ORPHAN_SECONDS (runtime/orphan.py):
-# the collector calls each of its agents' health service every KEEPALIVE_SECONDS while the run
-# lasts, so a collector killed outright leaves no job behind for longer than that.
-ORPHAN_SECONDS = 30.0
-KEEPALIVE_SECONDS = 5.0
 
 
 def exports(variables: Mapping[str, str]) -> list[str]:
@@ -39,7 +34,7 @@ def agent_command(
         str(python), "-P", "-m", "fwbench.runtime.cli", "--plugin", manifest.plugin,
         "--name", manifest.name, "--variant", manifest.variant, "--host", "0.0.0.0",
         "--port", "0", "--metrics-port", "0", "--ports-file", str(ports),
-        "--orphan-seconds", f"{ORPHAN_SECONDS:g}", "--token-file", str(token_file),
+        "--orphan-seconds", f"{orphan_seconds():g}", "--token-file", str(token_file),
     ]  # fmt: skip
 
 

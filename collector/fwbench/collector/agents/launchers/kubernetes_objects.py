@@ -1,7 +1,8 @@
-"""Kubernetes manifests for agents and distributed worlds (`collector k8s render`,
-docs/cluster.md): per agent and world size, an Indexed Job (one pod per rank; a single agent is
-a world of one) and the headless Service its pods' stable hostnames live under, so every rank
-reaches rank 0 at JOB-0.SERVICE; optionally a Prometheus Operator PodMonitor.
+"""Kubernetes manifests for agents and distributed worlds (`collector k8s render`, and what
+`collector run --launcher kubernetes` creates: launchers/kubernetes.py; docs/cluster.md): per
+agent and world size, an Indexed Job (one pod per rank; a single agent is a world of one) and
+the headless Service its pods' stable hostnames live under, so every rank reaches rank 0 at
+JOB-0.SERVICE; optionally a Prometheus Operator PodMonitor.
 
 What each pod is told: torchrun's variables (WORLD_SIZE; RANK from the Job's completion index;
 MASTER_ADDR = rank 0's hostname; MASTER_PORT), FWBENCH_PEERS (every rank's hostname and peer
@@ -13,7 +14,7 @@ Labels name the run and agent, so a launcher can find and delete what it made.""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,10 +50,16 @@ def world_objects(
     world_size: int,
     shape: PodShape,
     namespace: str = "default",
+    name: str = "",
+    annotations: Mapping[str, str] | None = None,
+    extra_env: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
-    """The Service and Indexed Job of one agent as a world of `world_size` pods."""
+    """The Service and Indexed Job of one agent as a world of `world_size` pods: named `name`
+    (default: from the run, agent and size), with `annotations` on every object and pod, and
+    `extra_env` added to (or replacing) the pod's variables."""
     # A pod's hostname is JOB-INDEX: leave room for the index within DNS's 63 characters.
-    name = dns_name(f"fwbench-{run_id}-{manifest.name}-w{world_size}")[:56].rstrip("-")
+    name = dns_name(name or f"fwbench-{run_id}-{manifest.name}-w{world_size}")[:56].rstrip("-")
+    notes = dict(annotations or {})
     labels = {
         "app.kubernetes.io/name": "fwbench-agent",
         "app.kubernetes.io/managed-by": "fwbench",
@@ -69,7 +76,7 @@ def world_objects(
     service = {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": notes},
         "spec": {
             "clusterIP": "None",  # headless: one DNS record per pod, JOB-INDEX.SERVICE
             "selector": {"job-name": name},
@@ -95,6 +102,9 @@ def world_objects(
     ]
     if world_size == 1:  # an agent alone: no distributed runtime
         env = [e for e in env if e["name"] in ("FWBENCH_THREADS", "FWBENCH_HOST")]
+    extra = dict(extra_env or {})
+    env = [e for e in env if e["name"] not in extra]
+    env += [{"name": key, "value": value} for key, value in extra.items()]
     container = {
         "name": "agent",
         "image": image,
@@ -111,7 +121,12 @@ def world_objects(
     job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": dict(labels),
+            "annotations": dict(notes),
+        },
         "spec": {
             "completionMode": "Indexed",
             "completions": world_size,
@@ -121,6 +136,7 @@ def world_objects(
                 "metadata": {
                     "labels": dict(labels),
                     "annotations": {
+                        **notes,
                         "prometheus.io/scrape": "true",
                         "prometheus.io/port": str(manifest.metrics_port),
                         "prometheus.io/path": "/metrics",

@@ -1,0 +1,246 @@
+"""Kubernetes launcher: each agent is an Indexed Job of one pod with its headless Service
+(kubernetes_objects.py, what `collector k8s render` prints), created through the cluster's API
+(kubernetes_api.py) on a node Kubernetes chooses, from the agent's image in `registry`. The
+collector watches the pod until it runs, talks to POD_IP:GRPC_PORT, measures as usual, and
+deletes every object labelled with the run however the run ends: stop() deletes an agent's Job
+(and pods) and Service, close() everything of the run, and the next run in that namespace
+deletes what a killed collector left (each object's annotation names the collector, HOST:PID).
+A world of N ranks is one Indexed Job of N pods. The collector must reach the pods' IPs (it runs
+in the cluster, or on a host routed to the pod network)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from fwbench.collector.agents.client import AgentClient, AgentUnavailable
+from fwbench.collector.agents.launchers.base import (
+    AgentHandle,
+    LauncherKind,
+    LaunchSettings,
+    Placement,
+    keep_alive,
+    keepalive_seconds,
+    orphan_seconds,
+)
+from fwbench.collector.agents.launchers.kubernetes_api import COLLECTOR_ANNOTATION, Cluster
+from fwbench.collector.agents.launchers.kubernetes_objects import (
+    PEER_PORT,
+    RENDEZVOUS_PORT,
+    PodShape,
+    dns_name,
+    world_objects,
+)
+from fwbench.collector.agents.manifest import AgentManifest
+
+
+@dataclass(frozen=True)
+class K8sSettings:
+    """`--k8s KEY=VALUE` settings."""
+
+    namespace: str = "default"
+    registry: str = ""  # prefix of the agents' image names: registry.example.org/
+    cpus: int = 1  # whole CPUs per pod, requests = limits
+    memory: str = "4Gi"  # per pod, requests = limits
+
+
+def parse_k8s_options(given: tuple[str, ...] | list[str]) -> K8sSettings:
+    """Raises ValueError (one line) for an unknown key, a missing value or a bad number."""
+    values: dict[str, Any] = {}
+    known = K8sSettings.__dataclass_fields__
+    for option in given:
+        key, equals, value = option.partition("=")
+        if key not in known:
+            raise ValueError(f"unknown --k8s key {key!r}; known: {', '.join(known)}")
+        if not equals or not value:
+            raise ValueError(f"--k8s {key} needs a value: {key}=VALUE")
+        if key == "cpus":
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"--k8s cpus={value}: expected whole CPUs (1, 2, ...)")
+            values[key] = int(value)
+        else:
+            values[key] = value
+    return K8sSettings(**values)
+
+
+@dataclass
+class KubernetesAgent(AgentHandle):
+    """An agent running in a pod of a Job this collector created."""
+
+    kind: ClassVar[str] = LauncherKind.KUBERNETES.value
+
+    cluster: Cluster | None = None
+    job: str = ""
+    pod: str = ""
+    node: str = ""
+    image: str = ""
+    owns_job: bool = True  # False for a rank: its world's Placement.release deletes the Job
+    stopped: threading.Event = field(default_factory=threading.Event)
+
+    def _state(self) -> str:
+        from fwbench.collector.agents.launchers.kubernetes_api import pod_state
+
+        pod = self.cluster.pod(self.pod) if self.cluster and self.pod else None
+        if pod is None:
+            return "gone"
+        return "running" if pod_state(pod)[0] else pod_state(pod)[2]
+
+    def alive(self) -> bool:
+        return not self.stopped.is_set() and self._state() == "running"
+
+    def exit_reason(self) -> str:
+        namespace = self.cluster.namespace if self.cluster else "?"
+        tail = self.cluster.log_tail(self.pod) if self.cluster and self.pod else ""
+        return f"pod {namespace}/{self.pod or '?'} on {self.node or '?'}: {self._state()}{tail}"
+
+    def stop(self, grace_seconds: float = 10.0) -> None:
+        self.client.close()
+        if self.stopped.is_set():
+            return
+        self.stopped.set()
+        if self.owns_job and self.cluster is not None and self.job:
+            self.cluster.delete_job(self.job, grace_seconds)
+
+    def identity(self) -> dict[str, Any]:
+        namespace = self.cluster.namespace if self.cluster else ""
+        return {
+            **super().identity(),
+            "image": self.image,
+            "environment_source": "image",
+            "node": self.node,
+            "scheduler_job": f"kubernetes:{namespace}/{self.job}",
+        }
+
+    def metadata(self) -> dict[str, Any]:
+        namespace = self.cluster.namespace if self.cluster else ""
+        return {
+            **super().metadata(),
+            "image": self.image,
+            "kubernetes_job": f"{namespace}/{self.job}",
+            "pod": self.pod,
+            "node": self.node,
+        }
+
+
+class KubernetesLauncher:
+    """Agents as pods of Indexed Jobs (Launcher). Constructing it reaches the cluster and
+    deletes what killed collectors of this host left in the namespace."""
+
+    kind = LauncherKind.KUBERNETES
+
+    def __init__(self, settings: LaunchSettings) -> None:
+        self.settings = settings
+        try:
+            self.options = parse_k8s_options(settings.k8s_options)
+        except ValueError as error:
+            raise AgentUnavailable(str(error)) from None
+        self.cluster = Cluster(self.options.namespace)
+        self.cluster.delete_orphans()
+        self.collector = f"{socket.gethostname()}:{os.getpid()}"
+        self._count = itertools.count(1)
+        self._closed = threading.Event()
+        self._started: list[AgentHandle] = []
+        self._worlds: dict[str, str] = {}  # world instance -> its Job
+        keepalive = keepalive_seconds()
+        self._keepalive = threading.Thread(
+            target=keep_alive, args=(self._started, self._closed, keepalive), daemon=True
+        )
+        self._keepalive.start()
+
+    def image(self, manifest: AgentManifest) -> str:
+        tag = self.settings.image_tag(manifest) if self.settings.image_tag else manifest.name
+        return self.options.registry + tag
+
+    def _create(self, manifest: AgentManifest, instance: str, size: int, threads: int) -> str:
+        """The Service and Job of `instance` as a world of `size` pods; returns the Job's name."""
+        if self._closed.is_set():
+            raise AgentUnavailable(f"not creating {instance}: the run is ending")
+        base = dns_name(f"fwbench-{self.settings.run_id}-{instance}")[:50].rstrip("-")
+        name = f"{base}-{next(self._count)}"
+        env = {"FWBENCH_ORPHAN_SECONDS": f"{orphan_seconds():g}"}
+        if threads:
+            env["FWBENCH_THREADS"] = str(threads)
+        gpus = 1 if manifest.requires_gpu else 0
+        shape = PodShape(self.options.cpus, self.options.memory, gpus)
+        objects = world_objects(
+            manifest, self.image(manifest), self.settings.run_id, size, shape,
+            self.options.namespace, name, {COLLECTOR_ANNOTATION: self.collector}, env,
+        )  # fmt: skip
+        pods = f"{size} pod{'s' if size > 1 else ''}"
+        self.settings.report(f"creating Job {self.options.namespace}/{name} ({pods})")
+        self.cluster.create(objects)
+        return name
+
+    def start(
+        self,
+        manifest: AgentManifest,
+        instance: str,
+        threads: int,
+        extra_environment: Mapping[str, str] | None = None,
+    ) -> AgentHandle:
+        """One agent, its own Job of one pod; or a rank (WORLD-rankR) of the Job place_world
+        created, whose pod already has the world's variables (extra_environment is the same)."""
+        name = instance or manifest.name
+        world, _, rank = name.rpartition("-rank")
+        deadline = time.monotonic() + self.settings.start_timeout_seconds
+        owns = world not in self._worlds
+        job = self._create(manifest, name, 1, threads) if owns else self._worlds[world]
+        handle = KubernetesAgent(
+            name=name,
+            address="",
+            client=AgentClient(name, "unset"),
+            manifest=manifest,
+            threads=threads,
+            cluster=self.cluster,
+            job=job,
+            image=self.image(manifest),
+            owns_job=owns,
+        )
+        try:
+            pod = self.cluster.wait_for_pod(
+                job, 0 if owns else int(rank), deadline, self._closed.is_set
+            )
+            handle.pod, handle.node = pod.metadata.name, pod.spec.node_name or ""
+            address = pod.status.pod_ip
+            handle.address = f"{address}:{manifest.grpc_port}"
+            handle.metrics_address = f"{address}:{manifest.metrics_port}"
+            handle.client = AgentClient(name, handle.address)
+            handle.client.wait_healthy(max(deadline - time.monotonic(), 1.0), alive=handle.alive)
+        except AgentUnavailable as error:
+            why = f"{error}: {handle.exit_reason()}" if handle.pod else str(error)
+            handle.stop(grace_seconds=2.0)
+            raise AgentUnavailable(f"agent {name} did not start on Kubernetes: {why}") from None
+        except BaseException:
+            handle.stop(grace_seconds=2.0)
+            raise
+        self._started.append(handle)
+        return handle
+
+    def place_world(
+        self, manifest: AgentManifest, instance: str, size: int, threads: int
+    ) -> Placement:
+        """One Indexed Job of `size` pods: every rank is told its index (RANK), rank 0's stable
+        hostname under the headless Service (MASTER_ADDR) and every rank's (FWBENCH_PEERS)."""
+        job = self._create(manifest, instance, size, threads)
+        self._worlds[instance] = job
+        return Placement(
+            f"{job}-0.{job}",
+            RENDEZVOUS_PORT,
+            [f"{job}-{rank}.{job}:{PEER_PORT}" for rank in range(size)],
+            "kubernetes",
+            release=lambda: self.cluster.delete_job(job, grace_seconds=2.0),
+            pins_cpus=False,  # the kubelet places the pods and their CPUs
+        )
+
+    def close(self) -> None:
+        self._closed.set()
+        self.cluster.delete_run(dns_name(self.settings.run_id))
+
+
+__all__ = ["K8sSettings", "KubernetesAgent", "KubernetesLauncher", "parse_k8s_options"]

@@ -1,1 +1,0 @@
-"""Placing agents on cluster schedulers the collector does not run itself (docs/cluster.md)."""
