@@ -1,7 +1,8 @@
 """A fake Kubernetes API server with a fake kubelet, for the Kubernetes launcher's tests: a real
 HTTP server on 127.0.0.1 that the official `kubernetes` client talks to (no mock object).
 
-The API: create, get, list and delete v1 Services and Pods and batch/v1 Jobs in any namespace,
+The API: create, get, list and delete v1 Services, Pods and Secrets and batch/v1 Jobs in any
+namespace (a Secret's stringData kept as base64 data, as the API server does),
 equality label selectors (a=b, a!=b, a), `?watch=true` streams (one JSON event per line,
 ADDED/MODIFIED/DELETED, from a resourceVersion or from the current state, until
 timeoutSeconds), 404/409 Status bodies.
@@ -10,7 +11,8 @@ The kubelet: each Job gets its pods at once (JOB-INDEX-xxxxx, the completion-ind
 and label, job-name labels, nodeName fake-node-1, each its own loopback address 127.0.0.N as
 its pod IP), and each pod's container RUNS as a local process: the test maps each image to an
 argv and the image's environment; the container's env is resolved (value, fieldRef to
-metadata.annotations[...], metadata.name, status.podIP, spec.nodeName), FWBENCH_HOST becomes
+metadata.annotations[...], metadata.name, status.podIP, spec.nodeName, secretKeyRef: a missing
+Secret or key leaves the container waiting, CreateContainerConfigError), FWBENCH_HOST becomes
 the pod IP (a pod has its own network namespace: a loopback address stands in for it), and
 pod hostnames JOB-INDEX.SUBDOMAIN in values become their IPs (a fake DNS). Phases: Pending,
 Running (with podIP) once the process starts, Succeeded/Failed when it exits; its output is the
@@ -21,6 +23,7 @@ process: SIGTERM, SIGKILL after the grace period."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import itertools
 import json
@@ -43,10 +46,15 @@ INDEX = "batch.kubernetes.io/job-completion-index"
 NODE = "fake-node-1"
 NODE_CPUS = 64  # a pod asking for more is never scheduled (Unschedulable)
 _PATH = re.compile(
-    r"^/(?:api/v1|apis/batch/v1)/namespaces/(?P<ns>[^/]+)/(?P<kind>services|pods|jobs)"
+    r"^/(?:api/v1|apis/batch/v1)/namespaces/(?P<ns>[^/]+)/(?P<kind>services|pods|jobs|secrets)"
     r"(?:/(?P<name>[^/]+)(?P<log>/log)?)?$"
 )
-_KINDS = {"services": ("Service", "v1"), "pods": ("Pod", "v1"), "jobs": ("Job", "batch/v1")}
+_KINDS = {
+    "services": ("Service", "v1"),
+    "pods": ("Pod", "v1"),
+    "jobs": ("Job", "batch/v1"),
+    "secrets": ("Secret", "v1"),
+}
 
 
 @dataclass
@@ -123,6 +131,10 @@ class FakeKube:
                 return 409, _status(409, "AlreadyExists", f'{kind} "{name}" already exists')
             meta.update(namespace=namespace, uid=secrets.token_hex(8), creationTimestamp=_now())
             obj["kind"], obj["apiVersion"] = _KINDS[kind]
+            if kind == "secrets":  # the API server keeps stringData as base64 data
+                data = obj.setdefault("data", {})
+                for key, value in obj.pop("stringData", {}).items():
+                    data[key] = base64.b64encode(value.encode()).decode()
             self.objects[(kind, namespace, name)] = obj
             self._record(kind, "ADDED", obj)
         if kind == "jobs":
@@ -223,30 +235,22 @@ class FakeKube:
             )
             return
         if image is None:
-            waiting = {
-                "reason": "ErrImagePull",
-                "message": f'failed to pull and unpack image "{container["image"]}": not found',
-            }
-            self.update(
-                "pods",
-                namespace,
-                name,
-                lambda p: p["status"].update(
-                    containerStatuses=[
-                        {
-                            "name": "agent",
-                            "ready": False,
-                            "restartCount": 0,
-                            "image": container["image"],
-                            "imageID": "",
-                            "state": {"waiting": waiting},
-                        }
-                    ]
-                ),
-            )
+            message = f'failed to pull and unpack image "{container["image"]}": not found'
+            self._wait(namespace, name, container, "ErrImagePull", message)
             return
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **image.env}
         for variable in container.get("env", []):
+            secret = variable.get("valueFrom", {}).get("secretKeyRef")
+            if secret is not None:
+                with self.lock:
+                    found = self.objects.get(("secrets", namespace, secret["name"]), {})
+                value = found.get("data", {}).get(secret["key"])
+                if value is None:  # as a kubelet: the container cannot be made
+                    self._wait(namespace, name, container, "CreateContainerConfigError",
+                               f'secret "{secret["name"]}" not found')  # fmt: skip
+                    return
+                env[variable["name"]] = base64.b64decode(value).decode()
+                continue
             env[variable["name"]] = self._value(variable, pod, ip, dns)
         env["FWBENCH_HOST"] = ip
         self.environments[name] = env
@@ -287,6 +291,16 @@ class FakeKube:
             )
 
         self.update("pods", namespace, name, ended)
+
+    def _wait(
+        self, namespace: str, name: str, container: dict[str, Any], reason: str, message: str
+    ) -> None:
+        """The pod stays Pending, its container waiting for `reason`."""
+        state = {"waiting": {"reason": reason, "message": message}}
+        self.update(
+            "pods", namespace, name,
+            lambda p: p["status"].update(containerStatuses=[self._container(container, state)]),
+        )  # fmt: skip
 
     @staticmethod
     def _container(container: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:

@@ -106,7 +106,9 @@ def test_a_killed_collectors_agent_ends_itself_and_the_next_run_deletes_its_obje
         time.sleep(0.5)
     assert _gone(agents), "the agent outlived its collector"
     assert time.monotonic() - killed > ORPHAN_SECONDS / 2  # it ended itself, no one stopped it
-    assert {name.partition("/")[0] for name in kube.left()} == {"jobs", "services", "pods"}
+    assert {name.partition("/")[0] for name in kube.left()} == {
+        "jobs", "services", "pods", "secrets"
+    }  # fmt: skip
     (tmp_path / "again").mkdir()
     done = subprocess.run(_command(tmp_path / "again", fake_manifests), capture_output=True,
                           text=True, timeout=120)  # fmt: skip
@@ -245,3 +247,40 @@ def test_a_torch_world_meets_through_the_services_pod_hostnames(
     assert (row["status"], row["world_size"], row["dist_backend"]) == ("ok", 2, "gloo")
     assert row["world_placement"] == "kubernetes" and row["launcher"] == "kubernetes"
     assert kube.left() == [] and kube.running() == []
+
+
+def test_agent_pods_demand_the_runs_token_which_only_a_secret_holds(
+    kube: FakeKube, fake_manifests: Path, tmp_path: Path
+) -> None:
+    """Agent pods listen on their pod's addresses: only the run's token opens them. It reaches
+    the pod through a Secret (secretKeyRef), never as a literal in a Job's spec."""
+    from fwbench.collector.agents.client import AgentClient, AgentUnavailable
+    from fwbench.collector.agents.launchers import LaunchSettings
+    from fwbench.collector.agents.launchers.kubernetes import KubernetesLauncher
+    from fwbench.collector.agents.manifest import discover_manifests
+    from fwbench.collector.images.build import image_tag
+    from fwbench.spec.metadata import TOKEN_VARIABLE
+
+    manifest = discover_manifests([fake_manifests])["fake"]
+    settings = LaunchSettings(run_id="tokens", log_dir=tmp_path, image_tag=image_tag)
+    launcher = KubernetesLauncher(settings)
+    try:
+        handle = launcher.start(manifest, "fake", 0)
+        stranger = AgentClient("stranger", handle.address)
+        with pytest.raises(AgentUnavailable, match="UNAUTHENTICATED"):
+            stranger.describe()
+        stranger.close()
+        assert handle.client.describe().identity.name == "fake"
+        (secret,) = kube.created("secrets")
+        (job,) = kube.created("jobs")
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        (variable,) = [v for v in container["env"] if v["name"] == TOKEN_VARIABLE]
+        assert variable == {
+            "name": TOKEN_VARIABLE,
+            "valueFrom": {"secretKeyRef": {"name": secret["metadata"]["name"], "key": "token"}},
+        }
+        (env,) = kube.environments.values()
+        assert env[TOKEN_VARIABLE] and env[TOKEN_VARIABLE] not in json.dumps(job)
+    finally:
+        launcher.close()
+    assert kube.left() == []  # the Secret went with the run's other objects

@@ -83,3 +83,24 @@ def test_unknown_agents_and_sizes_are_refused() -> None:
         done = subprocess.run([str(COLLECTOR), "k8s", "render", *args], capture_output=True,
                               text=True, timeout=120)  # fmt: skip
         assert done.returncode == 2 and said in done.stderr
+
+
+def test_the_launchers_token_secret_and_the_pods_reference_to_it_validate() -> None:
+    """What `--launcher kubernetes` adds to the rendered objects: the run's token Secret and
+    each agent container's secretKeyRef to it."""
+    from fwbench.collector.agents.launchers.kubernetes_objects import (
+        PodShape,
+        token_secret,
+        world_objects,
+    )
+    from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
+
+    manifest = discover_manifests(manifest_dirs())["torch-cpu"]
+    secret = token_secret("fwbench-r1-token", "r1", "s3cret", "bench", {"fwbench.io/c": "h:1"})
+    objects = world_objects(manifest, "img", "r1", 2, PodShape(), "bench",
+                            token_secret="fwbench-r1-token")  # fmt: skip
+    for obj in (secret, *objects):
+        kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+    assert _env(objects[1])["FWBENCH_AGENT_TOKEN"] == {
+        "secretKeyRef": {"name": "fwbench-r1-token", "key": "token"}
+    }

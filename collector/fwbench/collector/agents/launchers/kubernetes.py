@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import secrets
 import socket
 import threading
 import time
@@ -35,9 +36,11 @@ from fwbench.collector.agents.launchers.kubernetes_objects import (
     RENDEZVOUS_PORT,
     PodShape,
     dns_name,
+    token_secret,
     world_objects,
 )
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.security import ChannelSecurity
 
 
 @dataclass(frozen=True)
@@ -147,11 +150,21 @@ class KubernetesLauncher:
         self._closed = threading.Event()
         self._started: list[AgentHandle] = []
         self._worlds: dict[str, str] = {}  # world instance -> its Job
+        # Agent pods listen on their pod's addresses: each demands the run's own random token,
+        # which reaches it from a Secret (never in a pod's spec) and travels with every call.
+        token = secrets.token_urlsafe(32)
+        self._secret = dns_name(f"fwbench-{settings.run_id}-token")
+        self.cluster.create([token_secret(self._secret, settings.run_id, token,
+                                          self.options.namespace, self._notes())])  # fmt: skip
+        self._security = ChannelSecurity(token=token)
         keepalive = keepalive_seconds()
         self._keepalive = threading.Thread(
             target=keep_alive, args=(self._started, self._closed, keepalive), daemon=True
         )
         self._keepalive.start()
+
+    def _notes(self) -> dict[str, str]:
+        return {COLLECTOR_ANNOTATION: self.collector}
 
     def image(self, manifest: AgentManifest) -> str:
         tag = self.settings.image_tag(manifest) if self.settings.image_tag else manifest.name
@@ -170,7 +183,7 @@ class KubernetesLauncher:
         shape = PodShape(self.options.cpus, self.options.memory, gpus)
         objects = world_objects(
             manifest, self.image(manifest), self.settings.run_id, size, shape,
-            self.options.namespace, name, {COLLECTOR_ANNOTATION: self.collector}, env,
+            self.options.namespace, name, self._notes(), env, self._secret,
         )  # fmt: skip
         pods = f"{size} pod{'s' if size > 1 else ''}"
         self.settings.report(f"creating Job {self.options.namespace}/{name} ({pods})")
@@ -210,7 +223,7 @@ class KubernetesLauncher:
             address = pod.status.pod_ip
             handle.address = f"{address}:{manifest.grpc_port}"
             handle.metrics_address = f"{address}:{manifest.metrics_port}"
-            handle.client = AgentClient(name, handle.address)
+            handle.client = AgentClient(name, handle.address, self._security)
             handle.client.wait_healthy(max(deadline - time.monotonic(), 1.0), alive=handle.alive)
         except AgentUnavailable as error:
             why = f"{error}: {handle.exit_reason()}" if handle.pod else str(error)

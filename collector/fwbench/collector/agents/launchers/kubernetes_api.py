@@ -65,9 +65,11 @@ class Cluster:
         self.host = str(api.configuration.host)
 
     def create(self, objects: list[dict[str, Any]]) -> None:
-        """Services and Jobs, in order; raises AgentUnavailable with the API server's reason."""
+        """Secrets, Services and Jobs, in order; raises AgentUnavailable with the API server's
+        reason."""
         for obj in objects:
             create = {
+                "Secret": self.core.create_namespaced_secret,
                 "Service": self.core.create_namespaced_service,
                 "Job": self.batch.create_namespaced_job,
             }[obj["kind"]]
@@ -175,13 +177,14 @@ class Cluster:
         return list(listed.items)
 
     def delete_run(self, run_label: str) -> None:
-        """Every Job, Service and pod labelled with the run."""
+        """Every Job, Service, pod and Secret labelled with the run."""
         selector = f"{RUN_LABEL}={run_label}"
         for job in self.jobs(selector):
             self.delete_job(job.metadata.name, grace_seconds=2.0)
         for listing, delete in (
             (self.core.list_namespaced_service, self.core.delete_namespaced_service),
             (self.core.list_namespaced_pod, self.core.delete_namespaced_pod),
+            (self.core.list_namespaced_secret, self.core.delete_namespaced_secret),
         ):
             try:
                 left = listing(self.namespace, label_selector=selector).items
@@ -191,14 +194,25 @@ class Cluster:
                 _quietly(delete, obj.metadata.name, self.namespace)
 
     def delete_orphans(self) -> None:
-        """Deletes the Jobs (and their pods and Services) that collectors of this host made
-        and that outlived them; the first call to the API, so AgentUnavailable when it cannot
-        be reached or refuses."""
+        """Deletes the Jobs (and their pods and Services) and the Secrets that collectors of this
+        host made and that outlived them; the first call to the API, so AgentUnavailable when it
+        cannot be reached or refuses."""
         for job in self.jobs(MANAGED, strict=True):
-            annotations = job.metadata.annotations or {}
-            host, _, pid = annotations.get(COLLECTOR_ANNOTATION, "").rpartition(":")
-            if host == socket.gethostname() and pid.isdigit() and not process_exists(int(pid)):
+            if _orphaned(job):
                 self.delete_job(job.metadata.name, grace_seconds=2.0)
+        try:  # the runs' token Secrets
+            secrets = self.core.list_namespaced_secret(self.namespace, label_selector=MANAGED)
+        except Exception:  # noqa: BLE001 (no right to list Secrets: the run's start says so)
+            return
+        for secret in secrets.items:
+            if _orphaned(secret):
+                _quietly(self.core.delete_namespaced_secret, secret.metadata.name, self.namespace)
+
+
+def _orphaned(obj: Any) -> bool:
+    """Whether a collector of this host made `obj` (its annotation) and is gone."""
+    host, _, pid = (obj.metadata.annotations or {}).get(COLLECTOR_ANNOTATION, "").rpartition(":")
+    return host == socket.gethostname() and pid.isdigit() and not process_exists(int(pid))
 
 
 def pod_state(pod: Any) -> tuple[bool, bool, str]:

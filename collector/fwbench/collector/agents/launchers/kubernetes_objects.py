@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.spec.metadata import TOKEN_VARIABLE
 
 RUN_LABEL = "fwbench.io/run"
 AGENT_LABEL = "fwbench.io/agent"
@@ -26,6 +27,7 @@ WORLD_LABEL = "fwbench.io/world-size"
 RENDEZVOUS_PORT = 29500  # MASTER_PORT, on rank 0's pod
 PEER_PORT = 29501  # each rank's own (FWBENCH_PEERS)
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+SECRET_KEY = "token"  # the key of the run's token in its Secret
 
 
 @dataclass(frozen=True)
@@ -53,10 +55,12 @@ def world_objects(
     name: str = "",
     annotations: Mapping[str, str] | None = None,
     extra_env: Mapping[str, str] | None = None,
+    token_secret: str = "",
 ) -> list[dict[str, Any]]:
     """The Service and Indexed Job of one agent as a world of `world_size` pods: named `name`
     (default: from the run, agent and size), with `annotations` on every object and pod, and
-    `extra_env` added to (or replacing) the pod's variables."""
+    `extra_env` added to (or replacing) the pod's variables. With `token_secret`, the agent
+    demands the token that Secret holds (TOKEN_VARIABLE from its key, never a literal)."""
     # A pod's hostname is JOB-INDEX: leave room for the index within DNS's 63 characters.
     name = dns_name(name or f"fwbench-{run_id}-{manifest.name}-w{world_size}")[:56].rstrip("-")
     notes = dict(annotations or {})
@@ -105,6 +109,9 @@ def world_objects(
     extra = dict(extra_env or {})
     env = [e for e in env if e["name"] not in extra]
     env += [{"name": key, "value": value} for key, value in extra.items()]
+    if token_secret:
+        reference = {"name": token_secret, "key": SECRET_KEY}
+        env.append({"name": TOKEN_VARIABLE, "valueFrom": {"secretKeyRef": reference}})
     container = {
         "name": "agent",
         "image": image,
@@ -151,6 +158,26 @@ def world_objects(
         },
     }
     return [service, job]
+
+
+def token_secret(
+    name: str, run_id: str, token: str, namespace: str, annotations: Mapping[str, str]
+) -> dict[str, Any]:
+    """The Secret holding a run's agent token (world_objects' `token_secret`), labelled with
+    the run like the rest, so that what deletes the run's objects deletes it too."""
+    labels = {"app.kubernetes.io/managed-by": "fwbench", RUN_LABEL: dns_name(run_id)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": dict(annotations),
+        },
+        "type": "Opaque",
+        "stringData": {SECRET_KEY: token},
+    }
 
 
 def pod_monitor(run_id: str, namespace: str = "default") -> dict[str, Any]:
