@@ -24,8 +24,10 @@ from fwbench.runtime.reference_cli import read_result, write_case
 pytestmark = pytest.mark.agent
 MANIFESTS = discover_manifests(manifest_dirs())
 # Plugins whose equivalence() runs as a rank of a world, by the agent that represents them.
-DISTRIBUTED = {"torch": "torch-cpu"}
-LOSS_RTOL = 1e-4  # of the loss; measured: torch, 2 ranks vs 1 process: equal to the last bit
+DISTRIBUTED = {"torch": "torch-cpu", "tensorflow": "tf-eigen", "jax": "jax-cpu"}
+# Of the loss, against torch's single process. Measured: torch, TensorFlow and JAX worlds of
+# two ranks all equal it to float32's last bit (docs/distributed.md).
+LOSS_RTOL = 1e-4
 
 
 def _python(agent: str) -> Path:
@@ -45,12 +47,13 @@ def _check(plugin: str, case: Path, out: Path, world: int) -> list[Path]:
     command = [str(_python(DISTRIBUTED[plugin])), "-m", "fwbench.runtime.reference_cli"]
     command += ["--plugin", plugin, "check", str(case)]
     port, processes, results = _free_port(), [], []
+    peers = ",".join(f"127.0.0.1:{_free_port()}" for _ in range(world))  # TensorFlow's workers
     for rank in range(world):
         env = {**os.environ, "FWBENCH_DEVICE": "cpu", "FWBENCH_THREADS": "1"}
         if world > 1:
             env.update(
                 WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank),
-                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), FWBENCH_PEERS=peers,
             )  # fmt: skip
         folder = out / f"w{world}-rank{rank}"
         results.append(folder / case.name)

@@ -26,8 +26,10 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from fwbench.jax_plugin import models
+from fwbench.jax_plugin.reference import equivalence_fn, optimizer_for, to_model_input
 from fwbench.jax_plugin.training import TrainLoop, sgd
 from fwbench.runtime.plugin import Capability, RankReport, UnsupportedWorkload, WorkloadSpec
+from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult
 from fwbench.runtime.world import World
 
 JAX_MULTIPROCESS = "jax_multiprocess"
@@ -153,3 +155,30 @@ def _train(
         return float(np.mean(np.concatenate([np.asarray(s.data) for s in shards])))
 
     return step, RankReport(backend, first_step_loss=first_step_loss)
+
+
+def equivalence(case: EquivalenceCase, mesh: Mesh) -> EquivalenceResult:
+    """The equivalence steps as a rank of a world, the JAX way: the case's canonical weights
+    replicated over the mesh, each process contributing its contiguous shard of the batch,
+    and the reference's whole step one program jitted over the mesh, whose SPMD partitioner
+    all-reduces the gradient; the losses are the whole batch's, on every rank
+    (tests/distributed/test_distributed_equivalence.py)."""
+    model = models.Model(case.model)
+    ranks, rank = jax.process_count(), jax.process_index()
+    if len(case.inputs) % ranks:
+        raise ValueError(f"a batch of {len(case.inputs)} does not split into {ranks} shards")
+    rows = slice(rank * len(case.inputs) // ranks, (rank + 1) * len(case.inputs) // ranks)
+    replicated, batch = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
+    params, state = _global(replicated, model.from_canonical(case.weights))
+    x = to_model_input(model, np.asarray(case.inputs)[rows], dtype=jnp.float32)
+    x, labels = _global(batch, (x, np.asarray(case.labels)[rows].astype(np.int32)))
+    step = equivalence_fn(model, optimizer_for(case.optimizer))
+    eval_logits, loss_before, loss_after = jax.jit(step, out_shardings=replicated)(
+        params, state, x, labels
+    )
+    return EquivalenceResult(
+        param_count=model.trainable_count(),
+        eval_logits=np.asarray(eval_logits, np.float32),
+        loss_before=float(loss_before),
+        loss_after=float(loss_after),
+    )

@@ -41,11 +41,11 @@ def _labels(labels: np.ndarray) -> Array:
     return jnp.asarray(np.asarray(labels).astype(np.int32))
 
 
-def _optimizer(spec: OptimizerSpec) -> optax.GradientTransformation:
+def optimizer_for(spec: OptimizerSpec) -> optax.GradientTransformation:
     return optax.sgd(spec.learning_rate, momentum=spec.momentum)
 
 
-def _equivalence_fn(
+def equivalence_fn(
     model: Model, optimizer: optax.GradientTransformation
 ) -> Callable[[Variables, Variables, Array, Array], tuple[Array, Array, Array]]:
     """EquivalenceCase steps 1-4 as one function; no dropout key, so dropout is off."""
@@ -69,7 +69,7 @@ def _equivalence_fn(
 def equivalence(case: EquivalenceCase) -> EquivalenceResult:
     model = Model(case.model)
     params, state = model.from_canonical(case.weights)
-    run = jax.jit(_equivalence_fn(model, _optimizer(case.optimizer)))
+    run = jax.jit(equivalence_fn(model, optimizer_for(case.optimizer)))
     x = to_model_input(model, case.inputs, dtype=jnp.float32)
     eval_logits, loss_before, loss_after = run(params, state, x, _labels(case.labels))
     return EquivalenceResult(
@@ -101,7 +101,7 @@ class JaxTrainer:
         prepare = functools.partial(to_model_input, self._model, dtype=dtype)
         key = jax.random.PRNGKey(seed)  # dropout, for models that have it
         self._loop = TrainLoop(
-            self._model, params, state, _optimizer(optimizer), key, mode, prepare
+            self._model, params, state, optimizer_for(optimizer), key, mode, prepare
         )
         infer = make_infer_fn(self._model)
 

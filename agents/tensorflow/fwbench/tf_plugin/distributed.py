@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 from fwbench.runtime.plugin import (
@@ -25,6 +26,7 @@ from fwbench.runtime.plugin import (
     UnsupportedWorkload,
     WorkloadSpec,
 )
+from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult
 from fwbench.runtime.world import PEERS_VARIABLE, World
 from fwbench.tf_plugin import models
 from fwbench.tf_plugin.training import LEARNING_RATE, MOMENTUM, MomentumSGD, cross_entropy
@@ -177,6 +179,22 @@ def _mean_over_ranks(gradients: list[tf.Tensor]) -> list[tf.Tensor]:
     return reduced
 
 
+def _replica_step(
+    model: Callable[..., tf.Tensor], variables: list[tf.Variable], optimizer: MomentumSGD
+) -> Callable[[tf.Tensor, tf.Tensor], tf.Tensor]:
+    """One rank's share of a data-parallel step, for strategy.run: its shard's loss and
+    gradients, the strategy's mean over ranks applied by momentum SGD; returns the loss."""
+
+    def replica_step(inputs: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
+        with tf.GradientTape() as tape:
+            loss = cross_entropy(model(inputs, training=True), labels)
+        gradients = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
+        optimizer.apply(_mean_over_ranks(gradients))
+        return loss
+
+    return replica_step
+
+
 def _mwms_train(
     spec: WorkloadSpec, dtype: tf.DType, rank: Rank
 ) -> tuple[Callable[[], object], RankReport]:
@@ -195,13 +213,7 @@ def _mwms_train(
         name, spec.batch_size, spec.params, dtype=dtype, seed=seed, device=rank.device
     )
 
-    def replica_step(inputs: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-        with tf.GradientTape() as tape:
-            loss = cross_entropy(model(inputs, training=True), labels)
-        gradients = [tf.convert_to_tensor(g) for g in tape.gradient(loss, variables)]
-        optimizer.apply(_mean_over_ranks(gradients))
-        return loss
-
+    replica_step = _replica_step(model, variables, optimizer)
     run = tf.function(
         lambda: rank.strategy.run(replica_step, args=(batch.inputs, batch.labels)),
         autograph=False,
@@ -218,3 +230,41 @@ def _mwms_train(
         rank.backend, first_step_loss=lambda: first_loss[0] if first_loss else float("nan")
     )
     return step, report
+
+
+def equivalence(case: EquivalenceCase, rank: Rank) -> EquivalenceResult:
+    """The equivalence steps as a rank of a world, under MWMS: the case's canonical weights in
+    the strategy's variables, one step in which each rank trains on its contiguous shard of
+    the batch and the strategy all-reduces the mean gradient (as _mwms_train does), which for
+    equal shards and no BatchNorm is the whole batch's; the losses are the whole batch's, as
+    the torch plugin's DDP path reports them (tests/distributed)."""
+    from fwbench.tf_plugin.reference import labels_tensor, model_inputs
+
+    with rank.strategy.scope():
+        with tf.variable_creator_scope(_local_statistics):
+            net = models.build_model(case.model, device=rank.device, with_dropout=False)
+        net.store.load(case.weights)
+        variables = net.store.trainable_variables()
+        spec = case.optimizer
+        optimizer = MomentumSGD(variables, spec.learning_rate, spec.momentum)
+    inputs = model_inputs(case.model, case.inputs, tf.float32, rank.device)
+    labels = labels_tensor(case.labels, rank.device)
+    size, index = rank.world.size, rank.world.rank
+    if len(case.inputs) % size:
+        raise ValueError(f"a batch of {len(case.inputs)} does not split into {size} shards")
+    rows = slice(index * len(case.inputs) // size, (index + 1) * len(case.inputs) // size)
+    eval_logits = net(inputs, training=False).numpy()
+    loss_before = float(cross_entropy(net(inputs, training=True), labels))
+
+    replica_step = _replica_step(net, variables, optimizer)
+    step = tf.function(
+        lambda: rank.strategy.run(replica_step, args=(inputs[rows], labels[rows])),
+        autograph=False,
+    )
+    step()
+    return EquivalenceResult(
+        param_count=net.store.param_count(),
+        eval_logits=np.asarray(eval_logits, dtype=np.float32),
+        loss_before=loss_before,
+        loss_after=float(cross_entropy(net(inputs, training=True), labels)),
+    )

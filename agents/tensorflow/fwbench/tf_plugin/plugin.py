@@ -242,6 +242,8 @@ class TensorFlowPlugin:
         return reference.canonical_weights(model, seed, self.device)
 
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
+        if self.rank is not None:  # a rank: the step on MultiWorkerMirroredStrategy
+            return distributed.equivalence(case, self.rank)
         return reference.equivalence(case, self.device)
 
     def trainer(
