@@ -83,6 +83,7 @@ V2_ADDED = [
 # Added in 3, and agent_pid in 4.
 ADDED_LATER = (
     "world_size",
+    "local_devices",
     "rank_samples_ns",
     "busbw_bytes_per_second",
     "repetition",
@@ -145,8 +146,8 @@ def old_store(tmp_path: Path) -> ResultStore:
     return db
 
 
-def test_schema_version_is_7() -> None:
-    assert SCHEMA_VERSION == 7
+def test_schema_version_is_8() -> None:
+    assert SCHEMA_VERSION == 8
 
 
 @pytest.mark.parametrize("version", [1, 2])

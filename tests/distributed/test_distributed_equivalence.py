@@ -42,20 +42,22 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def _check(plugin: str, case: Path, out: Path, world: int) -> list[Path]:
-    """Runs the case on `world` ranks (1: a plain process); returns each rank's result."""
+def _check(plugin: str, case: Path, out: Path, world: int, devices: int = 1) -> list[Path]:
+    """Runs the case on `world` ranks (1: a plain process; with `devices`, a world of one
+    process spreading the step over its own devices); returns each rank's result."""
     command = [str(_python(DISTRIBUTED[plugin])), "-m", "fwbench.runtime.reference_cli"]
     command += ["--plugin", plugin, "check", str(case)]
     port, processes, results = _free_port(), [], []
     peers = ",".join(f"127.0.0.1:{_free_port()}" for _ in range(world))  # TensorFlow's workers
     for rank in range(world):
         env = {**os.environ, "FWBENCH_DEVICE": "cpu", "FWBENCH_THREADS": "1"}
-        if world > 1:
+        if world > 1 or devices > 1:
+            env.update(FWBENCH_LOCAL_DEVICES=str(devices), FWBENCH_THREADS=str(devices))
             env.update(
                 WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank),
                 MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), FWBENCH_PEERS=peers,
             )  # fmt: skip
-        folder = out / f"w{world}-rank{rank}"
+        folder = out / f"w{world}x{devices}-rank{rank}"
         results.append(folder / case.name)
         processes.append(
             subprocess.Popen([*command, "--out-dir", str(folder)], env=env, stderr=subprocess.PIPE)
@@ -95,3 +97,19 @@ def test_a_step_over_two_ranks_equals_one_step_on_the_whole_batch(
     for rank in ranks:  # every rank ends with the same weights: the same full-batch loss
         assert rank.loss_before == pytest.approx(alone.loss_before, rel=LOSS_RTOL)
         assert rank.loss_after == pytest.approx(alone.loss_after, rel=LOSS_RTOL)
+
+
+# Plugins that spread one process's step over devices of its own (--world-sizes 1xD).
+LOCAL_DEVICES = ("jax", "tensorflow")
+
+
+@pytest.mark.parametrize("plugin", LOCAL_DEVICES)
+def test_a_step_over_two_devices_of_one_process_equals_one_step_on_the_whole_batch(
+    plugin: str, case: Path, tmp_path: Path
+) -> None:
+    """TensorFlow's MirroredStrategy over two logical CPUs, a JAX mesh over two host devices:
+    each device trains on half the batch, the mean gradient is the whole batch's."""
+    (alone,) = [read_result(path) for path in _check("torch", case, tmp_path, 1)]
+    (result,) = [read_result(path) for path in _check(plugin, case, tmp_path, 1, devices=2)]
+    assert result.loss_before == pytest.approx(alone.loss_before, rel=LOSS_RTOL)
+    assert result.loss_after == pytest.approx(alone.loss_after, rel=LOSS_RTOL)

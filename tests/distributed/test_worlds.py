@@ -78,10 +78,33 @@ def test_a_failing_rank_fails_its_cell_and_a_fresh_world_measures_the_rest(
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
 
 
+def test_a_process_of_two_devices_is_a_world_of_two_replicas(tmp_path: Path) -> None:
+    """--world-sizes 1,1x2: one process told FWBENCH_LOCAL_DEVICES=2 (the fake's step then
+    takes 1.5x as long: FAKE_DEVICES_SCALE), given a replica's CPUs twice, covering two
+    batches per step; its efficiency is against the same agent's one-device world."""
+    env = {"FAKE_DEVICES_SCALE": "1.5"}
+    done, out = _run(tmp_path, env, "--batch-sizes", "4", "--world-sizes", "1,1x2")
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(out / "results.parquet").set_index("agent")
+    alone, devices = rows.loc["fake~w1"], rows.loc["fake~w1x2"]
+    assert (devices["world_size"], devices["local_devices"]) == (1, 2)
+    assert (alone["world_size"], alone["local_devices"]) == (1, 1)
+    assert devices["items_per_sample"] == 8 and alone["items_per_sample"] == 4
+    cpus = len(os.sched_getaffinity(0))
+    assert len(devices["rank_cpus"].split(",")) == 2 * len(alone["rank_cpus"].split(","))
+    assert len(alone["rank_cpus"].split(",")) == max(cpus // 2, 1)
+    table = scaling_table(pd.read_parquet(out / "results.parquet"))
+    efficiency = table.set_index("devices")["scaling_efficiency"]
+    assert efficiency[1] == 1.0 and 0.55 < efficiency[2] < 0.72  # 2 batches in 1.5x the time
+    assert "1x2" in done.stdout
+
+
 def test_world_sizes_are_checked_before_anything_starts(tmp_path: Path) -> None:
     for index, (extra, said) in enumerate(
         (
             (("--world-sizes", "0"), "invalid world size '0'"),
+            (("--world-sizes", "1x0"), "D in NxD is the devices of each process"),
+            (("--world-sizes", "2x2"), "several devices in each of several processes"),
             (("--min-seconds", "1"), "give --iterations instead"),
             (("--threads", "2"), "--threads cannot be used with worlds"),
             (("--agents", "fake@127.0.0.1:1"), "an attached agent is one process"),
@@ -130,6 +153,7 @@ def test_rank_threads_share_this_host_unless_a_scheduler_is_told_the_cpus() -> N
     cpus = len(os.sched_getaffinity(0))
     assert rank_threads(["fake~w1", "fake~w2"]) == max(cpus // 2, 1)
     assert rank_threads(["fake"]) == cpus
+    assert rank_threads(["fake~w1", "fake~w1x2"]) == max(cpus // 2, 1)  # per device
     slurm = options(LauncherKind.SLURM, slurm_options=("partition=cpu", "cpus-per-task=3"))
     assert rank_threads(["fake~w2"], slurm) == 3
     zero = options(LauncherKind.SLURM, slurm_options=("cpus-per-task=0",))

@@ -98,6 +98,9 @@ class FakePlugin:
             # A rank of a world: FAKE_RANK<N>_SCALE stretches rank N's steps (the world is
             # as slow as its slowest rank), FAKE_RANK<N>_FAIL_AT fails its step N.
             seconds *= float(os.environ.get(f"FAKE_RANK{world.rank}_SCALE", "1"))
+            # FAKE_DEVICES_SCALE stretches the step of a process of several devices (1xD).
+            if world.local_devices > 1:
+                seconds *= float(os.environ.get("FAKE_DEVICES_SCALE", "1"))
             rank = RankReport("fake", lambda: {"communication_not_overlapped": 1000})
         fail_at = int(os.environ.get(f"FAKE_RANK{world.rank}_FAIL_AT", "0")) if world else 0
         once = os.environ.get("FAKE_FAIL_ONCE", "")  # a file: only the first cell fails

@@ -10,13 +10,17 @@ XLA's SPMD partitioner inserts the gradient all-reduce. One consequence differs 
 DDP: BatchNorm's batch statistics are those of the global batch (XLA all-reduces them too),
 as SyncBatchNorm's, not each rank's own. "collective" is a psum over "data" under shard_map.
 
-Several CPU devices in one process (--xla_force_host_platform_device_count) must not be
-combined with several processes: refused here."""
+"jax_sharded" is the same step over the devices of ONE process (FWBENCH_LOCAL_DEVICES=D: D host
+devices made by --xla_force_host_platform_device_count, no jax.distributed): the batch
+sharded over them, batch_size items each, and XLA's in-process all-reduce. Those forced
+devices must not be combined with several processes (runtime/world.py refuses it), and a
+world of one process offers it also with one device, the baseline of its scaling."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import jax
@@ -33,6 +37,7 @@ from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult
 from fwbench.runtime.world import World
 
 JAX_MULTIPROCESS = "jax_multiprocess"
+JAX_SHARDED = "jax_sharded"  # one process, a mesh over its own devices
 COLLECTIVE = "collective"
 AXIS = "data"
 # How long jax.distributed.initialize waits for every rank (the torch plugin's variable).
@@ -44,7 +49,17 @@ _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 def start(world: World, device: str) -> None:
     """Joins the world (blocks until every rank has joined). Called once, from the plugin's
-    constructor, before anything creates a jax backend. `device` is PluginContext.device."""
+    constructor, before anything creates a jax backend. `device` is PluginContext.device.
+    With FWBENCH_LOCAL_DEVICES=D > 1 (a world of one process) makes D host devices instead."""
+    if world.local_devices > 1:
+        if device == "cuda":
+            raise RuntimeError(
+                "FWBENCH_LOCAL_DEVICES makes host (CPU) devices; on a GPU host a process uses "
+                "the GPUs it sees (CUDA_VISIBLE_DEVICES): not built"
+            )
+        flags = os.environ.get("XLA_FLAGS", "")
+        os.environ["XLA_FLAGS"] = f"{flags} {_DEVICE_COUNT_FLAG}={world.local_devices}".strip()
+        return
     if _DEVICE_COUNT_FLAG in os.environ.get("XLA_FLAGS", ""):
         raise RuntimeError(
             f"XLA_FLAGS sets {_DEVICE_COUNT_FLAG}: several CPU devices in one process cannot "
@@ -63,16 +78,23 @@ def start(world: World, device: str) -> None:
     )
 
 
-def backend_name(device: jax.Device) -> str:
-    """What carries the collectives: NCCL between GPUs, the configured CPU implementation."""
+def backend_name(device: jax.Device, world: World) -> str:
+    """What carries the collectives: NCCL between GPUs, XLA's own between one process's host
+    devices, the configured CPU implementation between processes."""
+    if world.local_devices > 1:
+        return "xla-local"
     if device.platform == "gpu":
         return "nccl"
     return str(jax.config.jax_cpu_collectives_implementation)  # type: ignore[attr-defined]
 
 
-def capabilities(base: Capability) -> dict[str, Capability]:
-    """What a rank distributes: every model's training step, and allreduce."""
-    train = Capability(("train",), base.dtypes, base.modes, (JAX_MULTIPROCESS,))
+def capabilities(base: Capability, world: World) -> dict[str, Capability]:
+    """What a rank distributes: every model's training step, and allreduce. A process of
+    several devices offers jax_sharded only; any world of one process offers it too."""
+    strategies: tuple[str, ...] = (JAX_MULTIPROCESS,)
+    if world.size == 1:
+        strategies = (JAX_SHARDED,) if world.local_devices > 1 else (JAX_MULTIPROCESS, JAX_SHARDED)
+    train = Capability(("train",), base.dtypes, base.modes, strategies)
     return {
         **{name: train for name in models.MODEL_NAMES},
         "allreduce": Capability(("train",), base.dtypes, base.modes, (COLLECTIVE,)),
@@ -89,7 +111,10 @@ def build(
 ) -> tuple[Callable[[], object], RankReport]:
     if spec.strategy == COLLECTIVE and spec.workload.name == "allreduce":
         return _allreduce(spec, dtype, mesh, backend)
-    if spec.strategy == JAX_MULTIPROCESS and spec.workload.name in models.MODEL_NAMES:
+    if (
+        spec.strategy in (JAX_MULTIPROCESS, JAX_SHARDED)
+        and spec.workload.name in models.MODEL_NAMES
+    ):
         return _train(spec, dtype, mesh, backend)
     raise UnsupportedWorkload(f"jax: no strategy {spec.strategy!r} for {spec.workload.name}")
 
@@ -128,10 +153,12 @@ def _train(
     spec: WorkloadSpec, dtype: jnp.dtype, mesh: Mesh, backend: str
 ) -> tuple[Callable[[], object], RankReport]:
     """The single-process trainer's step (loss, SGD lr 0.01 momentum 0.9), jitted over the
-    mesh: identical initial weights on every rank (the seed), each its own data shard."""
+    mesh: identical initial weights on every rank (the seed), each its own data shard; a
+    process of D devices makes D x batch_size items, batch_size for each of its devices."""
     model = models.Model(spec.workload.name)
+    local = replace(spec, batch_size=spec.batch_size * len(mesh.local_devices))
     params, state, inputs, labels = models.synthetic_training(
-        model, spec, dtype, data_seed=spec.seed + jax.process_index()
+        model, local, dtype, data_seed=spec.seed + jax.process_index()
     )
     replicated, batch = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
     params, state = _global(replicated, (params, state))

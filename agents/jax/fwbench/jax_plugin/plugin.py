@@ -158,7 +158,9 @@ class JaxPlugin:
         # computation on them then lives on the selected device, also where JAX_PLATFORMS
         # would make another one the default (a CPU agent on a GPU host).
         jax.config.update("jax_default_device", self.device)
-        self.backend = "" if self.world is None else distributed.backend_name(self.device)
+        self.backend = (
+            "" if self.world is None else distributed.backend_name(self.device, self.world)
+        )
         if context.tf32 is not None:  # FWBENCH_TF32; unset keeps XLA's default
             jax.config.update("jax_default_matmul_precision", _TF32_PRECISION[context.tf32])
 
@@ -182,7 +184,7 @@ class JaxPlugin:
             capabilities=(
                 {name: capability for name in (*_OPS, *models.MODEL_NAMES)}
                 if self.world is None
-                else distributed.capabilities(capability)
+                else distributed.capabilities(capability, self.world)
             ),
             threads_fixed_at_startup=True,
         )

@@ -331,6 +331,7 @@ def _world_message(world: World | None) -> agent_pb2.WorldInfo | None:
         local_rank=world.local_rank,
         rendezvous=world.rendezvous,
         backend=world.backend,
+        local_devices=world.local_devices,
     )
 
 
@@ -364,7 +365,16 @@ def _result_message(
         settings=_settings_message(spec, m.built.settings, m.report),
         measure_started_unix_nanoseconds=m.measure_started_unix_ns,
         measure_ended_unix_nanoseconds=m.measure_ended_unix_ns,
+        items_per_sample=_replica_items(spec, world),
     )
+
+
+def _replica_items(spec: WorkloadSpec, world: World | None) -> int:
+    """A process of D replicas (FWBENCH_LOCAL_DEVICES) trains batch_size items on each, so a
+    step covers D x batch_size; 0 (= batch_size) otherwise, and for a collective's message."""
+    if world is None or world.local_devices <= 1 or spec.workload.kind == "collective":
+        return 0
+    return spec.batch_size * world.local_devices
 
 
 def _accuracy_message(run_id: str, spec: WorkloadSpec, run: AccuracyRun) -> agent_pb2.RunResult:

@@ -6,7 +6,10 @@ FWBENCH_PEERS (every rank's HOST:PORT in rank order, for frameworks that address
 
 Every framework plugin reads the same variables: TensorFlow's plugin turns them into a
 TF_CONFIG, JAX's into jax.distributed's coordinator address (docs/distributed.md). An agent
-without WORLD_SIZE runs alone; nothing here imports a framework."""
+without WORLD_SIZE runs alone; nothing here imports a framework.
+
+FWBENCH_LOCAL_DEVICES=D (with WORLD_SIZE=1) makes the one process D replicas on D devices of
+its own: TensorFlow's MirroredStrategy over D logical CPUs, a JAX mesh over D host devices."""
 
 from __future__ import annotations
 
@@ -19,7 +22,11 @@ from fwbench.runtime.plugin import InvalidContext
 WORLD_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 BACKEND_VARIABLE = "FWBENCH_DIST_BACKEND"
 PEERS_VARIABLE = "FWBENCH_PEERS"
+# Devices of this one process that its strategy spreads each step over (TensorFlow's
+# MirroredStrategy over logical CPUs, a JAX mesh over forced host devices); 1 by default.
+LOCAL_DEVICES_VARIABLE = "FWBENCH_LOCAL_DEVICES"
 MAX_WORLD_SIZE = 4096
+MAX_LOCAL_DEVICES = 64
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,8 @@ class World:
     # HOST:PORT of every rank, in rank order, for frameworks that address each rank
     # (TensorFlow's TF_CONFIG): FWBENCH_PEERS; () when the launcher gave none.
     peers: tuple[str, ...] = ()
+    # FWBENCH_LOCAL_DEVICES: replicas in this process, each with batch_size items of its own.
+    local_devices: int = 1
 
     @property
     def rendezvous(self) -> str:
@@ -71,7 +80,17 @@ def world_from_environment(environ: Mapping[str, str] = os.environ) -> World | N
     peers = tuple(p.strip() for p in environ.get(PEERS_VARIABLE, "").split(",") if p.strip())
     if peers and len(peers) != size:
         raise InvalidContext(f"{PEERS_VARIABLE} names {len(peers)} ranks; WORLD_SIZE is {size}")
-    return World(size, rank, local_rank, environ["MASTER_ADDR"].strip(), port, backend, peers)
+    devices = 1
+    if environ.get(LOCAL_DEVICES_VARIABLE, "").strip():
+        devices = _integer(environ, LOCAL_DEVICES_VARIABLE, 1, MAX_LOCAL_DEVICES)
+    if devices > 1 and size > 1:
+        raise InvalidContext(
+            f"{LOCAL_DEVICES_VARIABLE}={devices} with WORLD_SIZE={size}: several devices in each "
+            "of several processes is not built (JAX's host devices cannot meet multi-process); "
+            "use one or the other"
+        )
+    address = environ["MASTER_ADDR"].strip()
+    return World(size, rank, local_rank, address, port, backend, peers, devices)
 
 
 CPUS_VARIABLE = "FWBENCH_CPUS"

@@ -4,6 +4,12 @@ TF_CONFIG (every rank's HOST:PORT from FWBENCH_PEERS, the rank as the worker ind
 training loop under strategy.run with the gradients all-reduced by the strategy's collectives
 (RING over gRPC on a CPU), and a replica-context all_reduce for the collective microbenchmark.
 
+"mirrored" is tf.distribute.MirroredStrategy over the devices of ONE process: with
+FWBENCH_LOCAL_DEVICES=D, the CPU split into D logical devices, one replica each with
+batch_size items of its own, the gradients reduced in process (ReductionToOneDevice: a CPU
+has no NCCL). A world of one process offers it with one device too, the baseline of its
+scaling.
+
 Keras' model.fit is never used: under MWMS with Keras 3 it fails (keras#20585,
 tensorflow#72388). TensorFlow reports no per-step split of communication and computation, so
 the ranks' engine_nanoseconds stay empty."""
@@ -32,6 +38,8 @@ from fwbench.tf_plugin import models
 from fwbench.tf_plugin.training import LEARNING_RATE, MOMENTUM, MomentumSGD, cross_entropy
 
 MWMS = "multi_worker_mirrored"
+MIRRORED = "mirrored"
+LOCAL_REDUCTION = "reduction_to_one_device"  # MirroredStrategy's reduction between CPUs
 COLLECTIVE = "collective"
 # A collective that waits longer than this for a peer (a rank died or hung) raises instead of
 # blocking the agent for good; the collector fails the cell and restarts the world.
@@ -71,12 +79,39 @@ def tf_config(world: World) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Rank:
-    """This process as a rank: its world, strategy, backend name and device."""
+    """This process as a rank: its world, strategies by name (the default first), the backend
+    name of MWMS' collectives and its device."""
 
     world: World
-    strategy: tf.distribute.MultiWorkerMirroredStrategy
+    strategies: dict[str, tf.distribute.Strategy]
     backend: str
     device: str
+
+    @property
+    def strategy(self) -> tf.distribute.Strategy:
+        return next(iter(self.strategies.values()))
+
+    def backend_of(self, strategy: str) -> str:
+        return LOCAL_REDUCTION if strategy == MIRRORED else self.backend
+
+
+def _local_strategy(world: World, device: str) -> tf.distribute.MirroredStrategy:
+    """MirroredStrategy over this process's FWBENCH_LOCAL_DEVICES logical CPUs (before the
+    first op: logical devices are fixed when TensorFlow's context initialises)."""
+    if world.local_devices > 1:
+        if not device.upper().startswith("/CPU"):
+            raise InvalidContext(
+                "FWBENCH_LOCAL_DEVICES splits the CPU into logical devices; on a GPU host a "
+                "process uses the GPUs it sees: not built"
+            )
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(world.local_devices)]
+        )
+    devices = [f"/CPU:{index}" for index in range(world.local_devices)]
+    return tf.distribute.MirroredStrategy(
+        devices, cross_device_ops=tf.distribute.ReductionToOneDevice()
+    )
 
 
 def start(world: World, device: str) -> Rank:
@@ -87,6 +122,8 @@ def start(world: World, device: str) -> Rank:
     context initialises (collective ops are configured at start-up): from the plugin's
     constructor, after the thread pools are sized and before the first op. On a GPU each rank
     keeps the GPU of its local rank only."""
+    if world.local_devices > 1:  # one process, its own devices: no cluster to join
+        return Rank(world, {MIRRORED: _local_strategy(world, device)}, LOCAL_REDUCTION, device)
     implementation = _IMPLEMENTATIONS.get(world.backend.lower())
     if implementation is None:
         raise InvalidContext(
@@ -104,23 +141,33 @@ def start(world: World, device: str) -> Rank:
         ),
         timeout_seconds=seconds,
     )
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    return Rank(world, strategy, implementation, device)
+    strategies: dict[str, tf.distribute.Strategy] = {
+        MWMS: tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    }
+    if world.size == 1:
+        strategies[MIRRORED] = _local_strategy(world, device)
+    return Rank(world, strategies, implementation, device)
 
 
-def capabilities(dtypes: tuple[str, ...]) -> dict[str, Capability]:
-    """What a rank distributes: every model's training step under MWMS, and allreduce, in
-    the device's dtypes that collectives take."""
+def capabilities(dtypes: tuple[str, ...], rank: Rank) -> dict[str, Capability]:
+    """What a rank distributes: every model's training step under its strategies, and
+    allreduce, in the device's dtypes that collectives take."""
     reducible = tuple(d for d in dtypes if d in COLLECTIVE_DTYPES)
-    train = Capability(("train",), reducible, MODES, (MWMS,))
+    train = Capability(("train",), reducible, MODES, tuple(rank.strategies))
     return {
         **{name: train for name in models.MODEL_NAMES},
         "allreduce": Capability(("train",), reducible, MODES, (COLLECTIVE,)),
     }
 
 
-def settings_extra(spec: WorkloadSpec, backend: str) -> dict[str, str]:
-    extra = {"strategy": spec.strategy, "backend": backend, "transport": "grpc"}
+def settings_extra(spec: WorkloadSpec, rank: Rank) -> dict[str, str]:
+    backend = rank.backend_of(spec.strategy)
+    transport = "in process" if backend == LOCAL_REDUCTION else "grpc"
+    extra = {"strategy": spec.strategy, "backend": backend, "transport": transport}
+    if spec.strategy == MIRRORED:
+        extra["replicas"] = f"{rank.world.local_devices} logical CPU device(s), one process"
+        extra["gradient_reduction"] = "all_reduce MEAN over replicas, once per step"
+        extra["batch_norm_statistics"] = "per replica (ON_READ variables, MEAN when read)"
     if spec.strategy == MWMS:
         extra["gradient_reduction"] = "all_reduce MEAN, once per step, one pack per dtype"
         extra["batch_norm_statistics"] = "per rank (ON_READ variables, MEAN when read)"
@@ -132,8 +179,8 @@ def build(
 ) -> tuple[Callable[[], object], RankReport]:
     if spec.strategy == COLLECTIVE and spec.workload.name == "allreduce":
         return _allreduce(spec, dtype, rank)
-    if spec.strategy == MWMS and spec.workload.name in models.MODEL_NAMES:
-        return _mwms_train(spec, dtype, rank)
+    if spec.strategy in rank.strategies and spec.workload.name in models.MODEL_NAMES:
+        return _train(spec, dtype, rank, rank.strategies[spec.strategy])
     raise UnsupportedWorkload(f"tensorflow: no strategy {spec.strategy!r} for {spec.workload.name}")
 
 
@@ -146,9 +193,10 @@ def _allreduce(
         context = tf.distribute.get_replica_context()
         return context.all_reduce(tf.distribute.ReduceOp.SUM, message)
 
-    step = tf.function(lambda: rank.strategy.run(replica_step), autograph=False)
+    strategy = rank.strategies.get(spec.strategy, rank.strategy)
+    step = tf.function(lambda: strategy.run(replica_step), autograph=False)
     size = spec.batch_size * ELEMENTS_PER_ITEM * dtype.size
-    return step, RankReport(rank.backend, collective_bytes=size)
+    return step, RankReport(rank.backend_of(spec.strategy), collective_bytes=size)
 
 
 def _local_statistics(next_creator: Callable[..., Any], **kwargs: Any) -> Any:
@@ -195,52 +243,73 @@ def _replica_step(
     return replica_step
 
 
-def _mwms_train(
-    spec: WorkloadSpec, dtype: tf.DType, rank: Rank
+def _per_replica(strategy: tf.distribute.Strategy, values: list[tf.Tensor]) -> Any:
+    """values[i] for this process's replica i: the one tensor itself for one replica (MWMS),
+    a PerReplica value over the process's devices otherwise (MirroredStrategy)."""
+    if len(values) == 1:
+        return values[0]
+    return strategy.experimental_distribute_values_from_function(
+        lambda context: values[context.replica_id_in_sync_group]
+    )
+
+
+def _train(
+    spec: WorkloadSpec, dtype: tf.DType, rank: Rank, strategy: tf.distribute.Strategy
 ) -> tuple[Callable[[], object], RankReport]:
-    """The catalogue model under MWMS: identical initial weights on every rank (the seed; the
-    strategy broadcasts worker 0's anyway), each rank its own synthetic shard (seed + rank);
-    SGD with momentum as the single-process trainer, applied to the all-reduced mean
-    gradient."""
+    """The catalogue model under `strategy`: identical initial weights on every replica (the
+    seed; the strategy broadcasts worker 0's anyway), each replica its own synthetic shard
+    of batch_size items (seed + rank, + replica in a process of several devices); SGD with
+    momentum as the single-process trainer, applied to the all-reduced mean gradient."""
     name = spec.workload.name
-    with rank.strategy.scope():
+    with strategy.scope():
         with tf.variable_creator_scope(_local_statistics):
             model = models.build_model(name, dtype=dtype, seed=spec.seed, device=rank.device)
         variables = model.store.trainable_variables()
         optimizer = MomentumSGD(variables, LEARNING_RATE, MOMENTUM)
-    seed = spec.seed + rank.world.rank
-    batch = models.batch_for(
-        name, spec.batch_size, spec.params, dtype=dtype, seed=seed, device=rank.device
-    )
+    replicas = strategy.num_replicas_in_sync // rank.world.size
+    devices = [rank.device] if replicas == 1 else [f"/CPU:{index}" for index in range(replicas)]
+    batches = [
+        models.batch_for(
+            name, spec.batch_size, spec.params, dtype=dtype, seed=spec.seed + rank.world.rank + i,
+            device=device,
+        )
+        for i, device in enumerate(devices)
+    ]  # fmt: skip
+    inputs = _per_replica(strategy, [batch.inputs for batch in batches])
+    labels = _per_replica(strategy, [batch.labels for batch in batches])
 
     replica_step = _replica_step(model, variables, optimizer)
     run = tf.function(
-        lambda: rank.strategy.run(replica_step, args=(batch.inputs, batch.labels)),
+        lambda x, y: strategy.run(replica_step, args=(x, y)),
         autograph=False,
     )
     first_loss: list[float] = []
 
     def step() -> object:
-        loss = run()
-        if not first_loss:
-            first_loss.append(float(loss))
+        loss = run(inputs, labels)
+        if not first_loss:  # this process's replicas' mean loss, as a rank's own for DDP
+            local = strategy.experimental_local_results(loss)
+            first_loss.append(float(np.mean([float(value) for value in local])))
         return loss
 
     report = RankReport(
-        rank.backend, first_step_loss=lambda: first_loss[0] if first_loss else float("nan")
+        rank.backend_of(spec.strategy),
+        first_step_loss=lambda: first_loss[0] if first_loss else float("nan"),
     )
     return step, report
 
 
 def equivalence(case: EquivalenceCase, rank: Rank) -> EquivalenceResult:
-    """The equivalence steps as a rank of a world, under MWMS: the case's canonical weights in
-    the strategy's variables, one step in which each rank trains on its contiguous shard of
-    the batch and the strategy all-reduces the mean gradient (as _mwms_train does), which for
+    """The equivalence steps as a rank of a world, under its default strategy (MWMS, or
+    MirroredStrategy in a process of several devices): the case's canonical weights in the
+    strategy's variables, one step in which each replica trains on its contiguous shard of
+    the batch and the strategy all-reduces the mean gradient (as _train does), which for
     equal shards and no BatchNorm is the whole batch's; the losses are the whole batch's, as
     the torch plugin's DDP path reports them (tests/distributed)."""
     from fwbench.tf_plugin.reference import labels_tensor, model_inputs
 
-    with rank.strategy.scope():
+    strategy = rank.strategy
+    with strategy.scope():
         with tf.variable_creator_scope(_local_statistics):
             net = models.build_model(case.model, device=rank.device, with_dropout=False)
         net.store.load(case.weights)
@@ -249,19 +318,21 @@ def equivalence(case: EquivalenceCase, rank: Rank) -> EquivalenceResult:
         optimizer = MomentumSGD(variables, spec.learning_rate, spec.momentum)
     inputs = model_inputs(case.model, case.inputs, tf.float32, rank.device)
     labels = labels_tensor(case.labels, rank.device)
-    size, index = rank.world.size, rank.world.rank
+    size, local = strategy.num_replicas_in_sync, rank.world.local_devices
     if len(case.inputs) % size:
         raise ValueError(f"a batch of {len(case.inputs)} does not split into {size} shards")
-    rows = slice(index * len(case.inputs) // size, (index + 1) * len(case.inputs) // size)
+    shard = len(case.inputs) // size
+    first = rank.world.rank * local  # this process's replicas, in replica order
+    rows = [slice((first + i) * shard, (first + i + 1) * shard) for i in range(local)]
     eval_logits = net(inputs, training=False).numpy()
     loss_before = float(cross_entropy(net(inputs, training=True), labels))
 
     replica_step = _replica_step(net, variables, optimizer)
-    step = tf.function(
-        lambda: rank.strategy.run(replica_step, args=(inputs[rows], labels[rows])),
-        autograph=False,
+    step = tf.function(lambda x, y: strategy.run(replica_step, args=(x, y)), autograph=False)
+    step(
+        _per_replica(strategy, [inputs[r] for r in rows]),
+        _per_replica(strategy, [labels[r] for r in rows]),
     )
-    step()
     return EquivalenceResult(
         param_count=net.store.param_count(),
         eval_logits=np.asarray(eval_logits, dtype=np.float32),

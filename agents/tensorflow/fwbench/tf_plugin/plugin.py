@@ -125,7 +125,7 @@ class TensorFlowPlugin:
             capabilities=(
                 {name: capability for name in (*_OPS, *models.MODEL_NAMES)}
                 if self.rank is None
-                else distributed.capabilities(self.dtypes)
+                else distributed.capabilities(self.dtypes, self.rank)
             ),
             threads_fixed_at_startup=True,
         )
@@ -216,7 +216,7 @@ class TensorFlowPlugin:
         if model and spec.phase == "train":
             extra["optimizer"] = "ResourceApplyMomentum (fused SGD momentum)"
         if self.rank is not None:
-            extra.update(distributed.settings_extra(spec, self.rank.backend))
+            extra.update(distributed.settings_extra(spec, self.rank))
         if self.on_gpu:
             extra["tf32"] = str(tf.config.experimental.tensor_float_32_execution_enabled()).lower()
         return Settings(

@@ -48,21 +48,37 @@ def aa_base(instance: str) -> str:
     return instance.partition(SEPARATOR)[0]
 
 
-# A distributed world of N ranks of an agent is the instance NAME~wN (agents/world.py).
+# A distributed world of N ranks of an agent is the instance NAME~wN (agents/world.py); of N
+# ranks with D devices each (FWBENCH_LOCAL_DEVICES: replicas in one process), NAME~wNxD.
 WORLD_SEPARATOR = "~w"
+DEVICES_SEPARATOR = "x"
 MAX_WORLD_SIZE = 64
+MAX_LOCAL_DEVICES = 64
+
+
+def _world_suffix(instance: str) -> tuple[int, int]:
+    name = instance.partition("@")[0]  # an attached world: NAME~wN@HOST:PORT+HOST:PORT
+    suffix = name.partition(SEPARATOR)[0].partition(WORLD_SEPARATOR)[2]
+    size, sep, devices = suffix.partition(DEVICES_SEPARATOR)
+    if not size.isdigit() or (sep and not devices.isdigit()):
+        return 0, 0
+    return int(size), int(devices) if sep else 1
 
 
 def world_size_of(instance: str) -> int:
-    """N for NAME~wN (or NAME~wN#2), 0 for an agent that runs alone."""
-    name = instance.partition("@")[0]  # an attached world: NAME~wN@HOST:PORT+HOST:PORT
-    suffix = name.partition(SEPARATOR)[0].partition(WORLD_SEPARATOR)[2]
-    return int(suffix) if suffix.isdigit() else 0
+    """N for NAME~wN or NAME~wNxD (or NAME~wN#2), 0 for an agent that runs alone."""
+    return _world_suffix(instance)[0]
 
 
-def with_worlds(instances: Sequence[str], sizes: Sequence[int]) -> tuple[str, ...]:
-    """Each instance as a world of each size (`--world-sizes 1,2`: NAME~w1, NAME~w2; an A/A
-    instance NAME#2 becomes NAME~w1#2, ...); no sizes: the instances as they are. Raises
+def local_devices_of(instance: str) -> int:
+    """D for NAME~wNxD, 1 for any other world, 0 for an agent that runs alone."""
+    return _world_suffix(instance)[1]
+
+
+def with_worlds(instances: Sequence[str], sizes: Sequence[str]) -> tuple[str, ...]:
+    """Each instance as a world of each size (`--world-sizes 1,2,1x2`: NAME~w1, NAME~w2,
+    NAME~w1x2; an A/A instance NAME#2 becomes NAME~w1#2, ...); no sizes: the instances as they
+    are. Raises
     AgentSpecError for an attached agent (its ranks would have to be started elsewhere)."""
     if not sizes:
         return tuple(instances)

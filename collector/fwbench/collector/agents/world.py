@@ -21,10 +21,12 @@ from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.client import AgentUnavailable
 from fwbench.collector.agents.launchers.base import AgentHandle, Launcher
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.specs import local_devices_of
 from fwbench.collector.agents.world_call import WorldCall
 
 CPUS_VARIABLE = "FWBENCH_CPUS"  # the CPUs a rank pins itself to (runtime/cli.py)
 PEERS_VARIABLE = "FWBENCH_PEERS"  # every rank's HOST:PORT, for TensorFlow's TF_CONFIG
+DEVICES_VARIABLE = "FWBENCH_LOCAL_DEVICES"  # NAME~w1xD: the devices of the one process
 
 
 def rank_cpus(world_size: int, per_rank: int, usable: Sequence[int]) -> list[list[int]]:
@@ -100,6 +102,7 @@ def start_world(
 ) -> WorldHandle:
     """Starts every rank side by side (each blocks in its framework's rendezvous until all
     have joined) and waits until all are healthy; on any failure stops them all and raises."""
+    devices = local_devices_of(instance)
     usable = sorted(os.sched_getaffinity(0))
     cpus = rank_cpus(world_size, per_rank_threads, usable)
     place = launcher.place_world(manifest, instance, world_size, per_rank_threads)
@@ -115,6 +118,7 @@ def start_world(
             "MASTER_PORT": str(place.port),
             PEERS_VARIABLE: ",".join(place.peers),
             **({CPUS_VARIABLE: ",".join(map(str, cpus[rank]))} if place.pins_cpus else {}),
+            **({DEVICES_VARIABLE: str(devices)} if devices > 1 else {}),
         }
         return launcher.start(manifest, f"{instance}-rank{rank}", per_rank_threads, environment)
 
@@ -206,6 +210,13 @@ class WorldClient:
                     f"{self.name}: the agent at {self.ranks[index].address} says it is rank "
                     f"{world.rank} of {world.world_size}, not rank {index} of "
                     f"{len(self.ranks)} (does it read WORLD_SIZE and RANK?)"
+                )
+            devices = max(world.local_devices, 1)
+            if devices != max(local_devices_of(self.name), 1):
+                raise AgentUnavailable(
+                    f"{self.name}: the agent at {self.ranks[index].address} spreads its step "
+                    f"over {devices} device(s), not {local_devices_of(self.name)} (does it read "
+                    f"{DEVICES_VARIABLE}? protocol 1.4)"
                 )
             if reply.identity != first.identity:
                 raise AgentUnavailable(f"{self.name}: rank {index} is another agent than rank 0")

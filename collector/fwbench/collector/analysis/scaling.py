@@ -3,9 +3,10 @@ world's global throughput, per-rank throughput, weak-scaling efficiency against 
 agent's world of one rank at the same per-rank batch, the communication share, and for a
 collective the algorithm and bus bandwidth (nccl-tests' definitions).
 
-Efficiency(N) = items/s of N ranks / (N x items/s of one rank, same strategy): 1.0 is perfect
-weak scaling for data parallelism (the batch is per rank), and strong scaling for a pipeline
-(the batch is the world's: its speed-up over one stage, divided by N).
+Efficiency(N) = items/s of N replicas / (N x items/s of one replica, same strategy): 1.0 is
+perfect weak scaling for data parallelism (the batch is per replica), and strong scaling for
+a pipeline (the batch is the world's: its speed-up over one stage, divided by N). A replica is
+a rank, or one of the devices of a rank's process (--world-sizes 1xD: local_devices).
 With repetitions, each figure is the median over the repetitions' rows."""
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def agent_family(agent: str) -> str:
 
 def scaling_table(results: pd.DataFrame) -> pd.DataFrame:
     """One row per agent family, cell and world size, with the columns of FIGURES (medians
-    over repetitions), per_rank_items_per_second, ranks (the world size) and
+    over repetitions), per_replica_items_per_second, ranks (the world size), devices (of
+    each rank's process), replicas (ranks x devices) and
     scaling_efficiency (NaN where the run has no world of one rank to compare with, or for a
     collective, whose figure is busbw). Empty when the run has no world rows."""
     if "world_size" not in results:
@@ -43,16 +45,19 @@ def scaling_table(results: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     rows["family"] = rows["agent"].map(agent_family)
     rows["ranks"] = rows["world_size"].astype(int)
+    devices = rows["local_devices"] if "local_devices" in rows else pd.Series(1, rows.index)
+    rows["devices"] = pd.to_numeric(devices, errors="coerce").fillna(1).astype(int)
     rows["strategy"] = rows["strategy"].fillna("")
-    keys = ["family", *CELL, "strategy", "ranks"]
+    keys = ["family", *CELL, "strategy", "ranks", "devices"]
     for figure in FIGURES:
         rows[figure] = pd.to_numeric(rows[figure], errors="coerce").astype(float)
     table = rows.groupby(keys, dropna=False, sort=False)[FIGURES].median().reset_index()
-    table["per_rank_items_per_second"] = table["items_per_second"] / table["ranks"]
+    table["replicas"] = table["ranks"] * table["devices"]
+    table["per_replica_items_per_second"] = table["items_per_second"] / table["replicas"]
     same = ["family", *CELL, "strategy"]
-    single = table[table["ranks"] == 1].set_index(same)["items_per_second"]
+    single = table[table["replicas"] == 1].set_index(same)["items_per_second"]
     lookup = table.set_index(same).index
     alone = pd.Series(lookup.map(single.to_dict()), index=table.index, dtype=float)
-    efficiency = table["items_per_second"] / (table["ranks"] * alone)
+    efficiency = table["items_per_second"] / (table["replicas"] * alone)
     table["scaling_efficiency"] = efficiency.where(table["strategy"] != "collective")
     return table

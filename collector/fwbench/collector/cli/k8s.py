@@ -57,9 +57,12 @@ def render_manifests(
     if unknown:  # this host's GPUs do not matter: the pods run on the cluster's nodes
         fail(f"unknown agent {unknown[0]!r}; declared agents: {', '.join(declared)}")
     try:
-        sizes = parse_world_sizes(world_sizes, None, "0") or (1,)
+        parsed = parse_world_sizes(world_sizes, None, "0") or ("1",)
     except SelectionError as error:
         fail_with(error)
+    if any(not size.isdigit() for size in parsed):
+        fail("k8s render: a world of one process of several devices (1xD) is not rendered yet")
+    sizes = tuple(int(size) for size in parsed)
     chosen = [(declared[name], registry + image_tag(declared[name])) for name in names]
     objects = render(chosen, run_id or new_run_id(), sizes, PodShape(cpus, memory), namespace,
                      pod_monitor)  # fmt: skip

@@ -148,7 +148,8 @@ def run(
     world_sizes: Annotated[
         str,
         typer.Option(
-            help="Distributed training: comma-separated world sizes, e.g. 1,2. Each agent runs "
+            help="Distributed training: comma-separated world sizes, e.g. 1,2, or 1xD for one "
+            "process of D devices (TensorFlow mirrored, JAX jax_sharded). Each agent runs "
             "as a world of each size (one process per rank, pinned to its own CPUs) with its "
             "framework's own engine (torch: DDP over gloo; allreduce: the backend's "
             "collective); every rank runs exactly --iterations steps. docs/distributed.md",

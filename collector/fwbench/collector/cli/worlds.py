@@ -8,7 +8,12 @@ import math
 import pandas as pd
 from rich.table import Table
 
-from fwbench.collector.agents.specs import MAX_WORLD_SIZE, world_size_of
+from fwbench.collector.agents.specs import (
+    DEVICES_SEPARATOR,
+    MAX_LOCAL_DEVICES,
+    MAX_WORLD_SIZE,
+    world_size_of,
+)
 from fwbench.collector.analysis.scaling import scaling_table
 from fwbench.collector.run.plan import SelectionError, split_list
 
@@ -21,15 +26,13 @@ def parse_world_sizes(
     min_seconds: float | None,
     threads: str = "0",
     strategies: str = "default",
-) -> tuple[int, ...]:
-    """The sizes, in the order given; () without --world-sizes. Raises SelectionError."""
-    sizes: list[int] = []
+) -> tuple[str, ...]:
+    """The sizes, in the order given, each N (ranks) or NxD (N ranks of D devices each: 1xD,
+    one process spreading its step over D devices of its own); () without --world-sizes.
+    Raises SelectionError."""
+    sizes: list[str] = []
     for item in split_list(text):
-        if not item.isdigit() or not 1 <= int(item) <= MAX_WORLD_SIZE:
-            raise SelectionError(
-                f"invalid world size {item!r}: allowed 1..{MAX_WORLD_SIZE} (ranks of one world)"
-            )
-        sizes.append(int(item))
+        sizes.append(_world_size(item))
     if not sizes:
         if text.strip():
             raise SelectionError("--world-sizes needs sizes, e.g. 1,2")
@@ -40,7 +43,30 @@ def parse_world_sizes(
     return tuple(dict.fromkeys(sizes))
 
 
-def has_worlds(sizes: tuple[int, ...], specs: tuple[str, ...], min_seconds: float | None,
+def _world_size(item: str) -> str:
+    """N or NxD, normalised (1x1 is 1)."""
+    ranks, sep, devices = item.lower().partition(DEVICES_SEPARATOR)
+    if not ranks.isdigit() or not 1 <= int(ranks) <= MAX_WORLD_SIZE:
+        raise SelectionError(
+            f"invalid world size {item!r}: allowed 1..{MAX_WORLD_SIZE} ranks, or 1xD: one "
+            f"process of D devices, D 1..{MAX_LOCAL_DEVICES}"
+        )
+    if not sep or devices == "1":
+        return str(int(ranks))
+    if not devices.isdigit() or not 1 <= int(devices) <= MAX_LOCAL_DEVICES:
+        raise SelectionError(
+            f"invalid world size {item!r}: D in NxD is the devices of each process, "
+            f"1..{MAX_LOCAL_DEVICES}"
+        )
+    if int(ranks) > 1:
+        raise SelectionError(
+            f"world size {item!r}: several devices in each of several processes is not built "
+            "(JAX's host devices cannot meet multi-process); use 1xD or N"
+        )
+    return f"{int(ranks)}{DEVICES_SEPARATOR}{int(devices)}"
+
+
+def has_worlds(sizes: tuple[str, ...], specs: tuple[str, ...], min_seconds: float | None,
                threads: str) -> bool:  # fmt: skip
     """Whether the run measures worlds: --world-sizes, or a world someone else started
     (NAME@HOST:PORT+HOST:PORT), whose loop is checked as --world-sizes' is."""
@@ -83,7 +109,7 @@ def world_table(results: pd.DataFrame, title: str) -> Table | None:
         "ranks",
         "step",
         "items/s",
-        "per rank",
+        "per replica",
         "efficiency",
         "comm share",
         "message",
@@ -94,16 +120,17 @@ def world_table(results: pd.DataFrame, title: str) -> Table | None:
     for row in table.to_dict("records"):
         collective = row["strategy"] == "collective"  # items mean nothing there: bandwidth
         items = math.nan if collective else row["items_per_second"]
-        per_rank = math.nan if collective else row["per_rank_items_per_second"]
+        per_replica = math.nan if collective else row["per_replica_items_per_second"]
+        ranks = str(row["ranks"]) + (f"x{row['devices']}" if row["devices"] > 1 else "")
         shown.add_row(
             row["family"],
             row["workload"],
             str(row["batch_size"]),
             row["strategy"],
-            str(row["ranks"]),
+            ranks,
             _figure(row["median_seconds"] * 1e3, "{:.2f} ms"),
             _figure(items, "{:,.0f}"),
-            _figure(per_rank, "{:,.0f}"),
+            _figure(per_replica, "{:,.0f}"),
             _figure(row["scaling_efficiency"], "{:.0%}"),
             _figure(row["communication_share"], "{:.0%}"),
             _figure(row["collective_bytes"] / 1024, "{:,.0f} KiB"),
@@ -114,9 +141,10 @@ def world_table(results: pd.DataFrame, title: str) -> Table | None:
 
 
 SCALING_CAPTION = (
-    "batch: per rank (data parallel), the world's (pipeline; allreduce: 4 KiB units); step: the "
-    "slowest rank's, per step (median); items/s: all ranks; efficiency: items/s over ranks x "
-    "the 1-rank world's of the same strategy; comm share: communication "
+    "batch: per replica (data parallel: a rank, or a device of a 1xD process), the world's "
+    "(pipeline; allreduce: 4 KiB units); step: the slowest rank's, per step (median); items/s: "
+    "all replicas; efficiency: items/s over replicas x the 1-replica world's of the same "
+    "strategy; comm share: communication "
     "the engine could not hide, per step; message: allreduce bytes per rank; algbw: message / "
     "step; busbw: algbw x 2(n-1)/n (nccl-tests)"
 )

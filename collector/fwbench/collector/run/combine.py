@@ -81,15 +81,20 @@ def combine(
 
 
 def world_columns(
-    results: Sequence[agent_pb2.RunResult], cpus: Sequence[Sequence[int]], placement: str
+    results: Sequence[agent_pb2.RunResult],
+    cpus: Sequence[Sequence[int]],
+    placement: str,
+    local_devices: int = 1,
 ) -> dict[str, Any]:
-    """The row's world columns (store/world_columns.py) from every rank's own result."""
+    """The row's world columns (store/world_columns.py) from every rank's own result, and the
+    devices each rank's process spread its step over (Describe.world.local_devices)."""
     first = results[0].rank
     size = len(results)
     medians = [statistics.median(r.sample_nanoseconds) / 1e9 for r in results]
     step = statistics.median(slowest(results).sample_nanoseconds)
     columns: dict[str, Any] = {
         "world_size": size,
+        "local_devices": local_devices,
         "strategy": first.strategy,
         "dist_backend": first.backend,
         "world_placement": placement,
@@ -111,5 +116,6 @@ def world_columns(
         algbw = first.collective_bytes / (step / 1e9)
         columns["collective_bytes"] = first.collective_bytes
         columns["algbw_bytes_per_second"] = algbw
-        columns["busbw_bytes_per_second"] = algbw * 2 * (size - 1) / size
+        replicas = size * local_devices  # a collective spans every device of every rank
+        columns["busbw_bytes_per_second"] = algbw * 2 * (replicas - 1) / replicas
     return columns

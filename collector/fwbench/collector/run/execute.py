@@ -267,5 +267,7 @@ def _run_cell(
             return _failed(identity, ctx, "failed", "STALLED", str(error)), []
         row = result_row(identity, item.describe, ctx.selection.seed, result)
         if isinstance(handle, WorldHandle):  # every rank's own figures, too
-            row.update(world_columns(handle.client.last_results, handle.cpus, handle.placement))  # type: ignore[attr-defined]
+            ranks: list[agent_pb2.RunResult] = handle.client.last_results  # type: ignore[attr-defined]
+            devices = max(item.describe.world.local_devices, 1)
+            row.update(world_columns(ranks, handle.cpus, handle.placement, devices))
         return row, list(result.sample_nanoseconds)

@@ -28,6 +28,7 @@ from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import (
     AgentSpecError,
     base_name,
+    local_devices_of,
     parse_attached,
     rank_addresses,
     world_size_of,
@@ -95,7 +96,8 @@ def launch_all(
             return attach(*attached, min(timeout, 10.0), security)
         size = world_size_of(spec)
         if size:
-            return start_world(launcher, manifests[base_name(spec)], spec, size, per_rank, combine)
+            threads = per_rank * (1 if scheduled_threads(options) else local_devices_of(spec))
+            return start_world(launcher, manifests[base_name(spec)], spec, size, threads, combine)
         return launcher.start(manifests[base_name(spec)], spec, 0)
 
     with ThreadPoolExecutor(max_workers=len(specs)) as pool:
@@ -168,19 +170,26 @@ def find_metrics(handle: AgentHandle, describe: agent_pb2.DescribeResponse) -> N
             one.metrics_address = f"{one.address.rpartition(':')[0]}:{port}"
 
 
-def rank_threads(specs: Sequence[str], options: RunOptions | None = None) -> int:
-    """Threads (and CPUs) of every rank of every world in the run: on a scheduler, what each
-    rank is given (--k8s cpus=N, the pod's; --slurm cpus-per-task=N); otherwise this host's
-    usable CPUs shared by the largest world, so a rank has the same resources in every world
-    size (weak scaling: 2 CPUs and --world-sizes 1,2 give each rank one)."""
+def scheduled_threads(options: RunOptions | None) -> int:
+    """What a scheduler gives each rank (--k8s cpus=N, the pod's; --slurm cpus-per-task=N),
+    0 when it is not said."""
     if options is not None and options.launcher == LauncherKind.KUBERNETES:
         return parse_k8s_options(options.k8s_options).cpus
     for option in options.slurm_options if options is not None else ():
         name, _, value = option.partition("=")
         if name == "cpus-per-task" and value.isdigit() and int(value) > 0:
             return int(value)
-    largest = max((world_size_of(spec) for spec in specs), default=0)
-    return max(len(os.sched_getaffinity(0)) // max(largest, 1), 1)
+    return 0
+
+
+def rank_threads(specs: Sequence[str], options: RunOptions | None = None) -> int:
+    """Threads (and CPUs) of every rank of every world in the run: on a scheduler, what each
+    rank is given (scheduled_threads); otherwise this host's usable CPUs shared by the
+    largest world's replicas, so a replica has the same resources in every world size (weak
+    scaling: 2 CPUs and --world-sizes 1,2 give each rank one; a 1xD process gets D times a
+    replica's)."""
+    largest = max((world_size_of(s) * local_devices_of(s) for s in specs), default=0)
+    return scheduled_threads(options) or max(len(os.sched_getaffinity(0)) // max(largest, 1), 1)
 
 
 def restarter(

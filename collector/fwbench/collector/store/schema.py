@@ -24,8 +24,9 @@ from fwbench.collector.store.columns import COLUMNS, Column
 #   dist_backend, world_placement, rank_cpus, rank_step_median_seconds, rank_samples_ns,
 #   communication_seconds, communication_share, collective_bytes, algbw and busbw, and
 #   first_step_loss.
+# 8 (fwbench 0.8): local_devices, the devices (replicas) of each rank's process.
 # Rows of an older version load with the newer columns empty.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 STATUSES = ("ok", "failed", "unsupported", "cancelled")
 __all__ = ["COLUMNS", "COLUMN_NAMES", "SCHEMA_VERSION", "STATUSES", "Column"]
 

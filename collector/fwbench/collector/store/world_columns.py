@@ -13,6 +13,13 @@ WORLD_COLUMNS: tuple[Column, ...] = (
         "empty for an agent run alone. The row's samples are per step the slowest rank's, and "
         "its throughput counts every rank's batch (batch_size is per rank: weak scaling)",
     ),
+    Column(
+        "local_devices",
+        "Int64",
+        "Distributed: devices each rank's process spread its step over, one replica each with "
+        "batch_size items of its own (--world-sizes 1xD: TensorFlow's MirroredStrategy over "
+        "logical CPUs, a JAX mesh over host devices); 1 for one device per process",
+    ),
     Column("strategy", "string", "Distributed: the strategy that ran (ddp, collective, ...)"),
     Column("dist_backend", "string", "Distributed: the communication backend (gloo, nccl, ...)"),
     Column(

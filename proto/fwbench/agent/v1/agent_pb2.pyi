@@ -96,18 +96,20 @@ class DescribeResponse(_message.Message):
     def __init__(self, spec_version: _Optional[str] = ..., identity: _Optional[_Union[AgentIdentity, _Mapping]] = ..., libraries: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., host: _Optional[_Union[HostInfo, _Mapping]] = ..., threads: _Optional[_Union[ThreadSettings, _Mapping]] = ..., workloads: _Optional[_Iterable[_Union[WorkloadSupport, _Mapping]]] = ..., metrics_port: _Optional[int] = ..., pid: _Optional[int] = ..., world: _Optional[_Union[WorldInfo, _Mapping]] = ...) -> None: ...
 
 class WorldInfo(_message.Message):
-    __slots__ = ("world_size", "rank", "local_rank", "rendezvous", "backend")
+    __slots__ = ("world_size", "rank", "local_rank", "rendezvous", "backend", "local_devices")
     WORLD_SIZE_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
     LOCAL_RANK_FIELD_NUMBER: _ClassVar[int]
     RENDEZVOUS_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
+    LOCAL_DEVICES_FIELD_NUMBER: _ClassVar[int]
     world_size: int
     rank: int
     local_rank: int
     rendezvous: str
     backend: str
-    def __init__(self, world_size: _Optional[int] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., rendezvous: _Optional[str] = ..., backend: _Optional[str] = ...) -> None: ...
+    local_devices: int
+    def __init__(self, world_size: _Optional[int] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., rendezvous: _Optional[str] = ..., backend: _Optional[str] = ..., local_devices: _Optional[int] = ...) -> None: ...
 
 class AgentIdentity(_message.Message):
     __slots__ = ("name", "framework", "framework_version", "variant", "plugin_version", "runtime_version", "python_version")

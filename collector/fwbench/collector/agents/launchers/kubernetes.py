@@ -41,6 +41,7 @@ from fwbench.collector.agents.launchers.kubernetes_objects import (
 )
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.agents.specs import local_devices_of
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,11 @@ class KubernetesLauncher:
         """The Service and Job of `instance` as a world of `size` pods; returns the Job's name."""
         if self._closed.is_set():
             raise AgentUnavailable(f"not creating {instance}: the run is ending")
+        if local_devices_of(instance) > 1:
+            raise AgentUnavailable(
+                f"{instance}: a pod of several devices (--world-sizes 1xD) is not built for "
+                "Kubernetes; use --launcher local, docker or slurm"
+            )
         base = dns_name(f"fwbench-{self.settings.run_id}-{instance}")[:50].rstrip("-")
         name = f"{base}-{next(self._count)}"
         env = {"FWBENCH_ORPHAN_SECONDS": f"{orphan_seconds():g}"}
