@@ -43,6 +43,8 @@ def test_torchrun_variables_make_the_world() -> None:
         ({"MASTER_ADDR": ""}, "MASTER_ADDR is required"),
         ({"FWBENCH_DIST_BACKEND": "gl oo"}, "FWBENCH_DIST_BACKEND"),
         ({"FWBENCH_PEERS": "127.0.0.1:1"}, "names 1 ranks; WORLD_SIZE is 2"),
+        ({"FWBENCH_LOCAL_DEVICES": "0"}, "FWBENCH_LOCAL_DEVICES=0"),
+        ({"FWBENCH_LOCAL_DEVICES": "2"}, "several devices in each of several processes"),
     ],
 )
 def test_a_bad_world_variable_is_named(change: dict[str, str], named: str) -> None:
@@ -71,8 +73,9 @@ def rank_stub():
 
 
 def _run(stub, **fields):
+    fields = {"batch_size": 1, **fields}
     request = agent_pb2.RunRequest(
-        workload="gemm", phase=agent_pb2.PHASE_TRAIN, batch_size=1, params={"m": 100}, **fields
+        workload="gemm", phase=agent_pb2.PHASE_TRAIN, params={"m": 100}, **fields
     )
     return list(stub.Run(request, timeout=30))
 
@@ -82,6 +85,22 @@ def test_a_rank_describes_its_world_and_what_it_distributes(rank_stub) -> None:
     assert (reply.world.world_size, reply.world.rank) == (2, 1)
     assert reply.world.rendezvous == "127.0.0.1:29500"
     assert [(w.name, list(w.strategies)) for w in reply.workloads] == [("gemm", ["ddp"])]
+
+
+def test_a_process_of_two_devices_says_so_and_counts_both_batches() -> None:
+    world = world_from_environment({**WORLD, "WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0",
+                                    "FWBENCH_LOCAL_DEVICES": "2"})  # fmt: skip
+    assert world is not None and (world.size, world.local_devices) == (1, 2)
+    plugin = FakePlugin(PluginContext(device="cpu", world=world))
+    server = create_server(plugin, name="fake-cpu", variant="cpu", world=world)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = agent_pb2_grpc.AgentServiceStub(channel)
+            assert stub.Describe(agent_pb2.DescribeRequest()).world.local_devices == 2
+            events = _run(stub, min_iterations=2, max_iterations=2, min_seconds=0, batch_size=3)
+    finally:
+        server.stop(0)
+    assert events[-1].result.items_per_sample == 6  # 3 on each device
 
 
 def test_a_rank_runs_exactly_the_steps_asked_and_reports_itself(rank_stub) -> None:

@@ -14,7 +14,13 @@ as SyncBatchNorm's, not each rank's own. "collective" is a psum over "data" unde
 devices made by --xla_force_host_platform_device_count, no jax.distributed): the batch
 sharded over them, batch_size items each, and XLA's in-process all-reduce. Those forced
 devices must not be combined with several processes (runtime/world.py refuses it), and a
-world of one process offers it also with one device, the baseline of its scaling."""
+world of one process offers it also with one device, the baseline of its scaling.
+
+"tensor" is model parallelism within layers, the JAX way: every weight whose last axis (a
+dense layer's or a convolution's output features) divides by the devices is sharded on that
+axis over the mesh, the rest replicated; the batch (the world's, batch_size in all) is
+replicated, and XLA's SPMD partitioner splits each layer's work and inserts the collectives
+(all-gathers of activations, reduce-scatters of gradients) itself."""
 
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ from fwbench.runtime.world import World
 
 JAX_MULTIPROCESS = "jax_multiprocess"
 JAX_SHARDED = "jax_sharded"  # one process, a mesh over its own devices
+TENSOR = "tensor"  # weights sharded on their output features, the batch replicated
 COLLECTIVE = "collective"
 AXIS = "data"
 # How long jax.distributed.initialize waits for every rank (the torch plugin's variable).
@@ -94,7 +101,7 @@ def capabilities(base: Capability, world: World) -> dict[str, Capability]:
     strategies: tuple[str, ...] = (JAX_MULTIPROCESS,)
     if world.size == 1:
         strategies = (JAX_SHARDED,) if world.local_devices > 1 else (JAX_MULTIPROCESS, JAX_SHARDED)
-    train = Capability(("train",), base.dtypes, base.modes, strategies)
+    train = Capability(("train",), base.dtypes, base.modes, (*strategies, TENSOR))
     return {
         **{name: train for name in models.MODEL_NAMES},
         "allreduce": Capability(("train",), base.dtypes, base.modes, (COLLECTIVE,)),
@@ -111,11 +118,10 @@ def build(
 ) -> tuple[Callable[[], object], RankReport]:
     if spec.strategy == COLLECTIVE and spec.workload.name == "allreduce":
         return _allreduce(spec, dtype, mesh, backend)
-    if (
-        spec.strategy in (JAX_MULTIPROCESS, JAX_SHARDED)
-        and spec.workload.name in models.MODEL_NAMES
-    ):
-        return _train(spec, dtype, mesh, backend)
+    if spec.workload.name in models.MODEL_NAMES and spec.strategy in (
+        JAX_MULTIPROCESS, JAX_SHARDED, TENSOR,
+    ):  # fmt: skip
+        return _train(spec, dtype, mesh, backend, tensor=spec.strategy == TENSOR)
     raise UnsupportedWorkload(f"jax: no strategy {spec.strategy!r} for {spec.workload.name}")
 
 
@@ -149,21 +155,49 @@ def _allreduce(
     return step, RankReport(backend, collective_bytes=elements * jnp.dtype(dtype).itemsize)
 
 
+def _weight_sharding(mesh: Mesh, leaf: Any) -> NamedSharding:
+    """A weight's sharding under "tensor": its last axis over the mesh where that divides."""
+    shape = np.shape(leaf)
+    if len(shape) >= 2 and shape[-1] % mesh.devices.size == 0:
+        return NamedSharding(mesh, P(*([None] * (len(shape) - 1)), AXIS))
+    return NamedSharding(mesh, P())
+
+
+def _tensor_parallel(mesh: Mesh, params: Any, state: Any, batch: Any) -> tuple[Any, Any, Any]:
+    """Every process holds the whole of each value (the same seeds): each device takes its
+    part of the weights and the whole batch."""
+
+    def place(leaf: Any, sharding: NamedSharding) -> jax.Array:
+        full = np.asarray(leaf)
+        return jax.make_array_from_callback(full.shape, sharding, lambda index: full[index])
+
+    replicated = NamedSharding(mesh, P())
+    params = jax.tree.map(lambda leaf: place(leaf, _weight_sharding(mesh, leaf)), params)
+    state, batch = jax.tree.map(lambda leaf: place(leaf, replicated), (state, batch))
+    return params, state, batch
+
+
 def _train(
-    spec: WorkloadSpec, dtype: jnp.dtype, mesh: Mesh, backend: str
+    spec: WorkloadSpec, dtype: jnp.dtype, mesh: Mesh, backend: str, tensor: bool = False
 ) -> tuple[Callable[[], object], RankReport]:
     """The single-process trainer's step (loss, SGD lr 0.01 momentum 0.9), jitted over the
     mesh: identical initial weights on every rank (the seed), each its own data shard; a
-    process of D devices makes D x batch_size items, batch_size for each of its devices."""
+    process of D devices makes D x batch_size items, batch_size for each of its devices.
+    With `tensor`, the weights are sharded instead and every device sees the same batch of
+    batch_size items (_tensor_parallel)."""
     model = models.Model(spec.workload.name)
-    local = replace(spec, batch_size=spec.batch_size * len(mesh.local_devices))
-    params, state, inputs, labels = models.synthetic_training(
-        model, local, dtype, data_seed=spec.seed + jax.process_index()
-    )
     replicated, batch = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXIS))
-    params, state = _global(replicated, (params, state))
     dropout_key = _global(replicated, models.dropout_key(spec.seed))
-    inputs, labels = _global(batch, (inputs, labels))
+    if tensor:
+        params, state, inputs, labels = models.synthetic_training(model, spec, dtype)
+        params, state, (inputs, labels) = _tensor_parallel(mesh, params, state, (inputs, labels))
+    else:
+        local = replace(spec, batch_size=spec.batch_size * len(mesh.local_devices))
+        params, state, inputs, labels = models.synthetic_training(
+            model, local, dtype, data_seed=spec.seed + jax.process_index()
+        )
+        params, state = _global(replicated, (params, state))
+        inputs, labels = _global(batch, (inputs, labels))
     loop = TrainLoop(model, params, state, sgd(0.01, 0.9), dropout_key, spec.mode, per_example=True)
     jax.block_until_ready((loop.params, inputs, labels))
     first: list[jax.Array] = []

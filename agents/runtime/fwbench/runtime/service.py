@@ -37,7 +37,7 @@ from fwbench.runtime.reference import AccuracyPlugin
 from fwbench.runtime.requests import loop_plan, workload_spec
 from fwbench.runtime.security import caller
 from fwbench.runtime.timing import LoopPlan, Measurement, measure
-from fwbench.runtime.world import World
+from fwbench.runtime.world import WHOLE_BATCH_STRATEGIES, World
 from fwbench.spec import SPEC_VERSION, Catalogue
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
@@ -373,6 +373,8 @@ def _replica_items(spec: WorkloadSpec, world: World | None) -> int:
     """A process of D replicas (FWBENCH_LOCAL_DEVICES) trains batch_size items on each, so a
     step covers D x batch_size; 0 (= batch_size) otherwise, and for a collective's message."""
     if world is None or world.local_devices <= 1 or spec.workload.kind == "collective":
+        return 0
+    if spec.strategy in WHOLE_BATCH_STRATEGIES:
         return 0
     return spec.batch_size * world.local_devices
 

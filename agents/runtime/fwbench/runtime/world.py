@@ -26,6 +26,9 @@ PEERS_VARIABLE = "FWBENCH_PEERS"
 # MirroredStrategy over logical CPUs, a JAX mesh over forced host devices); 1 by default.
 LOCAL_DEVICES_VARIABLE = "FWBENCH_LOCAL_DEVICES"
 MAX_WORLD_SIZE = 4096
+# Model-parallel strategies, whose batch_size is the world's (every replica works on the same
+# batch), not each replica's: a step covers batch_size items however many devices it spans.
+WHOLE_BATCH_STRATEGIES = frozenset({"pipeline", "tensor"})
 MAX_LOCAL_DEVICES = 64
 
 

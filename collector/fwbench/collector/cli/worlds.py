@@ -142,9 +142,9 @@ def world_table(results: pd.DataFrame, title: str) -> Table | None:
 
 SCALING_CAPTION = (
     "batch: per replica (data parallel: a rank, or a device of a 1xD process), the world's "
-    "(pipeline; allreduce: 4 KiB units); step: the slowest rank's, per step (median); items/s: "
-    "all replicas; efficiency: items/s over replicas x the 1-replica world's of the same "
-    "strategy; comm share: communication "
-    "the engine could not hide, per step; message: allreduce bytes per rank; algbw: message / "
+    "(pipeline, tensor; allreduce: 4 KiB units); step: the slowest rank's, per step (median); "
+    "items/s: all replicas; efficiency: items/s over replicas x the 1-replica world's of the "
+    "same strategy; comm share: communication the engine could not hide, per step; message: "
+    "allreduce bytes per rank; algbw: message / "
     "step; busbw: algbw x 2(n-1)/n (nccl-tests)"
 )

@@ -26,8 +26,9 @@ from fwbench.collector.run.validate import ProtocolViolation
 
 COLLECTIVE = "collective"
 # Strategies whose batch is the world's, not each rank's: a collective moves one message, a
-# pipeline passes one batch through its stages. Every other strategy is data parallel.
-WHOLE_BATCH = frozenset({COLLECTIVE, "pipeline"})
+# pipeline passes one batch through its stages, tensor parallelism shares one batch. Every
+# other strategy is data parallel.
+WHOLE_BATCH = frozenset({COLLECTIVE, "pipeline", "tensor"})
 # The engine time DDP cannot hide behind backward compute (torch: avg_backward_comm_time less
 # the overlap), the figure communication_seconds reports.
 EXPOSED_COMMUNICATION = "communication_not_overlapped"
