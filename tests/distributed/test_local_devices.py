@@ -24,7 +24,7 @@ pytestmark = pytest.mark.agent
 
 def test_tensorflow_and_jax_spread_one_process_over_two_devices(tmp_path: Path) -> None:
     command = [
-        str(COLLECTOR), "run", "--agents", "tf-eigen,jax-cpu", "--phases", "train",
+        str(COLLECTOR), "run", "--agents", "tf-eigen,jax-cpu,torch-cpu", "--phases", "train",
         "--world-sizes", "1,1x2", "--strategies", "all", "--workloads", "allreduce,lenet",
         "--batch-sizes", "8",
         "--iterations", "3", "--warmup", "1",
@@ -33,6 +33,11 @@ def test_tensorflow_and_jax_spread_one_process_over_two_devices(tmp_path: Path) 
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    torch = rows[rows["agent"].str.startswith("torch-cpu")].set_index(["agent", "workload"])
+    assert torch.loc[("torch-cpu~w1", "lenet"), "status"] == "ok"  # DDP of one rank
+    refused = torch.loc[("torch-cpu~w1x2", "lenet")]  # DataParallel: GPUs of one process
+    assert refused["status"] == "unsupported" and "on a CPU it is unsupported" in refused["error"]
+    rows = rows[~rows["agent"].str.startswith("torch-cpu")]
     assert set(rows["status"]) == {"ok"}, rows["error"].dropna().tolist()
     assert set(rows["world_size"]) == {1} and set(rows["local_devices"]) == {1, 2}
     # tf: mwms, mirrored, collective; jax: multiprocess, sharded, tensor, collective (in 1);

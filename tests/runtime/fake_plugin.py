@@ -101,7 +101,11 @@ class FakePlugin:
             # FAKE_DEVICES_SCALE stretches the step of a process of several devices (1xD).
             if world.local_devices > 1:
                 seconds *= float(os.environ.get("FAKE_DEVICES_SCALE", "1"))
-            rank = RankReport("fake", lambda: {"communication_not_overlapped": 1000})
+            # A rank of D devices runs on all of them, unless FAKE_IGNORE_DEVICES says not.
+            replicas = 1 if os.environ.get("FAKE_IGNORE_DEVICES") else world.local_devices
+            rank = RankReport(
+                "fake", lambda: {"communication_not_overlapped": 1000}, replicas=replicas
+            )
         fail_at = int(os.environ.get(f"FAKE_RANK{world.rank}_FAIL_AT", "0")) if world else 0
         once = os.environ.get("FAKE_FAIL_ONCE", "")  # a file: only the first cell fails
         if fail_at and once:

@@ -87,20 +87,29 @@ def test_a_rank_describes_its_world_and_what_it_distributes(rank_stub) -> None:
     assert [(w.name, list(w.strategies)) for w in reply.workloads] == [("gemm", ["ddp"])]
 
 
-def test_a_process_of_two_devices_says_so_and_counts_both_batches() -> None:
+@pytest.fixture
+def two_devices_stub():
     world = world_from_environment({**WORLD, "WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0",
                                     "FWBENCH_LOCAL_DEVICES": "2"})  # fmt: skip
     assert world is not None and (world.size, world.local_devices) == (1, 2)
     plugin = FakePlugin(PluginContext(device="cpu", world=world))
     server = create_server(plugin, name="fake-cpu", variant="cpu", world=world)
-    try:
-        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
-            stub = agent_pb2_grpc.AgentServiceStub(channel)
-            assert stub.Describe(agent_pb2.DescribeRequest()).world.local_devices == 2
-            events = _run(stub, min_iterations=2, max_iterations=2, min_seconds=0, batch_size=3)
-    finally:
-        server.stop(0)
+    with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+        yield agent_pb2_grpc.AgentServiceStub(channel)
+    server.stop(0)
+
+
+def test_a_process_of_two_devices_says_so_and_counts_both_batches(two_devices_stub) -> None:
+    assert two_devices_stub.Describe(agent_pb2.DescribeRequest()).world.local_devices == 2
+    events = _run(two_devices_stub, min_iterations=2, max_iterations=2, min_seconds=0, batch_size=3)
     assert events[-1].result.items_per_sample == 6  # 3 on each device
+
+
+def test_a_plugin_that_ignores_its_devices_fails_the_cell(two_devices_stub, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_IGNORE_DEVICES", "1")
+    with pytest.raises(grpc.RpcError) as raised:
+        _run(two_devices_stub, min_iterations=2, max_iterations=2, min_seconds=0)
+    assert "ran on 1 device(s), but this process was started with" in raised.value.details()
 
 
 def test_a_rank_runs_exactly_the_steps_asked_and_reports_itself(rank_stub) -> None:

@@ -215,7 +215,8 @@ def _train(
         shards = sorted(first[0].addressable_shards, key=lambda s: s.index[0].start or 0)
         return float(np.mean(np.concatenate([np.asarray(s.data) for s in shards])))
 
-    return step, RankReport(backend, first_step_loss=first_step_loss)
+    replicas = 1 if tensor else len(mesh.local_devices)
+    return step, RankReport(backend, first_step_loss=first_step_loss, replicas=replicas)
 
 
 def equivalence(case: EquivalenceCase, mesh: Mesh) -> EquivalenceResult:

@@ -184,6 +184,9 @@ class RankReport:
     engine_nanoseconds: Callable[[], Mapping[str, int]] = dict
     collective_bytes: int = 0  # bytes each rank contributes per collective (allreduce)
     first_step_loss: Callable[[], float] = lambda: float("nan")
+    # Devices of this process the data-parallel step ran on, batch_size items each: a rank
+    # started with FWBENCH_LOCAL_DEVICES=D must run on D (the runtime checks; world.py).
+    replicas: int = 1
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from fwbench.runtime.hostinfo import environment_switches, host_info
 from fwbench.runtime.metrics import AgentMetrics
 from fwbench.runtime.plugin import (
     ACCURACY,
+    BuiltStep,
     Capability,
     FrameworkPlugin,
     PluginDescription,
@@ -253,7 +254,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         on_progress: Callable[[str, int], None],
     ) -> agent_pb2.RunResult:
         if spec.workload.kind != "accuracy":
-            build = lambda: self._plugin.build(spec)  # noqa: E731
+            build = lambda: _checked(self._plugin.build(spec), spec, self._world)  # noqa: E731
             result = measure(build, self._plugin.synchronize, plan, active.cancel, on_progress)
             return _result_message(active.run_id, spec, result, self._world)
         if ACCURACY not in self._plugin.optional_capabilities:  # capabilities() excludes it
@@ -367,6 +368,23 @@ def _result_message(
         measure_ended_unix_nanoseconds=m.measure_ended_unix_ns,
         items_per_sample=_replica_items(spec, world),
     )
+
+
+def _checked(built: BuiltStep, spec: WorkloadSpec, world: World | None) -> BuiltStep:
+    """A data-parallel step of a process started with D devices ran on D, or the counts of
+    items would be wrong: a plugin that ignored FWBENCH_LOCAL_DEVICES fails the cell."""
+    data_parallel = (
+        spec.workload.kind != "collective" and spec.strategy not in WHOLE_BATCH_STRATEGIES
+    )
+    if world is not None and world.local_devices > 1 and data_parallel:
+        replicas = built.rank.replicas if built.rank is not None else 1
+        if replicas != world.local_devices:
+            raise RuntimeError(
+                f"the {spec.strategy!r} step ran on {replicas} device(s), but this process was "
+                f"started with FWBENCH_LOCAL_DEVICES={world.local_devices}: the plugin does not "
+                "spread it over its devices"
+            )
+    return built
 
 
 def _replica_items(spec: WorkloadSpec, world: World | None) -> int:

@@ -295,6 +295,7 @@ def _train(
     report = RankReport(
         rank.backend_of(spec.strategy),
         first_step_loss=lambda: first_loss[0] if first_loss else float("nan"),
+        replicas=replicas,
     )
     return step, report
 

@@ -43,6 +43,7 @@ def pipelining_available() -> bool:
 DDP = "ddp"
 COLLECTIVE = "collective"
 PIPELINE = "pipeline"
+DATA_PARALLEL = "data_parallel"  # torch.nn.DataParallel: several GPUs of one process
 # A collective that waits longer than this for a peer (a rank died or hung) raises instead
 # of blocking the agent for good; the collector fails the cell and restarts the world.
 TIMEOUT_VARIABLE = "FWBENCH_DIST_TIMEOUT_SECONDS"
@@ -71,9 +72,16 @@ def _leave() -> None:
         dist.destroy_process_group()
 
 
-def capabilities(base: Capability, model_names: tuple[str, ...]) -> dict[str, Capability]:
+def capabilities(
+    base: Capability, model_names: tuple[str, ...], world: World
+) -> dict[str, Capability]:
     """What a rank distributes: every model's training step under DDP (eager: compiled DDP
-    graphs are left for later), the ResNets also as pipeline stages, and allreduce."""
+    graphs are left for later), the ResNets also as pipeline stages, and allreduce. A process
+    started with several devices (FWBENCH_LOCAL_DEVICES) is offered DataParallel only, which
+    build() refuses with the reason."""
+    if world.local_devices > 1:
+        several = Capability(("train",), base.dtypes, ("eager",), (DATA_PARALLEL,))
+        return {name: several for name in model_names}
     train = Capability(("train",), base.dtypes, ("eager",), (DDP,))
     staged = Capability(("train",), base.dtypes, ("eager",), (DDP, PIPELINE))
     if not pipelining_available():
@@ -94,6 +102,12 @@ def device_for(world: World, device: torch.device) -> torch.device:
 def build(
     spec: WorkloadSpec, dtype: torch.dtype, device: torch.device, world: World, backend: str
 ) -> tuple[Callable[[], object], RankReport]:
+    if spec.strategy == DATA_PARALLEL:
+        raise UnsupportedWorkload(
+            "torch.nn.DataParallel splits a batch over several GPUs of one process: on a CPU "
+            "it is unsupported (torch has one CPU device), and on GPUs it is not built here "
+            "(no GPU was lent to this work); use --world-sizes N for DDP"
+        )
     if spec.strategy == COLLECTIVE and spec.workload.name == "allreduce":
         return _allreduce(spec, dtype, device, backend)
     if spec.strategy == DDP and spec.workload.name in models.MODEL_NAMES:

@@ -216,7 +216,7 @@ class TorchPlugin:
             capabilities=(
                 {name: capability for name in names}
                 if self.world is None
-                else distributed.capabilities(capability, models.MODEL_NAMES)
+                else distributed.capabilities(capability, models.MODEL_NAMES, self.world)
             ),
         )
 
