@@ -44,6 +44,7 @@ def test_torchrun_variables_make_the_world() -> None:
         ({"FWBENCH_DIST_BACKEND": "gl oo"}, "FWBENCH_DIST_BACKEND"),
         ({"FWBENCH_PEERS": "127.0.0.1:1"}, "names 1 ranks; WORLD_SIZE is 2"),
         ({"FWBENCH_LOCAL_DEVICES": "0"}, "FWBENCH_LOCAL_DEVICES=0"),
+        ({"FWBENCH_DIST_TIMEOUT_SECONDS": "soon"}, "FWBENCH_DIST_TIMEOUT_SECONDS"),
         ({"FWBENCH_LOCAL_DEVICES": "2"}, "several devices in each of several processes"),
     ],
 )

@@ -47,9 +47,6 @@ JAX_SHARDED = "jax_sharded"  # one process, a mesh over its own devices
 TENSOR = "tensor"  # weights sharded on their output features, the batch replicated
 COLLECTIVE = "collective"
 AXIS = "data"
-# How long jax.distributed.initialize waits for every rank (the torch plugin's variable).
-TIMEOUT_VARIABLE = "FWBENCH_DIST_TIMEOUT_SECONDS"
-DEFAULT_TIMEOUT_SECONDS = 120
 ELEMENTS_PER_ITEM = 1024  # the catalogue's allreduce item
 _DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
@@ -74,7 +71,7 @@ def start(world: World, device: str) -> None:
         )
     if world.backend:  # FWBENCH_DIST_BACKEND: gloo or mpi on a CPU
         jax.config.update("jax_cpu_collectives_implementation", world.backend)
-    seconds = int(os.environ.get(TIMEOUT_VARIABLE, "") or DEFAULT_TIMEOUT_SECONDS)
+    seconds = world.timeout_seconds  # FWBENCH_DIST_TIMEOUT_SECONDS
     jax.distributed.initialize(
         coordinator_address=world.rendezvous,
         num_processes=world.size,

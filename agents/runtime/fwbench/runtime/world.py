@@ -30,6 +30,11 @@ MAX_WORLD_SIZE = 4096
 # batch), not each replica's: a step covers batch_size items however many devices it spans.
 WHOLE_BATCH_STRATEGIES = frozenset({"pipeline", "tensor"})
 MAX_LOCAL_DEVICES = 64
+# How long a rank waits for its peers (joining, and in a collective) before it raises instead
+# of blocking for good (a rank died or hung): the collector then fails the cell and restarts
+# the world. Every plugin's engine is given it.
+TIMEOUT_VARIABLE = "FWBENCH_DIST_TIMEOUT_SECONDS"
+DEFAULT_TIMEOUT_SECONDS = 120
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ class World:
     peers: tuple[str, ...] = ()
     # FWBENCH_LOCAL_DEVICES: replicas in this process, each with batch_size items of its own.
     local_devices: int = 1
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS  # FWBENCH_DIST_TIMEOUT_SECONDS
 
     @property
     def rendezvous(self) -> str:
@@ -92,8 +98,11 @@ def world_from_environment(environ: Mapping[str, str] = os.environ) -> World | N
             "of several processes is not built (JAX's host devices cannot meet multi-process); "
             "use one or the other"
         )
+    timeout = DEFAULT_TIMEOUT_SECONDS
+    if environ.get(TIMEOUT_VARIABLE, "").strip():
+        timeout = _integer(environ, TIMEOUT_VARIABLE, 1, 86400)
     address = environ["MASTER_ADDR"].strip()
-    return World(size, rank, local_rank, address, port, backend, peers, devices)
+    return World(size, rank, local_rank, address, port, backend, peers, devices, timeout)
 
 
 CPUS_VARIABLE = "FWBENCH_CPUS"

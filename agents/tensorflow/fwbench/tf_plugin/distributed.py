@@ -41,10 +41,6 @@ MWMS = "multi_worker_mirrored"
 MIRRORED = "mirrored"
 LOCAL_REDUCTION = "reduction_to_one_device"  # MirroredStrategy's reduction between CPUs
 COLLECTIVE = "collective"
-# A collective that waits longer than this for a peer (a rank died or hung) raises instead of
-# blocking the agent for good; the collector fails the cell and restarts the world.
-TIMEOUT_VARIABLE = "FWBENCH_DIST_TIMEOUT_SECONDS"
-DEFAULT_TIMEOUT_SECONDS = 120
 ELEMENTS_PER_ITEM = 1024  # the catalogue's allreduce item
 # FWBENCH_DIST_BACKEND: tf.distribute's CommunicationImplementation; "" = RING (a CPU's
 # default: AUTO picks RING without GPUs, and RING is what the row should name).
@@ -134,7 +130,7 @@ def start(world: World, device: str) -> Rank:
     if gpus and tf.config.get_visible_devices("GPU"):
         tf.config.set_visible_devices(gpus[world.local_rank % len(gpus)], "GPU")
     os.environ["TF_CONFIG"] = json.dumps(tf_config(world))
-    seconds = float(os.environ.get(TIMEOUT_VARIABLE, "") or DEFAULT_TIMEOUT_SECONDS)
+    seconds = float(world.timeout_seconds)  # FWBENCH_DIST_TIMEOUT_SECONDS
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=getattr(
             tf.distribute.experimental.CommunicationImplementation, implementation.upper()

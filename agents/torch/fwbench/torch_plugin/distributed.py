@@ -15,7 +15,6 @@ import atexit
 import contextlib
 import datetime
 import importlib.util
-import os
 from collections.abc import Callable
 
 import torch
@@ -44,10 +43,6 @@ DDP = "ddp"
 COLLECTIVE = "collective"
 PIPELINE = "pipeline"
 DATA_PARALLEL = "data_parallel"  # torch.nn.DataParallel: several GPUs of one process
-# A collective that waits longer than this for a peer (a rank died or hung) raises instead
-# of blocking the agent for good; the collector fails the cell and restarts the world.
-TIMEOUT_VARIABLE = "FWBENCH_DIST_TIMEOUT_SECONDS"
-DEFAULT_TIMEOUT_SECONDS = 120
 ELEMENTS_PER_ITEM = 1024  # the catalogue's allreduce item
 
 
@@ -55,7 +50,7 @@ def start(world: World, device: torch.device) -> str:
     """Joins the world's process group (blocks until every rank has joined); returns the
     backend. Called once, from the plugin's constructor."""
     backend = world.backend or ("nccl" if device.type == "cuda" else "gloo")
-    seconds = int(os.environ.get(TIMEOUT_VARIABLE, "") or DEFAULT_TIMEOUT_SECONDS)
+    seconds = world.timeout_seconds  # FWBENCH_DIST_TIMEOUT_SECONDS
     dist.init_process_group(
         backend,
         init_method=f"tcp://{world.rendezvous}",
