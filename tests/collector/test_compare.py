@@ -50,7 +50,19 @@ def test_contenders_group_repetitions(run: RunData) -> None:
     assert len(cells) == 7
     conv = next(c for c in cells if c.agent == "tf-eigen" and c.key[0] == "conv2d")
     assert len(conv.groups) == 3 and conv.n == 180
-    assert conv.key == ("conv2d", "train", 8, "float32", 0, '{"m": 8}')
+    assert conv.key == ("conv2d", "train", 8, "float32", 0, '{"m": 8}', None)
+
+
+def test_a_world_strategy_is_its_own_cell_never_a_repetition(run: RunData) -> None:
+    """A world measured under two strategies ran two computations: the strategy is part of the
+    cell, so neither pools the other's samples as repetitions."""
+    results = run.results.copy()
+    twin = results["agent"] == "tf-eigen"
+    results.loc[twin, "strategy"] = ["ddp", "pipeline", "ddp", "pipeline", "ddp", "pipeline"]
+    cells = contenders(RunData(run.run_id, results, run.samples, run.metadata))
+    eigen = [c for c in cells if c.agent == "tf-eigen"]
+    assert sorted(c.key[-1] for c in eigen) == ["ddp", "ddp", "pipeline", "pipeline"]
+    assert {len(c.groups) for c in eigen} == {1, 2}
 
 
 def test_compare_to_baseline_verdicts(run: RunData) -> None:

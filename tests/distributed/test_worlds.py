@@ -61,6 +61,19 @@ def test_a_world_is_one_agent_as_slow_as_its_slowest_rank(tmp_path: Path) -> Non
     labels = set(series[series["cell"] == world_cell]["label"])
     assert {"rank0", "rank1"} <= labels and "rank1:user" in labels
     assert pd.isna(pair["telemetry_error"]) and pair["rss_peak_bytes"] > alone["rss_peak_bytes"]
+    # The report shows the worlds as the CLI does, and plots their scaling.
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    report = subprocess.run(
+        [str(COLLECTOR), "report", run_id, "--store", str(tmp_path / "store.sqlite"),
+         "--out", str(tmp_path / "report")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert 'id="distributed-table"' in html and 'id="fig-scaling"' in html
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "## Distributed worlds" in markdown and "| fake | gemm | 4 | ddp | 2 |" in markdown
+    assert "gemm train bs=4 float32 ddp" in markdown  # the strategy names the compared cell
 
 
 def test_a_failing_rank_fails_its_cell_and_a_fresh_world_measures_the_rest(

@@ -17,7 +17,11 @@ from fwbench.collector.stats.bootstrap import FloatArray
 from fwbench.collector.stats.samples import is_noisy
 from fwbench.collector.store import ResultStore
 
-KEY_COLUMNS = ("workload", "phase", "batch_size", "dtype", "threads_requested", "params")
+# A world's strategy is part of its cell: the same world measured with ddp and pipeline (or
+# jax_sharded and tensor) ran two computations, never repetitions of one.
+KEY_COLUMNS = (
+    "workload", "phase", "batch_size", "dtype", "threads_requested", "params", "strategy",
+)  # fmt: skip
 CellKey = tuple[Any, ...]
 
 
@@ -102,6 +106,6 @@ def contenders(run: RunData) -> list[Contender]:
 
 
 def key_label(key: CellKey) -> str:
-    workload, phase, batch, dtype, threads, _ = key
+    workload, phase, batch, dtype, threads, _, strategy = key
     text = f"{workload} {phase} bs={batch} {dtype}"
-    return text + (f" t={threads}" if threads else "")
+    return text + (f" t={threads}" if threads else "") + (f" {strategy}" if strategy else "")

@@ -11,6 +11,8 @@ With repetitions, each figure is the median over the repetitions' rows."""
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from fwbench.collector.agents.specs import SEPARATOR, WORLD_SEPARATOR
@@ -61,3 +63,61 @@ def scaling_table(results: pd.DataFrame) -> pd.DataFrame:
     efficiency = table["items_per_second"] / (table["replicas"] * alone)
     table["scaling_efficiency"] = efficiency.where(table["strategy"] != "collective")
     return table
+
+
+HEADERS = (
+    "agent",
+    "workload",
+    "batch",
+    "strategy",
+    "ranks",
+    "step",
+    "items/s",
+    "per replica",
+    "efficiency",
+    "comm share",
+    "message",
+    "algbw",
+    "busbw",
+)
+CAPTION = (
+    "batch: per replica (data parallel: a rank, or a device of a 1xD process), the world's "
+    "(pipeline, tensor; allreduce: 4 KiB units); step: the slowest rank's, per step (median); "
+    "items/s: all replicas; efficiency: items/s over replicas x the 1-replica world's of the "
+    "same strategy; comm share: communication the engine could not hide, per step; message: "
+    "allreduce bytes per rank; algbw: message / step; busbw: algbw x 2(n-1)/n (nccl-tests)"
+)
+
+
+def _figure(value: object, template: str) -> str:
+    missing = value is None or (isinstance(value, float) and math.isnan(value))
+    return "-" if missing else template.format(value)
+
+
+def scaling_rows(table: pd.DataFrame) -> list[list[str]]:
+    """scaling_table's rows as the text of HEADERS' columns ("-" where a figure means nothing:
+    items for a collective, bandwidth for training)."""
+    shown = []
+    for row in table.to_dict("records"):
+        collective = row["strategy"] == "collective"  # items mean nothing there: bandwidth
+        items = math.nan if collective else row["items_per_second"]
+        per_replica = math.nan if collective else row["per_replica_items_per_second"]
+        ranks = str(row["ranks"]) + (f"x{row['devices']}" if row["devices"] > 1 else "")
+        shown.append(
+            [
+                row["family"],
+                row["workload"],
+                str(row["batch_size"]),
+                row["strategy"],
+                ranks,
+                _figure(row["median_seconds"] * 1e3, "{:.2f} ms"),
+                _figure(items, "{:,.0f}"),
+                _figure(per_replica, "{:,.0f}"),
+                _figure(row["scaling_efficiency"], "{:.0%}"),
+                _figure(row["communication_share"], "{:.0%}"),
+                _figure(row["collective_bytes"] / 1024, "{:,.0f} KiB"),
+                _figure(row["algbw_bytes_per_second"] / 1e9, "{:.2f} GB/s"),
+                _figure(row["busbw_bytes_per_second"] / 1e9, "{:.2f} GB/s"),
+            ]
+        )
+    return shown

@@ -3,8 +3,6 @@ starts (docs/distributed.md)."""
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 from rich.table import Table
 
@@ -14,7 +12,7 @@ from fwbench.collector.agents.specs import (
     MAX_WORLD_SIZE,
     world_size_of,
 )
-from fwbench.collector.analysis.scaling import scaling_table
+from fwbench.collector.analysis.scaling import CAPTION, HEADERS, scaling_rows, scaling_table
 from fwbench.collector.run.plan import SelectionError, split_list
 
 # Every rank of a world runs the same number of timed steps: --iterations, or this many.
@@ -90,61 +88,14 @@ def check_world_loop(min_seconds: float | None, threads: str) -> None:
         )
 
 
-def _figure(value: object, template: str) -> str:
-    missing = value is None or (isinstance(value, float) and math.isnan(value))
-    return "-" if missing else template.format(value)
-
-
 def world_table(results: pd.DataFrame, title: str) -> Table | None:
     """The run's distributed figures (analysis/scaling.py); None for a run without worlds."""
     table = scaling_table(results)
     if table.empty:
         return None
-    shown = Table(title=title, caption=SCALING_CAPTION)
-    for header in (
-        "agent",
-        "workload",
-        "batch",
-        "strategy",
-        "ranks",
-        "step",
-        "items/s",
-        "per replica",
-        "efficiency",
-        "comm share",
-        "message",
-        "algbw",
-        "busbw",
-    ):
+    shown = Table(title=title, caption=CAPTION)
+    for header in HEADERS:
         shown.add_column(header, justify="left" if header in ("agent", "workload") else "right")
-    for row in table.to_dict("records"):
-        collective = row["strategy"] == "collective"  # items mean nothing there: bandwidth
-        items = math.nan if collective else row["items_per_second"]
-        per_replica = math.nan if collective else row["per_replica_items_per_second"]
-        ranks = str(row["ranks"]) + (f"x{row['devices']}" if row["devices"] > 1 else "")
-        shown.add_row(
-            row["family"],
-            row["workload"],
-            str(row["batch_size"]),
-            row["strategy"],
-            ranks,
-            _figure(row["median_seconds"] * 1e3, "{:.2f} ms"),
-            _figure(items, "{:,.0f}"),
-            _figure(per_replica, "{:,.0f}"),
-            _figure(row["scaling_efficiency"], "{:.0%}"),
-            _figure(row["communication_share"], "{:.0%}"),
-            _figure(row["collective_bytes"] / 1024, "{:,.0f} KiB"),
-            _figure(row["algbw_bytes_per_second"] / 1e9, "{:.2f} GB/s"),
-            _figure(row["busbw_bytes_per_second"] / 1e9, "{:.2f} GB/s"),
-        )
+    for cells in scaling_rows(table):
+        shown.add_row(*cells)
     return shown
-
-
-SCALING_CAPTION = (
-    "batch: per replica (data parallel: a rank, or a device of a 1xD process), the world's "
-    "(pipeline, tensor; allreduce: 4 KiB units); step: the slowest rank's, per step (median); "
-    "items/s: all replicas; efficiency: items/s over replicas x the 1-replica world's of the "
-    "same strategy; comm share: communication the engine could not hide, per step; message: "
-    "allreduce bytes per rank; algbw: message / "
-    "step; busbw: algbw x 2(n-1)/n (nccl-tests)"
-)

@@ -24,6 +24,7 @@ from fwbench.collector.analysis.decisions import (
     stored_decisions,
 )
 from fwbench.collector.analysis.report import data, figures
+from fwbench.collector.analysis.report.distributed import distributed_section, scaling_plot
 from fwbench.collector.analysis.report.roofline import roofline
 from fwbench.collector.stats.samples import MIN_SAMPLES, NOISY_CV, TUKEY_K
 from fwbench.collector.stats.significance import ALPHA, DEFAULT_NOISE_FLOOR
@@ -119,6 +120,7 @@ def _plots(run: RunData, result: ComparisonSet, baseline: str) -> list[figures.P
         figures.power_energy(run, palette),
         figures.resources(data.resource_table(run)),
         figures.time_to_accuracy(run, palette),
+        scaling_plot(run),
     ]
 
 
@@ -165,6 +167,7 @@ def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, An
         "comparisons": comparison_rows,
         "skipped": result.skipped,
         "decisions": _decisions(metadata),
+        "distributed": distributed_section(run),
         "statistics_headers": STATISTICS_HEADERS,
         "statistics": _statistics_rows(run),
         "environment_headers": list(environments.columns),
