@@ -229,6 +229,24 @@ def test_a_world_is_one_indexed_job_whose_pods_are_its_ranks(
     assert kube.left() == [] and kube.running() == []
 
 
+def test_worlds_of_one_pod_are_worlds_too(
+    kube: FakeKube, fake_manifests: Path, tmp_path: Path
+) -> None:
+    """--world-sizes 1,1x2: each a Job of one pod told it is rank 0 of a world of one (not an
+    agent alone), the second also that it has two devices."""
+    command = _command(tmp_path, fake_manifests, "--world-sizes", "1,1x2", "--phases", "train",
+                       "--iterations", "3")  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(tmp_path / "run" / "results.parquet").set_index("agent")
+    assert set(rows["status"]) == {"ok"} and set(rows["world_size"]) == {1}
+    assert rows.loc["fake~w1x2", "local_devices"] == 2 and rows.loc["fake~w1", "local_devices"] == 1
+    devices = sorted(env.get("FWBENCH_LOCAL_DEVICES", "") for env in kube.environments.values())
+    assert devices == ["", "2"]
+    assert {env["WORLD_SIZE"] for env in kube.environments.values()} == {"1"}
+    assert kube.left() == [] and kube.running() == []
+
+
 @pytest.mark.agent
 def test_a_torch_world_meets_through_the_services_pod_hostnames(
     kube: FakeKube, torch_image: None, tmp_path: Path

@@ -171,25 +171,25 @@ class KubernetesLauncher:
         tag = self.settings.image_tag(manifest) if self.settings.image_tag else manifest.name
         return self.options.registry + tag
 
-    def _create(self, manifest: AgentManifest, instance: str, size: int, threads: int) -> str:
-        """The Service and Job of `instance` as a world of `size` pods; returns the Job's name."""
+    def _create(
+        self, manifest: AgentManifest, instance: str, size: int, threads: int, world: bool
+    ) -> str:
+        """The Service and Job of `instance` as a world of `size` pods (`world`: ranks told
+        torchrun's variables, also a world of one; else one agent); returns the Job's name."""
         if self._closed.is_set():
             raise AgentUnavailable(f"not creating {instance}: the run is ending")
-        if local_devices_of(instance) > 1:
-            raise AgentUnavailable(
-                f"{instance}: a pod of several devices (--world-sizes 1xD) is not built for "
-                "Kubernetes; use --launcher local, docker or slurm"
-            )
         base = dns_name(f"fwbench-{self.settings.run_id}-{instance}")[:50].rstrip("-")
         name = f"{base}-{next(self._count)}"
         env = {"FWBENCH_ORPHAN_SECONDS": f"{orphan_seconds():g}"}
         if threads:
             env["FWBENCH_THREADS"] = str(threads)
+        if world and local_devices_of(instance) > 1:  # NAME~w1xD: one pod of D devices
+            env["FWBENCH_LOCAL_DEVICES"] = str(local_devices_of(instance))
         gpus = 1 if manifest.requires_gpu else 0
         shape = PodShape(self.options.cpus, self.options.memory, gpus)
         objects = world_objects(
             manifest, self.image(manifest), self.settings.run_id, size, shape,
-            self.options.namespace, name, self._notes(), env, self._secret,
+            self.options.namespace, name, self._notes(), env, self._secret, alone=not world,
         )  # fmt: skip
         pods = f"{size} pod{'s' if size > 1 else ''}"
         self.settings.report(f"creating Job {self.options.namespace}/{name} ({pods})")
@@ -209,7 +209,7 @@ class KubernetesLauncher:
         world, _, rank = name.rpartition("-rank")
         deadline = time.monotonic() + self.settings.start_timeout_seconds
         owns = world not in self._worlds
-        job = self._create(manifest, name, 1, threads) if owns else self._worlds[world]
+        job = self._create(manifest, name, 1, threads, False) if owns else self._worlds[world]
         handle = KubernetesAgent(
             name=name,
             address="",
@@ -246,7 +246,7 @@ class KubernetesLauncher:
     ) -> Placement:
         """One Indexed Job of `size` pods: every rank is told its index (RANK), rank 0's stable
         hostname under the headless Service (MASTER_ADDR) and every rank's (FWBENCH_PEERS)."""
-        job = self._create(manifest, instance, size, threads)
+        job = self._create(manifest, instance, size, threads, True)
         self._worlds[instance] = job
         return Placement(
             f"{job}-0.{job}",

@@ -56,8 +56,10 @@ def world_objects(
     annotations: Mapping[str, str] | None = None,
     extra_env: Mapping[str, str] | None = None,
     token_secret: str = "",
+    alone: bool | None = None,
 ) -> list[dict[str, Any]]:
-    """The Service and Indexed Job of one agent as a world of `world_size` pods: named `name`
+    """The Service and Indexed Job of one agent as a world of `world_size` pods (`alone`: one
+    agent, without torchrun's variables; default: when there is one pod): named `name`
     (default: from the run, agent and size), with `annotations` on every object and pod, and
     `extra_env` added to (or replacing) the pod's variables. With `token_secret`, the agent
     demands the token that Secret holds (TOKEN_VARIABLE from its key, never a literal)."""
@@ -104,7 +106,7 @@ def world_objects(
         {"name": "FWBENCH_THREADS", "value": str(shape.cpus)},
         {"name": "FWBENCH_HOST", "value": "0.0.0.0"},
     ]
-    if world_size == 1:  # an agent alone: no distributed runtime
+    if world_size == 1 if alone is None else alone:  # no distributed runtime
         env = [e for e in env if e["name"] in ("FWBENCH_THREADS", "FWBENCH_HOST")]
     extra = dict(extra_env or {})
     env = [e for e in env if e["name"] not in extra]
