@@ -157,6 +157,20 @@ def test_a_world_is_one_allocation_whose_tasks_are_its_ranks(
     assert our_jobs() == []
 
 
+def test_a_process_of_two_devices_is_one_task_told_so(
+    slurm_cluster: Path, manifests: Path, tmp_path: Path
+) -> None:
+    """--world-sizes 1x2: one task given two replicas' CPUs and FWBENCH_LOCAL_DEVICES=2."""
+    command = _command(tmp_path, manifests, "--batch-sizes", "1", "--world-sizes", "1x2",
+                       "--phases", "train", "--iterations", "3")  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    (row,) = pd.read_parquet(tmp_path / "run" / "results.parquet").to_dict("records")
+    assert (row["status"], row["world_size"], row["local_devices"]) == ("ok", 1, 2)
+    assert (row["items_per_sample"], row["world_placement"]) == (2, "slurm")
+    assert our_jobs() == []
+
+
 @pytest.mark.agent
 def test_real_agents_and_torch_and_tensorflow_worlds_through_slurm(
     slurm_cluster: Path, tmp_path: Path

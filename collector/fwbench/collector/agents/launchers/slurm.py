@@ -52,6 +52,7 @@ from fwbench.collector.agents.launchers.slurm_scripts import (
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.agents.specs import local_devices_of
 
 # sbatch options the launcher sets itself; --slurm cannot override them.
 RESERVED = frozenset({"parsable", "job-name", "output", "comment", "wrap", "export"})
@@ -232,14 +233,16 @@ class SlurmLauncher:
         allocation's first node). Each rank's start() then waits for its own ports file."""
         if self._closed.is_set():
             raise AgentUnavailable(f"not submitting {instance}: the run is ending")
-        env, variables = self._environment(manifest, threads)
+        devices = local_devices_of(instance)  # NAME~w1xD: a task of D devices
+        extra = {"FWBENCH_LOCAL_DEVICES": str(devices)} if devices > 1 else {}
+        env, variables = self._environment(manifest, threads, extra)
         folder = scratch_folder("ports")
         port = random.randint(20000, 39999)  # on a node the collector cannot probe
         agent = agent_command(env.python, manifest, Path("PORTS"), self._token_file)
         script = world_script(variables, agent, folder, port)
         log = self.settings.log_dir / f"{instance}.log"
-        extra = [f"--ntasks={size}", *([f"--cpus-per-task={threads}"] if threads else [])]
-        job = self._submit(instance, script, log, extra)
+        options = [f"--ntasks={size}", *([f"--cpus-per-task={threads}"] if threads else [])]
+        job = self._submit(instance, script, log, options)
         self._worlds[instance] = (job, folder, env)
         return Placement(
             "(the allocation's first node)",
