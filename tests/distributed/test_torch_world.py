@@ -85,15 +85,27 @@ def test_a_rank_killed_mid_step_fails_the_cell_and_the_sweep_goes_on(tmp_path: P
         assert not Path(f"/proc/{rank['pid']}").exists()
 
 
-def test_a_resnet_split_into_pipeline_stages(tmp_path: Path) -> None:
+def test_a_resnet_split_into_pipeline_stages_and_by_tensor(tmp_path: Path) -> None:
+    """pipeline: one stage per rank; tensor: the fully connected layers sharded over the ranks
+    (torch.distributed.tensor.parallel), the same batch on both: the same first-step loss as
+    one rank's."""
     command = _command(
-        tmp_path, "--workloads", "resnet18", "--param", "image_size=64", "--batch-sizes", "4",
-        "--iterations", "3", "--strategies", "pipeline",
+        tmp_path, "--workloads", "resnet18,lenet", "--param", "image_size=64", "--batch-sizes",
+        "4", "--iterations", "3", "--strategies", "pipeline,tensor",
     )  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
-    rows = pd.read_parquet(tmp_path / "run" / "results.parquet").set_index("agent")
-    assert set(rows["strategy"]) == {"pipeline"} and set(rows["status"]) == {"ok"}
+    everything = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    tensor = everything[everything["strategy"] == "tensor"].set_index(["workload", "agent"])
+    assert set(tensor["status"]) == {"ok"} and set(tensor["items_per_sample"]) == {4}
+    for workload in ("lenet", "resnet18"):
+        alone, pair = tensor.loc[(workload, "torch-cpu~w1")], tensor.loc[(workload, "torch-cpu~w2")]
+        assert pair["first_step_loss"] == pytest.approx(alone["first_step_loss"], rel=1e-5)
+    lenet = everything[everything["workload"] == "lenet"]  # LeNet has no pipeline stages
+    assert set(lenet["strategy"]) == {"tensor"}
+    rows = everything[everything["strategy"] == "pipeline"].set_index("agent")
+    rows = rows[rows["workload"] == "resnet18"]
+    assert set(rows["status"]) == {"ok"}
     # One batch goes through both stages: the world's batch, not 4 per rank.
     assert list(rows["items_per_sample"]) == [4, 4]
     assert rows["first_step_loss"].notna().all()  # the last stage's

@@ -39,10 +39,15 @@ def pipelining_available() -> bool:
     return importlib.util.find_spec("torch.distributed.pipelining") is not None
 
 
+def tensor_parallel_available() -> bool:
+    return importlib.util.find_spec("torch.distributed.tensor.parallel") is not None
+
+
 DDP = "ddp"
 COLLECTIVE = "collective"
 PIPELINE = "pipeline"
 DATA_PARALLEL = "data_parallel"  # torch.nn.DataParallel: several GPUs of one process
+TENSOR = "tensor"  # tensor.py: Linear layers sharded over the ranks
 ELEMENTS_PER_ITEM = 1024  # the catalogue's allreduce item
 
 
@@ -77,8 +82,9 @@ def capabilities(
     if world.local_devices > 1:
         several = Capability(("train",), base.dtypes, ("eager",), (DATA_PARALLEL,))
         return {name: several for name in model_names}
-    train = Capability(("train",), base.dtypes, ("eager",), (DDP,))
-    staged = Capability(("train",), base.dtypes, ("eager",), (DDP, PIPELINE))
+    sharded = (TENSOR,) if tensor_parallel_available() else ()
+    train = Capability(("train",), base.dtypes, ("eager",), (DDP, *sharded))
+    staged = Capability(("train",), base.dtypes, ("eager",), (DDP, PIPELINE, *sharded))
     if not pipelining_available():
         staged = train
     return {
@@ -112,6 +118,11 @@ def build(
 
         step, first_loss = pipeline.build(spec, dtype, device, world)
         return step, RankReport(backend, first_step_loss=first_loss)
+    if spec.strategy == TENSOR and spec.workload.name in models.MODEL_NAMES:
+        from fwbench.torch_plugin import tensor  # torch >= 2.3 (tensor_parallel_available)
+
+        step, first_loss = tensor.build(spec, dtype, device, world)
+        return step, RankReport(backend, first_step_loss=first_loss)
     raise UnsupportedWorkload(f"torch: no strategy {spec.strategy!r} for {spec.workload.name}")
 
 
@@ -127,20 +138,14 @@ def _allreduce(
     return step, RankReport(backend, collective_bytes=message.numel() * message.element_size())
 
 
-def _ddp_train(
-    spec: WorkloadSpec, dtype: torch.dtype, device: torch.device, world: World, backend: str
-) -> tuple[Callable[[], object], RankReport]:
-    """The catalogue model under DDP: identical initial weights on every rank (the seed; DDP
-    broadcasts rank 0's anyway), each rank its own shard of synthetic data (seed + rank)."""
-    name = spec.workload.name
-    torch.manual_seed(spec.seed)
-    model = models.build_model(name).to(device=device, dtype=dtype)
-    ddp_device = [device.index] if device.type == "cuda" else None
-    wrapped = nn.parallel.DistributedDataParallel(model, device_ids=ddp_device)
-    wrapped._set_ddp_runtime_logging_sample_rate(1)  # timings of every step, not every 100th
-    generator = torch.Generator(device=device).manual_seed(spec.seed + world.rank)
+def training_step(
+    model: nn.Module, spec: WorkloadSpec, dtype: torch.dtype, device: torch.device, data_seed: int
+) -> tuple[Callable[[], object], Callable[[], float]]:
+    """One SGD step (lr 0.01, momentum 0.9, as the single-process step) of `model` (wrapped by
+    the strategy) on a synthetic batch drawn from `data_seed`, and the first step's loss."""
+    generator = torch.Generator(device=device).manual_seed(data_seed)
     inputs, labels = models.example_batch(
-        name,
+        spec.workload.name,
         spec.batch_size,
         image_size=spec.params.get("image_size", 224),
         seq_len=spec.params.get("seq_len", 200),
@@ -148,19 +153,34 @@ def _ddp_train(
         device=device,
         generator=generator,
     )
-    optimizer = torch.optim.SGD(wrapped.parameters(), lr=0.01, momentum=0.9)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     first_loss: list[float] = []
-    wrapped.train()
+    model.train()
 
     def step() -> object:
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(wrapped(inputs), labels)
+        loss = loss_fn(model(inputs), labels)
         loss.backward()
         optimizer.step()
         if not first_loss:
             first_loss.append(float(loss.detach()))
         return loss
+
+    return step, lambda: first_loss[0] if first_loss else float("nan")
+
+
+def _ddp_train(
+    spec: WorkloadSpec, dtype: torch.dtype, device: torch.device, world: World, backend: str
+) -> tuple[Callable[[], object], RankReport]:
+    """The catalogue model under DDP: identical initial weights on every rank (the seed; DDP
+    broadcasts rank 0's anyway), each rank its own shard of synthetic data (seed + rank)."""
+    torch.manual_seed(spec.seed)
+    model = models.build_model(spec.workload.name).to(device=device, dtype=dtype)
+    ddp_device = [device.index] if device.type == "cuda" else None
+    wrapped = nn.parallel.DistributedDataParallel(model, device_ids=ddp_device)
+    wrapped._set_ddp_runtime_logging_sample_rate(1)  # timings of every step, not every 100th
+    step, first_loss = training_step(wrapped, spec, dtype, device, spec.seed + world.rank)
 
     def engine() -> dict[str, int]:
         data = wrapped._get_ddp_logging_data()
@@ -176,9 +196,4 @@ def _ddp_train(
             found["communication_not_overlapped"] = max(exposed, 0)
         return found
 
-    report = RankReport(
-        backend,
-        engine_nanoseconds=engine,
-        first_step_loss=lambda: first_loss[0] if first_loss else float("nan"),
-    )
-    return step, report
+    return step, RankReport(backend, engine_nanoseconds=engine, first_step_loss=first_loss)
