@@ -33,9 +33,11 @@ def test_tensorflow_and_jax_spread_one_process_over_two_devices(tmp_path: Path) 
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
-    torch = rows[rows["agent"].str.startswith("torch-cpu")].set_index(["agent", "workload"])
-    assert torch.loc[("torch-cpu~w1", "lenet"), "status"] == "ok"  # DDP of one rank
-    refused = torch.loc[("torch-cpu~w1x2", "lenet")]  # DataParallel: GPUs of one process
+    torch = rows[rows["agent"].str.startswith("torch-cpu")]
+    torch = torch.set_index(["agent", "workload", "strategy"])
+    assert torch.loc[("torch-cpu~w1", "lenet", "ddp"), "status"] == "ok"  # DDP of one rank
+    # DataParallel: GPUs of one process
+    refused = torch.loc[("torch-cpu~w1x2", "lenet", "data_parallel")]
     assert refused["status"] == "unsupported" and "on a CPU it is unsupported" in refused["error"]
     rows = rows[~rows["agent"].str.startswith("torch-cpu")]
     assert set(rows["status"]) == {"ok"}, rows["error"].dropna().tolist()
