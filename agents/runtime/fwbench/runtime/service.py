@@ -370,13 +370,19 @@ def _result_message(
     )
 
 
+def _spread_over_devices(spec: WorkloadSpec, world: World | None) -> bool:
+    """Whether the step is data parallel in a process of several devices (FWBENCH_LOCAL_DEVICES):
+    each device a replica with batch_size items. Not a collective's message, not a
+    model-parallel strategy (the world's one batch)."""
+    if world is None or world.local_devices <= 1 or spec.workload.kind == "collective":
+        return False
+    return spec.strategy not in WHOLE_BATCH_STRATEGIES
+
+
 def _checked(built: BuiltStep, spec: WorkloadSpec, world: World | None) -> BuiltStep:
     """A data-parallel step of a process started with D devices ran on D, or the counts of
     items would be wrong: a plugin that ignored FWBENCH_LOCAL_DEVICES fails the cell."""
-    data_parallel = (
-        spec.workload.kind != "collective" and spec.strategy not in WHOLE_BATCH_STRATEGIES
-    )
-    if world is not None and world.local_devices > 1 and data_parallel:
+    if world is not None and _spread_over_devices(spec, world):
         replicas = built.rank.replicas if built.rank is not None else 1
         if replicas != world.local_devices:
             raise RuntimeError(
@@ -388,11 +394,8 @@ def _checked(built: BuiltStep, spec: WorkloadSpec, world: World | None) -> Built
 
 
 def _replica_items(spec: WorkloadSpec, world: World | None) -> int:
-    """A process of D replicas (FWBENCH_LOCAL_DEVICES) trains batch_size items on each, so a
-    step covers D x batch_size; 0 (= batch_size) otherwise, and for a collective's message."""
-    if world is None or world.local_devices <= 1 or spec.workload.kind == "collective":
-        return 0
-    if spec.strategy in WHOLE_BATCH_STRATEGIES:
+    """D x batch_size for a step spread over D devices; 0 (= batch_size) otherwise."""
+    if world is None or not _spread_over_devices(spec, world):
         return 0
     return spec.batch_size * world.local_devices
 
