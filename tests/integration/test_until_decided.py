@@ -50,6 +50,9 @@ def test_rounds_go_on_until_every_comparison_is_decided(tmp_path: Path, isolated
     for decision in decided["decisions"]:
         assert decision["repetitions"] >= 2
         assert decision["ci_low"] <= decision["speedup"] <= decision["ci_high"]
+        assert 0.95 < decision["level"] < 1, decision  # strict: shared over looks and cells
+        if decision["verdict"] == "equivalent":  # the interval of its one-sided tests, inside
+            assert decision["ci_low"] >= 1 / 1.05 and decision["ci_high"] <= 1.05, decision
         if decision["agent"] == "slow":
             # 1 / 1.5 plus each step's small constant overhead. Its interval may be wide (two
             # processes a side at a strict level), but "slower" says it clears the floor.
@@ -112,6 +115,7 @@ def test_the_budget_stops_the_rounds(tmp_path: Path, isolated_store) -> None:
     # Short processes by default (3 iterations), a given --min-seconds kept.
     loop = metadata["selection"]["loop"]
     assert (loop["min_iterations"], loop["min_seconds"]) == (3, 0.2), loop
+    assert loop["warmup_iterations"] == 1, loop
     assert decided["rounds"] == 1  # the first round alone overruns 1 s
     assert all(d["verdict"] == "undecided" for d in decided["decisions"])
     assert all(d["why"].startswith("budget") for d in decided["decisions"])
@@ -126,6 +130,7 @@ def test_bad_until_decided_input_is_refused_before_anything_starts(
         (("--baseline", "nope"), "--baseline 'nope' is not among fast, slow"),
         (("--same-process",), "drop --same-process"),
         (("--margin", "1.5"), "--margin is a fraction"),
+        (("--repeat", "1"), "--repeat 1 with --until-decided: give 2 or more rounds"),
     ):
         out, done = _run(tmp_path / extra[0].strip("-"), {"fast": {}, "slow": {}}, *extra)
         assert done.returncode == 2 and message in done.stderr, (extra, done.stderr)

@@ -24,10 +24,14 @@ def stored_decisions(metadata: dict[str, Any]) -> dict[str, Any] | None:
 
 def decisions_caption(decisions: dict[str, Any]) -> str:
     margin = max(decisions["margin"], decisions["floor"])
+    # Runs since the rules had two families store each interval's level; an equivalence's
+    # interval is then that of its two one-sided tests (1 - 2a), a difference's two-sided.
+    tost = any("level" in q for q in decisions["decisions"])
+    which = "; an equivalence's: that of its two one-sided tests" if tost else ""
     return (
         f"{decisions['rounds']} rounds in {decisions['seconds']:.0f} s of a "
         f"{decisions['budget_seconds']:.0f} s budget; stopped: {decisions['stopped']}. "
-        f"Equivalent: within ±{margin:.0%}; intervals at each comparison's last look "
+        f"Equivalent: within ±{margin:.0%}; intervals at each comparison's last look{which} "
         f"({decisions['method']})."
     )
 

@@ -28,6 +28,10 @@ DEFAULT_MAX_ROUNDS = 20  # --repeat's meaning with --until-decided, unless given
 # "Samples per process or processes"). Used unless --iterations / --min-seconds are given.
 DECIDED_MIN_ITERATIONS = 3
 DECIDED_MIN_SECONDS = 0.5
+# One warm-up iteration after the (untimed) first: past it, steps were within a few percent
+# of steady state for every agent measured, and 5 of them were 45% of a round when a step
+# takes seconds (docs/report.md, "Warm-up"). Used unless --warmup is given.
+DECIDED_WARMUP = 1
 _UNITS = {"s": 1, "m": 60, "h": 3600}
 _STYLES = {FASTER: "green", SLOWER: "red", EQUIVALENT: "cyan"}
 
@@ -38,8 +42,8 @@ UntilDecided = Annotated[
         help="Add fresh-process rounds until every agent is decided against --baseline in "
         "every cell (faster, slower or equivalent within --margin), or --budget ends; decided "
         "cells stop being measured. --repeat is then the most rounds (default 20); "
-        f"--iterations and --min-seconds default to {DECIDED_MIN_ITERATIONS} and "
-        f"{DECIDED_MIN_SECONDS} s (short processes, many of them).",
+        f"--iterations, --min-seconds and --warmup default to {DECIDED_MIN_ITERATIONS}, "
+        f"{DECIDED_MIN_SECONDS} s and {DECIDED_WARMUP} (short processes, many of them).",
     ),
 ]
 Budget = Annotated[
@@ -65,6 +69,25 @@ def parse_budget(text: str) -> float:
     if not found or float(found.group(1)) <= 0:
         raise SelectionError(f"--budget {text!r}: give a positive time such as 90s, 10m or 1h")
     return float(found.group(1)) * _UNITS[found.group(2) or "s"]
+
+
+def decided_loop(
+    repeat: int | None, iterations: int, warmup: int | None, min_seconds: float | None
+) -> tuple[int, int, int, float]:
+    """(--repeat, --iterations, --warmup, --min-seconds) with --until-decided: what was given,
+    else the defaults above. --repeat is the most rounds; the error budget is shared by the
+    looks those rounds allow, so at least one look (two rounds) is needed."""
+    if repeat is not None and repeat < 2:
+        raise SelectionError(
+            f"--repeat {repeat} with --until-decided: give 2 or more rounds (the first look "
+            "needs two processes a side)"
+        )
+    return (
+        DEFAULT_MAX_ROUNDS if repeat is None else repeat,
+        iterations or DECIDED_MIN_ITERATIONS,
+        DECIDED_WARMUP if warmup is None else warmup,
+        DECIDED_MIN_SECONDS if min_seconds is None else min_seconds,
+    )
 
 
 def decide_options(

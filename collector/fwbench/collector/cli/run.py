@@ -34,15 +34,13 @@ from fwbench.collector.cli.common import (
     load_manifests,
 )
 from fwbench.collector.cli.decide import (
-    DECIDED_MIN_ITERATIONS,
-    DECIDED_MIN_SECONDS,
     DEFAULT_BUDGET,
-    DEFAULT_MAX_ROUNDS,
     Baseline,
     Budget,
     Margin,
     UntilDecided,
     decide_options,
+    decided_loop,
 )
 from fwbench.collector.cli.execution import execute, resume_run
 from fwbench.collector.cli.k8s import check_k8s_options
@@ -96,7 +94,9 @@ def run(
             help="Workload shape parameter NAME=VALUE, e.g. m=1024 or image_size=64 (repeatable)."
         ),
     ] = None,
-    warmup: Annotated[int | None, typer.Option(help="Warm-up iterations (default 5).")] = None,
+    warmup: Annotated[
+        int | None, typer.Option(help="Warm-up iterations (default 5; 1 with --until-decided).")
+    ] = None,
     iterations: Annotated[int, typer.Option(help="Minimum timed iterations (0 = 10).")] = 0,
     min_seconds: Annotated[
         float | None, typer.Option(help="Minimum timed seconds (default 1).")
@@ -245,11 +245,11 @@ def run(
         pythons = parse_pythons(python or [], declared)
         check_pythons(pythons, agent_specs, declared, errors.print)
         decide = decide_options(until_decided, budget, baseline, margin, agent_specs, fresh_process)
-        if decide and getattr(ctx.get_parameter_source("repeat"), "name", "") != "COMMANDLINE":
-            repeat = DEFAULT_MAX_ROUNDS
         if decide:
-            iterations = iterations or DECIDED_MIN_ITERATIONS
-            min_seconds = DECIDED_MIN_SECONDS if min_seconds is None else min_seconds
+            given = getattr(ctx.get_parameter_source("repeat"), "name", "") == "COMMANDLINE"
+            repeat, iterations, warmup, min_seconds = decided_loop(
+                repeat if given else None, iterations, warmup, min_seconds
+            )
         selection = build_selection(
             catalogue,
             workloads=workloads,

@@ -27,8 +27,8 @@ from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import Cell
 from fwbench.collector.run.work import AgentWork
-from fwbench.collector.stats.sequential import look
-from fwbench.collector.stats.significance import UNDECIDED
+from fwbench.collector.stats.sequential import METHOD, look, look_alpha
+from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
 
 # A comparison's cell: what every agent runs alike (the mode is the agent's own).
 Key = tuple[str, str, int, str, int, str, str]
@@ -67,6 +67,7 @@ class Question:
     speedup: float = float("nan")
     ci_low: float = float("nan")
     ci_high: float = float("nan")
+    level: float = float("nan")  # the interval's confidence level
     repetitions: int = 0
     looks: int = 0
     why: str = ""  # why it ended undecided, or "" while open
@@ -103,8 +104,7 @@ class Decisions:
             "seconds": round(self.seconds, 1),
             "round_seconds": [round(s, 1) for s in self.round_seconds],
             "stopped": self.stopped,
-            "method": "Welch over fresh processes, alpha spending 6/(pi^2 k^2) per look, "
-            "Bonferroni over the comparisons (stats/sequential.py)",
+            "method": METHOD,
             "decisions": [
                 {**_finite(asdict(q)), "cell": key_text(q.key), "key": list(q.key)}
                 for q in self.questions
@@ -199,7 +199,12 @@ def run_until_decided(
 
 def _look(decisions: Decisions, groups: dict[tuple[str, str, Key], list[np.ndarray]]) -> None:
     settings = decisions.settings
-    for question in decisions.questions:
+    questions = decisions.questions
+    # Each family's budget is shared by the comparisons not yet decided in it (Holm-style).
+    differences = len(questions) - sum(q.verdict in (FASTER, SLOWER) for q in questions)
+    equivalences = len(questions) - sum(q.verdict == EQUIVALENT for q in questions)
+    planned = settings.max_rounds - 1  # a comparison's looks: from its second round
+    for question in questions:
         if not question.open:
             continue
         base = groups.get((question.against, question.against_mode, question.key), [])
@@ -213,14 +218,15 @@ def _look(decisions: Decisions, groups: dict[tuple[str, str, Key], list[np.ndarr
         seen = look(
             base,
             other,
-            question.looks,
-            len(decisions.questions),
+            look_alpha(question.looks, planned, differences),
+            look_alpha(question.looks, planned, equivalences),
             settings.floor,
             settings.margin,
         )
         question.verdict, question.repetitions = seen.verdict, seen.repetitions
-        question.speedup, question.ci_low, question.ci_high = (
+        question.speedup, question.ci_low, question.ci_high, question.level = (
             seen.speedup,
             seen.ci_low,
             seen.ci_high,
+            seen.level,
         )

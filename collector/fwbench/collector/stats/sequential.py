@@ -2,20 +2,28 @@
 processes, each comparison still open is looked at again, and measuring stops for the ones
 that are decided. Looking again and again at a test made for one look calls false
 differences far more often than its level says; the rules here keep the error rates under
-ALPHA over any number of looks:
+ALPHA over all the looks a run can make:
 
 - The unit is the process (one repetition = a fresh process of each agent), as in
   significance.py: Welch's t over the log medians of the repetitions, from 2 a side.
-- Alpha spending: look k (k = 1 at 2 repetitions a side) spends ALPHA * 6 / (pi^2 k^2) of the
-  error budget, which sums to ALPHA over infinitely many looks (so no maximum number of looks
-  is needed in advance), split evenly (Bonferroni) over the m comparisons asked for. The
-  interval at a look is the two-sided Welch interval at level 1 - alpha_k / m.
-- A comparison is decided "faster" or "slower" when that interval clears the noise floor,
-  "equivalent" when it lies within the margin (two one-sided tests at alpha_k / (2m) each); it
-  stays open otherwise. By the union bound over looks and comparisons, the chance of any false
-  difference (or any false equivalence) in the whole procedure is at most ALPHA.
+- Alpha spending over the planned looks: a run of at most R rounds looks at a comparison at
+  most K = R - 1 times (from its second round), and look k spends ALPHA / K of the error
+  budget (Bonferroni over the looks; the spending is fixed before any data, so the budget
+  holds whenever the run stops). Simulated in tests/collector/test_sequential.py against the
+  earlier schedule (6 / (pi^2 k^2) per look, which spends 61% of the budget at two processes a
+  side, where nothing is decided): equal shares decide equivalence within far fewer
+  processes and keep the error rates.
+- Two families, each with its own budget and its own Holm-style recycling: a *difference*
+  ("faster" or "slower": the two-sided Welch interval at level 1 - a clears the noise floor)
+  and an *equivalence* (two one-sided tests at level a each, i.e. the 1 - 2a interval lies
+  within the margin). At a look, a = ALPHA / K / m, m being the comparisons asked for less
+  those already decided *in that family* (a hypothesis rejected gives its share to the
+  others, as in Holm's procedure; one merely stopped keeps its share). Before the first false
+  call of a family every true hypothesis of it is still counted, so by the union bound over
+  looks the chance of any false difference is at most ALPHA, and so is the chance of any
+  false equivalence.
 
-The simulation in tests/collector/test_sequential.py checks the false-call rate on A/A data
+The simulation in tests/collector/test_sequential.py checks the false-call rates on A/A data
 with the process-to-process spread measured on the development machine."""
 
 from __future__ import annotations
@@ -37,19 +45,28 @@ from fwbench.collector.stats.significance import (
 )
 
 MIN_REPETITIONS = 2  # a side, before the first look
+METHOD = (
+    "Welch over fresh processes; alpha / (rounds - 1) per look, Holm-style over the "
+    "comparisons, separately for differences and for equivalence (TOST) (stats/sequential.py)"
+)
 
 
-def look_alpha(look: int, comparisons: int = 1, alpha: float = ALPHA) -> float:
-    """The error budget one comparison spends at look `look` (from 1)."""
-    if look < 1 or comparisons < 1:
-        raise ValueError("looks and comparisons count from 1")
-    return alpha * 6 / (math.pi**2 * look**2) / comparisons
+def look_alpha(look: int, planned_looks: int, comparisons: int = 1, alpha: float = ALPHA) -> float:
+    """The error budget one comparison spends at look `look` (from 1) of `planned_looks`,
+    `comparisons` being those still sharing the family's budget."""
+    if not 1 <= look <= planned_looks or comparisons < 1:
+        raise ValueError(
+            f"look {look} of {planned_looks} with {comparisons} comparisons: "
+            "looks count from 1 up to the planned looks, comparisons from 1"
+        )
+    return alpha / planned_looks / comparisons
 
 
 @dataclass(frozen=True)
 class Look:
     """One look at one comparison: the speedup (baseline median / contender median), its
-    interval at this look's level, and what it decides."""
+    interval at this look's level (the equivalence interval when it decided equivalent, else
+    the difference interval), and what it decides."""
 
     speedup: float
     ci_low: float
@@ -62,31 +79,36 @@ class Look:
 def look(
     baseline: Sequence[FloatArray],
     contender: Sequence[FloatArray],
-    look_number: int,
-    comparisons: int,
+    alpha_difference: float,
+    alpha_equivalence: float,
     floor: float,
     margin: float,
 ) -> Look:
-    """The verdict at this look; UNDECIDED before both sides have MIN_REPETITIONS."""
+    """The verdict at this look; UNDECIDED before both sides have MIN_REPETITIONS.
+    `alpha_difference` / `alpha_equivalence`: this look's error budget in each family
+    (look_alpha)."""
     base = np.log([np.median(g) for g in baseline if len(g)])
     other = np.log([np.median(g) for g in contender if len(g)])
     repetitions = min(len(base), len(other))
     if repetitions == 0:
         raise ValueError("no samples to compare")
     speedup = math.exp(float(base.mean() - other.mean()))
-    alpha = look_alpha(look_number, comparisons)
     if repetitions < MIN_REPETITIONS:
-        return Look(speedup, 0.0, math.inf, 1 - alpha, repetitions, UNDECIDED)
-    low, high = _welch_interval(base, other, alpha)
+        return Look(speedup, 0.0, math.inf, 1 - alpha_difference, repetitions, UNDECIDED)
+    low, high = _welch_interval(base, other, alpha_difference)
+    called, level = UNDECIDED, 1 - alpha_difference
     if low > math.log(1 + floor):
         called = FASTER
     elif high < -math.log(1 + floor):
         called = SLOWER
-    elif -math.log(1 + max(margin, floor)) <= low and high <= math.log(1 + max(margin, floor)):
-        called = EQUIVALENT
     else:
-        called = UNDECIDED
-    return Look(speedup, math.exp(low), math.exp(high), 1 - alpha, repetitions, called)
+        # Two one-sided tests at alpha_equivalence each: the 1 - 2 alpha interval within the
+        # margin; that interval is the one shown when it decides.
+        near_low, near_high = _welch_interval(base, other, 2 * alpha_equivalence)
+        bound = math.log(1 + max(margin, floor))
+        if -bound <= near_low and near_high <= bound:
+            called, level, low, high = EQUIVALENT, 1 - 2 * alpha_equivalence, near_low, near_high
+    return Look(speedup, math.exp(low), math.exp(high), level, repetitions, called)
 
 
 def _welch_interval(base: FloatArray, other: FloatArray, alpha: float) -> tuple[float, float]:
