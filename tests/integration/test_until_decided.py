@@ -100,6 +100,8 @@ def test_a_decided_cell_is_not_measured_again(tmp_path: Path, isolated_store) ->
             assert measured[cell] == decision["repetitions"], (decision, measured)
         else:
             assert measured[cell] == decided["rounds"] == 4, (decision, measured)
+            assert decision["why"].startswith("--repeat 4: the most rounds allowed; "), decision
+            assert "would likely decide it" in decision["why"] or "edge" in decision["why"]
     slow = [d for d in decided["decisions"] if d["agent"] == "slow"]
     assert all(d["verdict"] == "slower" and d["repetitions"] == 2 for d in slow)
     baseline = max(d["repetitions"] for d in decided["decisions"])

@@ -28,7 +28,14 @@ from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import Cell
 from fwbench.collector.run.work import AgentWork
 from fwbench.collector.stats.sequential import METHOD, look, look_alpha
-from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
+from fwbench.collector.stats.significance import (
+    EQUIVALENT,
+    FASTER,
+    SLOWER,
+    UNDECIDED,
+    RatioEstimate,
+    repetitions_needed,
+)
 
 # A comparison's cell: what every agent runs alike (the mode is the agent's own).
 Key = tuple[str, str, int, str, int, str, str]
@@ -194,7 +201,19 @@ def run_until_decided(
     decisions.seconds = time.monotonic() - started
     for question in decisions.questions:
         if question.open:
-            question.why = decisions.stopped
+            question.why = decisions.stopped + _what_would_decide(question, settings)
+
+
+def _what_would_decide(question: Question, settings: DecideSettings) -> str:
+    """For a comparison left open: about how many processes a side would likely decide it, if
+    the speedup stays where it is (the interval narrowing as one over their square root)."""
+    if question.repetitions < 2 or math.isnan(question.ci_low):
+        return ""
+    estimate = RatioEstimate(question.speedup, question.ci_low, question.ci_high, math.nan)
+    needed = repetitions_needed(estimate, question.repetitions, settings.floor, settings.margin)
+    if needed is None:
+        return "; at the edge of the floor or margin: more processes may not decide it"
+    return f"; about {needed} processes a side would likely decide it"
 
 
 def _look(decisions: Decisions, groups: dict[tuple[str, str, Key], list[np.ndarray]]) -> None:
