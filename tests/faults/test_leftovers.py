@@ -47,6 +47,8 @@ class Command:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            # A background shell (`make test &`) hands children SIGINT ignored; a terminal does not.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
 
     def wait_until(self, condition: Callable[[], bool], seconds: float = 120) -> None:

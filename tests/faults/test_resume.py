@@ -40,7 +40,14 @@ def _start(tmp_path: Path, out: Path) -> subprocess.Popen[bytes]:
         "--store", str(tmp_path / "store.sqlite"), "--out", str(out),
     ]  # fmt: skip
     with (tmp_path / "collector.log").open("wb") as log:  # the child keeps its own copy
-        return subprocess.Popen(command, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT)
+        return subprocess.Popen(
+            command,
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            # A background shell (`make test &`) hands children SIGINT ignored; a terminal does not.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
 
 
 def _waitfolder_rows(process: subprocess.Popen[bytes], out: Path, count: int) -> pd.DataFrame:

@@ -84,7 +84,7 @@ def test_rounds_go_on_until_every_comparison_is_decided(tmp_path: Path, isolated
 
 def test_a_decided_cell_is_not_measured_again(tmp_path: Path, isolated_store) -> None:
     # "near" is 3% slower, right at the 3% floor and the 3% margin: its interval straddles
-    # both, so it stays open while "slow" is decided at the first look.
+    # both, so it stays open while "slow" is decided at an early look.
     out, done = _run(
         tmp_path,
         {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}, "near": {"FAKE_STEP_SCALE": "1.03"}},
@@ -103,7 +103,9 @@ def test_a_decided_cell_is_not_measured_again(tmp_path: Path, isolated_store) ->
             assert decision["why"].startswith("--repeat 4: the most rounds allowed; "), decision
             assert "would likely decide it" in decision["why"] or "edge" in decision["why"]
     slow = [d for d in decided["decisions"] if d["agent"] == "slow"]
-    assert all(d["verdict"] == "slower" and d["repetitions"] == 2 for d in slow)
+    # Decided at an early look (two processes a side on a quiet machine; the first look's
+    # share of the budget is a third at --repeat 4, so a loaded one may need a third).
+    assert all(d["verdict"] == "slower" and d["repetitions"] <= 3 for d in slow), slow
     baseline = max(d["repetitions"] for d in decided["decisions"])
     assert measured[("fast", 1)] >= baseline
 
