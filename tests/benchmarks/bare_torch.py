@@ -5,7 +5,11 @@ collector. Run with the torch agent environment's python.
 
 Usage: python bare_torch.py WORKLOAD BATCH WARMUP ITERATIONS [--device cpu|cuda]
            [--dtype float32|bfloat16|float16] [--tf32 on|off] [--size M,N,K]
+           [--min-seconds S]
        -> JSON list of ns samples
+ITERATIONS is the least number of timed steps; with --min-seconds the loop also goes on until
+that much time was timed, as the collector's --min-seconds does (on a GPU a short burst runs at
+clocks a sustained load does not keep, so the two must time the same length of work).
 gemm is an (M x K) @ (K x N) product (default 2048 each, float32, CPU); models run inference.
 """
 
@@ -52,6 +56,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES))
     parser.add_argument("--tf32", choices=("on", "off"), default=None)
     parser.add_argument("--size", default=None, help="gemm M,N,K")
+    parser.add_argument("--min-seconds", type=float, default=0.0)
     args = parser.parse_args()
     if args.tf32:
         torch.backends.cuda.matmul.allow_tf32 = args.tf32 == "on"
@@ -67,12 +72,14 @@ def main() -> None:
     for _ in range(1 + args.warmup):
         step()
     sync()
-    samples = []
-    for _ in range(args.iterations):
+    samples: list[int] = []
+    timed, wanted = 0, int(args.min_seconds * 1e9)
+    while len(samples) < args.iterations or timed < wanted:
         start = time.perf_counter_ns()
         step()
         sync()
         samples.append(time.perf_counter_ns() - start)
+        timed += samples[-1]
     print(json.dumps(samples))
 
 

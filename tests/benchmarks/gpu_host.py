@@ -8,7 +8,9 @@ It installs nothing. It
   2. runs `collector doctor --python` (the agents' own requirements, the driver, NVML);
   3. runs the collector with the existing-environment launcher (--python AGENT=PY) on gemm
      (float32 with TF32 off, float32 with TF32 on = "tf32", bfloat16), conv2d and resnet50
-     (train and infer, several batch sizes, float32 and bfloat16), with telemetry;
+     (train and infer, several batch sizes, float32 and bfloat16), with telemetry; with
+     --deadline SECONDS the sweep still running then is interrupted (what it measured is
+     kept) and later ones are skipped, so a leased GPU's time bounds the whole script;
   4. times the same gemm with a bare script (bare_torch.py) for the harness's overhead, its
      bf16 figure also being the device's measured bf16 GEMM peak;
   5. writes the document (gpu_doc.py) from the results.
@@ -27,6 +29,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -84,6 +87,7 @@ class Plan:
     timing: list[str]  # collector run's loop options
     bare_iterations: int
     bare_warmup: int
+    bare_min_seconds: float  # as the sweeps' --min-seconds: the same length of sustained work
 
 
 def gpu_plan() -> Plan:
@@ -95,11 +99,13 @@ def gpu_plan() -> Plan:
         [
             Sweep("gemm", "gemm", "1", "float32,bfloat16", gemm, tf32="off"),
             Sweep("gemm-tf32", "gemm", "1", "float32", gemm, tf32="on"),
-            Sweep("models", "conv2d,resnet50", "32,128,256", "float32,bfloat16", tf32="off"),
+            Sweep("conv2d", "conv2d", "32,128,256", "float32,bfloat16", tf32="off"),
+            Sweep("resnet50", "resnet50", "32,256", "float32,bfloat16", tf32="off"),
         ],
         ["--warmup", "10", "--min-seconds", "2"],
         bare_iterations=50,
         bare_warmup=10,
+        bare_min_seconds=2.0,
     )
 
 
@@ -113,11 +119,13 @@ def dry_plan() -> Plan:
         [
             Sweep("gemm", "gemm", "1", "float32,bfloat16", gemm, tf32="off"),
             Sweep("gemm-tf32", "gemm", "1", "float32", gemm, tf32="on"),
-            Sweep("models", "conv2d,lenet", "2,4", "float32", small, tf32="off"),
+            Sweep("conv2d", "conv2d", "2,4", "float32", small, tf32="off"),
+            Sweep("lenet", "lenet", "2,4", "float32", tf32="off"),
         ],
         ["--warmup", "1", "--iterations", "3", "--min-seconds", "0.05"],
         bare_iterations=5,
         bare_warmup=1,
+        bare_min_seconds=0.05,
     )
 
 
@@ -163,18 +171,33 @@ def pinned(missing: list[str]) -> list[str]:
     return [f"{name}=={grpcio}" if name in GRPC_COMPANIONS else name for name in missing]
 
 
+def import_error(env: dict[str, str]) -> str:
+    """The collector imported once, as each sweep will: "" when it imports, else the error's
+    tail (a wheel that is there but does not fit, e.g. grpcio-health-checking generated for a
+    newer protobuf than the host has, fails here rather than in every sweep)."""
+    command = [sys.executable, "-c", "import fwbench.collector.cli"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    return "" if done.returncode == 0 else (done.stderr.strip() or done.stdout.strip())[-1500:]
+
+
 def carry_instructions(missing: list[str]) -> str:
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    tag = f"{sys.version_info.major}{sys.version_info.minor}"
-    names = " ".join(pinned(missing))
     return (
         f"{sys.executable} cannot import what the collector needs: {', '.join(missing)}.\n"
+        + how_to_carry(pinned(missing))
+    )
+
+
+def how_to_carry(names: list[str]) -> str:
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    tag = f"{sys.version_info.major}{sys.version_info.minor}"
+    listed = " ".join(names)
+    return (
         "On a machine with a package index, fetch the wheels for this host:\n"
         f"  python3 -m pip download --only-binary=:all: --python-version {version} "
         f"--implementation cp --abi cp{tag} --platform manylinux_2_28_x86_64 "
-        f"--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d wheels {names}\n"
+        f"--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d wheels {listed}\n"
         "carry the folder here, then either install them into this interpreter:\n"
-        f"  {sys.executable} -m pip install --no-index --find-links wheels {names}\n"
+        f"  {sys.executable} -m pip install --no-index --find-links wheels {listed}\n"
         "or keep this interpreter untouched:\n"
         f"  {sys.executable} -m pip install --no-index --no-deps --target /tmp/site wheels/*.whl"
         " && export PYTHONPATH=/tmp/site\n"
@@ -188,13 +211,30 @@ def source_environment(*more: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
 
 
-def collector(args: list[str], env: dict[str, str], log: Path) -> int:
+# A sweep is not started with less than this left before --deadline (agents take ~10 s to start).
+MIN_SWEEP_S = 20.0
+# After SIGINT at the deadline, how long the collector gets to store its interrupted run.
+STOP_GRACE_S = 60.0
+
+
+def collector(args: list[str], env: dict[str, str], log: Path, seconds: float | None = None) -> int:
+    """Run the collector; past `seconds` it gets SIGINT (it keeps what it measured and marks the
+    run interrupted), then SIGKILL if it has not stopped STOP_GRACE_S later."""
     command = [sys.executable, "-m", "fwbench.collector.cli", *args]
     print("$", " ".join(command), flush=True)
     with log.open("w") as sink:
-        done = subprocess.run(command, env=env, stdout=sink, stderr=subprocess.STDOUT, check=False)
+        child = subprocess.Popen(command, env=env, stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            code = child.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGINT)
+            try:
+                code = child.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                code = child.wait()
     print(log.read_text()[-3000:], flush=True)
-    return done.returncode
+    return code
 
 
 def host_facts(python: str) -> dict[str, str]:
@@ -224,11 +264,12 @@ def run_bare(python: str, plan: Plan, out: Path) -> list[dict[str, object]]:
                                ("bfloat16", "bfloat16", "off")):  # fmt: skip
         command = [python, str(HERE / "bare_torch.py"), "gemm", "1", str(plan.bare_warmup)]
         command += [str(plan.bare_iterations), "--device", plan.device, "--dtype", dtype]
-        command += ["--tf32", tf32, "--size", size]
+        command += ["--tf32", tf32, "--size", size, "--min-seconds", str(plan.bare_min_seconds)]
         # The plugin's models and the runtime they import, from the checkout, as the agent has.
         env = source_environment(ROOT / "agents" / "torch")
         done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
         entry: dict[str, object] = {"precision": label, "command": " ".join(command)}
+        entry["min_seconds"] = plan.bare_min_seconds
         if done.returncode == 0:
             entry["samples_ns"] = json.loads(done.stdout.strip().splitlines()[-1])
         else:
@@ -246,11 +287,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--doc", type=Path, default=ROOT / "docs" / "gpu.md")
     parser.add_argument("--manifests", type=Path, default=None)
     parser.add_argument("--cpu-dry-run", action="store_true")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="wall-clock seconds for the sweeps (from the start): the sweep running then is "
+        "interrupted (its measured cells kept), later ones are skipped; the bare script and "
+        "the page still follow",
+    )
     given = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(given)
+    started = time.monotonic()
     missing = missing_collector_modules()
     if missing:
         print(carry_instructions(missing), file=sys.stderr)
+        return 2
+    broken = import_error(source_environment())
+    if broken:
+        print(
+            f"the collector does not import in {sys.executable}:\n{broken}\n\nA carried "
+            "wheel may need a newer version of a package this host has: the grpcio companions "
+            "need the protobuf their code was generated for ('gencode X runtime Y': carry "
+            "protobuf>=X too, e.g. protobuf==7.36.2 for 1.85.1).\n" + how_to_carry(["NAME"]),
+            file=sys.stderr,
+        )
         return 2
     plan = dry_plan() if args.cpu_dry_run else gpu_plan()
     default_agents = "torch-cpu" if args.cpu_dry_run else ",".join(GPU_AGENTS)
@@ -267,21 +328,32 @@ def main(argv: list[str] | None = None) -> int:
         gemm=list(plan.gemm),
         host=host_facts(args.python),
     )
-    env = source_environment()
+    # The host's CPU ceilings (collector calibrate) are not used by GPU rows and would cost
+    # leased time; the page's ceiling is the bare script's bf16 figure.
+    env = {"FWBENCH_CALIBRATION": "off", **source_environment()}
     extra = ["--manifests", str(args.manifests)] if args.manifests else []
     pythons = [option for a in agents for option in ("--python", f"{a}={args.python}")]
     code = collector(["doctor", *pythons, *extra], env, out / "doctor.txt")
     if code != 0:
         record.notes.append(f"collector doctor exited {code} (see doctor.txt)")
     for sweep in plan.sweeps:
+        left = None if args.deadline is None else args.deadline - (time.monotonic() - started)
+        if left is not None and left < MIN_SWEEP_S:
+            record.sweeps.append({**asdict(sweep), "folder": "", "exit_code": None,
+                                  "stopped": "skipped: the --deadline had passed"})  # fmt: skip
+            continue
         folder = out / f"run-{sweep.name}"
         options = ["run", "--agents", ",".join(agents), *pythons, *extra]
         options += ["--workloads", sweep.workloads, "--phases", "train,infer"]
         options += ["--batch-sizes", sweep.batch_sizes, "--dtypes", sweep.dtypes]
         options += [f"--param={p}" for p in sweep.params] + plan.timing + ["--out", str(folder)]
         switches = {"FWBENCH_TF32": sweep.tf32, "FWBENCH_CUDNN_BENCHMARK": sweep.cudnn_benchmark}
-        code = collector(options, {**env, **switches}, out / f"run-{sweep.name}.log")
-        record.sweeps.append({**asdict(sweep), "folder": folder.name, "exit_code": code})
+        began = time.monotonic()
+        code = collector(options, {**env, **switches}, out / f"run-{sweep.name}.log", left)
+        entry = {**asdict(sweep), "folder": folder.name, "exit_code": code}
+        if left is not None and time.monotonic() - began >= left:
+            entry["stopped"] = "interrupted at the --deadline (the cells it measured are kept)"
+        record.sweeps.append(entry)
     record.bare = run_bare(args.python, plan, out)  # failures are recorded, not raised
     record.notes += gpu_doc.tensorflow_note(args.python, args.cpu_dry_run)
     (out / "gpu-host.json").write_text(json.dumps(asdict(record), indent=1))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -34,8 +35,8 @@ def test_dry_run_measures_every_sweep_and_writes_the_page(
     )
     assert code == 0
     record = json.loads((out / "gpu-host.json").read_text())
-    assert [s["name"] for s in record["sweeps"]] == ["gemm", "gemm-tf32", "models"]
-    assert [s["tf32"] for s in record["sweeps"]] == ["off", "on", "off"]
+    assert [s["name"] for s in record["sweeps"]] == ["gemm", "gemm-tf32", "conv2d", "lenet"]
+    assert [s["tf32"] for s in record["sweeps"]] == ["off", "on", "off", "off"]
     assert all(s["exit_code"] in (0, 1) for s in record["sweeps"]), record["sweeps"]
     rows = gpu_doc.load_rows(out, record)
     ok = rows[rows["status"] == "ok"]
@@ -126,3 +127,55 @@ def test_the_environment_probe_sees_the_pythonpath_the_agent_will_have(
     monkeypatch.setenv("PYTHONPATH", "/carried/site")
     facts = existing.probe(str(python), str(overlay), "fake", ())
     assert facts["pythonpath"] == f"{overlay}:/carried/site"
+
+
+def test_a_collector_that_does_not_import_stops_the_script_with_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found is not enough: a wheel that is there but does not fit (on the first GPU lease,
+    grpcio-health-checking generated for a newer protobuf) must stop the script at once, with
+    the import's own error, instead of failing every sweep."""
+    broken = tmp_path / "broken" / "typer"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise ImportError('gencode 7.35.1 runtime 6.33.6')\n")
+    monkeypatch.setenv("PYTHONPATH", str(broken.parent))
+    out = tmp_path / "out"
+    code = gpu_host.main(["--cpu-dry-run", "--out", str(out), "--doc", str(tmp_path / "g.md")])
+    assert code == 2
+    said = capsys.readouterr().err
+    assert "does not import" in said and "gencode 7.35.1 runtime 6.33.6" in said
+    assert "pip download" in said
+    assert not out.exists()  # nothing was run
+
+
+def test_the_deadline_interrupts_a_sweep_and_keeps_what_it_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gpu_host.collector past its seconds: SIGINT, the collector stores the interrupted run
+    with the cells it finished, and the script goes on (a leased GPU's time bounds it)."""
+    monkeypatch.setenv("FWBENCH_STORE", str(tmp_path / "store.sqlite"))
+    manifests = write_fake_agents(tmp_path / "agents", {"fake": {}})
+    out = tmp_path / "run"
+    options = ["run", "--agents", "fake", "--python", f"fake={sys.executable}"]
+    options += ["--manifests", str(manifests), "--workloads", "lenet", "--phases", "infer"]
+    options += ["--batch-sizes", "1,2,3,4,5,6", "--min-seconds", "2", "--out", str(out)]
+    env = {**gpu_host.source_environment(), "FWBENCH_CALIBRATION": "off"}
+    began = time.monotonic()
+    code = gpu_host.collector(options, env, tmp_path / "run.log", seconds=9)
+    assert time.monotonic() - began < 9 + gpu_host.STOP_GRACE_S
+    assert code != 0, (tmp_path / "run.log").read_text()[-2000:]
+    rows = pd.read_parquet(out / "results.parquet")
+    assert 1 <= (rows["status"] == "ok").sum() < 6, rows[["batch_size", "status"]]
+    assert "interrupted" in json.loads((out / "run.json").read_text())["status"]
+
+
+def test_docs_gpu_md_is_the_page_of_the_committed_gpu_run() -> None:
+    """docs/gpu.md is generated, never edited: gpu_doc.py on the run's raw output (its rows,
+    bare samples and FINDINGS.md under docs/data/) gives it back byte for byte. The first run
+    timed a 50-step bare burst, which the page must say."""
+    data = TESTS.parent / "docs" / "data" / "gpu-h200-2026-11-26"
+    page = gpu_doc.render(data)
+    assert page == (TESTS.parent / "docs" / "gpu.md").read_text()
+    assert "with no minimum time: for a short product that is a burst" in page
+    assert "## What this run showed" in page and "## Method" in page
+    assert "Cells that did not run\n\nNone: every cell ran." in page

@@ -14,6 +14,7 @@ import pytest
 from fwbench.collector.agents import locks
 from fwbench.collector.agents.environments import requirements_key
 from fwbench.collector.agents.manifest import discover_manifests, parse_manifest
+from fwbench.collector.cli.calibrate import agent_pythons
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = discover_manifests([REPO / "agents" / "manifests"])
@@ -74,6 +75,16 @@ def test_a_stale_lock_is_refused_with_the_command_that_fixes_it(tmp_path: Path) 
         timeout=60,
     )
     assert done.returncode == 0 and "stale" in done.stdout
+
+
+def test_a_stale_torch_lock_does_not_stop_runs_of_other_agents(tmp_path: Path) -> None:
+    """Calibration looks for torch-cpu's environment before any run: a stale lock there (every
+    shipped lock is, under another Python version, as on the GPU hosts) leaves it out."""
+    copy = _copy(tmp_path, "torch-cpu")
+    copy.write_text(copy.read_text().replace('"scikit-learn"', '"scikit-learn", "six"'))
+    stale = parse_manifest(copy)
+    assert locks.lock_state(stale) == locks.LockState.STALE
+    assert agent_pythons({"torch-cpu": stale}) == []
 
 
 def test_environment_key_follows_the_lock(tmp_path: Path) -> None:

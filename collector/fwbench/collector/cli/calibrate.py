@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.locks import LockError
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.calibration.cache import cache_path, effort_name, host_calibration
 from fwbench.collector.calibration.measure import EFFORTS, CalibrationError
@@ -20,10 +21,16 @@ TORCH_AGENTS = ("torch-cpu",)
 
 
 def agent_pythons(declared: dict[str, AgentManifest]) -> list[Path]:
+    """The ready environments of TORCH_AGENTS. One whose lock is stale is left out: no
+    environment is made from it, and it must not stop a run of other agents (on another
+    Python version every shipped lock is stale, its key having the version in it)."""
     found = []
     for name in TORCH_AGENTS:
         if name in declared:
-            environment = environment_for(declared[name])
+            try:
+                environment = environment_for(declared[name])
+            except LockError:
+                continue
             if environment.state() == "ready":
                 found.append(environment.python)
     return found
