@@ -30,6 +30,9 @@ def identity_columns(
     """Columns known before the cell runs: who, where (launcher, address, image), what."""
     workload = catalogue.get(cell.workload)
     cpu = next((d for d in describe.devices if d.kind == agent_pb2.DEVICE_KIND_CPU), None)
+    # Before a result says which device ran the cell, only a CPU-only agent's is known: one
+    # that also has a GPU leaves it empty (a cell that never ran is not labelled with the CPU).
+    gpu = any(d.kind == agent_pb2.DEVICE_KIND_GPU for d in describe.devices)
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -45,7 +48,7 @@ def identity_columns(
         "plugin_version": describe.identity.plugin_version,
         "libraries": json.dumps(dict(sorted(describe.libraries.items()))),
         "environment": json.dumps(dict(sorted(describe.environment.items()))),
-        "device_name": cpu.name if cpu else "",
+        "device_name": cpu.name if cpu and not gpu else "",
         "host": describe.host.hostname,
         "cpu_model": describe.host.cpu_model,
         "usable_cores": describe.host.usable_cores,
@@ -207,9 +210,14 @@ class RunCeilings:
 
 
 def _device_name(describe: agent_pb2.DescribeResponse, device: str, fallback: str) -> str:
+    """The described name of the device the result says ran the cell."""
     if device.startswith("cuda") or device.startswith("gpu"):
         index = int(device.rpartition(":")[2] or 0) if ":" in device else 0
         for d in describe.devices:
             if d.kind == agent_pb2.DEVICE_KIND_GPU and d.index == index:
+                return d.name
+    if device.startswith("cpu"):
+        for d in describe.devices:
+            if d.kind == agent_pb2.DEVICE_KIND_CPU:
                 return d.name
     return fallback
