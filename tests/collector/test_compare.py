@@ -15,7 +15,15 @@ import pytest
 from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
 from fwbench.collector.analysis.contenders import ComparisonError, RunData, contenders
-from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
+from fwbench.collector.stats.significance import (
+    EQUIVALENCE_ALPHA,
+    EQUIVALENT,
+    FASTER,
+    SLOWER,
+    UNDECIDED,
+    equivalence_p,
+    estimate_speedup,
+)
 
 CONV = ("conv2d", "train", 8)
 GEMM = ("gemm", "train", 8)
@@ -250,3 +258,68 @@ def test_cli_results_exports_samples(run: RunData, store: Any, tmp_path: Any) ->
     lines = target.read_text().splitlines()
     assert lines[0] == "cell,iteration,seconds"
     assert len(lines) == 1 + 7 * 3 * 60
+
+
+def test_equivalence_p_agrees_with_the_interval_it_stands_for() -> None:
+    """Alone, TOST at 2.5% a side is the 95% interval within the margin: equivalence_p below
+    2.5% exactly when estimate_speedup's interval lies within [1 / bound, bound]."""
+    rng = np.random.default_rng(11)
+    agreed = 0
+    for trial in range(200):
+        count = 2 + trial % 4
+        base = [rng.lognormal(0.0, 0.01, 20) * rng.lognormal(0.0, 0.03) for _ in range(count)]
+        ratio = rng.uniform(0.93, 1.07)
+        other = [g / ratio * rng.lognormal(0.0, 0.03) for g in base]
+        estimate, p = estimate_speedup(base, other), equivalence_p(base, other, 1.05)
+        within = estimate.ci_low >= 1 / 1.05 and estimate.ci_high <= 1.05
+        agreed += within == (p < EQUIVALENCE_ALPHA)
+    assert agreed == 200
+
+
+def test_false_equivalence_is_held_over_all_the_comparisons_shown_together(
+    make_run: Callable[..., RunData],
+) -> None:
+    """Eight cells where the contender is exactly at the margin (5% slower): no comparison is
+    equivalent, so any "equivalent" is false. Per comparison the 95% interval falls inside
+    the margin at most 2.5% of the time, but over eight of them (seeded: 18 of 200 runs) at
+    least one does, which the rule before Holm called equivalent; with Holm over the
+    equivalence tests, at most 2.5% of runs (sampling error allowed; seeded: none)."""
+    cells = [("gemm", "train", b) for b in range(1, 9)]
+    rng = np.random.default_rng(5)
+
+    def sides() -> dict[str, dict[Any, list]]:
+        def side(scale: float) -> list:
+            return [scale * rng.lognormal(0, 0.02) * rng.lognormal(0, 0.005, 30) for _ in "abc"]
+
+        return {
+            "base": {cell: side(0.1) for cell in cells},
+            "other": {cell: side(0.1 * 1.05) for cell in cells},
+        }
+
+    template = make_run("margin", sides())
+    rows = template.results.set_index("cell")
+    where = {  # each sample group's place in the samples table, and whose repetition it is
+        cell: (
+            positions,
+            str(rows.at[cell, "agent"]),
+            ("gemm", "train", int(rows.at[cell, "batch_size"])),
+            int(rows.at[cell, "repetition"]),
+        )
+        for cell, positions in template.samples.groupby("cell").indices.items()
+    }
+    trials, runs_with_a_false_call, intervals_inside = 200, 0, 0
+    for _ in range(trials):
+        values, seconds = sides(), template.samples["seconds"].to_numpy(copy=True)
+        for positions, agent, key, repetition in where.values():
+            seconds[positions] = values[agent][key][repetition][: len(positions)]
+        samples = template.samples.assign(seconds=seconds)
+        result = compare_to_baseline(RunData("margin", template.results, samples), "base")
+        assert len(result.comparisons) == 8
+        runs_with_a_false_call += any(c.verdict == EQUIVALENT for c in result.comparisons)
+        intervals_inside += any(
+            c.ci_low >= 1 / 1.05 and c.ci_high <= 1.05 for c in result.comparisons
+        )
+    assert (
+        runs_with_a_false_call / trials <= EQUIVALENCE_ALPHA + 3 * (0.025 * 0.975 / trials) ** 0.5
+    )
+    assert intervals_inside / trials > 0.08  # the per-comparison rule alone would not hold it

@@ -11,11 +11,10 @@ Who is compared with whom (cells, contenders) is contenders.py."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fwbench.collector.agents.specs import aa_base, aa_pairs
+from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.contenders import (
     KEY_COLUMNS,
@@ -26,6 +25,7 @@ from fwbench.collector.analysis.contenders import (
     contenders,
     key_label,
 )
+from fwbench.collector.analysis.noise import NoiseMeasurement, noise_measurements
 from fwbench.collector.stats.significance import (
     DEFAULT_MARGIN,
     DEFAULT_NOISE_FLOOR,
@@ -33,9 +33,9 @@ from fwbench.collector.stats.significance import (
     SLOWER,
     UNDECIDED,
     RatioEstimate,
+    equivalence_p,
     estimate_speedup,
     holm,
-    relative_difference,
     repetitions_needed,
     verdict,
 )
@@ -72,26 +72,13 @@ class Comparison:
     evidence: str = ""
     repetitions: int = 1
     baseline_repetitions: int = 1
+    # TOST p-value against the equivalence margin, and Holm-adjusted over the set (NaN where
+    # nothing accounts for process variation: never called equivalent, so not counted).
+    p_equivalent: float = math.nan
+    p_equivalent_adjusted: float = math.nan
 
     def key_dict(self) -> dict[str, Any]:
         return dict(zip(KEY_COLUMNS, self.key, strict=True))
-
-
-@dataclass(frozen=True)
-class NoiseMeasurement:
-    """An A/A pair in one cell: how far apart the same agent measured itself."""
-
-    key: CellKey
-    agent: str
-    other: str
-    mode: str
-    speedup: float
-    ci_low: float
-    ci_high: float
-
-    @property
-    def difference(self) -> float:
-        return relative_difference(self.speedup)
 
 
 @dataclass(frozen=True)
@@ -128,6 +115,10 @@ def _compare(
     evidence = PROCESSES if estimate.method == "processes" else ONE_PROCESS
     if evidence == ONE_PROCESS and aa_floor:
         evidence = AA_FLOOR
+    bound = 1 + max(margin, floor)
+    p_equivalent = (
+        math.nan if evidence == ONE_PROCESS else equivalence_p(base.groups, other.groups, bound)
+    )
     return Comparison(
         key=other.key,
         agent=other.agent,
@@ -151,23 +142,31 @@ def _compare(
         evidence=evidence,
         repetitions=len(other.groups),
         baseline_repetitions=len(base.groups),
+        p_equivalent=p_equivalent,
     )
 
 
 def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
-    """Holm over every comparison shown together, then the verdicts."""
+    """Holm over every comparison shown together, for differences and for equivalences
+    (each family held at its level), then the verdicts."""
     adjusted = holm([c.p_value for c in comparisons])
+    equivalences = holm([c.p_equivalent for c in comparisons])
     done = []
-    for comparison, p in zip(comparisons, adjusted, strict=True):
+    for comparison, p, p_same in zip(comparisons, adjusted, equivalences, strict=True):
         estimate = _estimate(comparison)
         accounted = comparison.evidence != ONE_PROCESS
-        called = verdict(estimate, p, comparison.noise_floor, comparison.margin, accounted)
+        floor, margin = comparison.noise_floor, comparison.margin
+        called = verdict(
+            estimate, p, floor, margin, accounted, 1.0 if math.isnan(p_same) else p_same
+        )
         notes = [comparison.notes] if comparison.notes else []
         if notes and notes[0].startswith("A/A") and called in (FASTER, SLOWER):
             notes[0] = notes[0].replace("A/A", "A/A: the same agent differs from itself", 1)
         if called == UNDECIDED:
             notes.append(_how_to_decide(comparison, estimate))
-        done.append(replace(comparison, p_adjusted=p, verdict=called, notes=", ".join(notes)))
+        notes = ", ".join(notes)
+        done.append(replace(comparison, p_adjusted=p, p_equivalent_adjusted=p_same, verdict=called,
+                            notes=notes))  # fmt: skip
     return done
 
 
@@ -192,24 +191,6 @@ def _estimate(comparison: Comparison) -> RatioEstimate:
         comparison.p_value,
         comparison.method,
     )
-
-
-def noise_measurements(cells: Iterable[Contender]) -> list[NoiseMeasurement]:
-    """Every A/A pair's speedup in every cell (and mode) both instances measured."""
-    by_id = {(c.agent, c.mode, c.key): c for c in cells}
-    found = []
-    for first, other in aa_pairs(agent for agent, _, _ in by_id):
-        for (agent, mode, key), cell in by_id.items():
-            twin = by_id.get((other, mode, key))
-            if agent != first or twin is None:
-                continue
-            estimate = estimate_speedup(cell.groups, twin.groups)
-            found.append(
-                NoiseMeasurement(
-                    key, first, other, mode, estimate.speedup, estimate.ci_low, estimate.ci_high
-                )
-            )
-    return found
 
 
 def compare_to_baseline(

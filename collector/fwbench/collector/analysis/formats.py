@@ -50,6 +50,8 @@ def record(comparison: Comparison) -> dict[str, Any]:
         "speedup_ci_high": comparison.ci_high,
         "p_value": comparison.p_value,
         "p_holm": comparison.p_adjusted,
+        "p_equivalence": comparison.p_equivalent,
+        "p_equivalence_holm": comparison.p_equivalent_adjusted,
         "method": comparison.method,
         "evidence": comparison.evidence,
         "repetitions": comparison.repetitions,
@@ -68,7 +70,8 @@ def noise_floor_text(result: ComparisonSet) -> str:
     measured = result.measured_floor
     margin = (
         f" Equivalent: the whole interval within ±{result.margin:.1%} (or the floor, if "
-        "larger). Verdicts need repetitions on both sides or an A/A pair; else undecided."
+        "larger) and the two one-sided tests still at 2.5% after Holm over the comparisons "
+        "shown. Verdicts need repetitions on both sides or an A/A pair; else undecided."
     )
     if measured is None:
         return (

@@ -98,13 +98,18 @@ def median_interval(
     return percentile_interval(resampled_medians(groups), confidence)
 
 
+def ratio_replicates(
+    numerator: Sequence[FloatArray], denominator: Sequence[FloatArray]
+) -> FloatArray:
+    """Bootstrap replicates of median(numerator) / median(denominator), the two resampled
+    independently (different seeds, so identical inputs do not give ratio 1)."""
+    return resampled_medians(numerator, seed=SEED) / resampled_medians(denominator, seed=SEED + 1)
+
+
 def ratio_interval(
     numerator: Sequence[FloatArray],
     denominator: Sequence[FloatArray],
     confidence: float = CONFIDENCE,
 ) -> tuple[float, float]:
-    """Bootstrap confidence interval of median(numerator) / median(denominator), the two
-    resampled independently (different seeds, so identical inputs do not give ratio 1)."""
-    top = resampled_medians(numerator, seed=SEED)
-    bottom = resampled_medians(denominator, seed=SEED + 1)
-    return percentile_interval(top / bottom, confidence)
+    """Bootstrap confidence interval of median(numerator) / median(denominator)."""
+    return percentile_interval(ratio_replicates(numerator, denominator), confidence)

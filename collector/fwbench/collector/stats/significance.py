@@ -26,8 +26,11 @@
   - "faster" when the adjusted p < ALPHA and the whole interval lies above 1 + f;
   - "slower" when the adjusted p < ALPHA and the whole interval lies below 1 / (1 + f);
   - "equivalent" when the whole interval lies within [1 / (1 + m), 1 + m], the equivalence
-    margin m = max(margin, f) (default DEFAULT_MARGIN): two one-sided tests at ALPHA / 2 each,
-    as the 95% interval is used (TOST; conservative against the usual 90% interval);
+    margin m = max(margin, f) (default DEFAULT_MARGIN), **and** the two one-sided tests
+    (TOST, equivalence_p) stay significant at EQUIVALENCE_ALPHA = ALPHA / 2 after Holm's
+    adjustment over every comparison shown together: the chance of any false "equivalent"
+    among them is at most 2.5% (alone, the rule is the 95% interval within the margin; the
+    usual TOST uses the 90% one);
   - otherwise "undecided", with the repetitions a side that would likely decide it
     (repetitions_needed).
   Both conditions for a difference, because with thousands of samples the test alone finds
@@ -42,10 +45,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import mannwhitneyu, ttest_ind
+from scipy.stats import t as student_t
 
-from fwbench.collector.stats.bootstrap import FloatArray, ratio_interval
+from fwbench.collector.stats.bootstrap import FloatArray, ratio_interval, ratio_replicates
 
 ALPHA = 0.05
+EQUIVALENCE_ALPHA = ALPHA / 2  # each one-sided test, family-wise after Holm
 DEFAULT_NOISE_FLOOR = 0.03
 DEFAULT_MARGIN = 0.05
 FASTER, SLOWER, EQUIVALENT, UNDECIDED = "faster", "slower", "equivalent", "undecided"
@@ -99,6 +104,35 @@ def _between_processes(
     return math.exp(centre - half), math.exp(centre + half), float(test.pvalue)
 
 
+def equivalence_p(
+    baseline: Sequence[FloatArray], contender: Sequence[FloatArray], bound: float
+) -> float:
+    """The TOST p-value (the larger of the two one-sided ones) that the speedup lies within
+    [1 / bound, bound], by the method estimate_speedup's interval uses: Welch's t on the
+    repetitions' log medians, centred on the log of the pooled speedup, with two or more
+    repetitions a side; else the bootstrap replicates' share beyond each bound."""
+    baseline = [np.asarray(g, dtype=np.float64) for g in baseline if len(g)]
+    contender = [np.asarray(g, dtype=np.float64) for g in contender if len(g)]
+    if not baseline or not contender:
+        raise ValueError("no samples to compare")
+    edge = math.log(bound)
+    if len(baseline) < 2 or len(contender) < 2:
+        logs = np.log(ratio_replicates(baseline, contender))
+        return float(max(np.mean(logs <= -edge), np.mean(logs >= edge)))
+    centre = math.log(np.median(np.concatenate(baseline)) / np.median(np.concatenate(contender)))
+    base = np.log([np.median(g) for g in baseline])
+    other = np.log([np.median(g) for g in contender])
+    var_base, var_other = base.var(ddof=1) / len(base), other.var(ddof=1) / len(other)
+    spread = var_base + var_other
+    if spread == 0:
+        return 0.0 if abs(centre) < edge else 1.0
+    df = spread**2 / (var_base**2 / (len(base) - 1) + var_other**2 / (len(other) - 1))
+    scale = math.sqrt(spread)
+    above_low = float(student_t.sf((centre + edge) / scale, df))  # H0: speedup <= 1 / bound
+    below_high = float(student_t.cdf((centre - edge) / scale, df))  # H0: speedup >= bound
+    return max(above_low, below_high)
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm-adjusted p-values (NaN stays NaN and does not count as a test)."""
     tested = [(p, i) for i, p in enumerate(p_values) if not math.isnan(p)]
@@ -116,9 +150,12 @@ def verdict(
     floor: float,
     margin: float = DEFAULT_MARGIN,
     accounted: bool = True,
+    p_equivalent_adjusted: float = 0.0,
 ) -> str:
     """The verdict of the module's rules; `accounted` says whether process-to-process
-    variation is accounted for (repetitions on both sides, or an A/A floor)."""
+    variation is accounted for (repetitions on both sides, or an A/A floor);
+    `p_equivalent_adjusted`: equivalence_p, Holm-adjusted over the comparisons shown
+    together (the default, 0, is one comparison whose 95% interval decides alone)."""
     if not accounted:
         return UNDECIDED
     if p_adjusted < ALPHA and estimate.ci_low > 1 + floor:
@@ -126,7 +163,8 @@ def verdict(
     if p_adjusted < ALPHA and estimate.ci_high < 1 / (1 + floor):
         return SLOWER
     bound = 1 + max(margin, floor)
-    if estimate.ci_low >= 1 / bound and estimate.ci_high <= bound:
+    within = estimate.ci_low >= 1 / bound and estimate.ci_high <= bound
+    if within and p_equivalent_adjusted < EQUIVALENCE_ALPHA:
         return EQUIVALENT
     return UNDECIDED
 
