@@ -164,9 +164,9 @@ def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
             notes[0] = notes[0].replace("A/A", "A/A: the same agent differs from itself", 1)
         if called == UNDECIDED:
             notes.append(_how_to_decide(comparison, estimate))
-        notes = ", ".join(notes)
+        said = ", ".join(notes)
         done.append(replace(comparison, p_adjusted=p, p_equivalent_adjusted=p_same, verdict=called,
-                            notes=notes))  # fmt: skip
+                            notes=said))  # fmt: skip
     return done
 
 
