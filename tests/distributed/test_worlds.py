@@ -91,6 +91,19 @@ def test_a_failing_rank_fails_its_cell_and_a_fresh_world_measures_the_rest(
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
 
 
+def test_a_rank_dying_at_start_up_ends_the_world_start_at_once(tmp_path: Path) -> None:
+    """Rank 1 fails at start-up while rank 0 is still starting (60 s, as in a rendezvous that
+    waits for rank 1): the world gives rank 0's start up instead of waiting it out, and the
+    run says why, naming the rank that failed."""
+    env = {"FAKE_START_FAILS_ON_RANK": "1", "FAKE_START_SECONDS": "60"}
+    began = time.monotonic()
+    done, _ = _run(tmp_path, env, "--batch-sizes", "1", "--world-sizes", "2")
+    assert time.monotonic() - began < 45, done.stderr  # rank 0 alone would take 60 s
+    assert done.returncode == 2, done.stderr  # no agent could start: the run could not begin
+    assert "world fake~w2 of 2 ranks: agent fake~w2-rank1 failed to start" in done.stderr
+    assert "fake rank 1 fails at start-up" in done.stderr
+
+
 def test_a_process_of_two_devices_is_a_world_of_two_replicas(tmp_path: Path) -> None:
     """--world-sizes 1,1x2: one process told FWBENCH_LOCAL_DEVICES=2 (the fake's step then
     takes 1.5x as long: FAKE_DEVICES_SCALE), given a replica's CPUs twice, covering two

@@ -40,6 +40,10 @@ class FakePlugin:
     def __init__(self, context: PluginContext | None = None) -> None:
         # FAKE_START_SECONDS (an agent's environment) makes the agent slow to start, as a
         # framework's import can be (tests/faults/test_leftovers.py interrupts a start).
+        # FAKE_START_FAILS_ON_RANK: that rank of a world fails at start-up, before the others
+        # (which FAKE_START_SECONDS keeps starting, as ranks waiting in a rendezvous).
+        if os.environ.get("RANK") == os.environ.get("FAKE_START_FAILS_ON_RANK", "-"):
+            raise RuntimeError(f"fake rank {os.environ['RANK']} fails at start-up")
         time.sleep(float(os.environ.get("FAKE_START_SECONDS", "0")))
         self.context = context or PluginContext(device="cpu")
         self.built: list[WorkloadSpec] = []

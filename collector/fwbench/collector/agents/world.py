@@ -11,8 +11,9 @@ what each rank is told, so that a scheduler can place ranks the same way."""
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -109,7 +110,7 @@ def start_world(
     if not place.pins_cpus:
         cpus = [[] for _ in range(world_size)]
 
-    def one(rank: int) -> AgentHandle:
+    def one(rank: int, abandon: threading.Event) -> AgentHandle:
         environment = {
             "WORLD_SIZE": str(world_size),
             "RANK": str(rank),
@@ -120,7 +121,8 @@ def start_world(
             **({CPUS_VARIABLE: ",".join(map(str, cpus[rank]))} if place.pins_cpus else {}),
             **({DEVICES_VARIABLE: str(devices)} if devices > 1 else {}),
         }
-        return launcher.start(manifest, f"{instance}-rank{rank}", per_rank_threads, environment)
+        name = f"{instance}-rank{rank}"
+        return launcher.start(manifest, name, per_rank_threads, environment, abandon=abandon)
 
     ranks = _every_rank(instance, [partial(one, rank) for rank in range(world_size)], place.release)
     first = ranks[0]
@@ -142,24 +144,28 @@ def start_world(
 
 
 def _every_rank(
-    name: str, starts: Sequence[Callable[[], AgentHandle]], release: Callable[[], None] = _none
+    name: str,
+    starts: Sequence[Callable[[threading.Event], AgentHandle]],
+    release: Callable[[], None] = _none,
 ) -> list[AgentHandle]:
     """Every rank's handle, started (or attached) side by side: each blocks in its framework's
-    rendezvous until all have joined. On any failure, stops those that started, releases the
-    placement and raises."""
+    rendezvous until all have joined. The first rank to fail gives the others' starts up (the
+    event each start is handed: they would wait for it until their timeout), then those that
+    started are stopped, the placement released, and that first failure raised."""
+    abandon = threading.Event()
     with ThreadPoolExecutor(max_workers=len(starts)) as pool:
-        futures = [pool.submit(start) for start in starts]
-    ranks, errors = [], []
-    for future in futures:
-        try:
-            ranks.append(future.result())
-        except Exception as error:  # noqa: BLE001 (re-raised below, after the cleanup)
-            errors.append(error)
-    if errors:
+        futures = [pool.submit(start, abandon) for start in starts]
+        first: BaseException | None = None
+        for future in as_completed(futures):
+            if future.exception() is not None and first is None:
+                first = future.exception()
+                abandon.set()
+    ranks = [f.result() for f in futures if f.exception() is None]
+    if first is not None:
         for rank in ranks:
             rank.stop(1.0)
         release()
-        raise AgentUnavailable(f"world {name} of {len(starts)} ranks: {errors[0]}")
+        raise AgentUnavailable(f"world {name} of {len(starts)} ranks: {first}")
     return ranks
 
 
@@ -173,8 +179,8 @@ def attach_world(
     attached side by side with `attach(rank_name, address)`. Whoever started the ranks chose
     their rendezvous; WorldClient.describe then checks that each is the rank its place says, of
     a world of that size, and the same agent as rank 0."""
-    ranks = _every_rank(
-        name, [partial(attach, f"{name}-rank{r}", a) for r, a in enumerate(addresses)]
+    ranks = _every_rank(  # attaching waits for nothing a failed rank could release
+        name, [partial(_attach, attach, f"{name}-rank{r}", a) for r, a in enumerate(addresses)]
     )
     return WorldHandle(
         name=name,
@@ -184,6 +190,12 @@ def attach_world(
         cpus=[[] for _ in ranks],
         placement="attached",
     )
+
+
+def _attach(
+    attach: Callable[[str, str], AgentHandle], name: str, address: str, _: threading.Event
+) -> AgentHandle:
+    return attach(name, address)
 
 
 # How ranks' results become one (run/combine.py, which checks them: the run layer's job).

@@ -126,13 +126,18 @@ class Launcher(Protocol):
         instance: str,
         threads: int,
         extra_environment: Mapping[str, str] | None = None,
+        abandon: threading.Event | None = None,
     ) -> AgentHandle:
         """Starts `instance` (the agent's name, or NAME#2 for a further A/A instance) and blocks
         until it is healthy or `start_timeout_seconds` pass. `threads` > 0 sets FWBENCH_THREADS
         (frameworks that size their thread pools at start-up); `extra_environment` adds
         variables (a rank's world: agents/world.py). Raises AgentUnavailable, or the
         launcher's own preparation errors (environment or image builds); nothing it started
-        is left running when it raises. Thread-safe: agents of a run start side by side."""
+        is left running when it raises. Thread-safe: agents of a run start side by side.
+        `abandon`, once set, gives the start up (AgentUnavailable) instead of waiting out the
+        timeout: a world whose other rank failed (its ranks wait for each other). The local
+        and Docker launchers honour it; Slurm and Kubernetes start a world as one job, which
+        their own checks end."""
         ...
 
     def close(self) -> None:

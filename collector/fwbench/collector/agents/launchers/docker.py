@@ -10,6 +10,7 @@ what a collector killed outright (SIGKILL) left behind."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any, ClassVar
 import docker
 import docker.errors
 
-from fwbench.collector.agents.client import AgentClient
+from fwbench.collector.agents.client import AgentClient, AgentUnavailable
 from fwbench.collector.agents.docker_engine import ImageInfo, docker_client
 from fwbench.collector.agents.launchers.base import (
     START_TIMEOUT_SECONDS,
@@ -139,6 +140,7 @@ class DockerLauncher:
         instance: str,
         threads: int,
         extra_environment: Mapping[str, str] | None = None,
+        abandon: threading.Event | None = None,
     ) -> AgentHandle:
         extra = dict(extra_environment or {})
         world = self._networks.get(instance.rpartition("-rank")[0]) if extra else None
@@ -154,6 +156,7 @@ class DockerLauncher:
             limits=ContainerLimits(self.settings.memory, self.settings.pids_limit),
             extra_environment=extra,
             network=world or "",
+            abandon=abandon,
         )
 
     def place_world(
@@ -190,6 +193,7 @@ def start_docker(
     limits: ContainerLimits | None = None,
     extra_environment: Mapping[str, str] | None = None,
     network: str = "",
+    abandon: threading.Event | None = None,
 ) -> ContainerAgent:
     """Starts the agent's container from `image` and waits until its health service says
     SERVING. `threads` > 0 sets FWBENCH_THREADS; `cpuset` ("0-1", "0,2") pins the container's
@@ -234,7 +238,13 @@ def start_docker(
         if manifest.metrics_port:  # 0: an image that declares no /metrics
             handle.metrics_address = f"127.0.0.1:{host_port(container, metrics_port)}"
         handle.client = AgentClient(name, handle.address)
-        handle.client.wait_healthy(timeout_seconds, alive=handle.alive)
+
+        def alive() -> bool:
+            if abandon is not None and abandon.is_set():
+                raise AgentUnavailable(f"the start of {name} was abandoned: its world failed")
+            return handle.alive()
+
+        handle.client.wait_healthy(timeout_seconds, alive=alive)
         handle.host_pid = agent_pid(container) or handle.host_pid
     except BaseException:
         handle.stop()

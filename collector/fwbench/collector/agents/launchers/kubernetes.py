@@ -202,6 +202,7 @@ class KubernetesLauncher:
         instance: str,
         threads: int,
         extra_environment: Mapping[str, str] | None = None,
+        abandon: threading.Event | None = None,  # not used: a world is one job (base.py)
     ) -> AgentHandle:
         """One agent, its own Job of one pod; or a rank (WORLD-rankR) of the Job place_world
         created, whose pod already has the world's variables (extra_environment is the same)."""

@@ -108,6 +108,7 @@ class LocalLauncher:
         instance: str,
         threads: int,
         extra_environment: Mapping[str, str] | None = None,
+        abandon: threading.Event | None = None,
     ) -> AgentHandle:
         if self._closed.is_set():
             raise AgentUnavailable(f"not starting {instance or manifest.name}: the run is ending")
@@ -121,7 +122,7 @@ class LocalLauncher:
                 timeout_seconds=self.settings.start_timeout_seconds,
                 threads=threads,
                 instance=instance,
-                abandon=self._closed,
+                abandon=either(self._closed, abandon),
                 python=self.settings.pythons.get(manifest.name) or self.settings.pythons.get(""),
                 extra_environment=extra_environment,
             )
@@ -152,6 +153,20 @@ class LocalLauncher:
             self._changed.wait_for(lambda: self._starting == 0, timeout=CLOSE_WAIT_SECONDS)
 
 
+class Either:
+    """Set when either event is: the run ending, or the world this start belongs to failing."""
+
+    def __init__(self, *events: threading.Event) -> None:
+        self.events = events
+
+    def is_set(self) -> bool:
+        return any(event.is_set() for event in self.events)
+
+
+def either(run: threading.Event, world: threading.Event | None) -> threading.Event | Either:
+    return run if world is None else Either(run, world)
+
+
 def start_local(
     manifest: AgentManifest,
     log_dir: Path,
@@ -159,7 +174,7 @@ def start_local(
     timeout_seconds: float = START_TIMEOUT_SECONDS,
     threads: int = 0,
     instance: str = "",
-    abandon: threading.Event | None = None,
+    abandon: threading.Event | Either | None = None,
     python: str | None = None,
     extra_environment: Mapping[str, str] | None = None,
 ) -> ProcessAgent:

@@ -145,6 +145,7 @@ class SlurmLauncher:
         instance: str,
         threads: int,
         extra_environment: Mapping[str, str] | None = None,
+        abandon: threading.Event | None = None,  # not used: a world is one job (base.py)
     ) -> AgentHandle:
         """One agent, its own job; or, for a rank of a world place_world submitted, that
         rank of the world's job (`instance` is WORLD-rankR)."""
