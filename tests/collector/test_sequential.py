@@ -14,6 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from fwbench.collector.analysis.decisions import decisions_caption
 from fwbench.collector.run.decide import DecideSettings, Decisions, Question, _look
 from fwbench.collector.stats.sequential import look, look_alpha
 from fwbench.collector.stats.significance import ALPHA, EQUIVALENT, FASTER, SLOWER, UNDECIDED
@@ -166,3 +167,19 @@ def test_the_family_error_rates_hold_when_decided_comparisons_give_their_budget_
         false_equivalence += any(v == EQUIVALENT for v in verdicts[4:])
     assert false_difference / trials <= ALPHA
     assert false_equivalence / trials <= ALPHA
+
+
+def test_a_run_the_budget_cut_short_says_how_to_plan_its_looks() -> None:
+    """Looks share the error budget over the rounds planned (--repeat), not those the budget
+    allowed: the caption says what naming the rounds that fitted would have given each look."""
+    decisions = {
+        "margin": 0.05, "floor": 0.03, "decisions": [], "rounds": 9, "seconds": 580.0,
+        "budget_seconds": 600.0, "method": "m", "max_rounds": 20,
+        "stopped": "budget: the next round would likely take 66 s, 20 s left",
+    }  # fmt: skip
+    said = decisions_caption(decisions)
+    assert "--repeat 9 would give each look 2.4x the error budget" in said
+    for stopped, rounds in (("every comparison decided", 9), ("budget: ...", 1)):
+        assert "would give each look" not in decisions_caption(
+            {**decisions, "stopped": stopped, "rounds": rounds}
+        )
