@@ -87,6 +87,22 @@ def test_a_stale_torch_lock_does_not_stop_runs_of_other_agents(tmp_path: Path) -
     assert agent_pythons({"torch-cpu": stale}) == []
 
 
+def test_a_lock_made_for_another_python_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every lock's key has the Python version in it: under another version (the GPU hosts run
+    3.12) the lock is stale, and the error says that is why, not that the manifest changed."""
+    copy = _copy(tmp_path, "torch-cpu")
+    manifest = parse_manifest(copy)
+    made = sys.version_info[:2]
+    monkeypatch.setattr(sys, "version_info", (3, made[1] + 1, 0, "final", 0))
+    assert locks.lock_state(manifest) == locks.LockState.STALE
+    with pytest.raises(locks.LockError) as raised:
+        locks.current_lock(manifest)
+    said = str(raised.value)
+    assert f"was made for Python 3.{made[1]}" in said and f"runs 3.{made[1] + 1}" in said
+
+
 def test_environment_key_follows_the_lock(tmp_path: Path) -> None:
     copy = _copy(tmp_path, "torch-cpu")
     before = requirements_key(parse_manifest(copy))

@@ -58,9 +58,19 @@ def lock_inputs(manifest: AgentManifest) -> list[str]:
     return inputs
 
 
-def inputs_key(manifest: AgentManifest) -> str:
-    blob = json.dumps([lock_inputs(manifest), manifest.pip_args, sys.version_info[:2]])
+def inputs_key(manifest: AgentManifest, python: tuple[int, int] | None = None) -> str:
+    """The key of what a lock resolves, for this Python's version unless `python` is given."""
+    version = list(python or sys.version_info[:2])
+    blob = json.dumps([lock_inputs(manifest), manifest.pip_args, version])
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _made_for(manifest: AgentManifest, first_line: str) -> tuple[int, int] | None:
+    """The Python version a stale lock's key matches, when only the version differs."""
+    for minor in range(8, 20):
+        if first_line == KEY_PREFIX + inputs_key(manifest, (3, minor)):
+            return 3, minor
+    return None
 
 
 def lock_state(manifest: AgentManifest) -> LockState:
@@ -76,6 +86,15 @@ def current_lock(manifest: AgentManifest) -> Path | None:
     lock is stale (installing it would not give what the manifest asks for)."""
     state = lock_state(manifest)
     if state == LockState.STALE:
+        first = lock_path(manifest).read_text("utf-8").partition("\n")[0]
+        made_for = _made_for(manifest, first)
+        if made_for is not None:
+            here = ".".join(map(str, sys.version_info[:2]))
+            raise LockError(
+                f"{lock_path(manifest)} was made for Python {made_for[0]}.{made_for[1]} and "
+                f"this collector runs {here}: run the collector with that Python, or "
+                f"`collector lock {manifest.name}` under this one"
+            )
         raise LockError(
             f"{lock_path(manifest)} is stale (the manifest or its packages' dependencies "
             f"changed); run `collector lock {manifest.name}`"

@@ -58,7 +58,7 @@ def _local(manifest: AgentManifest, python: str | None) -> tuple[bool, str]:
     try:
         state = environment_for(manifest).state()
     except LockError as error:
-        return False, f"its lock is stale: {error}"
+        return False, f"its lock does not fit: {error}"
     return True, {
         "ready": "environment ready",
         "stale": "environment ready; agent packages reinstalled on first use (seconds)",
