@@ -4,10 +4,12 @@ choices that name the valid values."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from typer.testing import CliRunner
 
 from fwbench.collector import __version__
 from fwbench.collector.agents.client import AgentUnavailable
+from fwbench.collector.agents.docker_engine import DockerUnavailable, docker_client
 from fwbench.collector.agents.environments import EnvironmentBuildError
 from fwbench.collector.agents.specs import AgentSpecError
 from fwbench.collector.cli import app
@@ -104,3 +107,18 @@ def test_choices_name_the_valid_values(tmp_path: Path) -> None:
 )
 def test_one_table_from_error_to_exit_code(error: type[Exception], code: ExitCode) -> None:
     assert EXIT_CODES[error] == code
+
+
+def test_no_docker_socket_is_said_without_leaking_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Asked to reach a socket file that is not there, docker-py raises and leaves its own
+    socket unclosed (a ResourceWarning that failed `collector doctor`'s tests on a host with
+    no daemon): the collector says so before making a client."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(DockerUnavailable, match="no socket at"):
+            docker_client()
+        gc.collect()
+    assert not [w for w in caught if issubclass(w.category, ResourceWarning)]

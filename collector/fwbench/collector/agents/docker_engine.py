@@ -4,7 +4,9 @@ an image. Used by the Docker launcher (agents/launchers/docker.py) and by the im
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -37,8 +39,23 @@ class ImageInfo:
         )
 
 
+def _missing_socket() -> str:
+    """The daemon's Unix socket when it is not there ("" otherwise): docker-py, asked to reach
+    a socket file that does not exist, leaves its socket unclosed as it raises."""
+    host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
+    if host.startswith("unix://") and not Path(host.removeprefix("unix://")).exists():
+        return host.removeprefix("unix://")
+    return ""
+
+
 def docker_client() -> docker.DockerClient:
     """The daemon from the environment (DOCKER_HOST or the local socket)."""
+    missing = _missing_socket()
+    if missing:
+        raise DockerUnavailable(
+            f"no Docker daemon answers (no socket at {missing}); start one (`make docker-deps` "
+            "installs and starts Debian's docker.io when none runs)"
+        )
     client = None
     try:
         client = docker.from_env()
