@@ -4,8 +4,9 @@ repetitions and an A/A pair, then `collector compare` and `collector report`.
 What the verdicts must be is only asserted where the difference is under the test's control
 (fake agents whose steps take 2 and 4 ms, whatever the CPU): which TensorFlow variant is
 faster depends on the machine (oneDNN beats Eigen 2.1-2.6x for conv2d training on a Xeon, ties
-on a Zen 3 EPYC; docs/frameworks.md), so with the real agents the test checks the tool's
-bookkeeping and that the A/A pair is no difference, not which library wins."""
+on a Zen 3 EPYC; docs/frameworks.md), and so does whether two processes of one agent differ,
+so with the real agents the test checks the tool's bookkeeping and how it labels the A/A pair,
+not which library wins."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from collector_cli import collector
 from fake_agent import write_fake_agents
 
 
-def test_tf_variants_interleave_and_aa_is_no_difference(tmp_path: Path, isolated_store) -> None:
+def test_tf_variants_interleave_and_the_aa_pair_is_labelled(tmp_path: Path, isolated_store) -> None:
     out = tmp_path / "run"
     done = collector(
         "run",
@@ -66,8 +67,14 @@ def test_tf_variants_interleave_and_aa_is_no_difference(tmp_path: Path, isolated
     detail = json.dumps(document, indent=1) + "\n" + table.reindex(columns=columns).to_string()
     assert mkl["verdict"] in ("faster", "slower", "equivalent", "undecided"), detail
     assert mkl["speedup_ci_low"] <= mkl["speedup"] <= mkl["speedup_ci_high"], detail
-    assert twin["verdict"] in ("equivalent", "undecided"), detail  # never a difference
+    # The A/A pair is judged against the default floor and flagged. Whether these processes
+    # differ is the machine's: a fresh-clone CI on 2026-11-26 had tf-eigen 1.21x slower than
+    # its twin, in all 4 rounds, with 2-3x its kernel CPU time (p 0.03). Even with no real
+    # difference a 5% test says "different" in up to 5% of runs, more if the fixed order of
+    # the agents in a round matters. So a difference is allowed, said as the tool must say it.
     assert twin["notes"].startswith("A/A"), detail
+    if twin["verdict"] in ("faster", "slower"):
+        assert twin["notes"].startswith("A/A: the same agent differs from itself"), detail
     assert document["measured_noise_floor"] is not None
 
     report = collector("report", run_id, "--baseline", "tf-eigen", cwd=tmp_path)
