@@ -42,6 +42,7 @@ from fwbench.collector.stats.significance import (
     FASTER,
     SLOWER,
     UNDECIDED,
+    welch_scale,
 )
 
 MIN_REPETITIONS = 2  # a side, before the first look
@@ -114,10 +115,8 @@ def look(
 def _welch_interval(base: FloatArray, other: FloatArray, alpha: float) -> tuple[float, float]:
     """Two-sided Welch interval of mean(base) - mean(other) at level 1 - alpha (logs)."""
     difference = float(base.mean() - other.mean())
-    var_base, var_other = base.var(ddof=1) / len(base), other.var(ddof=1) / len(other)
-    spread = var_base + var_other
-    if spread == 0:
+    scale, df = welch_scale(base, other)
+    if scale == 0:
         return difference, difference
-    df = spread**2 / (var_base**2 / max(len(base) - 1, 1) + var_other**2 / max(len(other) - 1, 1))
-    half = float(student_t.ppf(1 - alpha / 2, df)) * math.sqrt(spread)
+    half = float(student_t.ppf(1 - alpha / 2, df)) * scale
     return difference - half, difference + half

@@ -71,10 +71,7 @@ def estimate_speedup(
 ) -> RatioEstimate:
     """Speedup of `contender` over `baseline`, each given as its repetitions' samples.
     Raises ValueError when either side has no samples."""
-    baseline = [np.asarray(g, dtype=np.float64) for g in baseline if len(g)]
-    contender = [np.asarray(g, dtype=np.float64) for g in contender if len(g)]
-    if not baseline or not contender:
-        raise ValueError("no samples to compare")
+    baseline, contender = _nonempty(baseline), _nonempty(contender)
     pooled_base, pooled_other = np.concatenate(baseline), np.concatenate(contender)
     speedup = float(np.median(pooled_base) / np.median(pooled_other))
     if len(baseline) >= 2 and len(contender) >= 2:
@@ -104,6 +101,25 @@ def _between_processes(
     return math.exp(centre - half), math.exp(centre + half), float(test.pvalue)
 
 
+def _nonempty(groups: Sequence[FloatArray]) -> list[FloatArray]:
+    """The groups that have samples, as float arrays; ValueError when none has."""
+    found = [np.asarray(g, dtype=np.float64) for g in groups if len(g)]
+    if not found:
+        raise ValueError("no samples to compare")
+    return found
+
+
+def welch_scale(base: FloatArray, other: FloatArray) -> tuple[float, float]:
+    """Welch's standard error of mean(base) - mean(other) and its degrees of freedom (0, nan
+    when every value of both sides is the same)."""
+    var_base, var_other = base.var(ddof=1) / len(base), other.var(ddof=1) / len(other)
+    spread = var_base + var_other
+    if spread == 0:
+        return 0.0, math.nan
+    df = spread**2 / (var_base**2 / max(len(base) - 1, 1) + var_other**2 / max(len(other) - 1, 1))
+    return math.sqrt(spread), df
+
+
 def equivalence_p(
     baseline: Sequence[FloatArray], contender: Sequence[FloatArray], bound: float
 ) -> float:
@@ -111,10 +127,7 @@ def equivalence_p(
     [1 / bound, bound], by the method estimate_speedup's interval uses: Welch's t on the
     repetitions' log medians, centred on the log of the pooled speedup, with two or more
     repetitions a side; else the bootstrap replicates' share beyond each bound."""
-    baseline = [np.asarray(g, dtype=np.float64) for g in baseline if len(g)]
-    contender = [np.asarray(g, dtype=np.float64) for g in contender if len(g)]
-    if not baseline or not contender:
-        raise ValueError("no samples to compare")
+    baseline, contender = _nonempty(baseline), _nonempty(contender)
     edge = math.log(bound)
     if len(baseline) < 2 or len(contender) < 2:
         logs = np.log(ratio_replicates(baseline, contender))
@@ -122,12 +135,9 @@ def equivalence_p(
     centre = math.log(np.median(np.concatenate(baseline)) / np.median(np.concatenate(contender)))
     base = np.log([np.median(g) for g in baseline])
     other = np.log([np.median(g) for g in contender])
-    var_base, var_other = base.var(ddof=1) / len(base), other.var(ddof=1) / len(other)
-    spread = var_base + var_other
-    if spread == 0:
+    scale, df = welch_scale(base, other)
+    if scale == 0:
         return 0.0 if abs(centre) < edge else 1.0
-    df = spread**2 / (var_base**2 / (len(base) - 1) + var_other**2 / (len(other) - 1))
-    scale = math.sqrt(spread)
     above_low = float(student_t.sf((centre + edge) / scale, df))  # H0: speedup <= 1 / bound
     below_high = float(student_t.cdf((centre - edge) / scale, df))  # H0: speedup >= bound
     return max(above_low, below_high)
