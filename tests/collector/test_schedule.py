@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,7 @@ from fwbench.collector.agents.specs import (
 )
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import Cell, SelectionError, build_selection, plan_cells
-from fwbench.collector.run.schedule import cells_per_agent, stretches
+from fwbench.collector.run.schedule import agent_order, cells_per_agent, stretches
 from fwbench.collector.run.session import run_status
 from fwbench.collector.run.work import AgentWork
 from fwbench.spec import load_catalogue
@@ -146,11 +147,12 @@ def run(names: list[str], fixed: bool = False, **choices: Any) -> tuple[list[dic
 
 def test_run_all_repeat_runs_a_fresh_process_per_repetition() -> None:
     rows, _ = run(["a", "b"], workloads="gemm,conv2d", repeat=3)
-    # Repetition-major: each process of an agent runs all its cells, agents alternating.
+    # Repetition-major: each process of an agent runs all its cells, agents alternating and
+    # their order turning each repetition (A B, B A, A B).
     assert [(r["agent"], r["workload"], r["repetition"]) for r in rows] == [
         (agent, workload, repetition)
-        for repetition in range(3)
-        for agent in ("a", "b")
+        for repetition, agents in enumerate([("a", "b"), ("b", "a"), ("a", "b")])
+        for agent in agents
         for workload in ("gemm", "conv2d")
     ]
     assert [r["cell"] for r in rows] == list(range(12))
@@ -223,14 +225,14 @@ def test_run_all_same_process_alternates_agents_per_cell() -> None:
     assert [(r["agent"], r["workload"], r["repetition"]) for r in rows] == [
         ("a", "gemm", 0),
         ("b", "gemm", 0),
-        ("a", "gemm", 1),
         ("b", "gemm", 1),
+        ("a", "gemm", 1),
         ("a", "gemm", 2),
         ("b", "gemm", 2),
         ("a", "conv2d", 0),
         ("b", "conv2d", 0),
-        ("a", "conv2d", 1),
         ("b", "conv2d", 1),
+        ("a", "conv2d", 1),
         ("a", "conv2d", 2),
         ("b", "conv2d", 2),
     ]
@@ -265,11 +267,43 @@ def test_run_all_repeat_keeps_thread_counts_outermost(fresh: bool) -> None:
     )
     # Threads outermost: every cell at 1 thread (alternating), then every cell at 2.
     assert [threads for _, _, threads in log] == [1] * 8 + [2] * 8
-    first = ["a", "a", "b", "b"] if fresh else ["a", "b", "a", "b"]
+    first = ["a", "a", "b", "b"] if fresh else ["a", "b", "b", "a"]
     assert [r["agent"] for r in rows[:4]] == first
     assert all(r["status"] == "ok" for r in rows)
     # Fixed agents get a process per thread count; fresh ones also one per repetition.
     assert len({r["agent_pid"] for r in rows}) == (8 if fresh else 4)
+
+
+@pytest.mark.parametrize("count", range(1, 8))
+def test_agent_order_is_a_balanced_latin_square(count: int) -> None:
+    cycle = count if count % 2 == 0 else 2 * count
+    rows = [agent_order(count, block) for block in range(cycle)]
+    assert rows[0] == list(range(count))  # without repetition: the order given
+    assert agent_order(count, cycle + 3) == rows[3 % cycle]  # it repeats after a cycle
+    for row in rows:
+        assert sorted(row) == list(range(count))
+    # Every agent in every position equally often.
+    for position in range(count):
+        assert sorted(row[position] for row in rows) == sorted(
+            list(range(count)) * (cycle // count)
+        )
+    # Every ordered pair of agents adjacent equally often (first-order carry-over).
+    followers = Counter((row[i], row[i + 1]) for row in rows for i in range(count - 1))
+    pairs = count * (count - 1)
+    assert len(followers) == pairs
+    assert set(followers.values()) == ({cycle * (count - 1) // pairs} if pairs else set())
+
+
+def test_the_aa_twin_does_not_always_follow_the_same_agent() -> None:
+    selection = build_selection(CATALOGUE, workloads="gemm", phases="train", batch_sizes="8")
+    items = work_for(["tf-mkl", "tf-eigen", "tf-eigen#2"], selection, [])
+    order = [item.handle.name for item, _ in stretches(items, 6, fresh_process=True)]
+    rounds = [order[i : i + 3] for i in range(0, 18, 3)]
+    before_twin = Counter(r[r.index("tf-eigen#2") - 1] for r in rounds if r[0] != "tf-eigen#2")
+    assert before_twin == {"tf-mkl": 2, "tf-eigen": 2}
+    assert Counter(r.index("tf-eigen#2") for r in rounds) == {0: 2, 1: 2, 2: 2}
+    # A round of --until-decided turns the order as a repetition does.
+    assert [item.handle.name for item, _ in stretches(items, 1, True, first_block=1)] == rounds[1]
 
 
 def test_stretches_record_unsupported_cells_once() -> None:

@@ -132,8 +132,9 @@ def run(
     repeat: Annotated[
         int,
         typer.Option(
-            help="Run each cell this many times, agents alternating (A B A B) so drift "
-            "spreads evenly; rows carry `repetition`."
+            help="Run each cell this many times, agents alternating, their order turning "
+            "each time (A B, B A, ...) so drift and position spread evenly; rows carry "
+            "`repetition`."
         ),
     ] = 1,
     fresh_process: Annotated[

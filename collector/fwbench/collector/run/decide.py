@@ -5,12 +5,12 @@ The comparisons: every agent against the baseline (`--baseline`, default the fir
 every cell both run; an A/A twin (`--aa NAME`: NAME#2) against its own agent NAME instead, so
 that the pair measures the noise and should come out equivalent. Each round starts a fresh
 process of every agent and measures the cells an open comparison needs, agents one after the
-other as in any run; after each round from the second,
-every open comparison is looked at with the sequential rules of stats/sequential.py (error
-rates held over repeated looks), and a cell whose comparisons are all decided is not measured
-again. Before a round, the time it will likely take (the last round's, scaled by the cells
-left) must fit in what remains of the budget; otherwise the run stops and the open
-comparisons stay undecided."""
+other, in an order that turns from round to round as repetitions do (schedule.py); after each
+round from the second, every open comparison is looked at with the sequential rules of
+stats/sequential.py (error rates held over repeated looks), and a cell whose comparisons are
+all decided is not measured again. Before a round, the time it will likely take (the last
+round's, scaled by the cells left) must fit in what remains of the budget; otherwise the run
+stops and the open comparisons stay undecided."""
 
 from __future__ import annotations
 
@@ -192,7 +192,7 @@ def run_until_decided(
         new_round(round_number, {item.handle.name: len(item.cells) for item in work})
         round_started = time.monotonic()
         ctx.round = round_number
-        run_all([item for item in work if item.cells], ctx)
+        run_all(work, ctx)  # all of them: the agents' order turns with the round (schedule.py)
         decisions.round_seconds.append(time.monotonic() - round_started)
         decisions.rounds, cells_last = round_number + 1, cells
         _look(decisions, groups)

@@ -92,7 +92,7 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
     # id(AgentWork) -> (error code, why) of its remaining cells when they cannot run
     crashed_agents: dict[int, tuple[str, str]] = {}
     fresh = (ctx.selection.fresh_process and ctx.selection.repeat > 1) or ctx.round > 0
-    for item, whole in stretches(work, ctx.selection.repeat, fresh):
+    for item, whole in stretches(work, ctx.selection.repeat, fresh, ctx.round):
         first_index = ctx.next_index
         ctx.next_index += len(whole)
         numbered = [(first_index + i, pair) for i, pair in enumerate(whole)]

@@ -173,7 +173,8 @@ def cells_to_skip(point: ResumePoint, order: Sequence[tuple[Cell, int]]) -> froz
             raise ResumeRefused(
                 f"run {point.run_id}: cell {index} ({row['agent']} {row['workload']} "
                 f"{row['phase']} bs={row['batch_size']}) is not where the plan made now puts "
-                "it (the catalogue or an agent's workloads changed); start a new run"
+                "it (the catalogue, an agent's workloads or the collector's schedule changed); "
+                "start a new run"
             )
     return frozenset(int(cell) for cell in kept["cell"]) if len(kept) else frozenset()
 

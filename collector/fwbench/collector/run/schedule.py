@@ -1,6 +1,10 @@
 """The order cells run in. Without repetition: agent by agent, each agent's cells in plan order
-(as before `--repeat`). With `--repeat N`, agents alternate (A B A B ...) so slow drift of the
-machine spreads evenly over the agents instead of landing on whichever ran last:
+(as before `--repeat`). With `--repeat N`, agents alternate so slow drift of the machine spreads
+evenly over the agents instead of landing on whichever ran last, and the agents' order changes
+from one repetition (or `--until-decided` round) to the next along the rows of a Williams
+design (`agent_order`): over a whole cycle every agent runs in every position, and right after
+every other agent, equally often (A B, B A, A B ... for two agents), so neither a position in
+the round nor the agent that ran just before can favour one agent every time:
 
 - fresh processes (the default): each repetition is a new process of every agent running all
   its cells, so repetition-major: repetition 0 of A's cells, of B's, then repetition 1 ... Two
@@ -37,13 +41,38 @@ def cell_key(cell: Cell) -> tuple[int, str, str, int, str, str]:
     return (cell.threads, cell.workload, cell.phase, cell.batch_size, cell.dtype, cell.strategy)
 
 
+def agent_order(count: int, block: int) -> list[int]:
+    """The order of `count` agents in repetition (or round) `block`: row `block` of a Williams
+    design, a Latin square balanced for first-order carry-over (Williams 1949). Its first row
+    is 0, 1, n-1, 2, n-2, ...; row i adds i to each entry (mod n); for odd n the reversed rows
+    follow. Over n rows (2n for odd n) each agent holds each position equally often and
+    follows each other agent equally often. Relabelled so that row 0 is 0, 1, ..., n-1: a run
+    without repetition keeps the order the agents were given in."""
+    if count <= 1:
+        return list(range(count))
+    first = [0]
+    for step in range(1, count):
+        first.append((step + 1) // 2 if step % 2 else count - step // 2)
+    label = {agent: position for position, agent in enumerate(first)}
+    rows = [[label[(agent + shift) % count] for agent in first] for shift in range(count)]
+    if count % 2:
+        rows += [row[::-1] for row in rows]
+    return rows[block % len(rows)]
+
+
+def in_order(work: Sequence[Work], block: int) -> list[Work]:
+    return [work[i] for i in agent_order(len(work), block)]
+
+
 def stretches(
-    work: Sequence[Work], repeat: int = 1, fresh_process: bool = False
+    work: Sequence[Work], repeat: int = 1, fresh_process: bool = False, first_block: int = 0
 ) -> list[Stretch[Work]]:
     """Execution order as runs of consecutive cells of one agent. With `fresh_process`, a
-    stretch never spans two repetitions (the runner starts a new process between them)."""
+    stretch never spans two repetitions (the runner starts a new process between them).
+    `first_block`: the round of `--until-decided` (each round one repetition), which picks
+    the agents' order as a repetition number would."""
     if repeat <= 1:
-        return [(item, [(cell, 0) for cell in item.cells]) for item in work]
+        return [(item, [(cell, 0) for cell in item.cells]) for item in in_order(work, first_block)]
     keys = list(dict.fromkeys(cell_key(cell) for item in work for cell in item.cells))
     thread_order = list(dict.fromkeys(key[0] for key in keys))
     keys.sort(key=lambda key: thread_order.index(key[0]))  # stable: plan order within
@@ -56,7 +85,7 @@ def stretches(
     order: list[Stretch[Work]] = []
     for group in groups:
         for repetition in range(repeat):
-            for item in work:
+            for item in in_order(work, first_block + repetition):
                 cells = [
                     (cell, repetition)
                     for key in group
