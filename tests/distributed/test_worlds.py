@@ -187,3 +187,19 @@ def test_rank_threads_share_this_host_unless_a_scheduler_is_told_the_cpus() -> N
     assert rank_threads(["fake~w2"], options(LauncherKind.KUBERNETES)) == 1  # a pod's default
     pods = options(LauncherKind.KUBERNETES, k8s_options=("cpus=4",))
     assert rank_threads(["fake~w2"], pods) == 4
+
+
+def test_a_local_world_gets_distinct_ports_that_are_free() -> None:
+    import socket
+
+    from fwbench.collector.agents.launchers.base import free_ports
+    from fwbench.collector.agents.launchers.local import LocalLauncher
+
+    placement = LocalLauncher(None).place_world(None, "fake", 64, 1)  # type: ignore[arg-type]
+    ports = [placement.port, *(int(peer.rsplit(":", 1)[1]) for peer in placement.peers)]
+    assert len(set(ports)) == 65 and placement.address == "127.0.0.1"
+    chosen = free_ports(64)
+    assert len(set(chosen)) == 64
+    for port in chosen:  # free once returned: a rank can bind each
+        with socket.socket() as rank:
+            rank.bind(("127.0.0.1", port))

@@ -7,6 +7,7 @@ gRPC health service answers SERVING."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -186,9 +187,18 @@ class LaunchSettings:
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on `host` now (a rendezvous port for a world's ranks)."""
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
+    return free_ports(1, host)[0]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """`count` distinct TCP ports free on `host` now: every probe stays bound until all are
+    chosen, so the kernel cannot hand one port out twice (ports asked for one at a time can
+    repeat: a world's ranks would then collide)."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind((host, 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
 
 
 # An agent a scheduler started (Slurm, Kubernetes) ends itself when no call has reached it for

@@ -26,7 +26,7 @@ from fwbench.collector.agents.launchers.base import (
     LauncherKind,
     LaunchSettings,
     Placement,
-    free_port,
+    free_ports,
 )
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import scratch_folder
@@ -134,13 +134,9 @@ class LocalLauncher:
     def place_world(
         self, manifest: AgentManifest, instance: str, size: int, threads: int
     ) -> Placement:
-        """Processes on this host: everything on the loopback, on ports free now."""
-        return Placement(
-            "127.0.0.1",
-            free_port(),
-            [f"127.0.0.1:{free_port()}" for _ in range(size)],
-            "local",
-        )
+        """Processes on this host: everything on the loopback, on distinct ports free now."""
+        rendezvous, *peers = free_ports(size + 1)
+        return Placement("127.0.0.1", rendezvous, [f"127.0.0.1:{p}" for p in peers], "local")
 
     def close(self) -> None:
         """Abandons the starts still under way (an interrupt during start-up) and waits until
