@@ -70,6 +70,9 @@ def test_agents_run_as_pods_and_nothing_outlives_the_run(
     assert container["resources"]["limits"]["cpu"] == "2"
     (env,) = kube.environments.values()
     assert env["FWBENCH_ORPHAN_SECONDS"] == "30"  # the agent ends itself if the collector dies
+    # The pod's log went with it; the run folder kept a copy.
+    log = (tmp_path / "run" / "logs" / "fake.log").read_text()
+    assert log.startswith("--- pod bench/fwbench-") and "fwbench-agent fake serving on" in log
     assert kube.left() == []
     assert kube.running() == []
 
@@ -142,6 +145,7 @@ def test_a_pod_that_fails_is_refused_with_its_exit_and_log(
     assert done.returncode == 2, done.stderr
     said = done.stderr.replace("\n", " ")
     assert "Error (exit code 3); last log line: agent: no plugin named fake" in said, said
+    assert "agent: no plugin named fake" in (tmp_path / "run" / "logs" / "fake.log").read_text()
     assert kube.left() == []
 
 
@@ -226,6 +230,9 @@ def test_a_world_is_one_indexed_job_whose_pods_are_its_ranks(
     assert {env["WORLD_SIZE"] for env in envs} == {"2"}
     assert {env["MASTER_ADDR"] for env in envs} == {envs[0]["FWBENCH_HOST"]}
     assert envs[0]["FWBENCH_HOST"] != envs[1]["FWBENCH_HOST"]
+    for rank in (0, 1):  # each rank's pod log, kept in the run folder
+        log = (tmp_path / "run" / "logs" / f"fake~w2-rank{rank}-threads1.log").read_text()
+        assert "fwbench-agent fake serving on" in log, log
     assert kube.left() == [] and kube.running() == []
 
 

@@ -108,6 +108,8 @@ class KubernetesAgent(AgentHandle):
         if self.stopped.is_set():
             return
         self.stopped.set()
+        if self.cluster is not None and self.pod and self.log_path is not None:
+            self.cluster.save_log(self.pod, self.log_path)  # before the pod goes with its Job
         if self.owns_job and self.cluster is not None and self.job:
             self.cluster.delete_job(self.job, grace_seconds)
 
@@ -221,6 +223,7 @@ class KubernetesLauncher:
             job=job,
             image=self.image(manifest),
             owns_job=owns,
+            log_path=self.settings.log_dir / f"{name}{f'-threads{threads}' if threads else ''}.log",
         )
         try:
             pod = self.cluster.wait_for_pod(

@@ -12,6 +12,7 @@ import json
 import socket
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from fwbench.collector.agents.client import AgentUnavailable
@@ -94,6 +95,21 @@ class Cluster:
             return ""
         lines = [line for line in str(text or "").splitlines() if line.strip()]
         return f"; last log line: {lines[-1][:300]}" if lines else ""
+
+    def save_log(self, name: str, path: Path) -> None:
+        """Appends the pod's whole log to `path` (the run folder keeps it: the pod and its log
+        go with the Job), or a line saying why it could not be read."""
+        try:
+            text = str(self.core.read_namespaced_pod_log(name, self.namespace) or "")
+        except Exception as error:  # noqa: BLE001 (the pod gone, the API unreachable)
+            text = f"[fwbench: the log of pod {self.namespace}/{name} could not be read: "
+            text += f"{_why(error)}]\n"
+        try:
+            with path.open("a", encoding="utf-8", errors="replace") as log:
+                log.write(f"--- pod {self.namespace}/{name}\n{text}")
+                log.write("" if text.endswith("\n") or not text else "\n")
+        except OSError:
+            pass  # a full disk: the run's results matter more than an agent's log
 
     def wait_for_pod(self, job: str, index: int, deadline: float, ended: Callable[[], bool]) -> Any:
         """Rank `index`'s pod of `job` once it runs with an IP; raises AgentUnavailable with
