@@ -6,6 +6,7 @@ long as the run lasts."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -66,3 +67,34 @@ def test_a_targets_folder_that_cannot_be_written_stops_the_run_before_it_starts(
     assert done.returncode == 2, done.stderr
     assert f"FWBENCH_PROMETHEUS_TARGETS={blocker / 'targets'}" in done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_killed_collectors_targets_are_removed_by_the_next_run(tmp_path: Path) -> None:
+    """SIGKILL leaves the run's targets file (nothing can remove it then); the next run on this
+    host sees that its collector is gone and removes it, and says so. Another live run's file
+    and a file with no owner (an older collector's) are left alone."""
+    targets = tmp_path / "targets"
+    env = {**os.environ, "FWBENCH_PROMETHEUS_TARGETS": str(targets)}
+    killed = subprocess.Popen(
+        _command(tmp_path / "first"), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    deadline = time.monotonic() + 60
+    while not list(targets.glob("fwbench-*.json")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    (left,) = targets.glob("fwbench-*.json")
+    killed.send_signal(signal.SIGKILL)
+    killed.communicate(timeout=30)
+    assert left.exists()  # nothing could remove it
+    older = targets / "fwbench-older.json"
+    older.write_text("[]\n")
+    second = tmp_path / "second"
+    done = subprocess.run(
+        [*_command(second), "--world-sizes", "1", "--iterations", "3"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run_id = left.name.removeprefix("fwbench-").removesuffix(".json")
+    said = " ".join((done.stdout + done.stderr).split())
+    assert f"removed the targets of run {run_id}, whose collector is gone" in said, said
+    assert not left.exists()
+    assert sorted(path.name for path in targets.iterdir()) == ["fwbench-older.json"]

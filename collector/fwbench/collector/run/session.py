@@ -124,7 +124,7 @@ def _execute(
     console: Console,
     resume: ResumePoint | None,
 ) -> RunSummary:
-    targets = TargetsFile.from_environment(run_id)  # a folder it cannot use: bad input
+    targets = TargetsFile.from_environment(run_id, report=console.print)  # unusable: bad input
     try:
         handles = launch_all(options.agents, manifests, launcher, options.start_timeout_seconds,
                              options.security, options)  # fmt: skip
