@@ -213,13 +213,15 @@ def source_environment(*more: Path) -> dict[str, str]:
 
 # A sweep is not started with less than this left before --deadline (agents take ~10 s to start).
 MIN_SWEEP_S = 20.0
-# After SIGINT at the deadline, how long the collector gets to store its interrupted run.
+# After SIGTERM at the deadline, how long the collector gets to store its interrupted run.
 STOP_GRACE_S = 60.0
 
 
 def collector(args: list[str], env: dict[str, str], log: Path, seconds: float | None = None) -> int:
-    """Run the collector; past `seconds` it gets SIGINT (it keeps what it measured and marks the
-    run interrupted), then SIGKILL if it has not stopped STOP_GRACE_S later."""
+    """Run the collector; past `seconds` it gets SIGTERM (it keeps what it measured and marks
+    the run interrupted, as for Ctrl-C), then SIGKILL if it has not stopped STOP_GRACE_S later.
+    Not SIGINT: a script started in the background (nohup, `&`) hands its children SIGINT
+    ignored, and the collector then leaves it ignored, as a background job should."""
     command = [sys.executable, "-m", "fwbench.collector.cli", *args]
     print("$", " ".join(command), flush=True)
     with log.open("w") as sink:
@@ -227,7 +229,7 @@ def collector(args: list[str], env: dict[str, str], log: Path, seconds: float | 
         try:
             code = child.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
-            child.send_signal(signal.SIGINT)
+            child.send_signal(signal.SIGTERM)
             try:
                 code = child.wait(timeout=STOP_GRACE_S)
             except subprocess.TimeoutExpired:

@@ -151,7 +151,7 @@ def test_a_collector_that_does_not_import_stops_the_script_with_the_error(
 def test_the_deadline_interrupts_a_sweep_and_keeps_what_it_measured(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """gpu_host.collector past its seconds: SIGINT, the collector stores the interrupted run
+    """gpu_host.collector past its seconds: SIGTERM, the collector stores the interrupted run
     with the cells it finished, and the script goes on (a leased GPU's time bounds it)."""
     monkeypatch.setenv("FWBENCH_STORE", str(tmp_path / "store.sqlite"))
     manifests = write_fake_agents(tmp_path / "agents", {"fake": {}})
