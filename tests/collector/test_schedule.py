@@ -66,10 +66,11 @@ class FakeClient:
     pid: int = field(default_factory=lambda: next(_pids))
     crash_on: str = ""  # a workload during which this process dies
     dead: bool = False
+    closed: bool = False  # stopped: a call fails, as it would on a process that has gone
 
     def run(self, request: agent_pb2.RunRequest, timeout: float | None) -> Iterator[Any]:
         self.log.append((self.name, request.workload, request.threads))
-        if self.dead or request.workload == self.crash_on:
+        if self.dead or self.closed or request.workload == self.crash_on:
             self.dead = True
             raise Unavailable()
         started = time.time_ns()
@@ -92,7 +93,16 @@ class FakeClient:
         return not self.dead
 
     def close(self) -> None:
-        pass
+        if not self.closed:
+            self.log.append((self.name, STOPPED, self.pid))
+        self.closed = True
+
+
+STOPPED = "(stopped)"  # a log entry: this process was stopped
+
+
+def measured(log: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+    return [entry for entry in log if entry[1] != STOPPED]
 
 
 def fake_handle(name: str, log: list[tuple[str, str, int]], threads: int = 0) -> AgentHandle:
@@ -237,7 +247,7 @@ def test_run_all_same_process_alternates_agents_per_cell() -> None:
         ("b", "conv2d", 2),
     ]
     assert [r["cell"] for r in rows] == list(range(12))  # cell stays the execution index
-    assert [(agent, workload) for agent, workload, _ in log] == [
+    assert [(agent, workload) for agent, workload, _ in measured(log)] == [
         (r["agent"], r["workload"]) for r in rows
     ]
     assert all(r["status"] == "ok" for r in rows)
@@ -255,6 +265,43 @@ def test_run_all_without_repeat_keeps_agent_by_agent_order() -> None:
     assert {r["repetition"] for r in rows} == {0}
 
 
+def test_an_agent_rests_once_it_will_not_measure_again() -> None:
+    """Its process stops before the next agent measures: idle, it would hold memory (on a GPU,
+    JAX keeps 75% of the device from its first cell) while another agent measures."""
+
+    def events(log: list[tuple[str, str, int]]) -> list[tuple[str, str]]:
+        return [(agent, what) for agent, what, _ in log]
+
+    rows, log = run(["a", "b"], workloads="gemm,conv2d")  # agent by agent, one process each
+    assert events(log) == [
+        ("a", "gemm"), ("a", "conv2d"), ("a", STOPPED),
+        ("b", "gemm"), ("b", "conv2d"), ("b", STOPPED),
+    ]  # fmt: skip
+    rows, log = run(["a", "b"], workloads="gemm", repeat=3)  # fresh processes
+    assert events(log) == [
+        ("a", "gemm"), ("a", STOPPED), ("b", "gemm"), ("b", STOPPED),
+        ("b", "gemm"), ("b", STOPPED), ("a", "gemm"), ("a", STOPPED),
+        ("a", "gemm"), ("a", STOPPED), ("b", "gemm"), ("b", STOPPED),
+    ]  # fmt: skip
+    assert len({r["agent_pid"] for r in rows}) == 6 and {r["status"] for r in rows} == {"ok"}
+    # One process per agent for the run: kept between its cells, stopped after its last.
+    rows, log = run(["a", "b"], workloads="gemm,conv2d", repeat=2, fresh_process=False)
+    assert events(log)[-4:] == [("b", "conv2d"), ("b", STOPPED), ("a", "conv2d"), ("a", STOPPED)]
+    assert [e for e in events(log) if e[1] == STOPPED] == [("b", STOPPED), ("a", STOPPED)]
+    assert {r["status"] for r in rows} == {"ok"}
+
+
+def test_an_attached_agent_is_never_stopped_by_the_run() -> None:
+    selection = build_selection(CATALOGUE, workloads="gemm", phases="train", batch_sizes="8")
+    log: list = []
+    items = work_for(["a"], selection, log)
+    items[0].restart = None  # attached: not the collector's to stop
+    recorder = Recorder()
+    ctx = RunContext("r", CATALOGUE, selection, recorder, Display(), None)  # type: ignore[arg-type]
+    run_all(items, ctx)
+    assert [what for _, what, _ in log] == ["gemm"] and not items[0].idle
+
+
 @pytest.mark.parametrize("fresh", [True, False])
 def test_run_all_repeat_keeps_thread_counts_outermost(fresh: bool) -> None:
     rows, log = run(
@@ -266,7 +313,7 @@ def test_run_all_repeat_keeps_thread_counts_outermost(fresh: bool) -> None:
         fresh_process=fresh,
     )
     # Threads outermost: every cell at 1 thread (alternating), then every cell at 2.
-    assert [threads for _, _, threads in log] == [1] * 8 + [2] * 8
+    assert [threads for _, _, threads in measured(log)] == [1] * 8 + [2] * 8
     first = ["a", "a", "b", "b"] if fresh else ["a", "b", "b", "a"]
     assert [r["agent"] for r in rows[:4]] == first
     assert all(r["status"] == "ok" for r in rows)

@@ -92,12 +92,19 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
     # id(AgentWork) -> (error code, why) of its remaining cells when they cannot run
     crashed_agents: dict[int, tuple[str, str]] = {}
     fresh = (ctx.selection.fresh_process and ctx.selection.repeat > 1) or ctx.round > 0
-    for item, whole in stretches(work, ctx.selection.repeat, fresh, ctx.round):
+    order = stretches(work, ctx.selection.repeat, fresh, ctx.round)
+    last = {id(item): position for position, (item, _) in enumerate(order)}
+    for position, (item, whole) in enumerate(order):
+        # A process that will not measure again before a fresh one replaces it is stopped
+        # after its stretch (AgentWork.rest): idle, it would hold memory while others measure.
+        rests = fresh or last[id(item)] == position
         first_index = ctx.next_index
         ctx.next_index += len(whole)
         numbered = [(first_index + i, pair) for i, pair in enumerate(whole)]
         stretch = [(index, pair) for index, pair in numbered if index not in ctx.skip]
         if not stretch:
+            if rests:
+                item.rest()
             continue
         code, crashed = crashed_agents.get(id(item), ("UNAVAILABLE", ""))
         if fresh:
@@ -149,6 +156,8 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
             if ctx.observe is not None:
                 ctx.observe(cell, row, samples)
         crashed_agents[id(item)] = (code, crashed)
+        if rests:
+            item.rest()
 
 
 def _recover(item: AgentWork, error: AgentCrashed) -> str:

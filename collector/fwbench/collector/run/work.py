@@ -21,21 +21,40 @@ class AgentWork:
     # started; None for attached ones).
     restart: Callable[[int], AgentHandle] | None = None
     repetition: int = 0  # the repetition the current process serves
+    idle: bool = False  # its process was stopped after its cells (rest); the next use starts one
 
     def ensure_fresh(self, repetition: int, threads: int) -> bool:
         """With fresh processes per repetition: swaps in a new process when `repetition` is
-        not the one the current process serves. Returns whether it did (never for an agent
-        the collector did not start). Raises what starting an agent raises."""
+        not the one the current process serves, or when the last one was stopped at rest.
+        Returns whether it did (never for an agent the collector did not start). Raises what
+        starting an agent raises."""
         previous, self.repetition = self.repetition, repetition
-        if repetition == previous or self.restart is None:
+        if self.restart is None or (repetition == previous and not self.idle):
             return False
         self._swap(threads if self.describe.threads.fixed_at_startup else self.handle.threads)
         return True
+
+    def rest(self) -> None:
+        """Stops the process of an agent the collector started once it will not measure again
+        before a fresh one replaces it, so that, idle, it holds no memory, threads or GPU
+        memory while another agent measures (JAX keeps 75% of a GPU from its first cell on).
+        The next ensure_fresh or ensure_threads starts a new one."""
+        if self.restart is None or self.idle:
+            return
+        try:
+            self.handle.stop()
+        except Exception:  # noqa: BLE001 (the run's end stops it again; the next use swaps)
+            return
+        self.idle = True
 
     def ensure_threads(self, threads: int) -> str:
         """For an agent that sizes its thread pools at start-up, swaps in an instance started
         with `threads` when needed. Returns why the cell cannot run, or "". Raises what
         starting an agent raises."""
+        if self.idle:  # stopped at rest: a new process, at the count this cell needs
+            fixed = self.describe.threads.fixed_at_startup and threads
+            self._swap(threads if fixed else self.handle.threads)
+            return ""
         if not self.describe.threads.fixed_at_startup or threads == self.handle.threads:
             return ""
         if world_size_of(self.handle.name) and not threads:  # ranks: their CPUs' count
@@ -60,4 +79,5 @@ class AgentWork:
         assert self.restart is not None
         self.handle.stop(grace_seconds)
         self.handle = self.restart(threads)
+        self.idle = False
         self.describe = self.handle.client.describe()
