@@ -62,9 +62,12 @@ class TargetsFile:
         self.owner = folder / f".fwbench-{run_id}.owner"
         self.run_id = run_id
         self._handles: dict[str, AgentHandle] = {}
-        self.removed = remove_orphans(folder)
-        for gone in self.removed:
+        for gone in remove_orphans(folder):
             report(f"{VARIABLE}: removed the targets of run {gone}, whose collector is gone")
+        try:
+            self.owner.write_text(json.dumps(this_collector()) + "\n")
+        except OSError as error:
+            raise TargetsError(f"{VARIABLE}={folder}: {error.strerror}") from None
 
     @classmethod
     def from_environment(
@@ -82,8 +85,6 @@ class TargetsFile:
         text = json.dumps(target_groups(list(self._handles.values()), self.run_id), indent=1)
         partial = self.path.with_name(self.path.name + ".tmp")  # not *.json: never half read
         partial.write_text(text + "\n")
-        if not self.owner.exists():
-            self.owner.write_text(json.dumps(this_collector()) + "\n")
         os.replace(partial, self.path)
 
     def follow(
