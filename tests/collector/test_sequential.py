@@ -15,7 +15,13 @@ import numpy as np
 import pytest
 
 from fwbench.collector.analysis.decisions import decisions_caption
-from fwbench.collector.run.decide import DecideSettings, Decisions, Question, _look
+from fwbench.collector.run.decide import (
+    DecideSettings,
+    Decisions,
+    Question,
+    _look,
+    _what_would_decide,
+)
 from fwbench.collector.stats.sequential import look, look_alpha
 from fwbench.collector.stats.significance import ALPHA, EQUIVALENT, FASTER, SLOWER, UNDECIDED
 
@@ -183,3 +189,35 @@ def test_a_run_the_budget_cut_short_says_how_to_plan_its_looks() -> None:
         assert "would give each look" not in decisions_caption(
             {**decisions, "stopped": stopped, "rounds": rounds}
         )
+
+
+def test_a_look_measures_how_far_apart_the_processes_are() -> None:
+    # Process medians 1.0, 1.1 and 1.2 (x 10 ms) on one side, equal on the other: the spread
+    # is the larger side's SD of the log medians; below two processes a side it is unknown.
+    steady = [np.full(5, 0.01) for _ in range(3)]
+    spread_out = [np.full(5, 0.01 * f) for f in (1.0, 1.1, 1.2)]
+    expected = float(np.std(np.log([1.0, 1.1, 1.2]), ddof=1))
+    assert look(steady, spread_out, 0.01, 0.01, FLOOR, MARGIN).spread == pytest.approx(expected)
+    assert look(spread_out, steady, 0.01, 0.01, FLOOR, MARGIN).spread == pytest.approx(expected)
+    assert math.isnan(look(steady[:1], spread_out[:1], 0.01, 0.01, FLOOR, MARGIN).spread)
+
+
+def test_a_comparison_left_open_says_how_far_apart_its_processes_were() -> None:
+    # An A/A pair with 8% between processes cannot be settled within 5% in 4 rounds: its
+    # `why` names that spread (what sets the interval), next to the processes it would need.
+    rng = np.random.default_rng(5)
+    settings = DecideSettings("base", FLOOR, MARGIN, math.inf, 4)
+    key = ("conv2d", "train", 8, "float32", 0, "{}", "")
+    question = Question(key, "twin", "", "base", "")
+    decisions = Decisions(settings, [question])
+    groups = {
+        ("base", "", key): [process(rng, 0.04, 0.08) for _ in range(4)],
+        ("twin", "", key): [process(rng, 0.04, 0.08) for _ in range(4)],
+    }
+    _look(decisions, groups)
+    assert question.verdict == UNDECIDED
+    question.why = "budget" + _what_would_decide(question, settings)
+    assert question.spread > 0.02
+    assert f"processes differed by {question.spread:.1%} here" in question.why
+    assert "processes a side would likely decide it" in question.why
+    assert decisions.record()["decisions"][0]["spread"] == pytest.approx(question.spread)

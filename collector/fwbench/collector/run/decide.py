@@ -77,6 +77,7 @@ class Question:
     level: float = float("nan")  # the interval's confidence level
     repetitions: int = 0
     looks: int = 0
+    spread: float = float("nan")  # SD of the log process medians, the larger side (Look)
     why: str = ""  # why it ended undecided, or "" while open
 
     @property
@@ -211,9 +212,15 @@ def _what_would_decide(question: Question, settings: DecideSettings) -> str:
         return ""
     estimate = RatioEstimate(question.speedup, question.ci_low, question.ci_high, math.nan)
     needed = repetitions_needed(estimate, question.repetitions, settings.floor, settings.margin)
+    spread = (
+        ""
+        if math.isnan(question.spread)
+        else f" (one agent's processes differed by {question.spread:.1%} here: the SD of their "
+        "log medians)"
+    )
     if needed is None:
-        return "; at the edge of the floor or margin: more processes may not decide it"
-    return f"; about {needed} processes a side would likely decide it"
+        return "; at the edge of the floor or margin: more processes may not decide it" + spread
+    return f"; about {needed} processes a side would likely decide it" + spread
 
 
 def _look(decisions: Decisions, groups: dict[tuple[str, str, Key], list[np.ndarray]]) -> None:
@@ -249,3 +256,4 @@ def _look(decisions: Decisions, groups: dict[tuple[str, str, Key], list[np.ndarr
             seen.ci_high,
             seen.level,
         )
+        question.spread = seen.spread

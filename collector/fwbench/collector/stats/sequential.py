@@ -75,6 +75,10 @@ class Look:
     level: float  # confidence level of the interval
     repetitions: int  # the fewer of the two sides
     verdict: str  # FASTER, SLOWER, EQUIVALENT or UNDECIDED (keep measuring)
+    # How far apart the processes of one side measured: the larger side's SD of the log
+    # medians (NaN below 2 a side). What sets the interval's width, so what an undecided
+    # comparison's `why` names.
+    spread: float = math.nan
 
 
 def look(
@@ -94,6 +98,7 @@ def look(
     if repetitions == 0:
         raise ValueError("no samples to compare")
     speedup = math.exp(float(base.mean() - other.mean()))
+    spread = process_spread(base, other)
     if repetitions < MIN_REPETITIONS:
         return Look(speedup, 0.0, math.inf, 1 - alpha_difference, repetitions, UNDECIDED)
     low, high = _welch_interval(base, other, alpha_difference)
@@ -109,7 +114,14 @@ def look(
         bound = math.log(1 + max(margin, floor))
         if -bound <= near_low and near_high <= bound:
             called, level, low, high = EQUIVALENT, 1 - 2 * alpha_equivalence, near_low, near_high
-    return Look(speedup, math.exp(low), math.exp(high), level, repetitions, called)
+    return Look(speedup, math.exp(low), math.exp(high), level, repetitions, called, spread)
+
+
+def process_spread(*sides: FloatArray) -> float:
+    """The largest SD (ddof 1) of the log per-process medians among `sides` with 2 or more
+    processes; NaN when none has."""
+    spreads = [float(np.std(side, ddof=1)) for side in sides if len(side) >= MIN_REPETITIONS]
+    return max(spreads) if spreads else math.nan
 
 
 def _welch_interval(base: FloatArray, other: FloatArray, alpha: float) -> tuple[float, float]:
