@@ -221,3 +221,14 @@ def test_a_comparison_left_open_says_how_far_apart_its_processes_were() -> None:
     assert f"processes differed by {question.spread:.1%} here" in question.why
     assert "processes a side would likely decide it" in question.why
     assert decisions.record()["decisions"][0]["spread"] == pytest.approx(question.spread)
+
+
+def test_a_first_look_with_a_huge_t_quantile_stays_finite() -> None:
+    # Two processes a side, one side's medians 1.6x apart and the other's nearly equal:
+    # Welch's df is near 1, and at a look's strict level (many looks, many comparisons) the
+    # quantile is in the thousands. The look must not overflow; it decides nothing.
+    base = [np.full(5, 0.010), np.full(5, 0.016)]
+    other = [np.full(5, 0.013), np.full(5, 0.0130001)]
+    seen = look(base, other, look_alpha(1, 99, 8), look_alpha(1, 99, 8), FLOOR, MARGIN)
+    assert seen.verdict == UNDECIDED
+    assert 0 < seen.ci_low <= seen.speedup <= seen.ci_high < math.inf

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from scipy.stats import t as student_t
 
 from fwbench.collector.stats.bootstrap import (
     median_interval,
@@ -181,6 +182,29 @@ def test_repetitions_needed_shrink_the_interval_to_a_verdict() -> None:
     # On the floor's edge no number is likely to decide it.
     edge = RatioEstimate(speedup=1.03, ci_low=0.95, ci_high=1.12, p_value=0.5)
     assert repetitions_needed(edge, 3, floor=0.03, margin=0.03) is None
+
+
+def test_repetitions_needed_count_the_degrees_of_freedom_more_processes_bring() -> None:
+    # A Welch interval's half-width is t(q, 2 (n - 1)) x SE0 x sqrt(n0 / n): from 3 a side at
+    # a strict level the t quantile alone shrinks severalfold, so the square root only would
+    # overstate the processes needed (here by more than five times).
+    level, n0 = 1 - 3e-4, 3
+    near = RatioEstimate(speedup=1.01, ci_low=0.8, ci_high=1.27, p_value=0.8)
+    plain = repetitions_needed(near, n0, floor=0.03, margin=0.05)
+    counted = repetitions_needed(near, n0, floor=0.03, margin=0.05, level=level)
+    assert plain is not None and counted is not None and counted * 5 < plain
+    q = 1 - (1 - level) / 2
+    se0 = math.log(1.27 / 0.8) / 2 / student_t.ppf(q, 2 * (n0 - 1))
+
+    def half(n: int) -> float:
+        return student_t.ppf(q, 2 * (n - 1)) * se0 * math.sqrt(n0 / n)
+
+    target = math.log(1.05) - math.log(1.01)  # the margin is the nearer target
+    assert half(counted) <= target < half(counted - 1)  # the fewest that fit
+    # At the usual 95% and many processes it agrees with the square root alone (about).
+    wide = RatioEstimate(speedup=1.3, ci_low=1.3 / 1.1, ci_high=1.3 * 1.1, p_value=0.01)
+    plain, counted = (repetitions_needed(wide, 30, 0.2, 0.05, lv) for lv in (None, 0.95))
+    assert plain is not None and counted is not None and abs(counted - plain) <= 2
 
 
 def process_runs(effects: list[float], seed: int, n: int = 60) -> list[np.ndarray]:

@@ -27,6 +27,7 @@ from fwbench.collector.analysis.contenders import (
 )
 from fwbench.collector.analysis.noise import NoiseMeasurement, noise_measurements
 from fwbench.collector.stats.significance import (
+    ALPHA,
     DEFAULT_MARGIN,
     DEFAULT_NOISE_FLOOR,
     FASTER,
@@ -177,7 +178,10 @@ def _how_to_decide(comparison: Comparison, estimate: RatioEstimate) -> str:
             "--repeat 3 (or more) decides"
         )
     repetitions = min(comparison.repetitions, comparison.baseline_repetitions)
-    needed = repetitions_needed(estimate, repetitions, comparison.noise_floor, comparison.margin)
+    level = 1 - ALPHA if comparison.evidence == PROCESSES else None  # Welch's, else bootstrap
+    needed = repetitions_needed(
+        estimate, repetitions, comparison.noise_floor, comparison.margin, level
+    )
     if needed is None:
         return "at the edge of the floor: more repetitions may not decide it"
     return f"about {needed} repetitions a side would likely decide it"

@@ -211,7 +211,9 @@ def _what_would_decide(question: Question, settings: DecideSettings) -> str:
     if question.repetitions < 2 or math.isnan(question.ci_low):
         return ""
     estimate = RatioEstimate(question.speedup, question.ci_low, question.ci_high, math.nan)
-    needed = repetitions_needed(estimate, question.repetitions, settings.floor, settings.margin)
+    needed = repetitions_needed(
+        estimate, question.repetitions, settings.floor, settings.margin, question.level
+    )
     spread = (
         ""
         if math.isnan(question.spread)

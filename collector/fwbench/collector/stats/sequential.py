@@ -46,6 +46,7 @@ from fwbench.collector.stats.significance import (
 )
 
 MIN_REPETITIONS = 2  # a side, before the first look
+WIDEST = 1e6  # the widest speedup interval a look reports: [1e-6, 1e6]
 METHOD = (
     "Welch over fresh processes; alpha / (rounds - 1) per look, Holm-style over the "
     "comparisons, separately for differences and for equivalence (TOST) (stats/sequential.py)"
@@ -114,6 +115,10 @@ def look(
         bound = math.log(1 + max(margin, floor))
         if -bound <= near_low and near_high <= bound:
             called, level, low, high = EQUIVALENT, 1 - 2 * alpha_equivalence, near_low, near_high
+    # Two processes a side at a strict level can give a t quantile in the thousands (Welch's
+    # df near 1): the bounds are kept within [1 / WIDEST, WIDEST], as good as unbounded, so
+    # that exp() cannot overflow and the record stays finite.
+    low, high = max(low, -math.log(WIDEST)), min(high, math.log(WIDEST))
     return Look(speedup, math.exp(low), math.exp(high), level, repetitions, called, spread)
 
 
