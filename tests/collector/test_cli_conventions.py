@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import socket
 import subprocess
 import sys
 import warnings
@@ -116,9 +117,25 @@ def test_no_docker_socket_is_said_without_leaking_one(
     socket unclosed (a ResourceWarning that failed `collector doctor`'s tests on a host with
     no daemon): the collector says so before making a client."""
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    _refused_without_a_leak("no socket at")
+
+
+def _refused_without_a_leak(reason: str) -> None:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with pytest.raises(DockerUnavailable, match="no socket at"):
+        with pytest.raises(DockerUnavailable, match=reason):
             docker_client()
         gc.collect()
     assert not [w for w in caught if issubclass(w.category, ResourceWarning)]
+
+
+def test_a_stale_docker_socket_is_said_without_leaking_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A socket file no daemon listens on (a killed dockerd leaves it): the same leak in
+    docker-py, the same clear refusal from the collector."""
+    path = tmp_path / "stale.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(str(path))  # the file exists; closed below, nobody listens on it
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{path}")
+    _refused_without_a_leak("does not answer")

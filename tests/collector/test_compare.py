@@ -249,6 +249,29 @@ def test_cli_report_writes_to_out(run: RunData, store: Any, tmp_path: Any) -> No
     assert (out / "figures" / "relative_time.png").is_file()
 
 
+def test_cli_takes_a_run_folder_for_its_id(run: RunData, store: Any, tmp_path: Any) -> None:
+    # `collector run --out FOLDER` prints the folder; compare and report take it as the run.
+    folder = tmp_path / "run-a"
+    folder.mkdir(exist_ok=True)
+    (folder / "run.json").write_text(json.dumps({"run_id": "run-a"}))
+    by_folder = invoke(
+        "compare", str(folder), "--baseline", "tf-eigen", "--format", "json",
+        "--store", str(store.path),
+    )  # fmt: skip
+    by_id = invoke(
+        "compare", "run-a", "--baseline", "tf-eigen", "--format", "json", "--store", str(store.path)
+    )
+    assert by_folder.exit_code == 0, by_folder.output
+    assert json.loads(by_folder.output) == json.loads(by_id.output)
+    done = invoke("report", str(folder), "--baseline", "tf-eigen", "--store", str(store.path))
+    assert done.exit_code == 0, done.output
+    assert (folder / "report" / "report.html").is_file()  # the run's own folder, by default
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    refused = invoke("report", str(empty), "--store", str(store.path))
+    assert refused.exit_code == 2 and "without a readable run.json" in refused.output
+
+
 def test_cli_results_exports_samples(run: RunData, store: Any, tmp_path: Any) -> None:
     target = tmp_path / "samples.csv"
     done = invoke(

@@ -205,4 +205,16 @@ def test_report_renders_in_headless_chromium(run: RunData, tmp_path: Path) -> No
 def test_report_states_how_repetitions_ran(selection: dict, text: str) -> None:
     from fwbench.collector.analysis.report.page import _repetitions
 
-    assert _repetitions(selection) == text
+    assert _repetitions({"selection": selection}) == text
+
+
+def test_a_run_measured_until_decided_states_its_rounds_not_one_repetition() -> None:
+    # Its selection says repeat 1 (the rounds were not fixed in advance); the page must not.
+    from fwbench.collector.analysis.report.page import _repetitions
+
+    metadata = {
+        "selection": {"repeat": 1, "fresh_process": True},
+        "until_decided": {"rounds": 9, "decisions": []},
+    }
+    said = _repetitions(metadata)
+    assert said.startswith("until decided, 9 rounds") and said != "1"

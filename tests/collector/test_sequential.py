@@ -218,7 +218,7 @@ def test_a_comparison_left_open_says_how_far_apart_its_processes_were() -> None:
     assert question.verdict == UNDECIDED
     question.why = "budget" + _what_would_decide(question, settings)
     assert question.spread > 0.02
-    assert f"processes differed by {question.spread:.1%} here" in question.why
+    assert f"processes differed by {question.spread:.1%} here (SD" in question.why
     assert "processes a side would likely decide it" in question.why
     assert decisions.record()["decisions"][0]["spread"] == pytest.approx(question.spread)
 

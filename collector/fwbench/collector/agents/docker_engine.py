@@ -5,6 +5,7 @@ an image. Used by the Docker launcher (agents/launchers/docker.py) and by the im
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,21 +40,32 @@ class ImageInfo:
         )
 
 
-def _missing_socket() -> str:
-    """The daemon's Unix socket when it is not there ("" otherwise): docker-py, asked to reach
-    a socket file that does not exist, leaves its socket unclosed as it raises."""
+def _unreachable_socket() -> str:
+    """Why the daemon's Unix socket cannot be reached ("" when it can, or the host is not a
+    Unix socket): docker-py, asked to reach a socket file that does not exist or that no
+    daemon listens on (a stale file a killed dockerd left), leaves its socket unclosed as it
+    raises; a probe of our own closes its socket either way."""
     host = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
-    if host.startswith("unix://") and not Path(host.removeprefix("unix://")).exists():
-        return host.removeprefix("unix://")
+    if not host.startswith("unix://"):
+        return ""
+    path = host.removeprefix("unix://")
+    if not Path(path).exists():
+        return f"no socket at {path}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(5)
+        try:
+            probe.connect(path)
+        except OSError as error:
+            return f"the socket at {path} does not answer: {error.strerror or error}"
     return ""
 
 
 def docker_client() -> docker.DockerClient:
     """The daemon from the environment (DOCKER_HOST or the local socket)."""
-    missing = _missing_socket()
-    if missing:
+    unreachable = _unreachable_socket()
+    if unreachable:
         raise DockerUnavailable(
-            f"no Docker daemon answers (no socket at {missing}); start one (`make docker-deps` "
+            f"no Docker daemon answers ({unreachable}); start one (`make docker-deps` "
             "installs and starts Debian's docker.io when none runs)"
         )
     client = None

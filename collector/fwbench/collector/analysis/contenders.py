@@ -6,8 +6,10 @@ repetition, for the cluster bootstrap). Only ok rows with samples are contenders
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,10 +40,28 @@ class RunData:
 
 
 def load_run(store: ResultStore, run_id: str) -> RunData:
+    """`run_id`: a run's ID, or its folder (`--out`; the ID is read from its run.json)."""
+    run_id = run_id_of(run_id)
     metadata = store.run_metadata(run_id)
     if metadata is None:
         raise ComparisonError(f"no run {run_id!r} in {store.path}; `collector results` lists them")
     return RunData(run_id, store.results(run_id), store.samples(run_id), metadata)
+
+
+def run_id_of(given: str) -> str:
+    """A run's ID as given, or read from the run.json of the folder given."""
+    folder = Path(given)
+    if not folder.is_dir():
+        return given
+    try:
+        found = json.loads((folder / "run.json").read_text()).get("run_id")
+    except (OSError, ValueError, AttributeError) as error:
+        raise ComparisonError(
+            f"{given} is a folder without a readable run.json: {error}"
+        ) from error
+    if not isinstance(found, str) or not found:
+        raise ComparisonError(f"{folder / 'run.json'} names no run_id")
+    return found
 
 
 @dataclass(frozen=True)

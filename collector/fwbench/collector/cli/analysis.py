@@ -27,7 +27,10 @@ def _load(store: ResultStore, run_id: str) -> RunData:
 
 def compare(
     runs: Annotated[
-        list[str], typer.Argument(help="RUN (with --baseline) or RUN_A RUN_B (regressions).")
+        list[str],
+        typer.Argument(
+            help="RUN (with --baseline) or RUN_A RUN_B (regressions): run IDs or run folders."
+        ),
     ],
     baseline: Annotated[
         str | None, typer.Option(help="Agent the others are compared with (one run).")
@@ -92,7 +95,7 @@ def compare(
 
 
 def report(
-    run_id: Annotated[str, typer.Argument(help="Run to report on.")],
+    run_id: Annotated[str, typer.Argument(help="Run to report on: its ID or its folder.")],
     baseline: Annotated[
         str | None,
         typer.Option(help="Agent the others are compared with (default: the first that ran)."),
@@ -106,7 +109,7 @@ def report(
     db = ResultStore(store or default_store_path())
     run = _load(db, run_id)
     runs = db.runs()
-    folder = runs.loc[runs["run_id"] == run_id, "out_dir"].iloc[0]
+    folder = runs.loc[runs["run_id"] == run.run_id, "out_dir"].iloc[0]
     target = out or Path(folder) / "report"
     try:
         files = write_report(run, target, baseline)

@@ -9,7 +9,8 @@ import pandas as pd
 import typer
 from rich.table import Table
 
-from fwbench.collector.cli.common import StorePath, console, fail, print_json
+from fwbench.collector.analysis.contenders import ComparisonError, run_id_of
+from fwbench.collector.cli.common import StorePath, console, fail, fail_with, print_json
 from fwbench.collector.cli.worlds import world_table
 from fwbench.collector.run.progress import summary_table
 from fwbench.collector.store import ResultStore, default_store_path
@@ -36,7 +37,9 @@ def export_table(frame: pd.DataFrame, path: Path) -> None:
 
 
 def results(
-    run_id: Annotated[str | None, typer.Argument(help="Run to show; omit to list runs.")] = None,
+    run_id: Annotated[
+        str | None, typer.Argument(help="Run to show (its ID or folder); omit to list runs.")
+    ] = None,
     export: Annotated[
         Path | None,
         typer.Option(help="Write the run's table to this file: .csv, .parquet, .jsonl or .md."),
@@ -70,6 +73,10 @@ def results(
             )
         console.print(table)
         return
+    try:
+        run_id = run_id_of(run_id)
+    except ComparisonError as error:
+        fail_with(error)
     if db.run_metadata(run_id) is None:
         fail(f"no run {run_id!r} in {db.path}; `collector results` lists the runs")
     if samples and export is None:

@@ -217,7 +217,7 @@ def _what_would_decide(question: Question, settings: DecideSettings) -> str:
     spread = (
         ""
         if math.isnan(question.spread)
-        else f" (one agent's processes differed by {question.spread:.1%} here: the SD of their "
+        else f"; one agent's processes differed by {question.spread:.1%} here (SD of their "
         "log medians)"
     )
     if needed is None:

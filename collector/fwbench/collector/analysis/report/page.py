@@ -124,9 +124,17 @@ def _plots(run: RunData, result: ComparisonSet, baseline: str) -> list[figures.P
     ]
 
 
-def _repetitions(selection: dict[str, Any]) -> str:
+def _repetitions(metadata: dict[str, Any]) -> str:
     """How many times each cell ran, and in which processes (runs before fresh processes
-    existed kept one process per agent)."""
+    existed kept one process per agent); a run measured until decided says its rounds (its
+    `selection.repeat` is 1: the rounds were not fixed in advance)."""
+    decided = stored_decisions(metadata)
+    if decided is not None:
+        return (
+            f"until decided, {decided['rounds']} rounds (a fresh process each; a cell stops "
+            "once its comparisons are decided)"
+        )
+    selection = metadata.get("selection", {})
     repeat = int(selection.get("repeat", 1))
     if repeat <= 1:
         return "1"
@@ -159,7 +167,7 @@ def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, An
         "finished": metadata.get("finished_at", ""),
         "status": metadata.get("status", ""),
         "host": metadata.get("host", {}),
-        "repeat": _repetitions(metadata.get("selection", {})),
+        "repeat": _repetitions(metadata),
         "baseline": baseline,
         "title": result.title,
         "noise_floor": formats.noise_floor_text(result),
