@@ -66,6 +66,9 @@ def test_rounds_go_on_until_every_comparison_is_decided(tmp_path: Path, isolated
         assert (per_round == 1).all()
         assert agent_rows["agent_pid"].diff().fillna(1).ne(0).sum() == len(per_round)
     assert "measured until decided" in done.stdout and "slower" in done.stdout
+    # The next step a new user would take, with the folder the run printed.
+    assert f"next: collector report {out}" in done.stdout
+    assert f"collector compare {out} --baseline fast" in done.stdout
     assert metadata["status"] == "ok"
     # compare and the report show the run's own sequential decisions, said to be the answers.
     run_id = metadata["run_id"]

@@ -109,6 +109,14 @@ def execute(
         console.print(decisions_table(summary.decisions, f"run {summary.run_id}"))
     counts = ", ".join(f"{n} {status}" for status, n in sorted(summary.statuses.items()))
     console.print(f"results: {summary.out_dir}/results.parquet ({counts})", highlight=False)
+    if summary.statuses.get("ok") and len(results):
+        baseline = options.baseline or str(results["agent"].iloc[0])  # as the rows name it
+        console.print(
+            f"next: collector report {summary.out_dir}  |  collector compare "
+            f"{summary.out_dir} --baseline {baseline}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if summary.interrupted:
         fail("interrupted; results measured so far are saved", ExitCode.INTERRUPTED)
     if summary.status != "ok":
