@@ -45,7 +45,8 @@ def test_agents_run_as_pods_and_nothing_outlives_the_run(
     kube: FakeKube, fake_manifests: Path, tmp_path: Path
 ) -> None:
     command = _command(tmp_path, fake_manifests, "--batch-sizes", "1,2",
-                       "--k8s", "namespace=bench", "--k8s", "cpus=2")  # fmt: skip
+                       "--k8s", "namespace=bench", "--k8s", "cpus=2",
+                       "--agent-env", "FWBENCH_TEST_SETTING=pod")  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, stderr = process.communicate(timeout=120)
     pid = process.pid
@@ -54,6 +55,7 @@ def test_agents_run_as_pods_and_nothing_outlives_the_run(
     assert len(rows) == 2
     assert set(rows["status"]) == {"ok"} and set(rows["launcher"]) == {"kubernetes"}
     assert set(rows["node"]) == {"fake-node-1"}
+    assert {json.loads(e)["FWBENCH_TEST_SETTING"] for e in rows["environment"]} == {"pod"}
     (job,) = set(rows["scheduler_job"])
     assert job.startswith("kubernetes:bench/fwbench-")
     meta = json.loads((tmp_path / "run" / "run.json").read_text())["agents"]["fake"]

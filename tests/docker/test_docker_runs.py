@@ -87,7 +87,9 @@ def test_docker_launcher_gives_the_local_launchers_table(
     for launcher in ("local", "docker"):
         out = tmp_path / launcher
         done = collector(
-            "run", "--launcher", launcher, "--agents", REAL, *TINY, "--out", str(out), tmp=tmp_path
+            *("run", "--launcher", launcher, "--agents", REAL, *TINY, "--out", str(out)),
+            *("--agent-env", "MALLOC_ARENA_MAX=2"),  # every launcher passes it, both report it
+            tmp=tmp_path,
         )
         assert done.returncode == 0, done.stderr[-2000:]
         tables[launcher] = pd.read_parquet(out / "results.parquet")
@@ -97,6 +99,8 @@ def test_docker_launcher_gives_the_local_launchers_table(
     assert (local.status == "ok").all() and (inside.status == "ok").all()
     pd.testing.assert_frame_equal(local[SAME], inside[SAME])
     assert set(local.launcher) == {"local"} and set(inside.launcher) == {"docker"}
+    for rows in (local, inside):
+        assert rows.environment.map(lambda e: json.loads(e)["MALLOC_ARENA_MAX"] == "2").all()
     assert inside.in_container.all()  # (this host has /.dockerenv too: local says so as well)
     assert set(inside.image) == {"fwbench/torch-cpu:latest", "fwbench/tf-eigen:latest"}
     assert inside.image_id.str.startswith("sha256:").all() and (local.image_id == "").all()

@@ -63,7 +63,9 @@ class FakePlugin:
             framework_version="1.2.3",
             plugin_version="0.0.1",
             libraries={"blas": "none"},
-            environment={"FAKE_SWITCH": "on"},
+            # FAKE_REPORTS=NAME=VALUE: reported as a switch of its own whatever the process's
+            # environment holds, as an agent whose start replaced a variable would.
+            environment={"FAKE_SWITCH": "on", **_reports(os.environ.get("FAKE_REPORTS", ""))},
             devices=(DeviceInfo("cpu", 0, "fake cpu", 1024),),
             intra_op_threads=1,
             inter_op_threads=1,
@@ -129,3 +131,8 @@ class FakePlugin:
 
     def synchronize(self, output: object) -> None:
         self.synchronized += 1
+
+
+def _reports(pairs: str) -> dict[str, str]:
+    name, _, value = pairs.partition("=")
+    return {name: value} if name else {}

@@ -45,11 +45,13 @@ def test_agents_run_as_slurm_jobs_and_none_outlives_the_run(
     slurm_cluster: Path, manifests: Path, tmp_path: Path
 ) -> None:
     command = _command(tmp_path, manifests, "--batch-sizes", "1,2", "--slurm", "time=00:10:00",
-                       "--aa", "fake")  # fmt: skip
+                       "--aa", "fake", "--agent-env", "FWBENCH_TEST_SETTING=a b")  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
     assert set(rows["status"]) == {"ok"} and set(rows["launcher"]) == {"slurm"}
+    # --agent-env reached each job's agent, which reported it (a space survives the script).
+    assert {json.loads(e)["FWBENCH_TEST_SETTING"] for e in rows["environment"]} == {"a b"}
     nodes = subprocess.run(["sinfo", "-h", "-o", "%n"], capture_output=True, text=True).stdout
     node = nodes.split()[0]
     assert set(rows["node"]) == {node}

@@ -78,5 +78,14 @@ def host_info() -> agent_pb2.HostInfo:
     )
 
 
+# Names (comma-separated) of further variables to report: the collector lists there what its
+# `--agent-env` set, and refuses an agent whose process does not report them as set.
+REPORT_VARIABLE = "FWBENCH_REPORT_VARIABLES"
+
+
 def environment_switches() -> dict[str, str]:
-    return {name: os.environ[name] for name in THREAD_AND_DEVICE_VARIABLES if name in os.environ}
+    """The variables in effect that can change a measurement: THREAD_AND_DEVICE_VARIABLES and
+    those REPORT_VARIABLE names."""
+    named = [name.strip() for name in os.environ.get(REPORT_VARIABLE, "").split(",")]
+    names = dict.fromkeys([*THREAD_AND_DEVICE_VARIABLES, *filter(None, named)])
+    return {name: os.environ[name] for name in names if name in os.environ}

@@ -16,6 +16,7 @@ from typing import Any
 
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.analysis import hosts
+from fwbench.collector.analysis.changes import run_changes
 from fwbench.collector.analysis.contenders import (
     KEY_COLUMNS,
     CellKey,
@@ -93,6 +94,7 @@ class ComparisonSet:
     margin: float = DEFAULT_MARGIN
     basis: str = hosts.SECONDS  # what two runs' speedups are of: seconds, or peak fractions
     run_hosts: list[dict[str, Any]] = field(default_factory=list)  # two runs: hosts.host_of
+    changes: list[str] = field(default_factory=list)  # two runs: changes.run_changes
 
     @property
     def measured_floor(self) -> float | None:
@@ -281,4 +283,5 @@ def compare_runs(
         *(_adjusted(comparisons), [], threshold, skipped, "--threshold", margin),
         basis=basis,
         run_hosts=[hosts.host_of(before), hosts.host_of(after)],
+        changes=run_changes(before, after),
     )

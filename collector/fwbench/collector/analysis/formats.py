@@ -145,6 +145,7 @@ def markdown(result: ComparisonSet, decided: dict[str, Any] | None = None) -> st
     lines += ["| " + " | ".join(HEADERS) + " |", "|" + " --- |" * len(HEADERS)]
     lines += ["| " + " | ".join(row_cells(c)) + " |" for c in result.comparisons]
     lines += [f"- not compared: {reason}" for reason in result.skipped]
+    lines += [f"- changed: {change}" for change in result.changes]
     if decided is not None:
         lines += ["", f"## Measured until decided (baseline {decided['baseline']})", ""]
         lines += [decisions_caption(decided), "", SEQUENTIAL_NOTE, ""]
@@ -163,6 +164,7 @@ def json_text(result: ComparisonSet, decided: dict[str, Any] | None = None) -> s
         "title": result.title,
         "basis": result.basis,  # two runs of other hosts: "peak fraction" (analysis/hosts.py)
         "hosts": result.run_hosts,
+        "changes": result.changes,  # two runs: what differs besides the times (changes.py)
         "default_noise_floor": result.default_floor,
         "equivalence_margin": result.margin,
         "measured_noise_floor": result.measured_floor,

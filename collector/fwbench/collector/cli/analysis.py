@@ -83,6 +83,8 @@ def compare(
         console.print(formats.rich_table(result))
         for reason in result.skipped:
             console.print(f"not compared: {reason}", highlight=False)
+        for change in result.changes:
+            console.print(f"changed: {change}", highlight=False)
         if decided is not None:
             console.print(decisions_table(decided, f"run {runs[0]}"))
             console.print(SEQUENTIAL_NOTE, highlight=False)

@@ -112,6 +112,18 @@ K8sOptions = Annotated[
         "default 1 and 4Gi); repeatable.",
     ),
 ]
+AgentEnv = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--agent-env",
+        metavar="NAME=VALUE",
+        help="A variable every agent the run starts gets, with any launcher (repeatable): an "
+        "allocator (LD_PRELOAD=..., MALLOC_ARENA_MAX=1), threads (OMP_NUM_THREADS=4), compiler "
+        "flags (XLA_FLAGS=...). Each agent must report it back; every row records it "
+        "(column environment), so not for secrets. Not with attached agents, nor for what an "
+        "agent's manifest or the collector sets (TF_ENABLE_ONEDNN_OPTS, --threads).",
+    ),
+]
 JsonOutput = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from fwbench.collector.agents.agent_environment import agent_environment
 from fwbench.collector.agents.docker_engine import DockerUnavailable
 from fwbench.collector.agents.environments import EnvironmentBuildError
 from fwbench.collector.agents.existing import EnvironmentUnsuitable, check_pythons, parse_pythons
@@ -23,6 +24,7 @@ from fwbench.collector.agents.specs import (
     with_worlds,
 )
 from fwbench.collector.cli.common import (
+    AgentEnv,
     K8sOptions,
     ManifestDirs,
     Pythons,
@@ -180,16 +182,14 @@ def run(
         ),
     ] = LauncherKind.LOCAL,
     python: Pythons = None,
+    agent_env: AgentEnv = None,
     slurm: SlurmOptions = None,
     k8s: K8sOptions = None,
     cpuset: Annotated[
         str, typer.Option(help="docker: CPUs each container is pinned to, e.g. 0-1 or 1.")
     ] = "",
     memory: Annotated[
-        str,
-        typer.Option(
-            help="docker: each container's memory limit, e.g. 8g (default: 90% of this host's)."
-        ),
+        str, typer.Option(help="docker: each container's memory limit, e.g. 8g (default 90%).")
     ] = "",
     pids_limit: Annotated[
         int, typer.Option(min=64, help="docker: each container's process and thread limit.")
@@ -224,10 +224,8 @@ def run(
         fail("give --agents NAME[,NAME...] (`collector agents` lists them), or --resume RUN_ID")
     if out is not None and out.exists() and not out.is_dir():
         fail(f"--out {out} is a file; give a folder (new, or holding no run)")
-    if (memory or pids_limit != DEFAULT_PIDS_LIMIT) and launcher != LauncherKind.DOCKER:
-        fail("--memory and --pids-limit limit containers: they need --launcher docker")
-    if cpuset and launcher != LauncherKind.DOCKER:
-        fail("--cpuset needs --launcher docker")
+    if (memory or cpuset or pids_limit != DEFAULT_PIDS_LIMIT) and launcher != LauncherKind.DOCKER:
+        fail("--memory, --cpuset and --pids-limit limit containers: they need --launcher docker")
     if python and launcher not in (LauncherKind.LOCAL, LauncherKind.SLURM):
         fail("--python runs agents in an existing Python: it goes with --launcher local or slurm")
     slurm_options = check_slurm_options(slurm or [], launcher)
@@ -243,6 +241,7 @@ def run(
         if has_worlds(sizes, agent_specs, min_seconds, threads):  # every rank: the same steps
             min_seconds, max_iterations = 0.0, iterations or DEFAULT_WORLD_ITERATIONS
         resolve_agents(agent_specs, declared)
+        environment = agent_environment(agent_env or [], agent_specs, declared)
         pythons = parse_pythons(python or [], declared)
         check_pythons(pythons, agent_specs, declared, errors.print)
         decide = decide_options(until_decided, budget, baseline, margin, agent_specs, fresh_process)
@@ -292,6 +291,7 @@ def run(
         k8s_options=check_k8s_options(k8s or [], launcher),
         manifest_dirs=tuple(str(path.resolve()) for path in manifests or ()),
         pythons=pythons,
+        agent_environment=environment,
         images=tuple(dict.fromkeys(m.image.id for m in declared.values() if m.image)),
         security=security,
         **decide,

@@ -4,13 +4,14 @@ is what its NAME@ says."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.agents.agent_environment import check_reported, for_agents
 from fwbench.collector.agents.docker_engine import ImageInfo, docker_client
 from fwbench.collector.agents.launchers import (
     AgentHandle,
@@ -68,6 +69,7 @@ def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Cons
         slurm_options=options.slurm_options,
         k8s_options=options.k8s_options,
         image_tag=image_tag,
+        environment=for_agents(options.agent_environment),
     )
     return launcher_for(options.launcher, settings)
 
@@ -138,10 +140,14 @@ def check_identity(handle: AgentHandle, describe: agent_pb2.DescribeResponse) ->
 
 
 def adopt(
-    handles: Sequence[AgentHandle], launcher: Launcher, targets: TargetsFile | None
+    handles: Sequence[AgentHandle],
+    launcher: Launcher,
+    targets: TargetsFile | None,
+    environment: Mapping[str, str],
 ) -> list[AgentWork]:
-    """The started agents as the run's work: each checked (check_identity), its /metrics found,
-    with a way to start it afresh; published to Prometheus (FWBENCH_PROMETHEUS_TARGETS), fresh
+    """The started agents as the run's work: each checked (check_identity; one the collector
+    started: that its process runs with `environment`, --agent-env), its /metrics found, with
+    a way to start it afresh; published to Prometheus (FWBENCH_PROMETHEUS_TARGETS), fresh
     instances included."""
     work = []
     for handle in handles:
@@ -150,6 +156,8 @@ def adopt(
             restart = restarter(handle.manifest, launcher, handle.name, handle.threads)
         describe = handle.client.describe()
         check_identity(handle, describe)
+        if handle.manifest is not None:  # started by the collector
+            check_reported(handle.name, environment, describe.environment)
         find_metrics(handle, describe)
         work.append(
             AgentWork(handle, describe, [], targets.follow(restart) if targets else restart)

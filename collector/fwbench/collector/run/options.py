@@ -46,6 +46,8 @@ class RunOptions:
     # Ids of the images whose labels declare agents of the run (image references in --agents):
     # a resumed run starts those very images again.
     images: tuple[str, ...] = ()
+    # --agent-env: variables every agent the run starts gets (agents/agent_environment.py).
+    agent_environment: dict[str, str] = dataclasses.field(default_factory=dict)
     # --until-decided (run/decide.py): the budget in seconds (None: a plain run), the agent
     # every other is compared with, the noise floor and the equivalence margin.
     until_decided_seconds: float | None = None
@@ -97,6 +99,7 @@ def options_from_record(
     values["agents"] = tuple(values["agents"])
     values["manifest_dirs"] = tuple(values.get("manifest_dirs", ()))
     values["pythons"] = dict(values.get("pythons", {}))
+    values["agent_environment"] = dict(values.get("agent_environment", {}))
     values["images"] = tuple(values.get("images", ()))
     values["slurm_options"] = tuple(values.get("slurm_options", ()))
     values["k8s_options"] = tuple(values.get("k8s_options", ()))

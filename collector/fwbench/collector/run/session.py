@@ -138,7 +138,7 @@ def _execute(
         raise
     work: list[AgentWork] = []
     try:
-        work = adopt(handles, launcher, targets)
+        work = adopt(handles, launcher, targets, options.agent_environment)
         check_offered(selection, {w.handle.name: w.describe for w in work})
         for item in work:
             item.cells = plan_cells(item.handle.name, item.describe, catalogue, selection)

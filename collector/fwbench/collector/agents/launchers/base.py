@@ -183,6 +183,9 @@ class LaunchSettings:
     # agent's image (images/build.py image_tag), which `registry` prefixes.
     k8s_options: tuple[str, ...] = ()
     image_tag: Callable[[AgentManifest], str] | None = None
+    # every launcher: variables every agent gets (`--agent-env`, as agent_environment.for_agents
+    # makes them), under the manifest's and over nothing the collector sets itself.
+    environment: Mapping[str, str] = field(default_factory=dict)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -144,6 +144,7 @@ class DockerLauncher:
     ) -> AgentHandle:
         extra = dict(extra_environment or {})
         world = self._networks.get(instance.rpartition("-rank")[0]) if extra else None
+        extra = {**self.settings.environment, **extra}
         return start_docker(
             manifest,
             self.image_for(manifest),

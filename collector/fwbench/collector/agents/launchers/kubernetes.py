@@ -182,7 +182,7 @@ class KubernetesLauncher:
             raise AgentUnavailable(f"not creating {instance}: the run is ending")
         base = dns_name(f"fwbench-{self.settings.run_id}-{instance}")[:50].rstrip("-")
         name = f"{base}-{next(self._count)}"
-        env = {"FWBENCH_ORPHAN_SECONDS": f"{orphan_seconds():g}"}
+        env = {**self.settings.environment, "FWBENCH_ORPHAN_SECONDS": f"{orphan_seconds():g}"}
         if threads:
             env["FWBENCH_THREADS"] = str(threads)
         if world and local_devices_of(instance) > 1:  # NAME~w1xD: one pod of D devices

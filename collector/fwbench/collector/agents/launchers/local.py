@@ -124,7 +124,7 @@ class LocalLauncher:
                 instance=instance,
                 abandon=either(self._closed, abandon),
                 python=self.settings.pythons.get(manifest.name) or self.settings.pythons.get(""),
-                extra_environment=extra_environment,
+                extra_environment={**self.settings.environment, **(extra_environment or {})},
             )
         finally:
             with self._changed:

@@ -134,6 +134,7 @@ class SlurmLauncher:
         variables = dict(manifest.env)
         if isinstance(env, ExistingEnvironment):
             variables.update(env.variables())
+        variables.update(self.settings.environment)
         if threads:
             variables["FWBENCH_THREADS"] = str(threads)
         variables.update(extra or {})
