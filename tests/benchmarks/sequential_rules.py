@@ -5,7 +5,8 @@ Each simulated comparison is one contender against one baseline, a fresh process
 round: a process draws a lifelong factor (lognormal, SPREAD) and 30 step times around it
 (5% noise); after each round from the second, the rules look. Two rule sets:
 
-- current: stats/sequential.py as the collector uses it (alpha / (rounds - 1) per look, TOST
+- current: stats/sequential.py as the collector uses it when rounds lead the spending
+  (alpha / (rounds - 1) per look; time-led spending: tests/collector/test_sequential.py), TOST
   for equivalence);
 - former: the first schedule (look k spends 0.05 x 6 / (pi^2 k^2), equivalence from the
   two-sided interval), kept here only to show what the change bought.

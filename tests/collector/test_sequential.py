@@ -22,7 +22,7 @@ from fwbench.collector.run.decide import (
     _look,
     _what_would_decide,
 )
-from fwbench.collector.stats.sequential import look, look_alpha
+from fwbench.collector.stats.sequential import alpha_between, look, look_alpha, spent_fraction
 from fwbench.collector.stats.significance import ALPHA, EQUIVALENT, FASTER, SLOWER, UNDECIDED
 
 ROUNDS = 12  # the most rounds: looks at 2 to 12 processes a side
@@ -175,20 +175,67 @@ def test_the_family_error_rates_hold_when_decided_comparisons_give_their_budget_
     assert false_equivalence / trials <= ALPHA
 
 
-def test_a_run_the_budget_cut_short_says_how_to_plan_its_looks() -> None:
-    """Looks share the error budget over the rounds planned (--repeat), not those the budget
-    allowed: the caption says what naming the rounds that fitted would have given each look."""
+def test_a_budget_that_fits_fewer_rounds_spends_by_time() -> None:
+    """Looks spend by rounds or by time, whichever runs out first: a budget that fits 9 rounds
+    of 20 gives each look about 1/8 of the error budget, not 1/19, and never more than all."""
+    planned, looks_time = 19, 480.0  # what 10 minutes leave after a 120 s first round
+    fractions = [spent_fraction(k, planned, 60.0 * k, looks_time) for k in range(1, 10)]
+    assert fractions[0] == pytest.approx(0.125) and fractions[-1] == 1.0
+    shares = [b - a for a, b in zip([0.0, *fractions], fractions, strict=False)]
+    assert sum(shares) <= 1 and min(shares[:8]) == pytest.approx(0.125)
+    assert spent_fraction(3, planned, 10.0, looks_time) == pytest.approx(3 / 19)  # rounds lead
+    assert spent_fraction(3, planned) == pytest.approx(3 / 19)
+    with pytest.raises(ValueError, match="a growing fraction"):
+        alpha_between(0.5, 0.5)
     decisions = {
-        "margin": 0.05, "floor": 0.03, "decisions": [], "rounds": 9, "seconds": 580.0,
-        "budget_seconds": 600.0, "method": "m", "max_rounds": 20,
-        "stopped": "budget: the next round would likely take 66 s, 20 s left",
+        "margin": 0.05, "floor": 0.03, "rounds": 9, "seconds": 580.0, "budget_seconds": 600.0,
+        "method": "m", "max_rounds": 20, "stopped": "budget: ...",
+        "decisions": [{"spent": 0.97}, {"spent": 0.5}, {"spent": 0.0}],
     }  # fmt: skip
-    said = decisions_caption(decisions)
-    assert "--repeat 9 would give each look 2.4x the error budget" in said
-    for stopped, rounds in (("every comparison decided", 9), ("budget: ...", 1)):
-        assert "would give each look" not in decisions_caption(
-            {**decisions, "stopped": stopped, "rounds": rounds}
-        )
+    assert "The looks spent up to 97% of each error budget" in decisions_caption(decisions)
+    assert "spent up to" not in decisions_caption({**decisions, "decisions": [{}]})
+
+
+def timed(rng: np.random.Generator, ratio: float, spread: float, fits: float) -> str:
+    """One comparison as run/decide.py runs it when time leads: each round lasts as long as
+    its two processes' medians say (so the spending follows the data), the looks' time fits
+    about `fits` rounds of equal agents, ROUNDS - 1 looks are planned. The verdict."""
+    base: list[np.ndarray] = []
+    other: list[np.ndarray] = []
+    elapsed = spent = 0.0
+    for repetitions in range(1, ROUNDS + 1):
+        base.append(process(rng, 0.010, spread))
+        other.append(process(rng, 0.010 / ratio, spread))
+        if repetitions < 2:
+            continue  # the first round: the looks' time starts when it ends
+        elapsed += float(np.median(base[-1]) + np.median(other[-1])) / 0.020
+        now = spent_fraction(repetitions - 1, ROUNDS - 1, elapsed, fits)
+        if now <= spent:
+            break  # the error budget is spent
+        alpha, spent = alpha_between(spent, now), now
+        seen = look(base, other, alpha, alpha, FLOOR, MARGIN)
+        if seen.verdict != UNDECIDED:
+            return seen.verdict
+    return UNDECIDED
+
+
+@pytest.mark.parametrize("spread", [0.07, 0.15])
+def test_the_rates_hold_when_time_spends_the_budget(spread: float) -> None:
+    # About 5 of the 11 planned looks fit the time: each spends about a fifth of the budget,
+    # in proportion to how long its round took. Still at most ALPHA false differences on A/A
+    # data, and at most ALPHA false equivalences at the margin.
+    rng = np.random.default_rng(4)
+    verdicts = [timed(rng, 1.0, spread, 5.0) for _ in range(400)]
+    assert sum(v in (FASTER, SLOWER) for v in verdicts) / 400 <= ALPHA
+    at_margin = [timed(rng, ratio, 0.03, 5.0) for ratio in (1.05, 1 / 1.05) for _ in range(200)]
+    assert at_margin.count(EQUIVALENT) / 400 <= ALPHA
+    # And time helps: equal agents 2% apart are called equivalent more often than when only
+    # rounds spend (the same 5 looks at 1/11 each).
+    rng = np.random.default_rng(6)
+    by_time = sum(timed(rng, 1.0, 0.02, 5.0) == EQUIVALENT for _ in range(200))
+    planned = lambda k, _: (look_alpha(k, ROUNDS - 1),) * 2  # noqa: E731
+    by_rounds = sum(sequential(rng, 1.0, 0.02, planned, 6)[0] == EQUIVALENT for _ in range(200))
+    assert by_time > by_rounds
 
 
 def test_a_look_measures_how_far_apart_the_processes_are() -> None:

@@ -32,21 +32,21 @@ def decisions_caption(decisions: dict[str, Any]) -> str:
         f"{decisions['rounds']} rounds in {decisions['seconds']:.0f} s of a "
         f"{decisions['budget_seconds']:.0f} s budget; stopped: {decisions['stopped']}. "
         f"Equivalent: within ±{margin:.0%}; intervals at each comparison's last look{which} "
-        f"({decisions['method']})." + _sharper(decisions)
+        f"({decisions['method']})." + _spending(decisions)
     )
 
 
-def _sharper(decisions: dict[str, Any]) -> str:
-    """When the budget ended the rounds well before --repeat: each look had 1 / (R - 1) of the
-    error budget for R planned rounds, so naming the rounds the budget allows gives each more."""
-    rounds, most = decisions["rounds"], decisions.get("max_rounds", 0)
-    if not decisions["stopped"].startswith("budget") or rounds < 2 or most <= rounds:
+def _spending(decisions: dict[str, Any]) -> str:
+    """How much of the error budgets the looks spent (runs before time-aware spending did not
+    record it): rounds and time each spend it, whichever runs out first."""
+    spent = [q["spent"] for q in decisions["decisions"] if q.get("spent")]
+    if not spent:
         return ""
-    gain = (most - 1) / (rounds - 1)
+    planned = max(decisions.get("max_rounds", 0) - 1, 1)
     return (
-        f" The looks were planned for {most} rounds (--repeat) and the budget allowed {rounds}: "
-        f"--repeat {rounds} would give each look {gain:.1f}x the error budget, so narrower "
-        "intervals for the same processes."
+        f" The looks spent up to {max(spent):.0%} of each error budget: each spends its share "
+        f"of {planned} planned looks (--repeat) or of the budget's time after the first round, "
+        "whichever is larger."
     )
 
 

@@ -27,7 +27,7 @@ from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import Cell
 from fwbench.collector.run.work import AgentWork
-from fwbench.collector.stats.sequential import METHOD, look, look_alpha
+from fwbench.collector.stats.sequential import METHOD, alpha_between, look, spent_fraction
 from fwbench.collector.stats.significance import (
     EQUIVALENT,
     FASTER,
@@ -77,6 +77,7 @@ class Question:
     level: float = float("nan")  # the interval's confidence level
     repetitions: int = 0
     looks: int = 0
+    spent: float = 0.0  # the fraction of each error budget its looks spent (sequential.py)
     spread: float = float("nan")  # SD of the log process medians, the larger side (Look)
     why: str = ""  # why it ended undecided, or "" while open
 
@@ -166,7 +167,7 @@ def run_until_decided(
 
     ctx.observe = observe
     started = time.monotonic()
-    cells_last = 0
+    cells_last, first_ended = 0, 0.0
     for round_number in range(settings.max_rounds):
         still = [q for q in decisions.questions if q.open]
         if not still:
@@ -196,7 +197,10 @@ def run_until_decided(
         run_all(work, ctx)  # all of them: the agents' order turns with the round (schedule.py)
         decisions.round_seconds.append(time.monotonic() - round_started)
         decisions.rounds, cells_last = round_number + 1, cells
-        _look(decisions, groups)
+        if round_number == 0:  # the looks' time: what the budget leaves after the first round
+            first_ended = time.monotonic()
+        looks_time = settings.budget_seconds - (first_ended - started)
+        _look(decisions, groups, time.monotonic() - first_ended, max(looks_time, 1e-9))
     else:
         decisions.stopped = f"--repeat {settings.max_rounds}: the most rounds allowed"
     decisions.seconds = time.monotonic() - started
@@ -225,7 +229,15 @@ def _what_would_decide(question: Question, settings: DecideSettings) -> str:
     return f"; about {needed} processes a side would likely decide it" + spread
 
 
-def _look(decisions: Decisions, groups: dict[tuple[str, str, Key], list[np.ndarray]]) -> None:
+def _look(
+    decisions: Decisions,
+    groups: dict[tuple[str, str, Key], list[np.ndarray]],
+    elapsed: float = 0.0,
+    looks_time: float = 0.0,
+) -> None:
+    """Looks at every open comparison; `elapsed` seconds of `looks_time` (what the budget
+    left after the first round) are gone: the error budget is spent by looks or by time,
+    whichever runs out first (stats/sequential.py)."""
     settings = decisions.settings
     questions = decisions.questions
     # Each family's budget is shared by the comparisons not yet decided in it (Holm-style).
@@ -243,14 +255,19 @@ def _look(decisions: Decisions, groups: dict[tuple[str, str, Key], list[np.ndarr
         if min(len(base), len(other)) < 2:
             continue
         question.looks += 1
+        spent = spent_fraction(question.looks, planned, elapsed, looks_time)
+        if spent <= question.spent:  # the budget is spent: nothing left to look with
+            question.why = "the error budget is spent"
+            continue
         seen = look(
             base,
             other,
-            look_alpha(question.looks, planned, differences),
-            look_alpha(question.looks, planned, equivalences),
+            alpha_between(question.spent, spent, differences),
+            alpha_between(question.spent, spent, equivalences),
             settings.floor,
             settings.margin,
         )
+        question.spent = spent
         question.verdict, question.repetitions = seen.verdict, seen.repetitions
         question.speedup, question.ci_low, question.ci_high, question.level = (
             seen.speedup,

@@ -6,22 +6,30 @@ ALPHA over all the looks a run can make:
 
 - The unit is the process (one repetition = a fresh process of each agent), as in
   significance.py: Welch's t over the log medians of the repetitions, from 2 a side.
-- Alpha spending over the planned looks: a run of at most R rounds looks at a comparison at
-  most K = R - 1 times (from its second round), and look k spends ALPHA / K of the error
-  budget (Bonferroni over the looks; the spending is fixed before any data, so the budget
-  holds whenever the run stops). Simulated in tests/collector/test_sequential.py against the
-  earlier schedule (6 / (pi^2 k^2) per look, which spends 61% of the budget at two processes a
-  side, where nothing is decided): equal shares decide equivalence within far fewer
-  processes and keep the error rates.
+- Alpha spending over the planned looks and the time budget, whichever runs out first: a run
+  of at most R rounds looks at a comparison at most K = R - 1 times (from its second round).
+  After its look k a comparison has spent the fraction f_k = min(1, max(k / K, t_k / T)) of
+  each error budget, t_k being the seconds since the first round ended and T what the budget
+  left then; look k spends ALPHA x (f_k - f_(k-1)). The fractions only grow and end at 1 at
+  most, so the spending sums to ALPHA or less however the run stops (Bonferroni over the
+  looks). Rounds alone give equal shares, ALPHA / K a look; when the budget fits fewer rounds
+  than --repeat allows (10 minutes of 60 s rounds: 9 looks, not 19), time gives each look its
+  round's share of the budget instead, so the error budget is spent on the looks that
+  happen. A round's duration hardly depends on which side was faster (process start-up and
+  fixed measuring times dominate); the simulation in tests/collector/test_sequential.py
+  makes durations follow the data and the rates hold. Equal shares against the earlier
+  schedule (6 / (pi^2 k^2) per look, which spent 61% of the budget at two processes a side,
+  where nothing is decided): equal shares decide equivalence within far fewer processes and
+  keep the error rates.
 - Two families, each with its own budget and its own Holm-style recycling: a *difference*
   ("faster" or "slower": the two-sided Welch interval at level 1 - a clears the noise floor)
   and an *equivalence* (two one-sided tests at level a each, i.e. the 1 - 2a interval lies
-  within the margin). At a look, a = ALPHA / K / m, m being the comparisons asked for less
-  those already decided *in that family* (a hypothesis rejected gives its share to the
-  others, as in Holm's procedure; one merely stopped keeps its share). Before the first false
-  call of a family every true hypothesis of it is still counted, so by the union bound over
-  looks the chance of any false difference is at most ALPHA, and so is the chance of any
-  false equivalence.
+  within the margin). At a look, a = ALPHA x (f_k - f_(k-1)) / m, m being the comparisons
+  asked for less those already decided *in that family* (a hypothesis rejected gives its
+  share to the others, as in Holm's procedure; one merely stopped keeps its share). Before
+  the first false call of a family every true hypothesis of it is still counted, so by the
+  union bound over looks the chance of any false difference is at most ALPHA, and so is the
+  chance of any false equivalence.
 
 The simulation in tests/collector/test_sequential.py checks the false-call rates on A/A data
 with the process-to-process spread measured on the development machine."""
@@ -48,20 +56,45 @@ from fwbench.collector.stats.significance import (
 MIN_REPETITIONS = 2  # a side, before the first look
 WIDEST = 1e6  # the widest speedup interval a look reports: [1e-6, 1e6]
 METHOD = (
-    "Welch over fresh processes; alpha / (rounds - 1) per look, Holm-style over the "
-    "comparisons, separately for differences and for equivalence (TOST) (stats/sequential.py)"
+    "Welch over fresh processes; alpha spent over the looks by rounds or by time, whichever "
+    "runs out first, Holm-style over the comparisons, separately for differences and for "
+    "equivalence (TOST) (stats/sequential.py)"
 )
 
 
-def look_alpha(look: int, planned_looks: int, comparisons: int = 1, alpha: float = ALPHA) -> float:
-    """The error budget one comparison spends at look `look` (from 1) of `planned_looks`,
-    `comparisons` being those still sharing the family's budget."""
-    if not 1 <= look <= planned_looks or comparisons < 1:
+def spent_fraction(
+    looks: int, planned_looks: int, elapsed: float = 0.0, time: float = 0.0
+) -> float:
+    """The fraction of each error budget a comparison has spent after its look `looks` (from
+    1) of `planned_looks`: the larger of the looks' share and the time's, `elapsed` seconds of
+    `time` (since the first round ended; 0: rounds only), at most 1."""
+    if not 1 <= looks <= planned_looks:
         raise ValueError(
-            f"look {look} of {planned_looks} with {comparisons} comparisons: "
-            "looks count from 1 up to the planned looks, comparisons from 1"
+            f"look {looks} of {planned_looks}: looks count from 1 up to the planned looks"
         )
-    return alpha / planned_looks / comparisons
+    by_time = elapsed / time if time > 0 else 0.0
+    return min(1.0, max(looks / planned_looks, by_time))
+
+
+def alpha_between(
+    spent_before: float, spent_now: float, comparisons: int = 1, alpha: float = ALPHA
+) -> float:
+    """The error budget one comparison spends at a look that takes its spent fraction
+    (spent_fraction) from `spent_before` to `spent_now`, `comparisons` being those still
+    sharing the family's budget."""
+    if not 0 <= spent_before < spent_now <= 1 or comparisons < 1:
+        raise ValueError(
+            f"spent {spent_before} -> {spent_now} with {comparisons} comparisons: a look "
+            "spends a growing fraction within [0, 1], shared by 1 or more comparisons"
+        )
+    return alpha * (spent_now - spent_before) / comparisons
+
+
+def look_alpha(look: int, planned_looks: int, comparisons: int = 1, alpha: float = ALPHA) -> float:
+    """Look `look`'s budget when only rounds count (equal shares, alpha / planned_looks)."""
+    now = spent_fraction(look, planned_looks)
+    before = spent_fraction(look - 1, planned_looks) if look > 1 else 0.0
+    return alpha_between(before, now, comparisons, alpha)
 
 
 @dataclass(frozen=True)
