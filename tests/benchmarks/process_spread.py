@@ -115,13 +115,18 @@ def summary(medians: list[float], counts: list[int], within: list[float]) -> str
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cell_arguments(parser: argparse.ArgumentParser, processes: int) -> None:
+    """The cell and the processes a side (also allocator_spread.py's)."""
     parser.add_argument("--agent", default="tf-eigen")
     parser.add_argument("--workload", default="conv2d")
     parser.add_argument("--phase", default="train", choices=("train", "infer"))
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--processes", type=int, default=10)
+    parser.add_argument("--processes", type=int, default=processes)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cell_arguments(parser, 10)
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--min-seconds", type=float, default=0.5)
     parser.add_argument("--env", action="append", default=[], help="NAME=VALUE, both sides")
