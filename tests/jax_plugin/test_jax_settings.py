@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jax
 
-from fwbench.jax_plugin.plugin import JaxPlugin
+from fwbench.jax_plugin.plugin import JaxPlugin, float32_kind
 from fwbench.runtime.plugin import PluginContext, WorkloadSpec
 from fwbench.spec import load_catalogue
 
@@ -35,3 +35,10 @@ def test_half_precision_rows_say_they_run_pure():
         "dtype_policy"
         not in JaxPlugin(PluginContext(device="cpu")).build(_gemm("float32")).settings.extra
     )
+
+
+def test_each_default_precision_names_what_float32_runs_in_on_a_gpu():
+    # XLA's DEFAULT and HIGH precisions use TF32 tensor cores on a GPU; HIGHEST is float32.
+    for precision in (None, "default", "bfloat16", "fastest", "tensorfloat32", "high"):
+        assert float32_kind(precision) == "tf32", precision
+    assert float32_kind("float32") == float32_kind("highest") == "float32"

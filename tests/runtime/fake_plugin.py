@@ -126,7 +126,10 @@ class FakePlugin:
             time.sleep(seconds)
             return seconds
 
-        settings = Settings(spec.dtype, 1, 1, spec.mode, "", "cpu", {"fake": "yes"})
+        # FAKE_SETTINGS=NAME=VALUE,...: more settings on every row, as a GPU plugin reports
+        # what its float32 cells ran in (float32_matmul=tf32).
+        extra = {"fake": "yes", **_settings(os.environ.get("FAKE_SETTINGS", ""))}
+        settings = Settings(spec.dtype, 1, 1, spec.mode, "", "cpu", extra)
         return BuiltStep(step=step, settings=settings, rank=rank)
 
     def synchronize(self, output: object) -> None:
@@ -136,3 +139,7 @@ class FakePlugin:
 def _reports(pairs: str) -> dict[str, str]:
     name, _, value = pairs.partition("=")
     return {name: value} if name else {}
+
+
+def _settings(pairs: str) -> dict[str, str]:
+    return dict(pair.partition("=")[::2] for pair in pairs.split(",") if pair)  # type: ignore[misc]

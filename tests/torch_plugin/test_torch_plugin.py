@@ -240,7 +240,7 @@ def test_pipeline_stages_begin_evenly_spread_over_the_resnet() -> None:
 def test_gpu_switches_set_torch_and_every_cuda_row_reports_them():
     """FWBENCH_TF32 / FWBENCH_CUDNN_BENCHMARK (PluginContext) set torch's process-wide flags;
     gpu_settings() is what a CUDA row's settings carry."""
-    from fwbench.torch_plugin.plugin import gpu_settings
+    from fwbench.torch_plugin.plugin import float32_kinds, gpu_settings
 
     saved = (
         torch.backends.cuda.matmul.allow_tf32,
@@ -249,9 +249,11 @@ def test_gpu_switches_set_torch_and_every_cuda_row_reports_them():
     )
     try:
         TorchPlugin(PluginContext(device="cpu", tf32=True, cudnn_benchmark=True))
-        on = gpu_settings()
+        on, kinds_on = gpu_settings(), float32_kinds()
         TorchPlugin(PluginContext(device="cpu", tf32=False, cudnn_benchmark=False))
-        off = gpu_settings()
+        off, kinds_off = gpu_settings(), float32_kinds()
+        torch.backends.cudnn.allow_tf32 = True  # torch's own default: float32 products only
+        kinds_default = float32_kinds()
     finally:
         (
             torch.backends.cuda.matmul.allow_tf32,
@@ -261,6 +263,12 @@ def test_gpu_switches_set_torch_and_every_cuda_row_reports_them():
     assert (on["tf32_matmul"], on["tf32_cudnn"], on["cudnn_benchmark"]) == ("True",) * 3
     assert (off["tf32_matmul"], off["tf32_cudnn"], off["cudnn_benchmark"]) == ("False",) * 3
     assert {"cudnn_deterministic", "float32_matmul_precision", "cuda_runtime"} <= set(on)
+    # What a float32 row then ran in (the float32_matmul / float32_conv settings).
+    assert (kinds_on, kinds_off, kinds_default) == (
+        ("tf32", "tf32"),
+        ("float32", "float32"),
+        ("float32", "tf32"),
+    )
 
 
 def test_half_precision_rows_say_they_run_pure_not_autocast(plugin):

@@ -34,6 +34,7 @@ from fwbench.runtime.plugin import (
     Settings,
     UnsupportedWorkload,
     WorkloadSpec,
+    float32_arithmetic,
     translate_out_of_memory,
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
@@ -60,6 +61,15 @@ _JAX_VARIABLES = (
 )
 # FWBENCH_TF32 as jax's default matmul precision (float32 = full float32 passes).
 _TF32_PRECISION = {True: "tensorfloat32", False: "float32"}
+
+
+def float32_kind(precision: str | None) -> str:
+    """What float32 dots and convolutions run in on a GPU at jax_default_matmul_precision
+    `precision`: XLA's DEFAULT (unset, "bfloat16", "fastest") and HIGH ("tensorfloat32",
+    "high") use TF32 tensor cores where the GPU has them, HIGHEST is float32."""
+    return "float32" if precision in ("float32", "highest") else "tf32"
+
+
 # One seed, separate streams: weights from PRNGKey(seed) itself (as canonical_weights), the
 # dropout key from a fold of it, synthetic data from data_key(seed).
 _DROPOUT_STREAM = 1
@@ -264,6 +274,9 @@ class JaxPlugin:
             extra["donated"] = "params, BatchNorm state, optimizer state, dropout key"
         if self._gpu and not precision:
             extra["tf32"] = "XLA's default: float32 matmuls and convolutions may use TF32"
+        if self._gpu:
+            kind = float32_kind(precision)
+            extra.update(float32_arithmetic(kind, kind, spec.dtype))
         if spec.dtype != "float32":
             extra["dtype_policy"] = "pure: parameters and inputs in the cell's dtype; no autocast"
         if spec.dtype != "float32" and name in models.MODEL_NAMES:

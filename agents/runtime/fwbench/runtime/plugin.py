@@ -23,6 +23,11 @@ INTEROP_THREADS_VARIABLE = "FWBENCH_INTEROP_THREADS"
 TF32_VARIABLE = "FWBENCH_TF32"  # TF32 for float32 matmuls and convolutions
 CUDNN_BENCHMARK_VARIABLE = "FWBENCH_CUDNN_BENCHMARK"  # cuDNN autotuning (torch)
 CUDA_EVENTS_VARIABLE = "FWBENCH_CUDA_EVENTS"  # device time per step from CUDA events (torch)
+# What a float32 cell's matrix products and convolutions ran in on a GPU: settings keys every
+# plugin reports on its GPU float32 rows, valued "float32", "tf32" or "bf16" (the collector
+# says when two compared rows differ: analysis/arithmetic.py). NVIDIA_TF32_OVERRIDE=0 turns
+# TF32 off in cuBLAS and cuDNN whatever the framework asks.
+FLOAT32_MATMUL, FLOAT32_CONV = "float32_matmul", "float32_conv"
 _ON = ("on", "1", "true", "yes")
 _OFF = ("off", "0", "false", "no")
 
@@ -122,6 +127,16 @@ def context_from_environment(environ: Mapping[str, str] = os.environ) -> PluginC
         cudnn_benchmark=env_switch(environ, CUDNN_BENCHMARK_VARIABLE),
         cuda_events=env_switch(environ, CUDA_EVENTS_VARIABLE),
     )
+
+
+def float32_arithmetic(matmul: str, conv: str, dtype: str) -> dict[str, str]:
+    """The FLOAT32_MATMUL and FLOAT32_CONV settings of a GPU row, given what the framework is
+    set to use for float32 products and convolutions; {} for a cell not in float32."""
+    if dtype != "float32":
+        return {}
+    if os.environ.get("NVIDIA_TF32_OVERRIDE", "").strip() == "0":
+        matmul, conv = (("float32" if kind == "tf32" else kind) for kind in (matmul, conv))
+    return {FLOAT32_MATMUL: matmul, FLOAT32_CONV: conv}
 
 
 def translate_out_of_memory(

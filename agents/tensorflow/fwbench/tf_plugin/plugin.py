@@ -26,6 +26,7 @@ from fwbench.runtime.plugin import (
     Settings,
     UnsupportedWorkload,
     WorkloadSpec,
+    float32_arithmetic,
     translate_out_of_memory,
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
@@ -218,7 +219,10 @@ class TensorFlowPlugin:
         if self.rank is not None:
             extra.update(distributed.settings_extra(spec, self.rank))
         if self.on_gpu:
-            extra["tf32"] = str(tf.config.experimental.tensor_float_32_execution_enabled()).lower()
+            tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+            extra["tf32"] = str(tf32).lower()
+            kind = "tf32" if tf32 else "float32"
+            extra.update(float32_arithmetic(kind, kind, spec.dtype))
         return Settings(
             dtype=spec.dtype,
             intra_op_threads=self.threads.intra_op,

@@ -35,6 +35,7 @@ from fwbench.runtime.plugin import (
     Settings,
     UnsupportedWorkload,
     WorkloadSpec,
+    float32_arithmetic,
     translate_out_of_memory,
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec
@@ -150,6 +151,18 @@ def gpu_settings() -> dict[str, str]:
     if torch.backends.cudnn.is_available():
         settings["cudnn_loaded"] = str(torch.backends.cudnn.version())
     return settings
+
+
+# torch.set_float32_matmul_precision: "high" lets cuBLAS use TF32, "medium" bf16 as well.
+_MATMUL_KINDS = {"highest": "float32", "high": "tf32", "medium": "bf16"}
+
+
+def float32_kinds() -> tuple[str, str]:
+    """What float32 matmuls and cuDNN convolutions run in, as torch is set now."""
+    precision = torch.get_float32_matmul_precision()
+    matmul = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "float32"
+    matmul = _MATMUL_KINDS.get(precision, matmul) if precision != "highest" else matmul
+    return matmul, "tf32" if torch.backends.cudnn.allow_tf32 else "float32"
 
 
 def release_cuda_memory(device: torch.device) -> None:
@@ -329,6 +342,7 @@ class TorchPlugin:
             extra["compile_mode"] = "default"
         if self.device.type == "cuda":
             extra.update(gpu_settings())
+            extra.update(float32_arithmetic(*float32_kinds(), spec.dtype))
         image_like = name == "conv2d" or "image_size" in spec.workload.params or name == "lenet"
         return Settings(
             dtype=spec.dtype,

@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fwbench.collector.agents import arithmetic
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.changes import run_changes
@@ -226,7 +227,7 @@ def compare_to_baseline(
     for cell in cells:
         if cell.agent == baseline:
             bases.setdefault(cell.key, cell)  # first executed: the default mode comes first
-    comparisons, skipped = [], []
+    comparisons, skipped, settings = [], [], arithmetic.by_cell(run.results)
     for cell in cells:
         base = bases.get(cell.key)
         if cell is base:
@@ -234,13 +235,19 @@ def compare_to_baseline(
         if base is None:
             skipped.append(f"{cell.agent} {key_label(cell.key)}: {baseline} has no result")
             continue
-        notes = []
+        notes = [
+            arithmetic.between(
+                cell.agent, settings, cell.first_cell, baseline, settings, base.first_cell
+            )
+        ]
         floor = max(default_floor, per_key.get(cell.key, run_floor))
         aa_floor = bool(noise)
         if aa_base(cell.agent) == aa_base(baseline) and cell.mode == base.mode:
-            notes.append("A/A")
+            notes.insert(0, "A/A")
             floor, aa_floor = default_floor, False  # its own difference is being tested
-        comparisons.append(_compare(base, cell, baseline, floor, notes, margin, aa_floor))
+        comparisons.append(
+            _compare(base, cell, baseline, floor, [n for n in notes if n], margin, aa_floor)
+        )
     keys, order = list(dict.fromkeys(c.key for c in cells)), list(agents)
     comparisons.sort(key=lambda c: (keys.index(c.key), order.index(c.agent)))
     return ComparisonSet(
@@ -262,12 +269,14 @@ def compare_runs(
     processes differ)."""
     old = {(c.agent, c.mode, c.key): c for c in contenders(before)}
     comparisons, skipped, basis = [], [], hosts.comparison_basis(before, after)
+    was, now = arithmetic.by_cell(before.results), arithmetic.by_cell(after.results)
     for cell in contenders(after):
         base = old.pop((cell.agent, cell.mode, cell.key), None)
         if base is None:
             skipped.append(f"{cell.agent} {key_label(cell.key)}: not in run {before.run_id}")
             continue
-        notes: list[str] = []
+        ran = (f"run {after.run_id}", now, cell.first_cell, f"run {before.run_id}", was)
+        notes = [n for n in [arithmetic.between(*ran, base.first_cell)] if n]
         if basis == hosts.PEAK_FRACTION:  # other hosts: each against its own ceiling
             scaled, note = hosts.to_peak_fraction(before, base, after, cell)
             (notes if scaled else skipped).append(note)

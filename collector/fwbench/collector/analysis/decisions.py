@@ -56,7 +56,8 @@ def decision_rows(decisions: dict[str, Any]) -> list[tuple[list[str], str]]:
     for q in decisions["decisions"]:
         interval = "-" if q["ci_low"] is None else f"[{q['ci_low']:.3f}, {q['ci_high']:.3f}]"
         speedup = "-" if q["speedup"] is None else f"{q['speedup']:.3f}x"
-        verdict = q["verdict"] if not q["why"] else f"{q['verdict']} ({q['why']})"
+        said = "; ".join(w for w in (q["why"], q.get("arithmetic")) if w)  # older runs: none
+        verdict = f"{q['verdict']} ({said})" if said else q["verdict"]
         cells = [
             q["cell"],
             q["agent"] + (f" ({q['mode']})" if q["mode"] else ""),

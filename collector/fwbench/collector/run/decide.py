@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from fwbench.collector.agents.arithmetic import arithmetic, difference
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import Cell
@@ -80,6 +81,7 @@ class Question:
     spent: float = 0.0  # the fraction of each error budget its looks spent (sequential.py)
     spread: float = float("nan")  # SD of the log process medians, the larger side (Look)
     why: str = ""  # why it ended undecided, or "" while open
+    arithmetic: str = ""  # the two sides ran different float32 arithmetic (agents/arithmetic.py)
 
     @property
     def open(self) -> bool:
@@ -159,11 +161,13 @@ def run_until_decided(
     planned = {id(item): list(item.cells) for item in work}
     decisions.questions = questions_for(work, settings.baseline)
     groups: dict[tuple[str, str, Key], list[np.ndarray]] = {}
+    ran: dict[tuple[str, str, Key], dict[str, str]] = {}  # each side's float32 arithmetic
 
     def observe(cell: Cell, row: dict[str, Any], samples: Sequence[int]) -> None:
         if row["status"] == "ok" and len(samples):
             sample = np.asarray(samples, dtype=np.float64) / 1e9
             groups.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append(sample)
+            ran.setdefault((cell.agent, cell.mode, cell_key(cell)), arithmetic(row.get("settings")))
 
     ctx.observe = observe
     started = time.monotonic()
@@ -207,6 +211,9 @@ def run_until_decided(
     for question in decisions.questions:
         if question.open:
             question.why = decisions.stopped + _what_would_decide(question, settings)
+        ours = ran.get((question.agent, question.mode, question.key), {})
+        theirs = ran.get((question.against, question.against_mode, question.key), {})
+        question.arithmetic = difference(question.agent, ours, question.against, theirs)
 
 
 def _what_would_decide(question: Question, settings: DecideSettings) -> str:
