@@ -128,6 +128,7 @@ def test_the_budget_stops_the_rounds(tmp_path: Path, isolated_store) -> None:
     assert all(d["verdict"] == "undecided" for d in decided["decisions"])
     assert all(d["why"].startswith("budget") for d in decided["decisions"])
     assert "undecided (budget" in done.stdout
+    assert "1 round in " in done.stdout  # the caption counts in English
 
 
 def test_bad_until_decided_input_is_refused_before_anything_starts(

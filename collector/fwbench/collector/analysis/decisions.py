@@ -29,7 +29,8 @@ def decisions_caption(decisions: dict[str, Any]) -> str:
     tost = any("level" in q for q in decisions["decisions"])
     which = "; an equivalence's: that of its two one-sided tests" if tost else ""
     return (
-        f"{decisions['rounds']} rounds in {decisions['seconds']:.0f} s of a "
+        f"{decisions['rounds']} round{'s' if decisions['rounds'] != 1 else ''} in "
+        f"{decisions['seconds']:.0f} s of a "
         f"{decisions['budget_seconds']:.0f} s budget; stopped: {decisions['stopped']}. "
         f"Equivalent: within ±{margin:.0%}; intervals at each comparison's last look{which} "
         f"({decisions['method']})." + _spending(decisions)
