@@ -178,3 +178,40 @@ def test_a_verdict_says_when_the_two_sides_ran_different_arithmetic(
     assert compared.returncode == 0, compared.stderr
     notes = [c["notes"] for c in json.loads(compared.stdout)["comparisons"]]
     assert len(notes) == 2 and all(said in n for n in notes), notes
+
+
+def test_an_open_comparison_names_processes_that_differed_in_kernel_time(
+    tmp_path: Path, isolated_store
+) -> None:
+    # "b" computes like "a" (busy steps of 3 ms), but its first process also faults in 32 MiB
+    # of fresh pages every step, as a process whose allocator drew the bad ticket does.
+    manifests = write_fake_agents(
+        tmp_path / "agents",
+        {
+            "a": {"FAKE_SPIN": "1"},
+            "b": {
+                "FAKE_SPIN": "1",
+                "FAKE_FAULT_MIB": "32",
+                "FAKE_FAULT_ONCE": str(tmp_path / "drawn"),
+            },
+        },
+    )
+    out = tmp_path / "run"
+    done = collector(
+        "run", "--manifests", str(manifests), "--agents", "a,b", "--workloads", "gemm",
+        "--phases", "infer", "--batch-sizes", "1", "--param", "m=3000", "--min-seconds", "1",
+        "--until-decided", "--repeat", "2", "--out", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(out / "results.parquet")
+    shares = rows["cpu_system_percent"] / (rows["cpu_system_percent"] + rows["cpu_user_percent"])
+    detail = rows[["agent", "repetition", "cpu_user_percent", "cpu_system_percent"]].to_string()
+    [decision] = json.loads((out / "run.json").read_text())["until_decided"]["decisions"]
+    assert decision["verdict"] == "undecided", decision
+    assert re.search(
+        r"b's processes spent \d+% to \d+% of their CPU in the kernel", decision["why"]
+    )
+    assert "a's processes" not in decision["why"], (decision, detail)
+    assert "glibc's mmap threshold" in decision["why"]
+    assert shares[rows["agent"] == "b"].max() > 0.5, detail  # the faulting process, measured

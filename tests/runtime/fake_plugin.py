@@ -5,6 +5,7 @@ the plugin contract (docs/plugins.md): tests/plugin_contract runs against it too
 
 from __future__ import annotations
 
+import mmap
 import os
 import time
 
@@ -118,12 +119,32 @@ class FakePlugin:
             fail_at = 0 if os.path.exists(once) else fail_at
             open(once, "a").close()
         steps = [0]
+        # FAKE_FAULT_MIB: each step maps that many MiB afresh and touches every page, as an
+        # allocator that gives memory back and faults it in again: CPU time in the kernel.
+        # With FAKE_FAULT_ONCE (a file) only the first process to build a step does.
+        fault = int(float(os.environ.get("FAKE_FAULT_MIB", "0")) * 2**20)
+        spin = bool(os.environ.get("FAKE_SPIN"))
+        marker = os.environ.get("FAKE_FAULT_ONCE", "")
+        if fault and marker:
+            try:
+                with open(marker, "x"):  # this process drew the faulting ticket
+                    self.faulting = True
+            except FileExistsError:
+                fault = 0 if not getattr(self, "faulting", False) else fault
 
         def step() -> object:
             steps[0] += 1
             if steps[0] == fail_at:
                 raise RuntimeError(f"rank failed at step {fail_at}")
-            time.sleep(seconds)
+            if spin:  # FAKE_SPIN: the step's time on the CPU, in user space, not asleep
+                until = time.perf_counter() + seconds
+                while time.perf_counter() < until:
+                    pass
+            else:
+                time.sleep(seconds)
+            if fault:
+                with mmap.mmap(-1, fault) as pages:
+                    pages[:: mmap.PAGESIZE] = b"\x01" * (fault // mmap.PAGESIZE)
             return seconds
 
         # FAKE_SETTINGS=NAME=VALUE,...: more settings on every row, as a GPU plugin reports

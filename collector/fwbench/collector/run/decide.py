@@ -27,6 +27,7 @@ from fwbench.collector.agents.arithmetic import arithmetic, difference
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import Cell
+from fwbench.collector.run.processes import kernel_lead, kernel_share
 from fwbench.collector.run.work import AgentWork
 from fwbench.collector.stats.sequential import METHOD, alpha_between, look, spent_fraction
 from fwbench.collector.stats.significance import (
@@ -162,12 +163,16 @@ def run_until_decided(
     decisions.questions = questions_for(work, settings.baseline)
     groups: dict[tuple[str, str, Key], list[np.ndarray]] = {}
     ran: dict[tuple[str, str, Key], dict[str, str]] = {}  # each side's float32 arithmetic
+    kernel: dict[tuple[str, str, Key], list[float]] = {}  # each side's processes' kernel shares
 
     def observe(cell: Cell, row: dict[str, Any], samples: Sequence[int]) -> None:
         if row["status"] == "ok" and len(samples):
             sample = np.asarray(samples, dtype=np.float64) / 1e9
             groups.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append(sample)
             ran.setdefault((cell.agent, cell.mode, cell_key(cell)), arithmetic(row.get("settings")))
+            share = kernel_share(row)
+            if share is not None:
+                kernel.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append(share)
 
     ctx.observe = observe
     started = time.monotonic()
@@ -211,6 +216,8 @@ def run_until_decided(
     for question in decisions.questions:
         if question.open:
             question.why = decisions.stopped + _what_would_decide(question, settings)
+            sides = [(question.agent, question.mode), (question.against, question.against_mode)]
+            question.why += kernel_lead({a: kernel.get((a, m, question.key), []) for a, m in sides})
         ours = ran.get((question.agent, question.mode, question.key), {})
         theirs = ran.get((question.against, question.against_mode, question.key), {})
         question.arithmetic = difference(question.agent, ours, question.against, theirs)
