@@ -104,6 +104,22 @@ def test_a_rank_dying_at_start_up_ends_the_world_start_at_once(tmp_path: Path) -
     assert "fake rank 1 fails at start-up" in done.stderr
 
 
+def test_a_world_whose_port_was_taken_before_its_rank_bound_it_is_placed_again(
+    tmp_path: Path,
+) -> None:
+    """The ports of a world are chosen free, then bound by its ranks: another process can take
+    one in between. The first world's rank 0 finds its port taken (the fake stages that); the
+    world is placed on fresh ports and started again, and the run measures as if nothing
+    happened."""
+    taken = tmp_path / "taken"
+    done, out = _run(tmp_path, {"FAKE_PORT_TAKEN_ONCE": str(taken)}, "--batch-sizes", "1")
+    assert done.returncode == 0, done.stderr
+    assert taken.exists()  # a start did fail on its port
+    rows = pd.read_parquet(out / "results.parquet")
+    assert sorted(rows["agent"]) == ["fake~w1", "fake~w2"]
+    assert set(rows["status"]) == {"ok"}, rows[["agent", "status", "error"]]
+
+
 def test_a_process_of_two_devices_is_a_world_of_two_replicas(tmp_path: Path) -> None:
     """--world-sizes 1,1x2: one process told FWBENCH_LOCAL_DEVICES=2 (the fake's step then
     takes 1.5x as long: FAKE_DEVICES_SCALE), given a replica's CPUs twice, covering two

@@ -45,6 +45,14 @@ class FakePlugin:
         # (which FAKE_START_SECONDS keeps starting, as ranks waiting in a rendezvous).
         if os.environ.get("RANK") == os.environ.get("FAKE_START_FAILS_ON_RANK", "-"):
             raise RuntimeError(f"fake rank {os.environ['RANK']} fails at start-up")
+        # FAKE_PORT_TAKEN_ONCE (a file): the first rank 0 to start finds its rendezvous port
+        # taken, as when another process binds a port between the collector choosing it free
+        # and the rank binding it (a race no test can stage on time).
+        taken = os.environ.get("FAKE_PORT_TAKEN_ONCE", "")
+        if taken and os.environ.get("RANK") == "0" and not os.path.exists(taken):
+            open(taken, "x").close()
+            port = os.environ.get("MASTER_PORT")
+            raise OSError(98, f"Address already in use (port {port}, taken before rank 0)")
         time.sleep(float(os.environ.get("FAKE_START_SECONDS", "0")))
         self.context = context or PluginContext(device="cpu")
         self.built: list[WorkloadSpec] = []

@@ -20,7 +20,7 @@ from typing import Any
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.client import AgentUnavailable
-from fwbench.collector.agents.launchers.base import AgentHandle, Launcher
+from fwbench.collector.agents.launchers.base import AgentHandle, Launcher, Placement
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.specs import local_devices_of
 from fwbench.collector.agents.world_call import WorldCall
@@ -93,6 +93,17 @@ def _none() -> None:
     pass
 
 
+# How often a world is placed and started again when a port it was given was taken first.
+PLACEMENTS = 3
+_PORT_TAKEN = ("address already in use", "eaddrinuse", "errno: 98", "errno 98")
+
+
+def port_taken(error: str) -> bool:
+    """Whether a rank's start failed because its port was taken (torch's TCPStore, gRPC and
+    gloo word it differently; the message carries the rank's log tail)."""
+    return any(words in error.lower() for words in _PORT_TAKEN)
+
+
 def start_world(
     launcher: Launcher,
     manifest: AgentManifest,
@@ -102,29 +113,44 @@ def start_world(
     combine: Combine,
 ) -> WorldHandle:
     """Starts every rank side by side (each blocks in its framework's rendezvous until all
-    have joined) and waits until all are healthy; on any failure stops them all and raises."""
+    have joined) and waits until all are healthy; on any failure stops them all and raises.
+    The ports a placement chose free can be taken before the ranks bind them: a start that
+    failed with "address already in use" is placed and started again, up to PLACEMENTS
+    times."""
     devices = local_devices_of(instance)
     usable = sorted(os.sched_getaffinity(0))
-    cpus = rank_cpus(world_size, per_rank_threads, usable)
-    place = launcher.place_world(manifest, instance, world_size, per_rank_threads)
-    if not place.pins_cpus:
-        cpus = [[] for _ in range(world_size)]
+    for attempt in range(1, PLACEMENTS + 1):
+        cpus = rank_cpus(world_size, per_rank_threads, usable)
+        place = launcher.place_world(manifest, instance, world_size, per_rank_threads)
+        if not place.pins_cpus:
+            cpus = [[] for _ in range(world_size)]
 
-    def one(rank: int, abandon: threading.Event) -> AgentHandle:
-        environment = {
-            "WORLD_SIZE": str(world_size),
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "MASTER_ADDR": place.address,
-            "MASTER_PORT": str(place.port),
-            PEERS_VARIABLE: ",".join(place.peers),
-            **({CPUS_VARIABLE: ",".join(map(str, cpus[rank]))} if place.pins_cpus else {}),
-            **({DEVICES_VARIABLE: str(devices)} if devices > 1 else {}),
-        }
-        name = f"{instance}-rank{rank}"
-        return launcher.start(manifest, name, per_rank_threads, environment, abandon=abandon)
+        def one(
+            rank: int,
+            abandon: threading.Event,
+            place: Placement = place,
+            cpus: list[list[int]] = cpus,
+        ) -> AgentHandle:
+            environment = {
+                "WORLD_SIZE": str(world_size),
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "MASTER_ADDR": place.address,
+                "MASTER_PORT": str(place.port),
+                PEERS_VARIABLE: ",".join(place.peers),
+                **({CPUS_VARIABLE: ",".join(map(str, cpus[rank]))} if place.pins_cpus else {}),
+                **({DEVICES_VARIABLE: str(devices)} if devices > 1 else {}),
+            }
+            name = f"{instance}-rank{rank}"
+            return launcher.start(manifest, name, per_rank_threads, environment, abandon=abandon)
 
-    ranks = _every_rank(instance, [partial(one, rank) for rank in range(world_size)], place.release)
+        starts = [partial(one, rank) for rank in range(world_size)]
+        try:
+            ranks = _every_rank(instance, starts, place.release)
+            break
+        except AgentUnavailable as error:
+            if attempt == PLACEMENTS or not port_taken(str(error)):
+                raise
     first = ranks[0]
     client = WorldClient(instance, ranks, combine)
     return WorldHandle(
