@@ -153,15 +153,15 @@ def gpu_settings() -> dict[str, str]:
     return settings
 
 
-# torch.set_float32_matmul_precision: "high" lets cuBLAS use TF32, "medium" bf16 as well.
-_MATMUL_KINDS = {"highest": "float32", "high": "tf32", "medium": "bf16"}
+# torch.set_float32_matmul_precision: "high" lets cuBLAS use TF32, "medium" bf16 as well;
+# at "highest", allow_tf32 says.
+_MATMUL_KINDS = {"high": "tf32", "medium": "bf16"}
 
 
 def float32_kinds() -> tuple[str, str]:
     """What float32 matmuls and cuDNN convolutions run in, as torch is set now."""
-    precision = torch.get_float32_matmul_precision()
-    matmul = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "float32"
-    matmul = _MATMUL_KINDS.get(precision, matmul) if precision != "highest" else matmul
+    allowed = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "float32"
+    matmul = _MATMUL_KINDS.get(torch.get_float32_matmul_precision(), allowed)
     return matmul, "tf32" if torch.backends.cudnn.allow_tf32 else "float32"
 
 

@@ -119,11 +119,10 @@ def start_world(
     times."""
     devices = local_devices_of(instance)
     usable = sorted(os.sched_getaffinity(0))
+    pinned = rank_cpus(world_size, per_rank_threads, usable)
     for attempt in range(1, PLACEMENTS + 1):
-        cpus = rank_cpus(world_size, per_rank_threads, usable)
         place = launcher.place_world(manifest, instance, world_size, per_rank_threads)
-        if not place.pins_cpus:
-            cpus = [[] for _ in range(world_size)]
+        cpus = pinned if place.pins_cpus else [[] for _ in range(world_size)]
 
         def one(
             rank: int,
