@@ -49,6 +49,8 @@ PIPELINE = "pipeline"
 DATA_PARALLEL = "data_parallel"  # torch.nn.DataParallel: several GPUs of one process
 TENSOR = "tensor"  # tensor.py: Linear layers sharded over the ranks
 ELEMENTS_PER_ITEM = 1024  # the catalogue's allreduce item
+LEAVE_SECONDS = 5  # _leave's barrier
+_LAST_WORK: list[object] = []  # _leave's barrier, alive until the interpreter clears it
 
 
 def start(world: World, device: torch.device) -> str:
@@ -68,6 +70,21 @@ def start(world: World, device: torch.device) -> str:
 
 
 def _leave() -> None:
+    """At exit, while the interpreter is whole: on gloo, wait (LEAVE_SECONDS at most) until
+    the group's work is done, then take the group down. Without it a gloo worker thread could
+    still be dropping a finished allreduce (DDP's) when the interpreter finalized; the work's
+    thread-local state holds a Python object, so its destructor waits for the GIL, and a
+    thread taking the GIL during finalization is ended: SIGABRT, "terminate called without
+    an active exception", after the rank's results were written (gdb on core dumps; 9 of 140
+    two-rank worlds on the 2-vCPU host). gloo's barrier waits for all work queued before it;
+    its own work stays referenced here (_LAST_WORK), so a worker never drops it last. A peer
+    already gone fails the barrier at once; one hung costs LEAVE_SECONDS. NCCL needs none."""
+    if not dist.is_initialized():
+        return
+    with contextlib.suppress(Exception):
+        if dist.get_backend() == "gloo":
+            _LAST_WORK.append(work := dist.barrier(async_op=True))
+            work.wait(timeout=datetime.timedelta(seconds=LEAVE_SECONDS))
     with contextlib.suppress(Exception):
         dist.destroy_process_group()
 
