@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fwbench.collector.agents import arithmetic
+from fwbench.collector.agents import arithmetic, kernel_time
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.changes import run_changes
@@ -228,6 +228,7 @@ def compare_to_baseline(
         if cell.agent == baseline:
             bases.setdefault(cell.key, cell)  # first executed: the default mode comes first
     comparisons, skipped, settings = [], [], arithmetic.by_cell(run.results)
+    kernel = kernel_time.by_cell(run.results)
     for cell in cells:
         base = bases.get(cell.key)
         if cell is base:
@@ -238,7 +239,8 @@ def compare_to_baseline(
         notes = [
             arithmetic.between(
                 cell.agent, settings, cell.first_cell, baseline, settings, base.first_cell
-            )
+            ),
+            kernel_time.between(cell.agent, kernel, cell.cells, baseline, kernel, base.cells),
         ]
         floor = max(default_floor, per_key.get(cell.key, run_floor))
         aa_floor = bool(noise)
@@ -270,13 +272,15 @@ def compare_runs(
     old = {(c.agent, c.mode, c.key): c for c in contenders(before)}
     comparisons, skipped, basis = [], [], hosts.comparison_basis(before, after)
     was, now = arithmetic.by_cell(before.results), arithmetic.by_cell(after.results)
+    kernel_was, kernel_now = (kernel_time.by_cell(run.results) for run in (before, after))
     for cell in contenders(after):
         base = old.pop((cell.agent, cell.mode, cell.key), None)
         if base is None:
             skipped.append(f"{cell.agent} {key_label(cell.key)}: not in run {before.run_id}")
             continue
         ran = (f"run {after.run_id}", now, cell.first_cell, f"run {before.run_id}", was)
-        notes = [n for n in [arithmetic.between(*ran, base.first_cell)] if n]
+        kernel = kernel_time.between(ran[0], kernel_now, cell.cells, ran[3], kernel_was, base.cells)
+        notes = [n for n in [arithmetic.between(*ran, base.first_cell), kernel] if n]
         if basis == hosts.PEAK_FRACTION:  # other hosts: each against its own ceiling
             scaled, note = hosts.to_peak_fraction(before, base, after, cell)
             (notes if scaled else skipped).append(note)

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 
 from fwbench.collector.agents.arithmetic import arithmetic, difference
+from fwbench.collector.agents.kernel_time import kernel_lead, kernel_share
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import Cell
-from fwbench.collector.run.processes import kernel_lead, kernel_share
 from fwbench.collector.run.work import AgentWork
 from fwbench.collector.stats.sequential import METHOD, alpha_between, look, spent_fraction
 from fwbench.collector.stats.significance import (
