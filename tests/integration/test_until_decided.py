@@ -184,7 +184,8 @@ def test_an_open_comparison_names_processes_that_differed_in_kernel_time(
     tmp_path: Path, isolated_store
 ) -> None:
     # "b" computes like "a" (busy steps of 3 ms), but its first process also faults in 32 MiB
-    # of fresh pages every step, as a process whose allocator drew the bad ticket does.
+    # of fresh pages every step, as a process whose allocator drew the bad ticket does. "c"
+    # is twice as slow and faults them in in every process: decided, with where its CPU went.
     manifests = write_fake_agents(
         tmp_path / "agents",
         {
@@ -194,11 +195,12 @@ def test_an_open_comparison_names_processes_that_differed_in_kernel_time(
                 "FAKE_FAULT_MIB": "32",
                 "FAKE_FAULT_ONCE": str(tmp_path / "drawn"),
             },
+            "c": {"FAKE_SPIN": "1", "FAKE_FAULT_MIB": "32", "FAKE_STEP_SCALE": "2"},
         },
     )
     out = tmp_path / "run"
     done = collector(
-        "run", "--manifests", str(manifests), "--agents", "a,b", "--workloads", "gemm",
+        "run", "--manifests", str(manifests), "--agents", "a,b,c", "--workloads", "gemm",
         "--phases", "infer", "--batch-sizes", "1", "--param", "m=3000", "--min-seconds", "1",
         "--until-decided", "--repeat", "2", "--out", str(out),
         cwd=tmp_path,
@@ -207,7 +209,7 @@ def test_an_open_comparison_names_processes_that_differed_in_kernel_time(
     rows = pd.read_parquet(out / "results.parquet")
     shares = rows["cpu_system_percent"] / (rows["cpu_system_percent"] + rows["cpu_user_percent"])
     detail = rows[["agent", "repetition", "cpu_user_percent", "cpu_system_percent"]].to_string()
-    [decision] = json.loads((out / "run.json").read_text())["until_decided"]["decisions"]
+    decision, heavy = json.loads((out / "run.json").read_text())["until_decided"]["decisions"]
     assert decision["verdict"] == "undecided", decision
     assert re.search(
         r"b's processes spent \d+% to \d+% of their CPU in the kernel", decision["why"]
@@ -215,3 +217,8 @@ def test_an_open_comparison_names_processes_that_differed_in_kernel_time(
     assert "a's processes" not in decision["why"], (decision, detail)
     assert "glibc's mmap threshold" in decision["why"]
     assert shares[rows["agent"] == "b"].max() > 0.5, detail  # the faulting process, measured
+    assert heavy["agent"] == "c" and heavy["verdict"] == "slower", (heavy, detail)
+    assert re.match(r"CPU in the kernel: c \d+%.*, a \d+%", heavy["kernel"]), (heavy, detail)
+    assert "every step" in heavy["kernel"] and "a's processes" not in heavy["kernel"]
+    printed = re.sub(r"[│\s]+", " ", done.stdout)  # the verdict column, wrapped in its cell
+    assert "slower (CPU in the kernel: c" in printed, done.stdout

@@ -57,7 +57,9 @@ def decision_rows(decisions: dict[str, Any]) -> list[tuple[list[str], str]]:
     for q in decisions["decisions"]:
         interval = "-" if q["ci_low"] is None else f"[{q['ci_low']:.3f}, {q['ci_high']:.3f}]"
         speedup = "-" if q["speedup"] is None else f"{q['speedup']:.3f}x"
-        said = "; ".join(w for w in (q["why"], q.get("arithmetic")) if w)  # older runs: none
+        said = "; ".join(
+            w for w in (q["why"], q.get("arithmetic"), q.get("kernel")) if w
+        )  # older runs: none
         verdict = f"{q['verdict']} ({said})" if said else q["verdict"]
         cells = [
             q["cell"],

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from fwbench.collector.agents.arithmetic import arithmetic, difference
-from fwbench.collector.agents.kernel_time import kernel_lead, kernel_share
+from fwbench.collector.agents.kernel_time import compared, kernel_lead, kernel_share
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import Cell
@@ -83,6 +83,7 @@ class Question:
     spread: float = float("nan")  # SD of the log process medians, the larger side (Look)
     why: str = ""  # why it ended undecided, or "" while open
     arithmetic: str = ""  # the two sides ran different float32 arithmetic (agents/arithmetic.py)
+    kernel: str = ""  # a decided one's sides' CPU in the kernel (agents/kernel_time.py)
 
     @property
     def open(self) -> bool:
@@ -214,10 +215,13 @@ def run_until_decided(
         decisions.stopped = f"--repeat {settings.max_rounds}: the most rounds allowed"
     decisions.seconds = time.monotonic() - started
     for question in decisions.questions:
+        sides = [(question.agent, question.mode), (question.against, question.against_mode)]
+        shares = [kernel.get((a, m, question.key), []) for a, m in sides]
         if question.open:
             question.why = decisions.stopped + _what_would_decide(question, settings)
-            sides = [(question.agent, question.mode), (question.against, question.against_mode)]
-            question.why += kernel_lead({a: kernel.get((a, m, question.key), []) for a, m in sides})
+            question.why += kernel_lead({question.agent: shares[0], question.against: shares[1]})
+        else:  # decided: where its sides' CPU went, as compare says it
+            question.kernel = compared(question.agent, shares[0], question.against, shares[1])
         ours = ran.get((question.agent, question.mode, question.key), {})
         theirs = ran.get((question.against, question.against_mode, question.key), {})
         question.arithmetic = difference(question.agent, ours, question.against, theirs)
