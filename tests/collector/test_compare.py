@@ -6,11 +6,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
@@ -168,9 +170,16 @@ def test_one_process_a_side_without_an_aa_pair_is_undecided(
         "single",
         {"a": {CONV: reps(0.02, 1, count=1)}, "b": {CONV: reps(0.01, 2, count=1)}},
     )
-    (only,) = compare_to_baseline(single, "a").comparisons
+    result = compare_to_baseline(single, "a")
+    (only,) = result.comparisons
     assert only.verdict == UNDECIDED and only.evidence == "one process"
-    assert "--repeat 3" in only.notes
+    assert "how much processes differ is unknown; --repeat 3 (or more) decides" in only.notes
+    # The terminal's table says it short on each row; its caption says why once.
+    console = Console(width=200, record=True)
+    console.print(formats.rich_table(result))
+    shown = re.sub(r"[│\s]+", " ", console.export_text())
+    assert "one process a side: --repeat 3 (or more)" in shown and "unknown;" not in shown
+    assert "Verdicts need repetitions on both sides or an A/A pair" in shown
     with_aa = make_run(
         "with-aa",
         {

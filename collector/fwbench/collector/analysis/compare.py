@@ -45,6 +45,8 @@ from fwbench.collector.stats.significance import (
 
 # What accounts for process-to-process variation in a comparison (significance.py).
 PROCESSES, AA_FLOOR, ONE_PROCESS = "processes", "A/A floor", "one process"
+ONE_PROCESS_NOTE = "one process a side and no A/A pair: how much processes differ is unknown; "
+ONE_PROCESS_NOTE += "--repeat 3 (or more) decides"
 
 
 @dataclass(frozen=True)
@@ -176,10 +178,7 @@ def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
 
 def _how_to_decide(comparison: Comparison, estimate: RatioEstimate) -> str:
     if comparison.evidence == ONE_PROCESS:
-        return (
-            "one process a side and no A/A pair: how much processes differ is unknown; "
-            "--repeat 3 (or more) decides"
-        )
+        return ONE_PROCESS_NOTE
     repetitions = min(comparison.repetitions, comparison.baseline_repetitions)
     level = 1 - ALPHA if comparison.evidence == PROCESSES else None  # Welch's, else bootstrap
     needed = repetitions_needed(
