@@ -272,13 +272,16 @@ def compare_runs(
     comparisons, skipped, basis = [], [], hosts.comparison_basis(before, after)
     was, now = arithmetic.by_cell(before.results), arithmetic.by_cell(after.results)
     kernel_was, kernel_now = (kernel_time.by_cell(run.results) for run in (before, after))
+    now_run, was_run = f"run {after.run_id}", f"run {before.run_id}"
     for cell in contenders(after):
         base = old.pop((cell.agent, cell.mode, cell.key), None)
         if base is None:
             skipped.append(f"{cell.agent} {key_label(cell.key)}: not in run {before.run_id}")
             continue
-        ran = (f"run {after.run_id}", now, cell.first_cell, f"run {before.run_id}", was)
-        kernel = kernel_time.between(ran[0], kernel_now, cell.cells, ran[3], kernel_was, base.cells)
+        ran = (now_run, now, cell.first_cell, was_run, was)
+        kernel = kernel_time.between(
+            now_run, kernel_now, cell.cells, was_run, kernel_was, base.cells
+        )
         notes = [n for n in [arithmetic.between(*ran, base.first_cell), kernel] if n]
         if basis == hosts.PEAK_FRACTION:  # other hosts: each against its own ceiling
             scaled, note = hosts.to_peak_fraction(before, base, after, cell)
