@@ -189,14 +189,8 @@ def _how_to_decide(comparison: Comparison, estimate: RatioEstimate) -> str:
     return f"about {needed} repetitions a side would likely decide it"
 
 
-def _estimate(comparison: Comparison) -> RatioEstimate:
-    return RatioEstimate(
-        comparison.speedup,
-        comparison.ci_low,
-        comparison.ci_high,
-        comparison.p_value,
-        comparison.method,
-    )
+def _estimate(c: Comparison) -> RatioEstimate:
+    return RatioEstimate(c.speedup, c.ci_low, c.ci_high, c.p_value, c.method)
 
 
 def compare_to_baseline(
