@@ -179,7 +179,7 @@ def test_one_process_a_side_without_an_aa_pair_is_undecided(
     console.print(formats.rich_table(result))
     shown = re.sub(r"[│\s]+", " ", console.export_text())
     assert "one process a side: --repeat 3 (or more)" in shown and "unknown;" not in shown
-    assert "Verdicts need repetitions on both sides or an A/A pair" in shown
+    assert "Verdicts need repetitions on both sides, this host's history of both" in shown
     with_aa = make_run(
         "with-aa",
         {

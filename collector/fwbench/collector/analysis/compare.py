@@ -6,20 +6,28 @@
 - Between two runs of the same agents (regression tracking): each agent's cell in run B
   against the same cell in run A, with `threshold` as the noise floor.
 
-Who is compared with whom (cells, contenders) is contenders.py."""
+Who is compared with whom (cells, contenders) is contenders.py; the host's history that a
+comparison of one process a side may lean on, history.py."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 from fwbench.collector.agents import arithmetic, kernel_time
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.changes import run_changes
+from fwbench.collector.analysis.comparison import (
+    AA_FLOOR,
+    HOST_HISTORY,
+    ONE_PROCESS,
+    ONE_PROCESS_NOTE,
+    PROCESSES,
+    Comparison,
+    ComparisonSet,
+)
 from fwbench.collector.analysis.contenders import (
-    KEY_COLUMNS,
     CellKey,
     ComparisonError,
     Contender,
@@ -27,14 +35,17 @@ from fwbench.collector.analysis.contenders import (
     contenders,
     key_label,
 )
-from fwbench.collector.analysis.noise import NoiseMeasurement, noise_measurements
+from fwbench.collector.analysis.history import HostHistory, history_note
+from fwbench.collector.analysis.noise import noise_measurements
 from fwbench.collector.stats.significance import (
     ALPHA,
     DEFAULT_MARGIN,
     DEFAULT_NOISE_FLOOR,
     FASTER,
+    HISTORY,
     SLOWER,
     UNDECIDED,
+    Prior,
     RatioEstimate,
     equivalence_p,
     estimate_speedup,
@@ -42,67 +53,6 @@ from fwbench.collector.stats.significance import (
     repetitions_needed,
     verdict,
 )
-
-# What accounts for process-to-process variation in a comparison (significance.py).
-PROCESSES, AA_FLOOR, ONE_PROCESS = "processes", "A/A floor", "one process"
-ONE_PROCESS_NOTE = "one process a side and no A/A pair: how much processes differ is unknown; "
-ONE_PROCESS_NOTE += "--repeat 3 (or more) decides"
-
-
-@dataclass(frozen=True)
-class Comparison:
-    key: CellKey
-    agent: str
-    mode: str
-    baseline: str  # agent (within a run) or run id (between runs)
-    baseline_mode: str
-    n: int
-    baseline_n: int
-    median_seconds: float
-    baseline_median_seconds: float
-    speedup: float  # baseline median / contender median: above 1 is faster
-    ci_low: float
-    ci_high: float
-    p_value: float
-    p_adjusted: float
-    noise_floor: float
-    verdict: str
-    notes: str
-    # How the interval and p came about: "processes" (Welch's t over the repetitions) or
-    # "bootstrap" (samples of one process on at least one side); significance.py.
-    method: str = ""
-    margin: float = DEFAULT_MARGIN  # equivalence margin asked for (max'ed with the floor)
-    # What accounts for process-to-process variation: PROCESSES, AA_FLOOR or ONE_PROCESS
-    # (nothing does: the verdict is undecided).
-    evidence: str = ""
-    repetitions: int = 1
-    baseline_repetitions: int = 1
-    # TOST p-value against the equivalence margin, and Holm-adjusted over the set (NaN where
-    # nothing accounts for process variation: never called equivalent, so not counted).
-    p_equivalent: float = math.nan
-    p_equivalent_adjusted: float = math.nan
-
-    def key_dict(self) -> dict[str, Any]:
-        return dict(zip(KEY_COLUMNS, self.key, strict=True))
-
-
-@dataclass(frozen=True)
-class ComparisonSet:
-    title: str
-    comparisons: list[Comparison]
-    noise: list[NoiseMeasurement]
-    default_floor: float
-    skipped: list[str]  # contenders that had nothing to be compared with
-    floor_source: str = "default"  # where default_floor came from, for the reader
-    margin: float = DEFAULT_MARGIN
-    basis: str = hosts.SECONDS  # what two runs' speedups are of: seconds, or peak fractions
-    run_hosts: list[dict[str, Any]] = field(default_factory=list)  # two runs: hosts.host_of
-    changes: list[str] = field(default_factory=list)  # two runs: changes.run_changes
-
-    @property
-    def measured_floor(self) -> float | None:
-        """The largest A/A difference in the run, None without A/A pairs."""
-        return max((m.difference for m in self.noise), default=None)
 
 
 def _compare(
@@ -113,17 +63,23 @@ def _compare(
     notes: list[str],
     margin: float,
     aa_floor: bool = False,
+    prior: Prior | None = None,
 ) -> Comparison:
-    """`aa_floor`: the floor comes from an A/A pair of the run (a measured prior)."""
-    estimate = estimate_speedup(base.groups, other.groups)
+    """`aa_floor`: the floor comes from an A/A pair of the run (a measured prior); `prior`:
+    the host's history of both sides, used where a side ran in one process."""
+    estimate = estimate_speedup(base.groups, other.groups, prior)
     if base.noisy or other.noisy:
         notes = [*notes, "noisy"]
-    evidence = PROCESSES if estimate.method == "processes" else ONE_PROCESS
+    evidence = {PROCESSES: PROCESSES, HISTORY: HOST_HISTORY}.get(estimate.method, ONE_PROCESS)
+    if evidence == HOST_HISTORY and prior is not None:
+        notes = [*notes, history_note(base.agent, other.agent, prior)]
     if evidence == ONE_PROCESS and aa_floor:
         evidence = AA_FLOOR
     bound = 1 + max(margin, floor)
     p_equivalent = (
-        math.nan if evidence == ONE_PROCESS else equivalence_p(base.groups, other.groups, bound)
+        math.nan
+        if evidence == ONE_PROCESS
+        else equivalence_p(base.groups, other.groups, bound, prior)
     )
     return Comparison(
         key=other.key,
@@ -153,9 +109,11 @@ def _compare(
 
 
 def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
-    """Holm over every comparison shown together, for differences and for equivalences
-    (each family held at its level), then the verdicts."""
-    adjusted = holm([c.p_value for c in comparisons])
+    """Holm over every comparison shown together that can be called, for differences and for
+    equivalences (each family held at its level), then the verdicts. A comparison of one
+    process a side with nothing to account for process variation is never called, so it is
+    not counted (its p_adjusted is NaN)."""
+    adjusted = holm([math.nan if c.evidence == ONE_PROCESS else c.p_value for c in comparisons])
     equivalences = holm([c.p_equivalent for c in comparisons])
     done = []
     for comparison, p, p_same in zip(comparisons, adjusted, equivalences, strict=True):
@@ -198,8 +156,10 @@ def compare_to_baseline(
     baseline: str,
     default_floor: float = DEFAULT_NOISE_FLOOR,
     margin: float = DEFAULT_MARGIN,
+    history: HostHistory | None = None,
 ) -> ComparisonSet:
-    """Every other agent against `baseline` in every cell both measured. The noise floor of
+    """Every other agent against `baseline` in every cell both measured (a cell of one
+    process a side leans on `history`, the host's, when it has both sides). The noise floor of
     a cell is the largest of `default_floor` and the A/A differences measured in that cell
     (the run's largest A/A difference for a cell no A/A pair measured). An A/A instance of
     the baseline itself is judged against `default_floor` alone: its own difference is the
@@ -240,9 +200,9 @@ def compare_to_baseline(
         if aa_base(cell.agent) == aa_base(baseline) and cell.mode == base.mode:
             notes.insert(0, "A/A")
             floor, aa_floor = default_floor, False  # its own difference is being tested
-        comparisons.append(
-            _compare(base, cell, baseline, floor, [n for n in notes if n], margin, aa_floor)
-        )
+        prior = history.prior(run, base, cell) if history else None
+        notes = [n for n in notes if n]
+        comparisons.append(_compare(base, cell, baseline, floor, notes, margin, aa_floor, prior))
     keys, order = list(dict.fromkeys(c.key for c in cells)), list(agents)
     comparisons.sort(key=lambda c: (keys.index(c.key), order.index(c.agent)))
     return ComparisonSet(
@@ -256,12 +216,16 @@ def compare_to_baseline(
 
 
 def compare_runs(
-    before: RunData, after: RunData, threshold: float, margin: float = DEFAULT_MARGIN
+    before: RunData,
+    after: RunData,
+    threshold: float,
+    margin: float = DEFAULT_MARGIN,
+    histories: tuple[HostHistory, HostHistory] | None = None,
 ) -> ComparisonSet:
     """Each agent's cells in `after` against the same agent, mode and cell in `before`; a
     change is called only beyond `threshold` (the noise floor), equivalence within
-    max(margin, threshold); with one process a run, undecided (nothing measured how much two
-    processes differ)."""
+    max(margin, threshold); with one process a run, undecided unless `histories` (each run's
+    host's) measured how much two processes differ."""
     old = {(c.agent, c.mode, c.key): c for c in contenders(before)}
     comparisons, skipped, basis = [], [], hosts.comparison_basis(before, after)
     was, now = arithmetic.by_cell(before.results), arithmetic.by_cell(after.results)
@@ -283,7 +247,10 @@ def compare_runs(
             if scaled is None:
                 continue
             cell = scaled
-        comparisons.append(_compare(base, cell, before.run_id, threshold, notes, margin))
+        prior = histories[0].prior(before, base, cell, *histories[1:], after) if histories else None
+        comparisons.append(
+            _compare(base, cell, before.run_id, threshold, notes, margin, prior=prior)
+        )
     skipped += [f"{agent} {key_label(key)}: not in run {after.run_id}" for agent, _, key in old]
     on = "" if basis == hosts.SECONDS else ", other hosts: compared as fractions of each one's peak"
     return ComparisonSet(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,11 @@ def _text(value: Any) -> Any:
     return None if value is None or value is pd.NA or value != value else value
 
 
+def row_key(row: Mapping[Any, Any]) -> CellKey:
+    """The cell a row (stored JSON or a results-frame record) measured."""
+    return tuple(_text(row.get(column)) for column in KEY_COLUMNS)
+
+
 def samples_by_cell(samples: pd.DataFrame) -> dict[int, FloatArray]:
     """The long samples table (cell, iteration, seconds) as one array per cell."""
     cells = samples["cell"].to_numpy(dtype=np.int64)
@@ -116,7 +122,7 @@ def contenders(run: RunData) -> list[Contender]:
         values = by_cell.get(int(row["cell"]))
         if values is None or not values.size:
             continue
-        key = tuple(_text(row[column]) for column in KEY_COLUMNS)
+        key = row_key(row)
         mode = _text(row["mode"]) or ""
         found.setdefault((row["agent"], mode, key), []).append((int(row["cell"]), values))
     return [

@@ -11,7 +11,7 @@ import pandas as pd
 from rich.table import Table
 from rich.text import Text
 
-from fwbench.collector.analysis.compare import ONE_PROCESS_NOTE, Comparison, ComparisonSet
+from fwbench.collector.analysis.comparison import ONE_PROCESS_NOTE, Comparison, ComparisonSet
 from fwbench.collector.analysis.contenders import KEY_COLUMNS, key_label
 from fwbench.collector.analysis.decisions import (
     DECISION_HEADERS,
@@ -72,7 +72,8 @@ def noise_floor_text(result: ComparisonSet) -> str:
     margin = (
         f" Equivalent: the whole interval within ±{result.margin:.1%} (or the floor, if "
         "larger) and the two one-sided tests still at 2.5% after Holm over the comparisons "
-        "shown. Verdicts need repetitions on both sides or an A/A pair; else undecided."
+        "shown. Verdicts need repetitions on both sides, this host's history of both agents "
+        "(--host-history) or an A/A pair; else undecided."
     )
     if measured is None:
         return (

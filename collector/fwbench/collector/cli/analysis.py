@@ -11,6 +11,7 @@ from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
 from fwbench.collector.analysis.contenders import ComparisonError, RunData, load_run
 from fwbench.collector.analysis.decisions import SEQUENTIAL_NOTE, stored_decisions
+from fwbench.collector.analysis.history import HostHistory, host_history
 from fwbench.collector.analysis.report import write_report
 from fwbench.collector.cli.common import StorePath, console, fail, fail_with
 from fwbench.collector.cli.decide import decisions_table
@@ -23,6 +24,20 @@ def _load(store: ResultStore, run_id: str) -> RunData:
         return load_run(store, run_id)
     except ComparisonError as error:
         fail_with(error)
+
+
+HostHistoryOption = Annotated[
+    bool,
+    typer.Option(
+        "--host-history/--no-host-history",
+        help="Where a side ran in one process, lean on how much that agent's processes "
+        "differed in this host's earlier runs (a prior, docs/report.md), if it has them.",
+    ),
+]
+
+
+def _history(db: ResultStore, run: RunData, wanted: bool) -> HostHistory | None:
+    return host_history(db, run) if wanted else None
 
 
 def compare(
@@ -54,6 +69,7 @@ def compare(
         formats.OutputFormat, typer.Option("--format", help="How to print the comparisons.")
     ] = formats.OutputFormat.TABLE,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+    use_history: HostHistoryOption = True,
     store: StorePath = None,
 ) -> None:
     """Speedups with 95% intervals, tests and verdicts: agents against a baseline in one run,
@@ -69,11 +85,14 @@ def compare(
             if baseline is None:
                 agents = ", ".join(dict.fromkeys(loaded[0].results["agent"].dropna()))
                 fail(f"one run needs --baseline AGENT; agents in {runs[0]}: {agents}")
-            result = compare_to_baseline(loaded[0], baseline, noise_floor, margin)
+            history = _history(db, loaded[0], use_history)
+            result = compare_to_baseline(loaded[0], baseline, noise_floor, margin, history)
         elif len(loaded) == 2:
             if baseline is not None:
                 fail("--baseline compares agents within one run; give one run")
-            result = compare_runs(loaded[0], loaded[1], threshold, margin)
+            histories = [_history(db, run, use_history) for run in loaded]
+            pair = (histories[0], histories[1]) if histories[0] and histories[1] else None
+            result = compare_runs(loaded[0], loaded[1], threshold, margin, pair)
         else:
             fail("give one run (with --baseline) or two runs (RUN_A RUN_B)")
     except ComparisonError as error:
@@ -105,6 +124,7 @@ def report(
     out: Annotated[
         Path | None, typer.Option(help="Folder for the report (default: RUN_FOLDER/report).")
     ] = None,
+    use_history: HostHistoryOption = True,
     store: StorePath = None,
 ) -> None:
     """Write report.html (self-contained: plots embedded) and report.md (with figures/*.png)."""
@@ -114,7 +134,7 @@ def report(
     folder = runs.loc[runs["run_id"] == run.run_id, "out_dir"].iloc[0]
     target = out or Path(folder) / "report"
     try:
-        files = write_report(run, target, baseline)
+        files = write_report(run, target, baseline, _history(db, run, use_history))
     except (ComparisonError, ValueError) as error:
         fail(str(error))
     except OSError as error:

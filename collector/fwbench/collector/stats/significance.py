@@ -10,6 +10,11 @@
     quantile widens the interval as it must: the two-level bootstrap covered the truth only
     70-86% of the time with 2-4 repetitions and 7% process-to-process spread (simulated,
     docs/report.md), Welch 95-98%.
+  - Otherwise, with a prior (`prior`: how much each agent's processes differed on this host
+    in earlier runs, analysis/history.py): the same t interval around the log of the speedup,
+    its scale from the two priors' SDs (over the square root of each side's processes) and its
+    degrees of freedom Welch-Satterthwaite's from theirs (method HISTORY). It assumes today's
+    processes differ as much as the host's earlier ones did.
   - Otherwise: one process a side can only speak for those processes. The interval comes from
     the bootstrap of the samples (bootstrap.py; two levels where one side has repetitions),
     the p-value from a two-sided Mann-Whitney U on the pooled samples (scipy).
@@ -18,10 +23,11 @@
 - Noise floor f: a speedup within [1 / (1 + f), 1 + f] is never called a difference. f is
   DEFAULT_NOISE_FLOOR or, when larger, what an A/A pair (the same agent twice) measured.
 - Evidence: a verdict must account for how much two processes of one agent differ. It does
-  when both sides have two or more repetitions (measured), or when an A/A pair in the run
+  when both sides have two or more repetitions (measured), when this host's earlier runs
+  measured it for both agents (a prior: the host's history), or when an A/A pair in the run
   measured that difference and raised the floor to it (a prior from this host, this run).
-  Without either (one process a side, no A/A), the verdict is "undecided", whatever the
-  samples of those two processes say.
+  Without any (one process a side, no history, no A/A), the verdict is "undecided", whatever
+  the samples of those two processes say.
 - Verdict, one of four:
   - "faster" when the adjusted p < ALPHA and the whole interval lies above 1 + f;
   - "slower" when the adjusted p < ALPHA and the whole interval lies below 1 / (1 + f);
@@ -57,26 +63,55 @@ FASTER, SLOWER, EQUIVALENT, UNDECIDED = "faster", "slower", "equivalent", "undec
 VERDICTS = (FASTER, SLOWER, EQUIVALENT, UNDECIDED)
 
 
+PROCESSES, HISTORY, BOOTSTRAP = "processes", "host history", "bootstrap"  # RatioEstimate.method
+
+
 @dataclass(frozen=True)
 class RatioEstimate:
     speedup: float  # median(baseline) / median(contender)
     ci_low: float
     ci_high: float
     p_value: float  # unadjusted, two-sided
-    method: str = "bootstrap"  # or "processes": Welch's t over the repetitions' medians
+    # BOOTSTRAP, PROCESSES (Welch's t over the repetitions' medians) or HISTORY (t with the
+    # priors' spread)
+    method: str = BOOTSTRAP
+
+
+@dataclass(frozen=True)
+class ProcessSpread:
+    """A prior: how much one agent's processes differ in a cell on a host, from its earlier
+    processes there (analysis/history.py). `sd`: of the log of a process's median step time,
+    pooled within runs; `df`: its degrees of freedom (at most the processes less the runs,
+    fewer where runs differ in spread)."""
+
+    sd: float
+    df: float
+    processes: int = 0
+    runs: int = 0
+
+
+Prior = tuple[ProcessSpread, ProcessSpread]  # (baseline's, contender's)
 
 
 def estimate_speedup(
-    baseline: Sequence[FloatArray], contender: Sequence[FloatArray]
+    baseline: Sequence[FloatArray], contender: Sequence[FloatArray], prior: Prior | None = None
 ) -> RatioEstimate:
-    """Speedup of `contender` over `baseline`, each given as its repetitions' samples.
-    Raises ValueError when either side has no samples."""
+    """Speedup of `contender` over `baseline`, each given as its repetitions' samples; the
+    prior is used only where a side has one repetition. Raises ValueError when either side
+    has no samples."""
     baseline, contender = _nonempty(baseline), _nonempty(contender)
     pooled_base, pooled_other = np.concatenate(baseline), np.concatenate(contender)
     speedup = float(np.median(pooled_base) / np.median(pooled_other))
     if len(baseline) >= 2 and len(contender) >= 2:
         low, high, p_value = _between_processes(baseline, contender, speedup)
-        return RatioEstimate(speedup, low, high, p_value, "processes")
+        return RatioEstimate(speedup, low, high, p_value, PROCESSES)
+    if prior is not None:
+        scale, df = prior_scale(len(baseline), len(contender), prior)
+        half = float(student_t.ppf(1 - ALPHA / 2, df)) * scale
+        centre = math.log(speedup)
+        p_value = float(2 * student_t.sf(abs(centre) / scale, df))
+        return RatioEstimate(speedup, math.exp(centre - half), math.exp(centre + half), p_value,
+                             HISTORY)  # fmt: skip
     low, high = ratio_interval(baseline, contender)
     if np.ptp(np.concatenate([pooled_base, pooled_other])) == 0:
         p_value = 1.0  # every value tied: U is undefined, and there is nothing to find
@@ -120,22 +155,44 @@ def welch_scale(base: FloatArray, other: FloatArray) -> tuple[float, float]:
     return math.sqrt(spread), df
 
 
+def prior_scale(
+    baseline_processes: int, contender_processes: int, prior: Prior
+) -> tuple[float, float]:
+    """The standard error of the log speedup of processes whose spread the priors give, and
+    its Welch-Satterthwaite degrees of freedom. ValueError for a prior without spread."""
+    base, other = prior
+    if min(base.sd, other.sd) <= 0 or min(base.df, other.df) < 1:
+        raise ValueError(f"a prior needs a spread above 0 and 1 degree of freedom: {prior}")
+    var_base, var_other = base.sd**2 / baseline_processes, other.sd**2 / contender_processes
+    df = (var_base + var_other) ** 2 / (var_base**2 / base.df + var_other**2 / other.df)
+    return math.sqrt(var_base + var_other), df
+
+
 def equivalence_p(
-    baseline: Sequence[FloatArray], contender: Sequence[FloatArray], bound: float
+    baseline: Sequence[FloatArray],
+    contender: Sequence[FloatArray],
+    bound: float,
+    prior: Prior | None = None,
 ) -> float:
     """The TOST p-value (the larger of the two one-sided ones) that the speedup lies within
     [1 / bound, bound], by the method estimate_speedup's interval uses: Welch's t on the
     repetitions' log medians, centred on the log of the pooled speedup, with two or more
-    repetitions a side; else the bootstrap replicates' share beyond each bound."""
+    repetitions a side; else with a prior, t with the priors' scale; else the bootstrap
+    replicates' share beyond each bound."""
     baseline, contender = _nonempty(baseline), _nonempty(contender)
     edge = math.log(bound)
+    centre = math.log(np.median(np.concatenate(baseline)) / np.median(np.concatenate(contender)))
     if len(baseline) < 2 or len(contender) < 2:
+        if prior is not None:
+            return _tost(centre, edge, *prior_scale(len(baseline), len(contender), prior))
         logs = np.log(ratio_replicates(baseline, contender))
         return float(max(np.mean(logs <= -edge), np.mean(logs >= edge)))
-    centre = math.log(np.median(np.concatenate(baseline)) / np.median(np.concatenate(contender)))
     base = np.log([np.median(g) for g in baseline])
     other = np.log([np.median(g) for g in contender])
-    scale, df = welch_scale(base, other)
+    return _tost(centre, edge, *welch_scale(base, other))
+
+
+def _tost(centre: float, edge: float, scale: float, df: float) -> float:
     if scale == 0:
         return 0.0 if abs(centre) < edge else 1.0
     above_low = float(student_t.sf((centre + edge) / scale, df))  # H0: speedup <= 1 / bound

@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from fwbench.collector.analysis.compare import ComparisonSet
+from fwbench.collector.analysis.comparison import ComparisonSet
 from fwbench.collector.analysis.contenders import RunData, key_label, samples_by_cell
 from fwbench.collector.analysis.report.data import accuracy_curves, has_gpu_telemetry
 

@@ -14,7 +14,8 @@ import jinja2
 import pandas as pd
 
 from fwbench.collector.analysis import formats
-from fwbench.collector.analysis.compare import ComparisonSet, compare_to_baseline
+from fwbench.collector.analysis.compare import compare_to_baseline
+from fwbench.collector.analysis.comparison import ComparisonSet
 from fwbench.collector.analysis.contenders import RunData, contenders
 from fwbench.collector.analysis.decisions import (
     DECISION_HEADERS,
@@ -23,6 +24,7 @@ from fwbench.collector.analysis.decisions import (
     decisions_caption,
     stored_decisions,
 )
+from fwbench.collector.analysis.history import HostHistory
 from fwbench.collector.analysis.report import data, figures
 from fwbench.collector.analysis.report.distributed import distributed_section, scaling_plot
 from fwbench.collector.analysis.report.roofline import roofline
@@ -190,12 +192,17 @@ def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, An
     }
 
 
-def write_report(run: RunData, out_dir: Path, baseline: str | None = None) -> ReportFiles:
+def write_report(
+    run: RunData,
+    out_dir: Path,
+    baseline: str | None = None,
+    history: HostHistory | None = None,
+) -> ReportFiles:
     """Writes report.html, report.md and figures/*.png under `out_dir`; returns their paths.
-    Raises ValueError when the run has nothing measured, ComparisonError for an unknown
-    baseline."""
+    `history`: the host's, for comparisons of one process a side (compare.py). Raises
+    ValueError when the run has nothing measured, ComparisonError for an unknown baseline."""
     baseline = baseline or default_baseline(run)
-    result = compare_to_baseline(run, baseline)
+    result = compare_to_baseline(run, baseline, history=history)
     plots = _plots(run, result, baseline)
     context = _context(run, result, baseline)
     figure_dir = out_dir / "figures"

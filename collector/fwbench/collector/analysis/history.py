@@ -1,0 +1,172 @@
+"""How much an agent's processes differ on this host, from the store's runs: the prior that a
+comparison of one process a side leans on (significance.py, docs/report.md "The host's
+history").
+
+A run measured that spread wherever one agent's cell ran in two or more processes (`--repeat`
+with fresh processes, `--until-decided`, an A/A pair: `tf-eigen` and `tf-eigen#2` are two
+processes of one agent). For each run on the same host that started no later than the run
+being compared (so a comparison never changes when later runs are added), the log medians of
+those processes are centred on their run's mean; the SD pooled over runs is the prior.
+
+A host's spread differs from day to day (tf-eigen's conv2d processes differed by 2 to 17.5%
+in runs an hour apart here), so a new run's processes may differ more than the pooled SD
+says. The prior's degrees of freedom carry that: when the runs' variances differ more than
+sampling explains, the spread of the variances is taken as a scaled inverse chi-square whose
+degrees of freedom nu match the extra variance of their logarithms (trigamma(nu / 2) = that
+variance), and a new run's process difference is then Student's t with nu degrees of freedom;
+the prior's are the smaller of nu and the processes less the runs. So a prior needs at least
+MIN_RUNS runs (one run cannot show how much days differ) and MIN_DEGREES degrees of freedom.
+In simulation (tests/collector/test_history.py) this keeps false calls at or under 5% where
+the pooled SD alone made 6 to 9%.
+
+Only processes that ran the same way count: the same agent, mode and cell, and the same
+launcher, device, CPU, cores, framework version and environment switches (`--agent-env`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import brentq
+from scipy.special import polygamma
+
+from fwbench.collector.agents.specs import aa_base
+from fwbench.collector.analysis import hosts
+from fwbench.collector.analysis.contenders import Contender, RunData, row_key
+from fwbench.collector.stats.significance import Prior, ProcessSpread
+from fwbench.collector.store import ResultStore
+
+# What makes two processes the same experiment, besides the agent, mode and cell.
+SAME_WAY = (
+    "launcher", "device", "cpu_model", "usable_cores", "framework_version", "environment",
+)  # fmt: skip
+MIN_DEGREES = 4  # a prior of fewer degrees of freedom (processes less runs) is not used
+MIN_RUNS = 2
+Identity = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class HostHistory:
+    """The spreads measured on one host, by agent, mode, cell and SAME_WAY."""
+
+    host: str
+    spreads: dict[Identity, ProcessSpread] = field(default_factory=dict)
+    runs: int = 0  # runs of the host read
+
+    def spread(self, run: RunData, cell: Contender) -> ProcessSpread | None:
+        rows = run.results[run.results["cell"] == cell.first_cell]
+        if rows.empty:
+            return None
+        return self.spreads.get(_identity(rows.iloc[0].to_dict()))
+
+    def prior(
+        self,
+        run: RunData,
+        base: Contender,
+        other: Contender,
+        later: HostHistory | None = None,
+        later_run: RunData | None = None,
+    ) -> Prior | None:
+        """Both sides' spreads (`other` from `later_run` and its history, when it is another
+        run), or None when either side has no usable history."""
+        first = self.spread(run, base)
+        second = (later or self).spread(later_run if later_run is not None else run, other)
+        return None if first is None or second is None else (first, second)
+
+
+def _host(run: RunData) -> str:
+    found = hosts.host_of(run)
+    return str(found["fingerprint_id"] or found["hostname"] or "")
+
+
+def _identity(row: Mapping[Any, Any]) -> Identity:
+    mode = _clean(row.get("mode")) or ""
+    same = tuple(_clean(row.get(column)) for column in SAME_WAY)
+    return (aa_base(str(row["agent"])), mode, row_key(row), same)
+
+
+def _clean(value: Any) -> Any:
+    return None if value is None or value is pd.NA or value != value else value
+
+
+def host_history(store: ResultStore, run: RunData) -> HostHistory:
+    """The spreads of every agent and cell measured on `run`'s host by runs that started no
+    later than it (itself included)."""
+    host = _host(run)
+    started = str(run.metadata.get("started_at") or "")
+    found: dict[Identity, list[tuple[float, int]]] = {}  # sum of squares and df, per run
+    read = 0
+    for run_id in store.runs()["run_id"]:
+        metadata = store.run_metadata(run_id) or {}
+        if str(metadata.get("started_at") or "") > started:
+            continue
+        other = RunData(run_id, pd.DataFrame(), pd.DataFrame(), metadata)
+        if not host or _host(other) != host:
+            continue
+        read += 1
+        for identity, logs in _process_logs(store.rows(run_id)).items():
+            if len(logs) >= 2:
+                values = np.asarray(logs)
+                squares = float(((values - values.mean()) ** 2).sum())
+                found.setdefault(identity, []).append((squares, len(values) - 1))
+    spreads = {}
+    for identity, runs in found.items():
+        spread = pooled(runs)
+        if spread is not None:
+            spreads[identity] = spread
+    return HostHistory(host, spreads, read)
+
+
+def pooled(runs: list[tuple[float, int]]) -> ProcessSpread | None:
+    """The prior from each run's sum of squared deviations of its processes' log medians and
+    their degrees of freedom; None below MIN_RUNS runs or MIN_DEGREES degrees of freedom, or
+    without spread."""
+    total, df = sum(r[0] for r in runs), sum(r[1] for r in runs)
+    if len(runs) < MIN_RUNS or df < MIN_DEGREES or total <= 0:
+        return None
+    variances = [squares / d for squares, d in runs]
+    degrees: float = df
+    if min(variances) > 0:
+        # Var(log s^2) of a run with d degrees of freedom is trigamma(d / 2) from sampling
+        logs = np.log(variances)
+        extra = float(logs.var(ddof=1)) - float(np.mean([polygamma(1, d / 2) for _, d in runs]))
+        degrees = min(df, _days_degrees(extra))
+    return ProcessSpread(math.sqrt(total / df), max(degrees, 1.0), df + len(runs), len(runs))
+
+
+def _days_degrees(extra: float) -> float:
+    """nu with trigamma(nu / 2) = `extra`, the variance of log variances beyond sampling's;
+    infinite when there is none."""
+    if extra <= 1e-9:
+        return math.inf
+    return float(brentq(lambda nu: float(polygamma(1, nu / 2)) - extra, 1e-3, 1e9))
+
+
+def _process_logs(rows: list[dict[str, Any]]) -> dict[Identity, list[float]]:
+    """One run's ok rows as the log median of each process, by identity. A process that
+    measured a cell more than once (`--same-process`) counts once, at the median of its rows."""
+    by_process: dict[tuple[Identity, Any, Any], list[float]] = {}
+    for row in rows:
+        median, pid = row.get("median_seconds"), _clean(row.get("agent_pid"))
+        if row.get("status") != "ok" or pid is None or not median or median != median:
+            continue
+        identity = _identity(row)
+        by_process.setdefault((identity, _clean(row.get("node")), pid), []).append(median)
+    logs: dict[Identity, list[float]] = {}
+    for (identity, _, _), medians in by_process.items():
+        logs.setdefault(identity, []).append(math.log(float(np.median(medians))))
+    return logs
+
+
+def history_note(agent: str, other: str, prior: Prior) -> str:
+    """What the prior was, for the reader: each side's spread, runs and processes."""
+    first, second = prior
+    return (
+        f"host history (SD between processes): {agent} {first.sd:.1%} ({first.runs} runs, "
+        f"{first.processes} processes), {other} {second.sd:.1%} ({second.runs}, "
+        f"{second.processes})"
+    )
