@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from rich.console import Console
 
+from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
 from fwbench.collector.analysis.contenders import RunData, load_run
 from fwbench.collector.analysis.history import MIN_DEGREES, host_history, pooled
@@ -175,6 +178,12 @@ def test_one_process_a_side_leans_on_the_hosts_history(store: ResultStore) -> No
     assert leaning.evidence == "host history" and leaning.method == "host history"
     assert leaning.verdict == SLOWER and leaning.ci_high < 1 / 1.03
     assert "host history (SD between processes): a " in leaning.notes
+    assert "(3 runs, 12 processes)" in leaning.notes
+    # the terminal's table says it without the counts, the other formats with them
+    console = Console(width=300, record=True)
+    console.print(formats.rich_table(compare_to_baseline(now, "a", history=history)))
+    shown = re.sub(r"[│\s]+", " ", console.export_text())
+    assert "host history, SD between processes: a " in shown and "processes)" not in shown
     (alone,) = compare_to_baseline(now, "a").comparisons
     assert alone.verdict == UNDECIDED and alone.evidence == "one process"
     assert math.isnan(alone.p_adjusted)  # never called, so not counted in Holm's family

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from enum import StrEnum
 from typing import Any
 
@@ -19,6 +20,7 @@ from fwbench.collector.analysis.decisions import (
     decision_rows,
     decisions_caption,
 )
+from fwbench.collector.analysis.history import HISTORY_NOTE
 from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
 
 
@@ -140,9 +142,23 @@ def rich_table(result: ComparisonSet) -> Table:
         cells[verdict_at] = Text(comparison.verdict, style=_STYLES.get(comparison.verdict, ""))
         # On a terminal the caption says it once ("Verdicts need repetitions ..."): a row of
         # the README's first run would otherwise wrap to 16 lines for it.
-        cells[-1] = comparison.notes.replace(ONE_PROCESS_NOTE, ONE_PROCESS_SHORT)
+        cells[-1] = _terminal_notes(comparison.notes)
         table.add_row(*cells)
     return table
+
+
+# The host history's note without its counts of runs and processes (JSON, CSV, Markdown and
+# the report keep them): "host history (SD between processes): a 4.4% (7 runs, 94 processes),
+# b 9.1% (7, 37)" -> "host history, SD between processes: a 4.4%, b 9.1%".
+_HISTORY_COUNTS = re.compile(r" \((\d+ runs, \d+ processes|\d+, \d+)\)")
+
+
+def _terminal_notes(notes: str) -> str:
+    short = notes.replace(ONE_PROCESS_NOTE, ONE_PROCESS_SHORT)
+    if HISTORY_NOTE not in short:
+        return short
+    head, _, tail = short.partition(HISTORY_NOTE)
+    return head + "host history, SD between processes: " + _HISTORY_COUNTS.sub("", tail, count=2)
 
 
 def markdown(result: ComparisonSet, decided: dict[str, Any] | None = None) -> str:

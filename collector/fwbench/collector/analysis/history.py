@@ -46,6 +46,7 @@ SAME_WAY = (
 )  # fmt: skip
 MIN_DEGREES = 4  # a prior of fewer degrees of freedom (processes less runs) is not used
 MIN_RUNS = 2
+HISTORY_NOTE = "host history (SD between processes): "
 Identity = tuple[Any, ...]
 
 
@@ -166,7 +167,6 @@ def history_note(agent: str, other: str, prior: Prior) -> str:
     """What the prior was, for the reader: each side's spread, runs and processes."""
     first, second = prior
     return (
-        f"host history (SD between processes): {agent} {first.sd:.1%} ({first.runs} runs, "
-        f"{first.processes} processes), {other} {second.sd:.1%} ({second.runs}, "
-        f"{second.processes})"
+        f"{HISTORY_NOTE}{agent} {first.sd:.1%} ({first.runs} runs, {first.processes} "
+        f"processes), {other} {second.sd:.1%} ({second.runs}, {second.processes})"
     )
