@@ -219,3 +219,39 @@ def test_cli_compare_and_report_use_the_history_unless_told_not_to(
     done = CliRunner().invoke(app, args)
     assert done.exit_code == 0, done.output
     assert "host history (SD between processes)" in (out / "report.md").read_text()
+
+
+def test_an_undecided_prior_comparison_says_how_many_processes_would_decide(
+    store: ResultStore,
+) -> None:
+    """With --repeat the processes become the evidence, so the estimate is Welch's at the
+    priors' spread (here about 1.5%), not the prior's own interval: a 4% difference from one
+    process a side is undecided, and a handful of processes a side would decide it, which a
+    simulation of Welch's test at that spread confirms."""
+    a = [0.0100, 0.0102, 0.0098, 0.0101]
+    b = [0.0104, 0.0106, 0.0102, 0.0105]
+    for day in range(2):
+        _write_run(store, f"r{day}", f"2026-01-0{day + 1}T00:00:00", {"a": a, "b": b})
+    now = _write_run(store, "now", "2026-01-05T00:00:00", {"a": [0.0100], "b": [0.0107]})
+    (close,) = compare_to_baseline(now, "a", history=host_history(store, now)).comparisons
+    assert close.verdict == UNDECIDED and close.evidence == "host history"
+    found = re.search(r"about (\d+) repetitions a side", close.notes)
+    assert found is not None, close.notes
+    needed = int(found.group(1))
+    assert 2 <= needed <= 12
+    # Welch's test at that many processes a side, at the spread the priors give, calls the
+    # difference about half the time (the estimate is where the interval, centred on what was
+    # measured, just clears the floor), and far more often than at half as many
+    rng, sd = np.random.default_rng(3), close.prior_sd / math.sqrt(2)
+
+    def called(processes: int) -> float:
+        calls = 0
+        for _ in range(400):
+            base = [np.full(5, x) for x in np.exp(rng.normal(0.0, sd, processes)) * 0.0100]
+            other = [np.full(5, x) for x in np.exp(rng.normal(0.0, sd, processes)) * 0.0107]
+            estimate = estimate_speedup(base, other)
+            calls += verdict(estimate, estimate.p_value, 0.03) == SLOWER
+        return calls / 400
+
+    at_estimate, at_half = called(needed), called(max(2, needed // 2))
+    assert at_estimate > 0.35 and at_half < at_estimate - 0.15, (needed, at_estimate, at_half)

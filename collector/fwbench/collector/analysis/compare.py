@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from scipy.stats import t as student_t
+
 from fwbench.collector.agents import arithmetic, kernel_time
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.analysis import hosts
@@ -71,8 +73,9 @@ def _compare(
     if base.noisy or other.noisy:
         notes = [*notes, "noisy"]
     evidence = {PROCESSES: PROCESSES, HISTORY: HOST_HISTORY}.get(estimate.method, ONE_PROCESS)
-    if evidence == HOST_HISTORY and prior is not None:
-        notes = [*notes, history_note(base.agent, other.agent, prior)]
+    leaned = prior if evidence == HOST_HISTORY else None
+    if leaned is not None:
+        notes = [*notes, history_note(base.agent, other.agent, leaned)]
     if evidence == ONE_PROCESS and aa_floor:
         evidence = AA_FLOOR
     bound = 1 + max(margin, floor)
@@ -105,6 +108,7 @@ def _compare(
         repetitions=len(other.groups),
         baseline_repetitions=len(base.groups),
         p_equivalent=p_equivalent,
+        prior_sd=math.hypot(*(side.sd for side in leaned)) if leaned else math.nan,
     )
 
 
@@ -139,6 +143,15 @@ def _how_to_decide(comparison: Comparison, estimate: RatioEstimate) -> str:
         return ONE_PROCESS_NOTE
     repetitions = min(comparison.repetitions, comparison.baseline_repetitions)
     level = 1 - ALPHA if comparison.evidence == PROCESSES else None  # Welch's, else bootstrap
+    if comparison.evidence == HOST_HISTORY:
+        # With --repeat the processes are the evidence: Welch's interval at 2 a side if they
+        # differ as the priors say, not the prior's heavy-tailed one (its few degrees of
+        # freedom say how much days differ, not how much processes of one run will).
+        half = float(student_t.ppf(1 - ALPHA / 2, 2)) * comparison.prior_sd / math.sqrt(2)
+        centre = math.log(estimate.speedup)
+        low, high = math.exp(centre - half), math.exp(centre + half)
+        estimate = replace(estimate, ci_low=low, ci_high=high)
+        repetitions, level = 2, 1 - ALPHA
     needed = repetitions_needed(
         estimate, repetitions, comparison.noise_floor, comparison.margin, level
     )

@@ -52,6 +52,9 @@ class Comparison:
     # nothing accounts for process variation: never called equivalent, so not counted).
     p_equivalent: float = math.nan
     p_equivalent_adjusted: float = math.nan
+    # Evidence HOST_HISTORY: the SD of the log speedup of one process a side by the priors,
+    # sqrt(sd_base^2 + sd_other^2); NaN otherwise.
+    prior_sd: float = math.nan
 
     def key_dict(self) -> dict[str, Any]:
         return dict(zip(KEY_COLUMNS, self.key, strict=True))
