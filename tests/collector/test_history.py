@@ -17,7 +17,7 @@ from rich.console import Console
 from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
 from fwbench.collector.analysis.contenders import RunData, load_run
-from fwbench.collector.analysis.history import MIN_DEGREES, host_history, pooled
+from fwbench.collector.analysis.history import MIN_DEGREES, host_histories, host_history, pooled
 from fwbench.collector.stats.samples import sample_stats
 from fwbench.collector.stats.significance import (
     FASTER,
@@ -190,6 +190,7 @@ def test_one_process_a_side_leans_on_the_hosts_history(store: ResultStore) -> No
     # regression tracking: the same agent in two runs of one process each
     later = _write_run(store, "later", "2026-01-06T00:00:00", {"a": [0.0150], "b": [0.021]})
     histories = (history, host_history(store, later))
+    assert host_histories(store, [now, later]) == list(histories)  # one read, each as of its run
     changed = {c.agent: c for c in compare_runs(now, later, 0.05, histories=histories).comparisons}
     assert changed["a"].verdict == SLOWER and changed["a"].evidence == "host history"
     assert changed["b"].verdict != SLOWER

@@ -37,7 +37,7 @@ from fwbench.collector.analysis.contenders import (
     contenders,
     key_label,
 )
-from fwbench.collector.analysis.history import HostHistory, history_note
+from fwbench.collector.analysis.history import HostHistory, history_note, prior_of
 from fwbench.collector.analysis.noise import noise_measurements
 from fwbench.collector.stats.significance import (
     ALPHA,
@@ -213,9 +213,9 @@ def compare_to_baseline(
         if aa_base(cell.agent) == aa_base(baseline) and cell.mode == base.mode:
             notes.insert(0, "A/A")
             floor, aa_floor = default_floor, False  # its own difference is being tested
-        prior = history.prior(run, base, cell) if history else None
+        leaned = prior_of(history.spread(run, base), history.spread(run, cell)) if history else None
         notes = [n for n in notes if n]
-        comparisons.append(_compare(base, cell, baseline, floor, notes, margin, aa_floor, prior))
+        comparisons.append(_compare(base, cell, baseline, floor, notes, margin, aa_floor, leaned))
     keys, order = list(dict.fromkeys(c.key for c in cells)), list(agents)
     comparisons.sort(key=lambda c: (keys.index(c.key), order.index(c.agent)))
     return ComparisonSet(
@@ -260,9 +260,11 @@ def compare_runs(
             if scaled is None:
                 continue
             cell = scaled
-        prior = histories[0].prior(before, base, cell, *histories[1:], after) if histories else None
+        leaned = None
+        if histories:
+            leaned = prior_of(histories[0].spread(before, base), histories[1].spread(after, cell))
         comparisons.append(
-            _compare(base, cell, before.run_id, threshold, notes, margin, prior=prior)
+            _compare(base, cell, before.run_id, threshold, notes, margin, prior=leaned)
         )
     skipped += [f"{agent} {key_label(key)}: not in run {after.run_id}" for agent, _, key in old]
     on = "" if basis == hosts.SECONDS else ", other hosts: compared as fractions of each one's peak"

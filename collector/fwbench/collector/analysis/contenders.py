@@ -94,13 +94,14 @@ class Contender:
         return is_noisy(pooled.size, cv)
 
 
-def _text(value: Any) -> Any:
+def clean(value: Any) -> Any:
+    """None for a missing value (None, pandas' NA, NaN), else the value."""
     return None if value is None or value is pd.NA or value != value else value
 
 
 def row_key(row: Mapping[Any, Any]) -> CellKey:
     """The cell a row (stored JSON or a results-frame record) measured."""
-    return tuple(_text(row.get(column)) for column in KEY_COLUMNS)
+    return tuple(clean(row.get(column)) for column in KEY_COLUMNS)
 
 
 def samples_by_cell(samples: pd.DataFrame) -> dict[int, FloatArray]:
@@ -123,7 +124,7 @@ def contenders(run: RunData) -> list[Contender]:
         if values is None or not values.size:
             continue
         key = row_key(row)
-        mode = _text(row["mode"]) or ""
+        mode = clean(row["mode"]) or ""
         found.setdefault((row["agent"], mode, key), []).append((int(row["cell"]), values))
     return [
         Contender(agent, mode, key, tuple(v for _, v in groups), tuple(c for c, _ in groups))

@@ -25,7 +25,7 @@ launcher, device, CPU, cores, framework version and environment switches (`--age
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +36,7 @@ from scipy.special import polygamma
 
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.analysis import hosts
-from fwbench.collector.analysis.contenders import Contender, RunData, row_key
+from fwbench.collector.analysis.contenders import Contender, RunData, clean, row_key
 from fwbench.collector.stats.significance import Prior, ProcessSpread
 from fwbench.collector.store import ResultStore
 
@@ -54,72 +54,63 @@ Identity = tuple[Any, ...]
 class HostHistory:
     """The spreads measured on one host, by agent, mode, cell and SAME_WAY."""
 
-    host: str
     spreads: dict[Identity, ProcessSpread] = field(default_factory=dict)
-    runs: int = 0  # runs of the host read
 
     def spread(self, run: RunData, cell: Contender) -> ProcessSpread | None:
+        """The spread of `cell`'s agent, mode and cell as `run` ran it, if measured."""
         rows = run.results[run.results["cell"] == cell.first_cell]
         if rows.empty:
             return None
         return self.spreads.get(_identity(rows.iloc[0].to_dict()))
 
-    def prior(
-        self,
-        run: RunData,
-        base: Contender,
-        other: Contender,
-        later: HostHistory | None = None,
-        later_run: RunData | None = None,
-    ) -> Prior | None:
-        """Both sides' spreads (`other` from `later_run` and its history, when it is another
-        run), or None when either side has no usable history."""
-        first = self.spread(run, base)
-        second = (later or self).spread(later_run if later_run is not None else run, other)
-        return None if first is None or second is None else (first, second)
+
+def prior_of(first: ProcessSpread | None, second: ProcessSpread | None) -> Prior | None:
+    """Both sides' spreads, or None when either side has no usable history."""
+    return None if first is None or second is None else (first, second)
 
 
-def _host(run: RunData) -> str:
-    found = hosts.host_of(run)
+def _host(run_id: str, metadata: Mapping[str, Any]) -> str:
+    found = hosts.host_of(RunData(run_id, pd.DataFrame(), pd.DataFrame(), dict(metadata)))
     return str(found["fingerprint_id"] or found["hostname"] or "")
 
 
 def _identity(row: Mapping[Any, Any]) -> Identity:
-    mode = _clean(row.get("mode")) or ""
-    same = tuple(_clean(row.get(column)) for column in SAME_WAY)
+    mode = clean(row.get("mode")) or ""
+    same = tuple(clean(row.get(column)) for column in SAME_WAY)
     return (aa_base(str(row["agent"])), mode, row_key(row), same)
-
-
-def _clean(value: Any) -> Any:
-    return None if value is None or value is pd.NA or value != value else value
 
 
 def host_history(store: ResultStore, run: RunData) -> HostHistory:
     """The spreads of every agent and cell measured on `run`'s host by runs that started no
     later than it (itself included)."""
-    host = _host(run)
-    started = str(run.metadata.get("started_at") or "")
-    found: dict[Identity, list[tuple[float, int]]] = {}  # sum of squares and df, per run
-    read = 0
-    for run_id in store.runs()["run_id"]:
-        metadata = store.run_metadata(run_id) or {}
-        if str(metadata.get("started_at") or "") > started:
-            continue
-        other = RunData(run_id, pd.DataFrame(), pd.DataFrame(), metadata)
-        if not host or _host(other) != host:
-            continue
-        read += 1
-        for identity, logs in _process_logs(store.rows(run_id)).items():
-            if len(logs) >= 2:
-                values = np.asarray(logs)
-                squares = float(((values - values.mean()) ** 2).sum())
-                found.setdefault(identity, []).append((squares, len(values) - 1))
-    spreads = {}
-    for identity, runs in found.items():
-        spread = pooled(runs)
-        if spread is not None:
-            spreads[identity] = spread
-    return HostHistory(host, spreads, read)
+    return host_histories(store, [run])[0]
+
+
+def host_histories(store: ResultStore, runs: Sequence[RunData]) -> list[HostHistory]:
+    """host_history of each of `runs`, reading the store once: every run's metadata, then the
+    rows of the runs on their hosts."""
+    wanted = {_host(run.run_id, run.metadata) for run in runs} - {""}
+    measured = []  # host, start and process logs of each run on a wanted host
+    for run_id, metadata in store.metadata_by_run().items():
+        host = _host(run_id, metadata)
+        if host in wanted:
+            started = str(metadata.get("started_at") or "")
+            measured.append((host, started, _process_logs(store.rows(run_id))))
+    histories = []
+    for run in runs:
+        host, started = _host(run.run_id, run.metadata), str(run.metadata.get("started_at") or "")
+        found: dict[Identity, list[tuple[float, int]]] = {}  # sum of squares and df, per run
+        for other_host, other_started, logs_by_identity in measured:
+            if other_host != host or other_started > started:
+                continue
+            for identity, logs in logs_by_identity.items():
+                if len(logs) >= 2:
+                    values = np.asarray(logs)
+                    squares = float(((values - values.mean()) ** 2).sum())
+                    found.setdefault(identity, []).append((squares, len(values) - 1))
+        spreads = {identity: pooled(per_run) for identity, per_run in found.items()}
+        histories.append(HostHistory({k: v for k, v in spreads.items() if v is not None}))
+    return histories
 
 
 def pooled(runs: list[tuple[float, int]]) -> ProcessSpread | None:
@@ -152,11 +143,11 @@ def _process_logs(rows: list[dict[str, Any]]) -> dict[Identity, list[float]]:
     measured a cell more than once (`--same-process`) counts once, at the median of its rows."""
     by_process: dict[tuple[Identity, Any, Any], list[float]] = {}
     for row in rows:
-        median, pid = row.get("median_seconds"), _clean(row.get("agent_pid"))
+        median, pid = row.get("median_seconds"), clean(row.get("agent_pid"))
         if row.get("status") != "ok" or pid is None or not median or median != median:
             continue
         identity = _identity(row)
-        by_process.setdefault((identity, _clean(row.get("node")), pid), []).append(median)
+        by_process.setdefault((identity, clean(row.get("node")), pid), []).append(median)
     logs: dict[Identity, list[float]] = {}
     for (identity, _, _), medians in by_process.items():
         logs.setdefault(identity, []).append(math.log(float(np.median(medians))))

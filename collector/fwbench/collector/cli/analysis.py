@@ -11,7 +11,7 @@ from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
 from fwbench.collector.analysis.contenders import ComparisonError, RunData, load_run
 from fwbench.collector.analysis.decisions import SEQUENTIAL_NOTE, stored_decisions
-from fwbench.collector.analysis.history import HostHistory, host_history
+from fwbench.collector.analysis.history import HostHistory, host_histories, host_history
 from fwbench.collector.analysis.report import write_report
 from fwbench.collector.cli.common import StorePath, console, fail, fail_with
 from fwbench.collector.cli.decide import decisions_table
@@ -90,8 +90,8 @@ def compare(
         elif len(loaded) == 2:
             if baseline is not None:
                 fail("--baseline compares agents within one run; give one run")
-            histories = [_history(db, run, use_history) for run in loaded]
-            pair = (histories[0], histories[1]) if histories[0] and histories[1] else None
+            histories = host_histories(db, loaded) if use_history else None
+            pair = (histories[0], histories[1]) if histories else None
             result = compare_runs(loaded[0], loaded[1], threshold, margin, pair)
         else:
             fail("give one run (with --baseline) or two runs (RUN_A RUN_B)")

@@ -233,6 +233,13 @@ class ResultStore:
         ).fetchone()
         return json.loads(found[0]) if found else None
 
+    def metadata_by_run(self) -> dict[str, dict[str, Any]]:
+        """Every run's metadata, by run id, oldest first, in one query."""
+        found = self._db.execute(
+            "SELECT run_id, metadata_json FROM runs ORDER BY started_at"
+        ).fetchall()
+        return {run_id: json.loads(text) for run_id, text in found}
+
     def rows(self, run_id: str) -> list[dict[str, Any]]:
         """The run's rows as stored (JSON), by cell."""
         rows = self._db.execute(
