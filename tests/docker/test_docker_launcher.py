@@ -65,6 +65,16 @@ def test_image_is_labelled_from_the_manifest(
     assert declared.env == {"FAKE_SWITCH": "from-the-manifest"} and not declared.requires_gpu
 
 
+def _ancestors(pid: int) -> list[int]:
+    """The parent chain of a host process, read from /proc, up to (not including) pid 1."""
+    chain: list[int] = []
+    while pid > 1 and len(chain) < 64:
+        status = Path(f"/proc/{pid}/status").read_text()
+        pid = int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+        chain.append(pid)
+    return chain
+
+
 def test_agent_runs_on_loopback_ports_and_stops_idempotently(
     docker_daemon: docker.DockerClient,
     fake_manifest: AgentManifest,
@@ -90,8 +100,11 @@ def test_agent_runs_on_loopback_ports_and_stops_idempotently(
         assert host["PidsLimit"] == 4096 and host["Memory"] > 0
         describe = handle.client.describe()
         assert describe.identity.name == "test-fake" and describe.host.in_container
-        # The agent's process as this host sees it: a child of the container's init (tini).
-        assert handle.host_pid > container.attrs["State"]["Pid"] > 1
+        # The agent's process as this host sees it: a descendant of the container's init
+        # (tini). Ancestry, not pid order: pids wrap at pid_max (CI once saw 321 < 32759).
+        init_pid = container.attrs["State"]["Pid"]
+        assert init_pid > 1 and handle.host_pid not in (0, init_pid)
+        assert init_pid in _ancestors(handle.host_pid)
         assert "fwbench-agent" in Path(f"/proc/{handle.host_pid}/cmdline").read_text()
         with urllib.request.urlopen(f"http://{handle.metrics_address}/metrics", timeout=5) as r:
             assert b"fwbench_" in r.read()
