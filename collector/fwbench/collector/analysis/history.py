@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from scipy.optimize import brentq
 from scipy.special import polygamma
 
@@ -70,7 +69,7 @@ def prior_of(first: ProcessSpread | None, second: ProcessSpread | None) -> Prior
 
 
 def _host(run_id: str, metadata: Mapping[str, Any]) -> str:
-    found = hosts.host_of(RunData(run_id, pd.DataFrame(), pd.DataFrame(), dict(metadata)))
+    found = hosts.host_of_metadata(run_id, metadata)
     return str(found["fingerprint_id"] or found["hostname"] or "")
 
 
@@ -90,27 +89,34 @@ def host_histories(store: ResultStore, runs: Sequence[RunData]) -> list[HostHist
     """host_history of each of `runs`, reading the store once: every run's metadata, then the
     rows of the runs on their hosts."""
     wanted = {_host(run.run_id, run.metadata) for run in runs} - {""}
-    measured = []  # host, start and process logs of each run on a wanted host
+    measured = []  # host, start, and each identity's sum of squares and df, per stored run
     for run_id, metadata in store.metadata_by_run().items():
         host = _host(run_id, metadata)
         if host in wanted:
             started = str(metadata.get("started_at") or "")
-            measured.append((host, started, _process_logs(store.rows(run_id))))
+            measured.append((host, started, _squares(_process_logs(store.rows(run_id)))))
     histories = []
     for run in runs:
         host, started = _host(run.run_id, run.metadata), str(run.metadata.get("started_at") or "")
-        found: dict[Identity, list[tuple[float, int]]] = {}  # sum of squares and df, per run
-        for other_host, other_started, logs_by_identity in measured:
-            if other_host != host or other_started > started:
-                continue
-            for identity, logs in logs_by_identity.items():
-                if len(logs) >= 2:
-                    values = np.asarray(logs)
-                    squares = float(((values - values.mean()) ** 2).sum())
-                    found.setdefault(identity, []).append((squares, len(values) - 1))
+        found: dict[Identity, list[tuple[float, int]]] = {}
+        for other_host, other_started, squares_by_identity in measured:
+            if other_host == host and other_started <= started:
+                for identity, squares in squares_by_identity.items():
+                    found.setdefault(identity, []).append(squares)
         spreads = {identity: pooled(per_run) for identity, per_run in found.items()}
         histories.append(HostHistory({k: v for k, v in spreads.items() if v is not None}))
     return histories
+
+
+def _squares(logs_by_identity: Mapping[Identity, list[float]]) -> dict[Identity, tuple[float, int]]:
+    """Each identity's sum of squared deviations of its processes' log medians and their
+    degrees of freedom, where two or more processes measured it."""
+    squares = {}
+    for identity, logs in logs_by_identity.items():
+        if len(logs) >= 2:
+            values = np.asarray(logs)
+            squares[identity] = (float(((values - values.mean()) ** 2).sum()), len(values) - 1)
+    return squares
 
 
 def pooled(runs: list[tuple[float, int]]) -> ProcessSpread | None:

@@ -9,6 +9,7 @@ compared. Runs of one host compare seconds, unchanged."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -21,10 +22,15 @@ SECONDS, PEAK_FRACTION = "seconds", "peak fraction"
 
 def host_of(run: RunData) -> dict[str, Any]:
     """The run's host: its calibration's fingerprint, else what the run recorded of it."""
-    calibration = run.metadata.get("calibration") or {}
-    host = run.metadata.get("host") or {}
+    return host_of_metadata(run.run_id, run.metadata)
+
+
+def host_of_metadata(run_id: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """host_of from a run's id and metadata alone (the store's run.json), without its rows."""
+    calibration = metadata.get("calibration") or {}
+    host = metadata.get("host") or {}
     return {
-        "run_id": run.run_id,
+        "run_id": run_id,
         "hostname": calibration.get("fingerprint", {}).get("hostname", host.get("hostname")),
         "fingerprint_id": calibration.get("fingerprint_id"),
         "calibration_id": calibration.get("id"),
