@@ -16,6 +16,7 @@ import pytest
 from scipy import stats
 
 from fwbench.collector.analysis.decisions import decisions_caption
+from fwbench.collector.cli.decide import DEFAULT_MAX_ROUNDS
 from fwbench.collector.run.decide import (
     DecideSettings,
     Decisions,
@@ -237,6 +238,48 @@ def test_the_rates_hold_when_time_spends_the_budget(spread: float) -> None:
     planned = lambda k, _: (look_alpha(k, ROUNDS - 1),) * 2  # noqa: E731
     by_rounds = sum(sequential(rng, 1.0, 0.02, planned, 6)[0] == EQUIVALENT for _ in range(200))
     assert by_time > by_rounds
+
+
+def budgeted(rng: np.random.Generator, ratio: float, spread: float, rounds: int) -> str:
+    """One comparison as the done-when command runs it on the development machine: a
+    10-minute budget leaves 575 s of looks after the first round; 4 rounds of 25 s while
+    every cell is measured, then 9-s rounds for the one left (docs/report.md). At most
+    `rounds` rounds; rounds or time spend the error budget, whichever leads. The verdict."""
+    base, other = [process(rng, 0.010, spread)], [process(rng, 0.010 / ratio, spread)]
+    elapsed = spent = 0.0
+    for looks in range(1, rounds):
+        elapsed += 25.0 if looks <= 4 else 9.0
+        if elapsed > 575.0:
+            break  # the budget ends
+        base.append(process(rng, 0.010, spread))
+        other.append(process(rng, 0.010 / ratio, spread))
+        now = spent_fraction(looks, rounds - 1, elapsed, 575.0)
+        alpha, spent = alpha_between(spent, now), now
+        seen = look(base, other, alpha, alpha, FLOOR, MARGIN)
+        if seen.verdict != UNDECIDED:
+            return seen.verdict
+    return UNDECIDED
+
+
+def test_the_default_round_limit_lets_the_budget_end_a_run_of_slow_rounds() -> None:
+    # An A/A pair whose processes are 5.5% apart (conv2d training on the Xeon, docs/report.md)
+    # in a run of short rounds: 20 rounds stop it with a third of the budget left and the pair
+    # mostly undecided; with the default limit the budget ends it, time spends the error
+    # budget, and the pair is decided equivalent far more often, the false-call rates under
+    # ALPHA. (Where the other cells keep the rounds long, the budget limits either way.)
+    assert DEFAULT_MAX_ROUNDS - 1 > 4 + (575 - 100) / 9  # more looks than the budget fits
+    rng = np.random.default_rng(11)
+    at_20 = [budgeted(rng, 1.0, 0.055, 20) for _ in range(100)]
+    rng = np.random.default_rng(11)
+    default = [budgeted(rng, 1.0, 0.055, DEFAULT_MAX_ROUNDS) for _ in range(100)]
+    assert default.count(EQUIVALENT) >= 3 * max(at_20.count(EQUIVALENT), 10)
+    assert sum(v in (FASTER, SLOWER) for v in default) / len(default) <= ALPHA
+    at_margin = [
+        budgeted(rng, ratio, 0.03, DEFAULT_MAX_ROUNDS)
+        for ratio in (1.05, 1 / 1.05)
+        for _ in range(75)
+    ]
+    assert at_margin.count(EQUIVALENT) / len(at_margin) <= ALPHA
 
 
 def test_a_look_measures_how_far_apart_the_processes_are() -> None:

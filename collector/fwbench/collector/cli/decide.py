@@ -22,7 +22,12 @@ from fwbench.collector.stats.significance import (
 )
 
 DEFAULT_BUDGET = "10m"
-DEFAULT_MAX_ROUNDS = 20  # --repeat's meaning with --until-decided, unless given
+# --repeat's meaning with --until-decided, unless given. High enough that the budget, not
+# the rounds, ends a run of rounds of 6 s or more: the error budget is then spent by time,
+# each look its round's share (stats/sequential.py). At 20, runs stopped with up to a third
+# of a 10-minute budget left; by simulation, an A/A pair 5.7% apart measured in 9-s rounds is
+# decided in 71% of runs at 100 against 6% at 20 (docs/report.md, "The round limit").
+DEFAULT_MAX_ROUNDS = 100
 # Rounds of short processes: the spread between processes, not the samples within one, sets
 # the intervals, so a round's time goes further on more processes (measured: docs/report.md,
 # "Samples per process or processes"). Used unless --iterations / --min-seconds are given.
@@ -41,7 +46,8 @@ UntilDecided = Annotated[
         "--until-decided",
         help="Add fresh-process rounds until every agent is decided against --baseline in "
         "every cell (faster, slower or equivalent within --margin), or --budget ends; decided "
-        "cells stop being measured. --repeat is then the most rounds (default 20); "
+        f"cells stop being measured. --repeat is then the most rounds (default "
+        f"{DEFAULT_MAX_ROUNDS}: the budget, not the rounds, ends a run of slow rounds); "
         f"--iterations, --min-seconds and --warmup default to {DECIDED_MIN_ITERATIONS}, "
         f"{DECIDED_MIN_SECONDS} s and {DECIDED_WARMUP} (short processes, many of them).",
     ),

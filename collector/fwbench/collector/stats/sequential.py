@@ -16,14 +16,14 @@ ALPHA over all the looks a run can make:
   left then; look k spends ALPHA x (f_k - f_(k-1)). The fractions only grow and end at 1 at
   most, so the spending sums to ALPHA or less however the run stops (Bonferroni over the
   looks). Rounds alone give equal shares, ALPHA / K a look; when the budget fits fewer rounds
-  than --repeat allows (10 minutes of 60 s rounds: 9 looks, not 19), time gives each look its
-  round's share of the budget instead, so the error budget is spent on the looks that
-  happen. A round's duration hardly depends on which side was faster (process start-up and
-  fixed measuring times dominate); the simulation in tests/collector/test_sequential.py
-  makes durations follow the data and the rates hold. Equal shares against the earlier
-  schedule (6 / (pi^2 k^2) per look, which spent 61% of the budget at two processes a side,
-  where nothing is decided): equal shares decide equivalence within far fewer processes and
-  keep the error rates.
+  than --repeat allows (10 minutes of 60 s rounds: 9 looks, not the 99 of --repeat 100),
+  time gives each look its round's share of the budget instead, so the error budget is spent
+  on the looks that happen. A round's duration hardly depends on which side was faster
+  (process start-up and fixed measuring times dominate); the simulation in
+  tests/collector/test_sequential.py makes durations follow the data and the rates hold.
+  Equal shares against the earlier schedule (6 / (pi^2 k^2) per look, which spent 61% of the
+  budget at two processes a side, where nothing is decided): equal shares decide equivalence
+  within far fewer processes and keep the error rates.
 - Two families, each with its own budget and its own Holm-style recycling: a *difference*
   ("faster" or "slower": the two-sided interval at level 1 - a clears the noise floor)
   and an *equivalence* (two one-sided tests at level a each, i.e. the 1 - 2a interval lies
