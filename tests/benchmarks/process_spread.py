@@ -9,7 +9,9 @@ fresh processes two ways, interleaved (bare, agent, bare, agent, ...) so drift s
 Both: 1 warm-up iteration, then at least --iterations steps and --min-seconds (the
 --until-decided defaults). Prints each process's median and, per side, the SD of the
 per-process log medians (the spread the sequential rules see), with the within-process part
-a median of n samples carries (1.2533 x SD / sqrt(n)) taken out.
+a median of n samples carries (1.2533 x SD / sqrt(n)) taken out, and for the bare side each
+process's minor page faults and kernel CPU a timed step (getrusage over build, warm-up and
+steps) with the faults' correlation to the log medians.
 
 Run from the repository root with the dev environment:
     .venv/bin/python tests/benchmarks/process_spread.py --agent tf-eigen --workload conv2d \
@@ -36,7 +38,7 @@ from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
 
 BARE = """
-import json, sys, threading
+import json, resource, sys, threading
 from fwbench.agent.v1 import agent_pb2
 from fwbench.runtime.plugin import context_from_environment
 from fwbench.runtime.registry import load_plugin
@@ -54,13 +56,18 @@ request = agent_pb2.RunRequest(
 )
 spec = workload_spec(request, catalogue, capabilities(plugin, plugin.describe(), catalogue))
 plan = LoopPlan(1, int(iterations), float(seconds), 100000, progress_interval_seconds=1.0)
+before = resource.getrusage(resource.RUSAGE_SELF)
 result = measure(lambda: plugin.build(spec), plugin.synchronize, plan, threading.Event(),
                  lambda *_: None)
-print(json.dumps(result.samples_ns))
+after = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"samples": result.samples_ns, "minflt": after.ru_minflt - before.ru_minflt,
+                  "stime": after.ru_stime - before.ru_stime}))
 """
 
 
-def bare_samples(python: Path, plugin: str, args: argparse.Namespace, env: dict) -> list[int]:
+def bare_samples(python: Path, plugin: str, args: argparse.Namespace, env: dict) -> dict:
+    """The bare loop's samples, with its minor page faults and kernel CPU seconds
+    (getrusage over build, warm-up and timed steps)."""
     out = subprocess.run(
         [
             str(python),
@@ -78,7 +85,7 @@ def bare_samples(python: Path, plugin: str, args: argparse.Namespace, env: dict)
         check=True,
         env=env,
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def agent_samples(manifest, args: argparse.Namespace, extra: dict) -> list[int]:
@@ -138,12 +145,20 @@ def main() -> None:
     env.ensure(print)
     bare_env = {"PATH": "/usr/bin:/bin", **manifest.env, **extra}
     sides: dict[str, list[list[int]]] = {"bare": [], "agent": []}
+    faults: list[float] = []  # the bare processes' minor page faults per timed step
     started = time.monotonic()
     for i in range(args.processes):
-        sides["bare"].append(bare_samples(env.python, manifest.plugin, args, bare_env))
+        bare = bare_samples(env.python, manifest.plugin, args, bare_env)
+        sides["bare"].append(bare["samples"])
+        faults.append(bare["minflt"] / len(bare["samples"]))
         sides["agent"].append(agent_samples(manifest, args, extra))
         b, a = (statistics.median(sides[s][-1]) / 1e6 for s in ("bare", "agent"))
-        print(f"process {i + 1}: bare {b:.2f} ms, agent {a:.2f} ms", flush=True)
+        kernel = bare["stime"] / len(bare["samples"]) * 1e3
+        print(
+            f"process {i + 1}: bare {b:.2f} ms ({faults[-1]:.0f} minor faults, {kernel:.1f} ms "
+            f"kernel CPU a step), agent {a:.2f} ms",
+            flush=True,
+        )
     print(
         f"\n{args.agent} {args.workload} {args.phase} bs={args.batch} {extra or ''}, "
         f"{time.monotonic() - started:.0f} s, {os.uname().nodename}"
@@ -152,6 +167,12 @@ def main() -> None:
         medians = [statistics.median(r) / 1e9 for r in runs]
         within = [statistics.stdev(math.log(s) for s in r) for r in runs]
         print(f"{side}: {summary(medians, [len(r) for r in runs], within)}")
+    bare_logs = [math.log(statistics.median(r)) for r in sides["bare"]]
+    if len(set(faults)) > 1 and len(set(bare_logs)) > 1:
+        # Pages faulted in by some processes and not others (docs/report.md, "Where
+        # tf-eigen's spread comes from"): how closely a process's faults follow its median.
+        r = statistics.correlation(faults, bare_logs)
+        print(f"bare: minor faults a step {min(faults):.0f}..{max(faults):.0f}, r = {r:.2f}")
     if args.json:
         args.json.write_text(
             json.dumps({"args": vars(args) | {"json": str(args.json)}, "samples_ns": sides})
