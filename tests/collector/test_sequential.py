@@ -263,7 +263,7 @@ def budgeted(rng: np.random.Generator, ratio: float, spread: float, rounds: int)
 
 def test_the_default_round_limit_lets_the_budget_end_a_run_of_slow_rounds() -> None:
     # An A/A pair whose processes are 5.5% apart (conv2d training on the Xeon, docs/report.md)
-    # in a run of short rounds: 20 rounds stop it with a third of the budget left and the pair
+    # in a run of short rounds: 20 rounds stop it with half the budget left and the pair
     # mostly undecided; with the default limit the budget ends it, time spends the error
     # budget, and the pair is decided equivalent far more often, the false-call rates under
     # ALPHA. (Where the other cells keep the rounds long, the budget limits either way.)
