@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from process_spread import BARE, cell_arguments
+from process_spread import BARE, bare_result, cell_arguments
 
 from fwbench.collector.agents.environments import environment_for
 from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
@@ -71,7 +71,7 @@ def main() -> None:
             done = subprocess.run(
                 command, capture_output=True, text=True, check=True, env={**base, **extra}
             )
-            samples[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+            samples[name].append(bare_result(done.stdout)["samples"])
         medians = {n: f"{statistics.median(s[-1]) / 1e6:.2f}" for n, s in samples.items()}
         print(f"round {index + 1}: " + ", ".join(f"{n} {m} ms" for n, m in medians.items()))
     print(

@@ -85,7 +85,12 @@ def bare_samples(python: Path, plugin: str, args: argparse.Namespace, env: dict)
         check=True,
         env=env,
     )
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    return bare_result(out.stdout)
+
+
+def bare_result(stdout: str) -> dict:
+    """What BARE printed last: {"samples": [ns, ...], "minflt": faults, "stime": seconds}."""
+    return dict(json.loads(stdout.strip().splitlines()[-1]))
 
 
 def agent_samples(manifest, args: argparse.Namespace, extra: dict) -> list[int]:
