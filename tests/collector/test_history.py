@@ -17,7 +17,13 @@ from rich.console import Console
 from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
 from fwbench.collector.analysis.contenders import RunData, load_run
-from fwbench.collector.analysis.history import MIN_DEGREES, host_histories, host_history, pooled
+from fwbench.collector.analysis.history import (
+    MIN_DEGREES,
+    earlier_history,
+    host_histories,
+    host_history,
+    pooled,
+)
 from fwbench.collector.stats.samples import sample_stats
 from fwbench.collector.stats.significance import (
     FASTER,
@@ -163,6 +169,26 @@ def test_history_reads_this_hosts_earlier_processes_that_ran_the_same_way(
     squares = sum(float((x**2).sum()) for x in logs + twin)
     assert spread.sd == pytest.approx(math.sqrt(squares / 9), rel=0.02)
     assert _spread(store, load_run(store, "r1"), "a") is None  # as of r1: one run only
+
+
+def test_a_run_being_measured_reads_only_the_runs_before_it(store: ResultStore) -> None:
+    """--until-decided's margin (run/margins.py) must not depend on the run's own data: its
+    host's history then leaves out the run itself, and runs that started with or after it."""
+    a = [0.010, 0.0105, 0.0098, 0.0102]
+    for day in (1, 2):
+        _write_run(store, f"r{day}", f"2026-01-0{day}T00:00:00", {"a": a, "b": a})
+    _write_run(store, "same-time", "2026-01-03T00:00:00", {"a": [0.01, 0.03, 0.01, 0.03]})
+    _write_run(store, "later", "2026-01-05T00:00:00", {"a": [0.01, 0.03, 0.01, 0.03]})
+    now = _write_run(store, "now", "2026-01-03T00:00:00", {"a": [0.01, 0.03, 0.01, 0.03]})
+    row = store.rows("now")[0]
+    spread = earlier_history(store, "now", now.metadata).of_row(row)
+    assert spread is not None and (spread.runs, spread.processes) == (2, 8)
+    centred = np.log(a) - np.log(a).mean()
+    assert spread.sd == pytest.approx(math.sqrt(2 * float((centred**2).sum()) / 6), rel=0.05)
+    # compare's history of the same run takes the runs that started no later, itself included
+    assert _spread(store, now, "a").runs == 4  # type: ignore[union-attr]
+    other = dict(row, cpu_model="another CPU")  # ran another way: no history
+    assert earlier_history(store, "now", now.metadata).of_row(other) is None
 
 
 def test_one_process_a_side_leans_on_the_hosts_history(store: ResultStore) -> None:

@@ -50,6 +50,8 @@ def test_rounds_go_on_until_every_comparison_is_decided(tmp_path: Path, isolated
         assert decided["stopped"] == "every comparison decided", detail
     for decision in decided["decisions"]:
         assert decision["repetitions"] >= 2
+        # A new store: no history of this host, so the default margin, said so.
+        assert decision["margin"] == 0.05 and decision["margin_from"].startswith("default 5%")
         assert decision["ci_low"] <= decision["speedup"] <= decision["ci_high"]
         assert 0.95 < decision["level"] < 1, decision  # strict: shared over looks and cells
         if decision["verdict"] == "equivalent":  # the interval of its one-sided tests, inside
@@ -84,6 +86,48 @@ def test_rounds_go_on_until_every_comparison_is_decided(tmp_path: Path, isolated
     section = page.split("## Measured until decided (baseline fast)")[1]
     for decision in decided["decisions"]:
         assert f"| {decision['cell']} | {decision['agent']} | {decision['against']} |" in section
+
+
+def test_without_margin_each_comparison_takes_its_margin_from_the_earlier_runs(
+    tmp_path: Path, isolated_store
+) -> None:
+    """Two earlier runs measured "slow" in three processes each: its A/A pair's margin comes
+    from them (the sleeping steps lie well within 5%, so the margin is 5%, said to be from the
+    history); "fast" has no history, so its comparison keeps the default. A given --margin
+    wins over both."""
+    manifests = write_fake_agents(tmp_path / "agents", {"fast": {}, "slow": {}})
+    for earlier in ("one", "two"):
+        done = collector(
+            "run", "--manifests", str(manifests), "--agents", "slow", "--workloads", "gemm",
+            "--phases", "infer", "--batch-sizes", "1", "--param", "m=3000",
+            "--min-seconds", "0.2", "--scrape-interval", "0", "--repeat", "3",
+            "--out", str(tmp_path / earlier), cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    for extra, out in (((), "decided"), (("--margin", "0.07"), "given")):
+        done = collector(
+            "run", "--manifests", str(manifests), "--agents", "fast,slow", "--aa", "slow",
+            "--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1",
+            "--param", "m=3000", "--min-seconds", "0.2", "--scrape-interval", "0",
+            "--until-decided", "--repeat", "3", "--budget", "2m", "--out", str(tmp_path / out),
+            *extra, cwd=tmp_path,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        decided = json.loads((tmp_path / out / "run.json").read_text())["until_decided"]
+        margins = {d["agent"]: (d["margin"], d["margin_from"]) for d in decided["decisions"]}
+        if extra:
+            assert decided["margin"] == 0.07
+            assert margins == {"slow": (0.07, "--margin"), "slow#2": (0.07, "--margin")}
+            continue
+        assert decided["margin"] is None
+        assert margins["slow"][0] == 0.05 and margins["slow"][1].startswith("default 5%: ")
+        assert "fast" in margins["slow"][1], margins  # the side without history
+        # the two earlier runs only, not this run's own processes
+        margin, source = margins["slow#2"]
+        assert margin == 0.05 and source.startswith("this host's earlier runs: "), source
+        assert "slow#2's processes" in source and "(2 runs, 6 processes)" in source, source
+        assert source.endswith("at least 5%"), source
+        assert "each comparison's margin" in done.stdout
 
 
 def test_a_decided_cell_is_not_measured_again(tmp_path: Path, isolated_store) -> None:

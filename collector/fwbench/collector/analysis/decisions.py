@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from fwbench.collector.stats.sequential import MARGIN_GIVEN, MAX_HISTORY_MARGIN
+from fwbench.collector.stats.significance import DEFAULT_MARGIN, EQUIVALENT, FASTER, SLOWER
+
 DECISION_HEADERS = ("cell", "agent", "against", "speedup", "interval", "processes", "verdict")
 SEQUENTIAL_NOTE = (
     "This run was measured until decided: its answers are the sequential decisions "
@@ -23,7 +26,14 @@ def stored_decisions(metadata: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def decisions_caption(decisions: dict[str, Any]) -> str:
-    margin = max(decisions["margin"], decisions["floor"])
+    if decisions["margin"] is None:  # each comparison's own (run/margins.py)
+        equivalent = (
+            "each comparison's margin, fixed at its first look from this host's earlier runs "
+            f"of its cell, within [{DEFAULT_MARGIN:.0%}, {MAX_HISTORY_MARGIN:.0%}] "
+            f"({DEFAULT_MARGIN:.0%} without them)"
+        )
+    else:
+        equivalent = f"±{max(decisions['margin'], decisions['floor']):.0%}"
     # Runs since the rules had two families store each interval's level; an equivalence's
     # interval is then that of its two one-sided tests (1 - 2a), a difference's two-sided.
     tost = any("level" in q for q in decisions["decisions"])
@@ -32,7 +42,7 @@ def decisions_caption(decisions: dict[str, Any]) -> str:
         f"{decisions['rounds']} round{'s' if decisions['rounds'] != 1 else ''} in "
         f"{decisions['seconds']:.0f} s of a "
         f"{decisions['budget_seconds']:.0f} s budget; stopped: {decisions['stopped']}. "
-        f"Equivalent: within ±{margin:.0%}; intervals at each comparison's last look{which} "
+        f"Equivalent: within {equivalent}; intervals at each comparison's last look{which} "
         f"({decisions['method']})." + _spending(decisions)
     )
 
@@ -57,10 +67,16 @@ def decision_rows(decisions: dict[str, Any]) -> list[tuple[list[str], str]]:
     for q in decisions["decisions"]:
         interval = "-" if q["ci_low"] is None else f"[{q['ci_low']:.3f}, {q['ci_high']:.3f}]"
         speedup = "-" if q["speedup"] is None else f"{q['speedup']:.3f}x"
-        said = "; ".join(
-            w for w in (q["why"], q.get("arithmetic"), q.get("kernel")) if w
-        )  # older runs: none
-        verdict = f"{q['verdict']} ({said})" if said else q["verdict"]
+        # Older runs: no arithmetic, kernel or margin; one margin for all (the caption's).
+        margin, source = q.get("margin"), q.get("margin_from") or MARGIN_GIVEN
+        source = "" if source == MARGIN_GIVEN else f"margin {source}"
+        if q["verdict"] in (FASTER, SLOWER):
+            source = ""  # a difference does not depend on the margin
+        said = "; ".join(w for w in (q["why"], source, q.get("arithmetic"), q.get("kernel")) if w)
+        verdict = q["verdict"]
+        if verdict == EQUIVALENT and margin is not None:
+            verdict += f" within ±{max(margin, decisions['floor']):.1%}"
+        verdict = f"{verdict} ({said})" if said else verdict
         cells = [
             q["cell"],
             q["agent"] + (f" ({q['mode']})" if q["mode"] else ""),

@@ -60,7 +60,12 @@ class HostHistory:
         rows = run.results[run.results["cell"] == cell.first_cell]
         if rows.empty:
             return None
-        return self.spreads.get(_identity(rows.iloc[0].to_dict()))
+        return self.of_row(rows.iloc[0].to_dict())
+
+    def of_row(self, row: Mapping[Any, Any]) -> ProcessSpread | None:
+        """The spread of the agent, mode and cell a result row (stored or being recorded)
+        measured, as it ran it, if measured."""
+        return self.spreads.get(_identity(row))
 
 
 def prior_of(first: ProcessSpread | None, second: ProcessSpread | None) -> Prior | None:
@@ -85,22 +90,42 @@ def host_history(store: ResultStore, run: RunData) -> HostHistory:
     return host_histories(store, [run])[0]
 
 
+def earlier_history(store: ResultStore, run_id: str, metadata: Mapping[str, Any]) -> HostHistory:
+    """The spreads measured on the host of run `run_id` (being measured: `metadata` is its own)
+    by runs that started before it, itself excluded: what was known before it began, so what
+    it takes from them (--until-decided's margin, run/margins.py) does not depend on its own
+    data."""
+    started = str(metadata.get("started_at") or "")
+    return _histories(store, [(_host(run_id, metadata), started, run_id)])[0]
+
+
 def host_histories(store: ResultStore, runs: Sequence[RunData]) -> list[HostHistory]:
     """host_history of each of `runs`, reading the store once: every run's metadata, then the
     rows of the runs on their hosts."""
-    wanted = {_host(run.run_id, run.metadata) for run in runs} - {""}
-    measured = []  # host, start, and each identity's sum of squares and df, per stored run
+    asked = [(_host(r.run_id, r.metadata), str(r.metadata.get("started_at") or ""), None)
+             for r in runs]  # fmt: skip
+    return _histories(store, asked)
+
+
+def _histories(
+    store: ResultStore, asked: Sequence[tuple[str, str, str | None]]
+) -> list[HostHistory]:
+    """For each (host, start, excluded run): the spreads of the runs on that host that started
+    no later than the start, or, when a run is excluded, before it and not that run."""
+    wanted = {host for host, _, _ in asked} - {""}
+    measured = []  # run, host, start, and each identity's sum of squares and df
     for run_id, metadata in store.metadata_by_run().items():
         host = _host(run_id, metadata)
         if host in wanted:
             started = str(metadata.get("started_at") or "")
-            measured.append((host, started, _squares(_process_logs(store.rows(run_id)))))
+            measured.append((run_id, host, started, _squares(_process_logs(store.rows(run_id)))))
     histories = []
-    for run in runs:
-        host, started = _host(run.run_id, run.metadata), str(run.metadata.get("started_at") or "")
+    for host, started, excluded in asked:
         found: dict[Identity, list[tuple[float, int]]] = {}
-        for other_host, other_started, squares_by_identity in measured:
-            if other_host == host and other_started <= started:
+        for other_id, other_host, other_started, squares_by_identity in measured:
+            if other_host != host or other_id == excluded:
+                continue
+            if other_started < started or (excluded is None and other_started == started):
                 for identity, squares in squares_by_identity.items():
                     found.setdefault(identity, []).append(squares)
         spreads = {identity: pooled(per_run) for identity, per_run in found.items()}

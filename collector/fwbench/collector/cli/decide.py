@@ -13,6 +13,7 @@ from rich.text import Text
 
 from fwbench.collector.analysis.decisions import DECISION_HEADERS, decision_rows, decisions_caption
 from fwbench.collector.run.plan import SelectionError
+from fwbench.collector.stats.sequential import MAX_HISTORY_MARGIN
 from fwbench.collector.stats.significance import (
     DEFAULT_MARGIN,
     DEFAULT_NOISE_FLOOR,
@@ -61,10 +62,13 @@ Baseline = Annotated[
     typer.Option(help="With --until-decided: the agent the others are compared with (first)."),
 ]
 Margin = Annotated[
-    float,
+    float | None,
     typer.Option(
         help="With --until-decided: equivalence margin, a fraction (0.05 = within 5%; the "
-        "noise floor, 3%, if larger)."
+        "noise floor, 3%, if larger). Default: each comparison's from this host's earlier "
+        "runs of its cell, how far apart one process of each side lies (SD), within "
+        f"[{DEFAULT_MARGIN:.0%}, {MAX_HISTORY_MARGIN:.0%}]; {DEFAULT_MARGIN:.0%} without them.",
+        show_default=False,
     ),
 ]
 
@@ -100,13 +104,13 @@ def decide_options(
     until_decided: bool,
     budget: str,
     baseline: str,
-    margin: float,
+    margin: float | None,
     agents: Sequence[str],
     fresh_process: bool,
 ) -> dict[str, Any]:
     """RunOptions fields for --until-decided (empty without it); SelectionError for bad input."""
     if not until_decided:
-        if baseline or margin != DEFAULT_MARGIN or budget != DEFAULT_BUDGET:
+        if baseline or margin is not None or budget != DEFAULT_BUDGET:
             raise SelectionError("--baseline, --margin and --budget go with --until-decided")
         return {}
     if len(agents) < 2:
@@ -117,7 +121,7 @@ def decide_options(
         raise SelectionError("--until-decided needs a fresh process a round; drop --same-process")
     if baseline and baseline not in agents:
         raise SelectionError(f"--baseline {baseline!r} is not among {', '.join(agents)}")
-    if not 0 < margin < 1:
+    if margin is not None and not 0 < margin < 1:
         raise SelectionError("--margin is a fraction in (0, 1), e.g. 0.05 for 5%")
     return {
         "until_decided_seconds": parse_budget(budget),

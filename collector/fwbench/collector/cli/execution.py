@@ -14,6 +14,7 @@ import typer
 from fwbench.collector.agents.image_labels import images_by_id
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.analysis.history import earlier_history
 from fwbench.collector.cli.calibrate import calibration_for_run
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
@@ -88,7 +89,13 @@ def execute(
     resume: ResumePoint | None = None,
 ) -> None:
     catalogue = load_catalogue()
-    options = dataclasses.replace(options, calibration=lambda: calibration_for_run(declared))
+    options = dataclasses.replace(
+        options,
+        calibration=lambda: calibration_for_run(declared),
+        history=lambda run_id, metadata: (
+            earlier_history(ResultStore(options.store_path), run_id, metadata).of_row
+        ),
+    )
     take_interrupts_once()
     try:
         summary = execute_run(options, selection, catalogue, declared, errors, resume)

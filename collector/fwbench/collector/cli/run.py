@@ -62,7 +62,6 @@ from fwbench.collector.run.plan import (
     split_list,
 )
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
-from fwbench.collector.stats.significance import DEFAULT_MARGIN
 from fwbench.collector.store import default_store_path
 from fwbench.spec import load_catalogue
 
@@ -197,7 +196,7 @@ def run(
     until_decided: UntilDecided = False,
     budget: Budget = DEFAULT_BUDGET,
     baseline: Baseline = "",
-    margin: Margin = DEFAULT_MARGIN,
+    margin: Margin = None,
     # Attached agents' token and TLS (cli/security.py, docs/security.md).
     agent_token_file: AgentTokenFile = None,
     tls_ca: TlsCa = None,

@@ -14,11 +14,9 @@ stops and the open comparisons stay undecided."""
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,107 +25,27 @@ from fwbench.collector.agents.arithmetic import arithmetic, difference
 from fwbench.collector.agents.kernel_time import compared, kernel_lead, kernel_share
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.run.execute import RunContext, run_all
+from fwbench.collector.run.margins import SpreadOf, margin_for
 from fwbench.collector.run.plan import Cell
+from fwbench.collector.run.questions import (
+    DecideSettings,
+    Decisions,
+    Key,
+    Question,
+    cell_key,
+)
 from fwbench.collector.run.work import AgentWork
-from fwbench.collector.stats.sequential import METHOD, alpha_between, look, spent_fraction
+from fwbench.collector.stats.sequential import alpha_between, look, spent_fraction
 from fwbench.collector.stats.significance import (
     EQUIVALENT,
     FASTER,
     SLOWER,
-    UNDECIDED,
+    ProcessSpread,
     RatioEstimate,
     repetitions_needed,
 )
 
-# A comparison's cell: what every agent runs alike (the mode is the agent's own).
-Key = tuple[str, str, int, str, int, str, str]
-
-
-def cell_key(cell: Cell) -> Key:
-    params = json.dumps(dict(sorted(cell.params.items())))
-    return (
-        cell.workload,
-        cell.phase,
-        cell.batch_size,
-        cell.dtype,
-        cell.threads,
-        params,
-        cell.strategy,
-    )
-
-
-def key_text(key: Key) -> str:
-    threads = f" t={key[4]}" if key[4] else ""
-    strategy = f" {key[6]}" if key[6] else ""
-    return f"{key[0]} {key[1]} bs={key[2]} {key[3]}{threads}{strategy}"
-
-
-@dataclass
-class Question:
-    """One comparison: `agent` (in `mode`) against agent `against` (in its first mode) in
-    `key`: the baseline, or for an A/A twin its own agent."""
-
-    key: Key
-    agent: str
-    mode: str
-    against: str
-    against_mode: str
-    verdict: str = UNDECIDED
-    speedup: float = float("nan")
-    ci_low: float = float("nan")
-    ci_high: float = float("nan")
-    level: float = float("nan")  # the interval's confidence level
-    repetitions: int = 0
-    looks: int = 0
-    spent: float = 0.0  # the fraction of each error budget its looks spent (sequential.py)
-    spread: float = float("nan")  # SD of the log process medians, the larger side (Look)
-    why: str = ""  # why it ended undecided, or "" while open
-    arithmetic: str = ""  # the two sides ran different float32 arithmetic (agents/arithmetic.py)
-    kernel: str = ""  # a decided one's sides' CPU in the kernel (agents/kernel_time.py)
-
-    @property
-    def open(self) -> bool:
-        return self.verdict == UNDECIDED and not self.why
-
-
-@dataclass(frozen=True)
-class DecideSettings:
-    baseline: str
-    floor: float
-    margin: float
-    budget_seconds: float
-    max_rounds: int
-
-
-@dataclass
-class Decisions:
-    """What the procedure did, for run.json and the printed summary."""
-
-    settings: DecideSettings
-    questions: list[Question]
-    rounds: int = 0
-    seconds: float = 0.0
-    stopped: str = ""  # why measuring stopped
-    round_seconds: list[float] = field(default_factory=list)
-
-    def record(self) -> dict[str, Any]:
-        return {
-            **asdict(self.settings),
-            "rounds": self.rounds,
-            "seconds": round(self.seconds, 1),
-            "round_seconds": [round(s, 1) for s in self.round_seconds],
-            "stopped": self.stopped,
-            "method": METHOD,
-            "decisions": [
-                {**_finite(asdict(q)), "cell": key_text(q.key), "key": list(q.key)}
-                for q in self.questions
-            ],
-        }
-
-
-def _finite(record: dict[str, Any]) -> dict[str, Any]:
-    """NaN (not looked at yet) as None: run.json stays standard JSON."""
-    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in record.items()}
+__all__ = ["DecideSettings", "Decisions", "Question", "run_until_decided"]
 
 
 def questions_for(work: Sequence[AgentWork], baseline: str) -> list[Question]:
@@ -156,21 +74,26 @@ def run_until_decided(
     ctx: RunContext,
     decisions: Decisions,
     new_round: Callable[[int, dict[str, int]], None],
+    spread_of: SpreadOf | None = None,
 ) -> None:
     """Measures rounds until decided, filling `decisions` as it goes (so an interrupt keeps
-    what was decided); `new_round(round, cells per agent)` resets the display."""
+    what was decided); `new_round(round, cells per agent)` resets the display; `spread_of`:
+    this host's earlier spreads, for the margins when --margin is not given (margins.py)."""
     settings = decisions.settings
     planned = {id(item): list(item.cells) for item in work}
     decisions.questions = questions_for(work, settings.baseline)
     groups: dict[tuple[str, str, Key], list[np.ndarray]] = {}
     ran: dict[tuple[str, str, Key], dict[str, str]] = {}  # each side's float32 arithmetic
     kernel: dict[tuple[str, str, Key], list[float]] = {}  # each side's processes' kernel shares
+    spreads: dict[tuple[str, str, Key], ProcessSpread | None] = {}  # before this run (margins.py)
 
     def observe(cell: Cell, row: dict[str, Any], samples: Sequence[int]) -> None:
         if row["status"] == "ok" and len(samples):
             sample = np.asarray(samples, dtype=np.float64) / 1e9
             groups.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append(sample)
             ran.setdefault((cell.agent, cell.mode, cell_key(cell)), arithmetic(row.get("settings")))
+            if spread_of is not None and (cell.agent, cell.mode, cell_key(cell)) not in spreads:
+                spreads[(cell.agent, cell.mode, cell_key(cell))] = spread_of(row)
             share = kernel_share(row)
             if share is not None:
                 kernel.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append(share)
@@ -210,7 +133,8 @@ def run_until_decided(
         if round_number == 0:  # the looks' time: what the budget leaves after the first round
             first_ended = time.monotonic()
         looks_time = settings.budget_seconds - (first_ended - started)
-        _look(decisions, groups, time.monotonic() - first_ended, max(looks_time, 1e-9))
+        elapsed = time.monotonic() - first_ended
+        _look(decisions, groups, elapsed, max(looks_time, 1e-9), spreads)
     else:
         decisions.stopped = f"--repeat {settings.max_rounds}: the most rounds allowed"
     decisions.seconds = time.monotonic() - started
@@ -234,7 +158,7 @@ def _what_would_decide(question: Question, settings: DecideSettings) -> str:
         return ""
     estimate = RatioEstimate(question.speedup, question.ci_low, question.ci_high, math.nan)
     needed = repetitions_needed(
-        estimate, question.repetitions, settings.floor, settings.margin, question.level
+        estimate, question.repetitions, settings.floor, question.margin, question.level
     )
     spread = (
         ""
@@ -252,10 +176,12 @@ def _look(
     groups: dict[tuple[str, str, Key], list[np.ndarray]],
     elapsed: float = 0.0,
     looks_time: float = 0.0,
+    spreads: dict[tuple[str, str, Key], ProcessSpread | None] | None = None,
 ) -> None:
     """Looks at every open comparison; `elapsed` seconds of `looks_time` (what the budget
     left after the first round) are gone: the error budget is spent by looks or by time,
-    whichever runs out first (stats/sequential.py)."""
+    whichever runs out first (stats/sequential.py). A comparison's first look fixes its
+    margin: --margin, or from its sides' earlier `spreads` on this host (margins.py)."""
     settings = decisions.settings
     questions = decisions.questions
     # Each family's budget is shared by the comparisons not yet decided in it (Holm-style).
@@ -273,6 +199,14 @@ def _look(
         if min(len(base), len(other)) < 2:
             continue
         question.looks += 1
+        if math.isnan(question.margin):
+            question.margin, question.margin_from = margin_for(
+                settings.margin,
+                question.agent,
+                (spreads or {}).get((question.agent, question.mode, question.key)),
+                question.against,
+                (spreads or {}).get((question.against, question.against_mode, question.key)),
+            )
         spent = spent_fraction(question.looks, planned, elapsed, looks_time)
         if spent <= question.spent:  # the budget is spent: nothing left to look with
             question.why = "the error budget is spent"
@@ -283,7 +217,7 @@ def _look(
             alpha_between(question.spent, spent, differences),
             alpha_between(question.spent, spent, equivalences),
             settings.floor,
-            settings.margin,
+            question.margin,
         )
         question.spent = spent
         question.verdict, question.repetitions = seen.verdict, seen.repetitions

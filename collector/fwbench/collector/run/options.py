@@ -12,14 +12,17 @@ from typing import Any
 from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.run.liveness import HANG_SECONDS
+from fwbench.collector.run.margins import SpreadOf
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
-from fwbench.collector.stats.significance import DEFAULT_MARGIN, DEFAULT_NOISE_FLOOR
+from fwbench.collector.stats.significance import DEFAULT_NOISE_FLOOR
 
 # Not recorded: where results go, the command line and the credentials for attached agents
 # (never written down) are the resuming command's own.
 # The host's calibration is recorded on its own (metadata "calibration"), and a resumed run
 # keeps it.
-_NOT_RECORDED = ("out_dir", "store_path", "command_line", "security", "calibration")
+_NOT_RECORDED = (
+    "out_dir", "store_path", "command_line", "security", "calibration", "history",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -49,11 +52,15 @@ class RunOptions:
     # --agent-env: variables every agent the run starts gets (agents/agent_environment.py).
     agent_environment: dict[str, str] = dataclasses.field(default_factory=dict)
     # --until-decided (run/decide.py): the budget in seconds (None: a plain run), the agent
-    # every other is compared with, the noise floor and the equivalence margin.
+    # every other is compared with, the noise floor and the equivalence margin (None: each
+    # comparison's from this host's earlier runs, run/margins.py).
     until_decided_seconds: float | None = None
     baseline: str = ""
     noise_floor: float = DEFAULT_NOISE_FLOOR
-    margin: float = DEFAULT_MARGIN
+    margin: float | None = None
+    # (run id, its metadata) -> the spreads this host's earlier runs measured, by result row
+    # (analysis/history.py's earlier_history), for those margins.
+    history: Callable[[str, dict[str, Any]], SpreadOf] | None = None
     security: ChannelSecurity | None = None  # token and TLS of attached agents (NAME@HOST:PORT)
     # This host's ceilings (calibration/cache.py), asked for before the agents start.
     calibration: Callable[[], dict[str, Any] | None] | None = None

@@ -240,7 +240,8 @@ def _measure(
             if decisions is None:
                 run_all(work, ctx)
             else:
-                run_until_decided(work, ctx, decisions, ctx.display.new_round)  # type: ignore[attr-defined]
+                spread_of = options.history(run_id, metadata) if options.history else None
+                run_until_decided(work, ctx, decisions, ctx.display.new_round, spread_of)  # type: ignore[attr-defined]
     except KeyboardInterrupt:
         interrupted = True
     except PersistenceError as error:

@@ -56,6 +56,10 @@ from fwbench.collector.stats.significance import (
 )
 
 MIN_REPETITIONS = 2  # a side, before the first look
+# The widest equivalence margin taken from a host's history without --margin (run/margins.py),
+# and what a margin given with --margin records as its source.
+MAX_HISTORY_MARGIN = 0.10
+MARGIN_GIVEN = "--margin"
 WIDEST = 1e6  # the widest speedup interval a look reports: [1e-6, 1e6]
 METHOD = (
     "Yuen's trimmed t over fresh processes; alpha spent over the looks by rounds or by "

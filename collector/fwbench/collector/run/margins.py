@@ -1,0 +1,72 @@
+"""The equivalence margin of each `--until-decided` comparison: `--margin` when given, else this
+host's noise floor for that cell as its earlier runs measured it (docs/report.md, "The
+margin").
+
+Equivalence says the two sides differ by less than a difference that matters. Without
+`--margin`, the difference that matters is taken to be the one a user would see anyway on
+this host by running one process of each side once more: the SD of the difference of two
+single processes' log medians, sqrt(sd_a^2 + sd_b^2), each sd being the spread between that
+agent's processes in that cell that this host's earlier runs measured (analysis/history.py:
+the same agent, mode, cell, launcher, CPU, framework version and environment switches, pooled
+over 2 or more runs). An A/A pair's processes 5.5% apart give a margin of about 8%. It is at
+least DEFAULT_MARGIN (5%) and at most MAX_HISTORY_MARGIN (10%): a host noisier than that
+leaves the comparison undecided rather than "equivalent" within a margin too wide to mean
+anything. Where the host has no such history (a new host, a new agent or cell), the margin is
+DEFAULT_MARGIN.
+
+Only runs that started before this one count, so the margin is fixed before any of this run's
+data: the two one-sided tests keep their error rates against it (a margin chosen from the
+run's own spread would not). It is fixed at a comparison's first look and recorded with it,
+with where it came from."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from fwbench.collector.agents.specs import aa_base
+from fwbench.collector.stats.sequential import MARGIN_GIVEN, MAX_HISTORY_MARGIN
+from fwbench.collector.stats.significance import DEFAULT_MARGIN, ProcessSpread
+
+# A result row of this run -> the spread of its agent, mode and cell on this host before
+# this run (analysis/history.py's earlier_history(...).of_row), None where not measured.
+SpreadOf = Callable[[Mapping[str, Any]], ProcessSpread | None]
+
+
+def margin_for(
+    given: float | None,
+    agent: str,
+    first: ProcessSpread | None,
+    against: str,
+    second: ProcessSpread | None,
+) -> tuple[float, str]:
+    """(margin, where it came from) for a comparison of `agent` (its earlier spread `first`)
+    against `against` (`second`): `given` (--margin) when not None."""
+    if given is not None:
+        return given, MARGIN_GIVEN
+    if first is None or second is None:
+        missing = " and ".join(n for n, s in ((agent, first), (against, second)) if s is None)
+        return DEFAULT_MARGIN, (
+            f"default {DEFAULT_MARGIN:.0%}: this host's earlier runs did not measure how far "
+            f"apart {missing}'s processes lie in this cell"
+        )
+    apart = math.expm1(math.hypot(first.sd, second.sd))
+    margin = min(max(apart, DEFAULT_MARGIN), MAX_HISTORY_MARGIN)
+    bounded = (
+        f"; at least {DEFAULT_MARGIN:.0%}"
+        if apart < DEFAULT_MARGIN
+        else f"; at most {MAX_HISTORY_MARGIN:.0%}"
+        if apart > MAX_HISTORY_MARGIN
+        else ""
+    )
+    sides = (
+        f"{agent}'s processes {first.sd:.1%} apart ({first.runs} runs, {first.processes} processes)"
+        if aa_base(agent) == aa_base(against)
+        else f"{agent} {first.sd:.1%} ({first.runs} runs, {first.processes} processes), "
+        f"{against} {second.sd:.1%} ({second.runs}, {second.processes})"
+    )
+    return margin, (
+        f"this host's earlier runs: one process of each side {apart:.1%} apart (SD; {sides})"
+        + bounded
+    )

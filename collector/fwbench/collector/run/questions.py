@@ -1,0 +1,105 @@
+"""The comparisons `collector run --until-decided` asks (run/decide.py measures them) and the
+record of what it decided, for run.json and the printed summary."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fwbench.collector.run.plan import Cell
+from fwbench.collector.stats.sequential import METHOD
+from fwbench.collector.stats.significance import UNDECIDED
+
+# A comparison's cell: what every agent runs alike (the mode is the agent's own).
+Key = tuple[str, str, int, str, int, str, str]
+
+
+def cell_key(cell: Cell) -> Key:
+    params = json.dumps(dict(sorted(cell.params.items())))
+    return (
+        cell.workload,
+        cell.phase,
+        cell.batch_size,
+        cell.dtype,
+        cell.threads,
+        params,
+        cell.strategy,
+    )
+
+
+def key_text(key: Key) -> str:
+    threads = f" t={key[4]}" if key[4] else ""
+    strategy = f" {key[6]}" if key[6] else ""
+    return f"{key[0]} {key[1]} bs={key[2]} {key[3]}{threads}{strategy}"
+
+
+@dataclass
+class Question:
+    """One comparison: `agent` (in `mode`) against agent `against` (in its first mode) in
+    `key`: the baseline, or for an A/A twin its own agent."""
+
+    key: Key
+    agent: str
+    mode: str
+    against: str
+    against_mode: str
+    verdict: str = UNDECIDED
+    speedup: float = float("nan")
+    ci_low: float = float("nan")
+    ci_high: float = float("nan")
+    level: float = float("nan")  # the interval's confidence level
+    repetitions: int = 0
+    looks: int = 0
+    spent: float = 0.0  # the fraction of each error budget its looks spent (sequential.py)
+    spread: float = float("nan")  # SD of the log process medians, the larger side (Look)
+    margin: float = float("nan")  # equivalence margin, fixed at its first look (margins.py)
+    margin_from: str = ""  # where the margin came from
+    why: str = ""  # why it ended undecided, or "" while open
+    arithmetic: str = ""  # the two sides ran different float32 arithmetic (agents/arithmetic.py)
+    kernel: str = ""  # a decided one's sides' CPU in the kernel (agents/kernel_time.py)
+
+    @property
+    def open(self) -> bool:
+        return self.verdict == UNDECIDED and not self.why
+
+
+@dataclass(frozen=True)
+class DecideSettings:
+    baseline: str
+    floor: float
+    margin: float | None  # --margin; None: each comparison's from this host's history
+    budget_seconds: float
+    max_rounds: int
+
+
+@dataclass
+class Decisions:
+    """What the procedure did, for run.json and the printed summary."""
+
+    settings: DecideSettings
+    questions: list[Question]
+    rounds: int = 0
+    seconds: float = 0.0
+    stopped: str = ""  # why measuring stopped
+    round_seconds: list[float] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            **asdict(self.settings),
+            "rounds": self.rounds,
+            "seconds": round(self.seconds, 1),
+            "round_seconds": [round(s, 1) for s in self.round_seconds],
+            "stopped": self.stopped,
+            "method": METHOD,
+            "decisions": [
+                {**_finite(asdict(q)), "cell": key_text(q.key), "key": list(q.key)}
+                for q in self.questions
+            ],
+        }
+
+
+def _finite(record: dict[str, Any]) -> dict[str, Any]:
+    """NaN (not looked at yet) as None: run.json stays standard JSON."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in record.items()}

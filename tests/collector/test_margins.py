@@ -1,0 +1,80 @@
+"""--until-decided's equivalence margin without --margin: this host's noise for the cell, from
+its earlier runs, within [5%, 10%] (run/margins.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fwbench.collector.run.decide import DecideSettings, Decisions, Question, _look
+from fwbench.collector.run.margins import margin_for
+from fwbench.collector.stats.sequential import MARGIN_GIVEN, MAX_HISTORY_MARGIN
+from fwbench.collector.stats.significance import (
+    DEFAULT_MARGIN,
+    EQUIVALENT,
+    UNDECIDED,
+    ProcessSpread,
+)
+
+KEY = ("conv2d", "train", 8, "float32", 0, "{}", "")
+
+
+def test_a_given_margin_is_kept_whatever_the_history() -> None:
+    spread = ProcessSpread(0.2, 10, 30, 3)
+    assert margin_for(0.07, "a", spread, "b", spread) == (0.07, MARGIN_GIVEN)
+
+
+def test_without_history_of_both_sides_the_margin_is_the_default() -> None:
+    margin, source = margin_for(None, "tf-mkl", ProcessSpread(0.05, 10, 30, 3), "tf-eigen", None)
+    assert margin == DEFAULT_MARGIN
+    assert "tf-eigen" in source and "tf-mkl" not in source and source.startswith("default 5%")
+
+
+def test_the_margin_is_how_far_apart_one_process_of_each_side_lies() -> None:
+    spread = ProcessSpread(0.055, 40, 80, 6)
+    margin, source = margin_for(None, "tf-eigen#2", spread, "tf-eigen", spread)
+    assert margin == pytest.approx(math.expm1(math.sqrt(2) * 0.055))  # about 8.1%
+    assert "8.1% apart" in source and "tf-eigen#2's processes 5.5% apart (6 runs, 80" in source
+    mixed, source = margin_for(
+        None, "a", ProcessSpread(0.03, 9, 12, 2), "b", ProcessSpread(0.04, 9, 12, 2)
+    )
+    assert mixed == pytest.approx(math.expm1(0.05))
+    assert "a 3.0% (2 runs, 12 processes), b 4.0% (2, 12)" in source
+
+
+def test_the_margin_stays_within_its_bounds() -> None:
+    quiet, source = margin_for(
+        None, "a", ProcessSpread(0.01, 9, 12, 2), "b", ProcessSpread(0.01, 9, 12, 2)
+    )
+    assert quiet == DEFAULT_MARGIN and source.endswith("at least 5%")
+    noisy, source = margin_for(
+        None, "a", ProcessSpread(0.3, 9, 12, 2), "b", ProcessSpread(0.3, 9, 12, 2)
+    )
+    assert noisy == MAX_HISTORY_MARGIN and source.endswith("at most 10%")
+
+
+def test_the_first_look_fixes_the_margin_and_equivalence_is_judged_against_it() -> None:
+    """Two sides 1% apart in truth, processes 7% apart: these 8 a side (a seeded draw) neither
+    narrow the interval to within the default 5% nor clear the 3% floor, but it fits within
+    the 10% margin the history gave."""
+    rng = np.random.default_rng(1)
+
+    def side(truth: float) -> list[np.ndarray]:
+        return [truth * rng.lognormal(0, 0.07) * np.ones(5) for _ in range(8)]
+
+    base, other = side(1.0), side(1.01)
+    wide = ProcessSpread(0.3, 9, 12, 2)
+    verdicts = {}
+    for name, spreads in (("none", {}), ("history", {("b", "", KEY): wide, ("a", "", KEY): wide})):
+        question = Question(KEY, "a", "", "b", "")
+        decisions = Decisions(DecideSettings("b", 0.03, None, math.inf, 3), [question])
+        _look(decisions, {("b", "", KEY): base, ("a", "", KEY): other}, spreads=spreads)
+        verdicts[name] = question.verdict
+        assert question.margin == (MAX_HISTORY_MARGIN if spreads else DEFAULT_MARGIN)
+        before = question.margin
+        question.margin_from += "!"
+        _look(decisions, {("b", "", KEY): base, ("a", "", KEY): other}, spreads={})
+        assert question.margin == before and question.margin_from.endswith("!")  # kept
+    assert verdicts == {"none": UNDECIDED, "history": EQUIVALENT}, verdicts
