@@ -29,30 +29,32 @@ def test_a_given_margin_is_kept_whatever_the_history() -> None:
 def test_without_history_of_both_sides_the_margin_is_the_default() -> None:
     margin, source = margin_for(None, "tf-mkl", ProcessSpread(0.05, 10, 30, 3), "tf-eigen", None)
     assert margin == DEFAULT_MARGIN
-    assert "tf-eigen" in source and "tf-mkl" not in source and source.startswith("default 5%")
+    assert "tf-eigen" in source and "tf-mkl" not in source
+    assert source.startswith("±5%, the default: ")
 
 
 def test_the_margin_is_how_far_apart_one_process_of_each_side_lies() -> None:
     spread = ProcessSpread(0.055, 40, 80, 6)
     margin, source = margin_for(None, "tf-eigen#2", spread, "tf-eigen", spread)
     assert margin == pytest.approx(math.expm1(math.sqrt(2) * 0.055))  # about 8.1%
-    assert "8.1% apart" in source and "tf-eigen#2's processes 5.5% apart (6 runs, 80" in source
+    assert source.startswith("±8.1% from this host's earlier runs: ") and "lies 8.1% from" in source
+    assert "tf-eigen#2's processes 5.5% apart over 6 runs, 80 processes" in source
     mixed, source = margin_for(
         None, "a", ProcessSpread(0.03, 9, 12, 2), "b", ProcessSpread(0.04, 9, 12, 2)
     )
     assert mixed == pytest.approx(math.expm1(0.05))
-    assert "a 3.0% (2 runs, 12 processes), b 4.0% (2, 12)" in source
+    assert "a 3.0% over 2 runs, 12 processes; b 4.0% over 2, 12" in source
 
 
 def test_the_margin_stays_within_its_bounds() -> None:
     quiet, source = margin_for(
         None, "a", ProcessSpread(0.01, 9, 12, 2), "b", ProcessSpread(0.01, 9, 12, 2)
     )
-    assert quiet == DEFAULT_MARGIN and source.endswith("at least 5%")
+    assert quiet == DEFAULT_MARGIN and "(SD, at least 5%; " in source
     noisy, source = margin_for(
         None, "a", ProcessSpread(0.3, 9, 12, 2), "b", ProcessSpread(0.3, 9, 12, 2)
     )
-    assert noisy == MAX_HISTORY_MARGIN and source.endswith("at most 10%")
+    assert noisy == MAX_HISTORY_MARGIN and "(SD, at most 10%; " in source
 
 
 def test_the_first_look_fixes_the_margin_and_equivalence_is_judged_against_it() -> None:

@@ -48,25 +48,26 @@ def margin_for(
     if first is None or second is None:
         missing = " and ".join(n for n, s in ((agent, first), (against, second)) if s is None)
         return DEFAULT_MARGIN, (
-            f"default {DEFAULT_MARGIN:.0%}: this host's earlier runs did not measure how far "
-            f"apart {missing}'s processes lie in this cell"
+            f"±{DEFAULT_MARGIN:.0%}, the default: this host's earlier runs did not measure how "
+            f"far apart {missing}'s processes lie in this cell"
         )
     apart = math.expm1(math.hypot(first.sd, second.sd))
     margin = min(max(apart, DEFAULT_MARGIN), MAX_HISTORY_MARGIN)
     bounded = (
-        f"; at least {DEFAULT_MARGIN:.0%}"
+        f", at least {DEFAULT_MARGIN:.0%}"
         if apart < DEFAULT_MARGIN
-        else f"; at most {MAX_HISTORY_MARGIN:.0%}"
+        else f", at most {MAX_HISTORY_MARGIN:.0%}"
         if apart > MAX_HISTORY_MARGIN
         else ""
     )
     sides = (
-        f"{agent}'s processes {first.sd:.1%} apart ({first.runs} runs, {first.processes} processes)"
+        f"{agent}'s processes {first.sd:.1%} apart over {first.runs} runs, {first.processes} "
+        "processes"
         if aa_base(agent) == aa_base(against)
-        else f"{agent} {first.sd:.1%} ({first.runs} runs, {first.processes} processes), "
-        f"{against} {second.sd:.1%} ({second.runs}, {second.processes})"
+        else f"{agent} {first.sd:.1%} over {first.runs} runs, {first.processes} processes; "
+        f"{against} {second.sd:.1%} over {second.runs}, {second.processes}"
     )
     return margin, (
-        f"this host's earlier runs: one process of each side {apart:.1%} apart (SD; {sides})"
-        + bounded
+        f"±{margin:.1%} from this host's earlier runs: one process of each side lies "
+        f"{apart:.1%} from the other (SD{bounded}; {sides})"
     )
