@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from fwbench.collector.analysis.decisions import decision_rows, decisions_caption
 from fwbench.collector.run.decide import DecideSettings, Decisions, Question, _look
 from fwbench.collector.run.margins import margin_for
 from fwbench.collector.stats.sequential import MARGIN_GIVEN, MAX_HISTORY_MARGIN
@@ -30,14 +31,14 @@ def test_without_history_of_both_sides_the_margin_is_the_default() -> None:
     margin, source = margin_for(None, "tf-mkl", ProcessSpread(0.05, 10, 30, 3), "tf-eigen", None)
     assert margin == DEFAULT_MARGIN
     assert "tf-eigen" in source and "tf-mkl" not in source
-    assert source.startswith("±5%, the default: ")
+    assert source.startswith("by default: ")
 
 
 def test_the_margin_is_how_far_apart_one_process_of_each_side_lies() -> None:
     spread = ProcessSpread(0.055, 40, 80, 6)
     margin, source = margin_for(None, "tf-eigen#2", spread, "tf-eigen", spread)
     assert margin == pytest.approx(math.expm1(math.sqrt(2) * 0.055))  # about 8.1%
-    assert source.startswith("±8.1% from this host's earlier runs: ") and "lies 8.1% from" in source
+    assert source.startswith("from this host's earlier runs: ") and "lies 8.1% from" in source
     assert "tf-eigen#2's processes 5.5% apart over 6 runs, 80 processes" in source
     mixed, source = margin_for(
         None, "a", ProcessSpread(0.03, 9, 12, 2), "b", ProcessSpread(0.04, 9, 12, 2)
@@ -80,3 +81,27 @@ def test_the_first_look_fixes_the_margin_and_equivalence_is_judged_against_it() 
         _look(decisions, {("b", "", KEY): base, ("a", "", KEY): other}, spreads={})
         assert question.margin == before and question.margin_from.endswith("!")  # kept
     assert verdicts == {"none": UNDECIDED, "history": EQUIVALENT}, verdicts
+
+
+def test_the_decisions_table_says_each_margin_and_where_it_came_from() -> None:
+    spread = ProcessSpread(0.045, 40, 160, 8)
+    key, agents = KEY, [("a#2", "a"), ("b", "a"), ("c", "a")]
+    questions = [Question(key, agent, "", against, "") for agent, against in agents]
+    for question in questions:
+        question.margin, question.margin_from = margin_for(None, question.agent, spread,
+                                                           question.against, spread)  # fmt: skip
+    questions[0].verdict, questions[1].why = EQUIVALENT, "budget: ..."
+    questions[2].verdict = "slower"
+    record = Decisions(DecideSettings("a", 0.03, None, 600, 100), questions).record()
+    verdicts = [cells[-1] for cells, _ in decision_rows(record)]
+    assert verdicts[0] == (
+        "equivalent within ±6.6% (from this host's earlier runs: one process of each side lies "
+        "6.6% from the other (SD; a#2's processes 4.5% apart over 8 runs, 160 processes))"
+    )
+    assert verdicts[1].startswith("undecided (budget: ...; margin ±6.6% from this host's earlier")
+    assert verdicts[2] == "slower"  # a difference does not depend on the margin
+    assert "each comparison's margin" in decisions_caption(record)
+    given = Decisions(DecideSettings("a", 0.03, 0.07, 600, 100), questions[:1])
+    questions[0].margin, questions[0].margin_from = margin_for(0.07, "a#2", None, "a", None)
+    assert [cells[-1] for cells, _ in decision_rows(given.record())] == ["equivalent within ±7.0%"]
+    assert "Equivalent: within ±7%" in decisions_caption(given.record())

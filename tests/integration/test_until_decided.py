@@ -51,7 +51,7 @@ def test_rounds_go_on_until_every_comparison_is_decided(tmp_path: Path, isolated
     for decision in decided["decisions"]:
         assert decision["repetitions"] >= 2
         # A new store: no history of this host, so the default margin, said so.
-        assert decision["margin"] == 0.05 and decision["margin_from"].startswith("±5%, the default")
+        assert decision["margin"] == 0.05 and decision["margin_from"].startswith("by default: ")
         assert decision["ci_low"] <= decision["speedup"] <= decision["ci_high"]
         assert 0.95 < decision["level"] < 1, decision  # strict: shared over looks and cells
         if decision["verdict"] == "equivalent":  # the interval of its one-sided tests, inside
@@ -120,11 +120,11 @@ def test_without_margin_each_comparison_takes_its_margin_from_the_earlier_runs(
             assert margins == {"slow": (0.07, "--margin"), "slow#2": (0.07, "--margin")}
             continue
         assert decided["margin"] is None
-        assert margins["slow"][0] == 0.05 and margins["slow"][1].startswith("±5%, the default: ")
+        assert margins["slow"][0] == 0.05 and margins["slow"][1].startswith("by default: ")
         assert "fast" in margins["slow"][1], margins  # the side without history
         # the two earlier runs only, not this run's own processes
         margin, source = margins["slow#2"]
-        assert margin == 0.05 and source.startswith("±5.0% from this host's earlier runs: ")
+        assert margin == 0.05 and source.startswith("from this host's earlier runs: ")
         assert "slow#2's processes" in source and "over 2 runs, 6 processes" in source, source
         assert "(SD, at least 5%; " in source, source
         assert "each comparison's margin" in done.stdout

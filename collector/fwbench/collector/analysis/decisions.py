@@ -69,9 +69,10 @@ def decision_rows(decisions: dict[str, Any]) -> list[tuple[list[str], str]]:
         speedup = "-" if q["speedup"] is None else f"{q['speedup']:.3f}x"
         # Older runs: no arithmetic, kernel or margin; one margin for all (the caption's).
         margin, source = q.get("margin"), q.get("margin_from") or MARGIN_GIVEN
-        source = "" if source == MARGIN_GIVEN else f"margin {source}"
-        if q["verdict"] in (FASTER, SLOWER):
-            source = ""  # a difference does not depend on the margin
+        if source == MARGIN_GIVEN or q["verdict"] in (FASTER, SLOWER):
+            source = ""  # the caption's, or a difference (which does not depend on it)
+        elif q["verdict"] != EQUIVALENT:  # an equivalence's verdict says its margin
+            source = f"margin ±{margin:.1%} {source}"
         said = "; ".join(w for w in (q["why"], source, q.get("arithmetic"), q.get("kernel")) if w)
         verdict = q["verdict"]
         if verdict == EQUIVALENT and margin is not None:

@@ -41,15 +41,16 @@ def margin_for(
     against: str,
     second: ProcessSpread | None,
 ) -> tuple[float, str]:
-    """(margin, where it came from) for a comparison of `agent` (its earlier spread `first`)
+    """(margin, where it came from: "by default: ...", "from this host's earlier runs: ..."
+    or "--margin") for a comparison of `agent` (its earlier spread `first`)
     against `against` (`second`): `given` (--margin) when not None."""
     if given is not None:
         return given, MARGIN_GIVEN
     if first is None or second is None:
         missing = " and ".join(n for n, s in ((agent, first), (against, second)) if s is None)
         return DEFAULT_MARGIN, (
-            f"±{DEFAULT_MARGIN:.0%}, the default: this host's earlier runs did not measure how "
-            f"far apart {missing}'s processes lie in this cell"
+            f"by default: this host's earlier runs did not measure how far apart {missing}'s "
+            "processes lie in this cell"
         )
     apart = math.expm1(math.hypot(first.sd, second.sd))
     margin = min(max(apart, DEFAULT_MARGIN), MAX_HISTORY_MARGIN)
@@ -68,6 +69,6 @@ def margin_for(
         f"{against} {second.sd:.1%} over {second.runs}, {second.processes}"
     )
     return margin, (
-        f"±{margin:.1%} from this host's earlier runs: one process of each side lies "
+        "from this host's earlier runs: one process of each side lies "
         f"{apart:.1%} from the other (SD{bounded}; {sides})"
     )
