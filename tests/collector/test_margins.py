@@ -4,11 +4,13 @@ its earlier runs, within [5%, 10%] (run/margins.py)."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fwbench.collector.analysis.decisions import decision_rows, decisions_caption
+from fwbench.collector.cli.decide import earlier_spreads
 from fwbench.collector.run.decide import DecideSettings, Decisions, Question, _look
 from fwbench.collector.run.margins import margin_for
 from fwbench.collector.stats.sequential import MARGIN_GIVEN, MAX_HISTORY_MARGIN
@@ -105,3 +107,13 @@ def test_the_decisions_table_says_each_margin_and_where_it_came_from() -> None:
     questions[0].margin, questions[0].margin_from = margin_for(0.07, "a#2", None, "a", None)
     assert [cells[-1] for cells, _ in decision_rows(given.record())] == ["equivalent within ±7.0%"]
     assert "Equivalent: within ±7%" in decisions_caption(given.record())
+
+
+def test_an_unreadable_history_leaves_the_default_margins_and_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    broken = tmp_path / "results.sqlite"
+    broken.write_bytes(b"not a database" * 100)
+    spread_of = earlier_spreads(broken, "r1", {"started_at": "2026-01-01T00:00:00"})
+    assert spread_of({"agent": "a"}) is None
+    assert "earlier runs could not be read" in capsys.readouterr().err

@@ -4,7 +4,10 @@ run measured that way ends with (run/decide.py does the measuring)."""
 from __future__ import annotations
 
 import re
+import sqlite3
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -12,6 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from fwbench.collector.analysis.decisions import DECISION_HEADERS, decision_rows, decisions_caption
+from fwbench.collector.analysis.history import earlier_history
+from fwbench.collector.run.margins import SpreadOf
 from fwbench.collector.run.plan import SelectionError
 from fwbench.collector.stats.sequential import MAX_HISTORY_MARGIN
 from fwbench.collector.stats.significance import (
@@ -21,6 +26,7 @@ from fwbench.collector.stats.significance import (
     FASTER,
     SLOWER,
 )
+from fwbench.collector.store import PersistenceError, ResultStore
 
 DEFAULT_BUDGET = "10m"
 # --repeat's meaning with --until-decided, unless given. High enough that the budget, not
@@ -129,6 +135,21 @@ def decide_options(
         "noise_floor": DEFAULT_NOISE_FLOOR,
         "margin": margin,
     }
+
+
+def earlier_spreads(store_path: Path, run_id: str, metadata: dict[str, Any]) -> SpreadOf:
+    """What this host's runs before `run_id` measured, for --until-decided's margins
+    (run/margins.py); a store whose history cannot be read leaves every margin at its default
+    rather than stopping the run (a warning says so)."""
+    try:
+        return earlier_history(ResultStore(store_path), run_id, metadata).of_row
+    except (PersistenceError, sqlite3.Error, ValueError, KeyError, TypeError) as error:
+        print(
+            f"warning: this host's earlier runs could not be read ({error}); every margin is "
+            f"the default, {DEFAULT_MARGIN:.0%}",
+            file=sys.stderr,
+        )
+        return lambda row: None
 
 
 def decisions_table(decisions: dict[str, Any], title: str) -> Table:

@@ -14,7 +14,6 @@ import typer
 from fwbench.collector.agents.image_labels import images_by_id
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
-from fwbench.collector.analysis.history import earlier_history
 from fwbench.collector.cli.calibrate import calibration_for_run
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
@@ -26,7 +25,7 @@ from fwbench.collector.cli.common import (
     load_manifests,
     take_interrupts_once,
 )
-from fwbench.collector.cli.decide import decisions_table
+from fwbench.collector.cli.decide import decisions_table, earlier_spreads
 from fwbench.collector.cli.security import SECURITY_OPTIONS
 from fwbench.collector.cli.worlds import world_table
 from fwbench.collector.run.options import RunOptions, options_from_record
@@ -92,9 +91,7 @@ def execute(
     options = dataclasses.replace(
         options,
         calibration=lambda: calibration_for_run(declared),
-        history=lambda run_id, metadata: (
-            earlier_history(ResultStore(options.store_path), run_id, metadata).of_row
-        ),
+        history=lambda run_id, metadata: earlier_spreads(options.store_path, run_id, metadata),
     )
     take_interrupts_once()
     try:
