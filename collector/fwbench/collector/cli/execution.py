@@ -91,7 +91,12 @@ def execute(
     options = dataclasses.replace(
         options,
         calibration=lambda: calibration_for_run(declared),
-        history=lambda run_id, metadata: earlier_spreads(options.store_path, run_id, metadata),
+        # The host's earlier runs are read only for margins that come from them (no --margin).
+        history=(
+            (lambda run_id, metadata: earlier_spreads(options.store_path, run_id, metadata))
+            if options.margin is None
+            else None
+        ),
     )
     take_interrupts_once()
     try:
