@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -355,3 +356,52 @@ def test_false_equivalence_is_held_over_all_the_comparisons_shown_together(
         runs_with_a_false_call / trials <= EQUIVALENCE_ALPHA + 3 * (0.025 * 0.975 / trials) ** 0.5
     )
     assert intervals_inside / trials > 0.08  # the per-comparison rule alone would not hold it
+
+
+def _failing(run: RunData, agent: str, workload: str, repetitions: list[int]) -> RunData:
+    """`run` with `agent`'s `repetitions` of `workload` failed (their samples still stored)."""
+    results = run.results.copy()
+    hit = (results["agent"] == agent) & (results["workload"] == workload)
+    hit &= results["repetition"].isin(repetitions)
+    results.loc[hit, "status"] = "failed"
+    results.loc[hit, "error_code"] = "UNAVAILABLE"
+    results.loc[hit, "error"] = "agent crashed during this cell: exit code -9"
+    return RunData(run.run_id, results, run.samples, run.metadata)
+
+
+def test_a_side_with_failed_processes_is_never_called(run: RunData) -> None:
+    """tf-mkl is 2.3x faster at conv2d in the two processes that finished, but its third
+    failed: that one could have been the slow one, so nothing is called; the other cells'
+    comparisons are untouched, and a cell whose every process failed is named."""
+    broken = _failing(_failing(run, "tf-mkl", "conv2d", [1]), "torch-cpu", "gemm", [0, 1, 2])
+    result = compare_to_baseline(broken, "tf-eigen")
+    conv, gemm = by_agent(result, "conv2d"), by_agent(result, "gemm")
+    failed = conv["tf-mkl"]
+    assert failed.verdict == UNDECIDED and failed.evidence == "failed processes"
+    assert "1 of tf-mkl's 3 processes failed here (UNAVAILABLE: agent crashed" in failed.notes
+    assert "cannot stand for the failed ones" in failed.notes
+    assert math.isnan(failed.p_adjusted) and math.isnan(failed.p_equivalent_adjusted)
+    assert failed.speedup == pytest.approx(2.3, rel=0.05)  # still shown, from the two
+    assert conv["tf-eigen#2"].verdict == EQUIVALENT  # the baseline's own processes all ran
+    assert gemm["tf-mkl"].verdict == EQUIVALENT and "torch-cpu" not in gemm
+    assert result.skipped == [
+        "torch-cpu gemm train bs=8 float32: every process failed (UNAVAILABLE: agent crashed "
+        "during this cell: exit code -9)"
+    ]
+    # The baseline's failure reaches every comparison against it in that cell.
+    base_failed = compare_to_baseline(_failing(run, "tf-eigen", "gemm", [2]), "tf-eigen")
+    for comparison in by_agent(base_failed, "gemm").values():
+        assert comparison.verdict == UNDECIDED, comparison
+        assert "1 of tf-eigen's 3 processes failed here" in comparison.notes
+
+
+def test_between_runs_a_failed_process_in_either_run_is_named_by_its_run(
+    make_run: Callable[..., RunData],
+) -> None:
+    before = make_run("before", {"tf-mkl": {CONV: reps(0.080, 11)}})
+    after = make_run("after", {"tf-mkl": {CONV: reps(0.040, 12)}})
+    assert compare_runs(before, after, 0.03).comparisons[0].verdict == FASTER
+    changed = compare_runs(_failing(before, "tf-mkl", "conv2d", [0]), after, 0.03)
+    (comparison,) = changed.comparisons
+    assert comparison.verdict == UNDECIDED
+    assert "1 of run before's tf-mkl's 3 processes failed here" in comparison.notes

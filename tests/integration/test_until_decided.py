@@ -266,3 +266,50 @@ def test_an_open_comparison_names_processes_that_differed_in_kernel_time(
     assert "every step" in heavy["kernel"] and "a's processes" not in heavy["kernel"]
     printed = re.sub(r"[│\s]+", " ", done.stdout)  # the verdict column, wrapped in its cell
     assert "slower (CPU in the kernel: c" in printed, done.stdout
+
+
+def test_a_failed_process_stops_its_comparisons_undecided_and_compare_agrees(
+    tmp_path: Path, isolated_store
+) -> None:
+    # The first cell that "slow" or its twin builds fails (FAKE_FAILS_ONCE): the processes
+    # of that cell that finish later must not decide its comparisons, and it is not measured
+    # again for them; every other comparison goes on as usual.
+    marker = tmp_path / "failed-once"
+    out, done = _run(
+        tmp_path,
+        {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5", "FAKE_FAILS_ONCE": str(marker)}},
+        "--aa", "slow", "--budget", "5m",
+    )  # fmt: skip
+    assert done.returncode != 0 and "is failed" in done.stderr, done.stderr  # a cell failed
+    decided = json.loads((out / "run.json").read_text())["until_decided"]
+    rows = pd.read_parquet(out / "results.parquet")
+    failed = rows[rows["status"] == "failed"]
+    assert len(failed) == 1, failed
+    agent, batch = failed["agent"].iloc[0], int(failed["batch_size"].iloc[0])
+    assert "fake failure, once" in failed["error"].iloc[0]
+    touched = [
+        d for d in decided["decisions"]
+        if d["key"][2] == batch and agent in (d["agent"], d["against"])
+    ]  # fmt: skip
+    assert touched, decided
+    for decision in touched:
+        assert decision["verdict"] == "undecided", decision
+        assert f"{agent}'s process failed in round 1 (" in decision["why"], decision
+        assert "fake failure, once" in decision["why"] and "cannot stand for" in decision["why"]
+    # Measured once (the first round), never again for the comparisons it stopped.
+    assert len(rows[(rows["agent"] == agent) & (rows["batch_size"] == batch)]) == 1, rows
+    other = 3 - batch
+    slower = [d for d in decided["decisions"] if d["agent"] == "slow" and d["key"][2] == other]
+    assert [d["verdict"] for d in slower] == ["slower"], decided
+    assert f"{agent}'s process failed in round 1" in done.stdout  # the printed table says it
+    assert decided["stopped"] == (
+        f"every comparison decided or stopped ({len(touched)} undecided: a side's process failed)"
+    ), decided
+    # `compare` on the same run: that cell's one process of the agent failed, so it is no
+    # contender there, and the comparison set says so rather than leaving it out unsaid.
+    shown = collector("compare", str(out), "--baseline", "fast", "--format", "json", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    listed = json.loads(shown.stdout)
+    said = f"{agent} gemm infer bs={batch} float32: every process failed ("
+    assert any(s.startswith(said) for s in listed["skipped"]), listed["skipped"]
+    assert not [c for c in listed["comparisons"] if (c["agent"], c["batch_size"]) == (agent, batch)]

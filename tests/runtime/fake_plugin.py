@@ -102,6 +102,18 @@ class FakePlugin:
         if spec.workload.name == "lenet" and spec.mode == "compiled":
             raise UnsupportedWorkload("compiled lenet is not available in this build")
         micros = spec.params.get("m", 100)
+        # FAKE_FAILS_ONCE (a file): the first build of any process sharing it fails, as a
+        # process that crashes once in a run of many.
+        fails_once = os.environ.get("FAKE_FAILS_ONCE", "")
+        if fails_once:
+            try:
+                open(fails_once, "x").close()
+            except FileExistsError:
+                pass
+            else:
+                raise RuntimeError(
+                    f"fake failure, once ({spec.workload.name} bs={spec.batch_size})"
+                )
         if micros > OOM_ABOVE:
             raise FakeAllocatorError("tried to allocate 1 PiB")
         # FAKE_STEP_SCALE (an agent's environment) stretches every step: two agents of this

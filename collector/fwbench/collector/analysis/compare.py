@@ -22,6 +22,7 @@ from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.changes import run_changes
 from fwbench.collector.analysis.comparison import (
     AA_FLOOR,
+    FAILED_PROCESSES,
     HOST_HISTORY,
     ONE_PROCESS,
     ONE_PROCESS_NOTE,
@@ -35,10 +36,13 @@ from fwbench.collector.analysis.contenders import (
     Contender,
     RunData,
     contenders,
+    every_process_failed,
+    failed_note,
     key_label,
 )
 from fwbench.collector.analysis.history import HostHistory, history_note, prior_of
 from fwbench.collector.analysis.noise import noise_measurements
+from fwbench.collector.stats.failures import FAILED_NOTE
 from fwbench.collector.stats.significance import (
     ALPHA,
     DEFAULT_MARGIN,
@@ -78,10 +82,15 @@ def _compare(
         notes = [*notes, history_note(base.agent, other.agent, leaned)]
     if evidence == ONE_PROCESS and aa_floor:
         evidence = AA_FLOOR
+    # Between two runs both sides are one agent: the earlier run's is named by its run.
+    earlier = base.agent if base.agent != other.agent else f"run {baseline_label}'s {base.agent}"
+    lost = [failed_note(name, side) for name, side in ((other.agent, other), (earlier, base))]
+    if any(lost):
+        notes, evidence = [*notes, *(note for note in lost if note)], FAILED_PROCESSES
     bound = 1 + max(margin, floor)
     p_equivalent = (
         math.nan
-        if evidence == ONE_PROCESS
+        if evidence in (ONE_PROCESS, FAILED_PROCESSES)
         else equivalence_p(base.groups, other.groups, bound, prior)
     )
     return Comparison(
@@ -117,12 +126,13 @@ def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
     equivalences (each family held at its level), then the verdicts. A comparison of one
     process a side with nothing to account for process variation is never called, so it is
     not counted (its p_adjusted is NaN)."""
-    adjusted = holm([math.nan if c.evidence == ONE_PROCESS else c.p_value for c in comparisons])
+    never = (ONE_PROCESS, FAILED_PROCESSES)  # nothing that could be called: not counted
+    adjusted = holm([math.nan if c.evidence in never else c.p_value for c in comparisons])
     equivalences = holm([c.p_equivalent for c in comparisons])
     done = []
     for comparison, p, p_same in zip(comparisons, adjusted, equivalences, strict=True):
         estimate = _estimate(comparison)
-        accounted = comparison.evidence != ONE_PROCESS
+        accounted = comparison.evidence not in never
         floor, margin = comparison.noise_floor, comparison.margin
         called = verdict(
             estimate, p, floor, margin, accounted, 1.0 if math.isnan(p_same) else p_same
@@ -141,6 +151,8 @@ def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
 def _how_to_decide(comparison: Comparison, estimate: RatioEstimate) -> str:
     if comparison.evidence == ONE_PROCESS:
         return ONE_PROCESS_NOTE
+    if comparison.evidence == FAILED_PROCESSES:
+        return FAILED_NOTE
     repetitions = min(comparison.repetitions, comparison.baseline_repetitions)
     level = 1 - ALPHA if comparison.evidence == PROCESSES else None  # Welch's, else bootstrap
     if comparison.evidence == HOST_HISTORY:
@@ -193,7 +205,8 @@ def compare_to_baseline(
     for cell in cells:
         if cell.agent == baseline:
             bases.setdefault(cell.key, cell)  # first executed: the default mode comes first
-    comparisons, skipped, settings = [], [], arithmetic.by_cell(run.results)
+    comparisons, settings = [], arithmetic.by_cell(run.results)
+    skipped = every_process_failed(run, cells)
     kernel = kernel_time.by_cell(run.results)
     for cell in cells:
         base = bases.get(cell.key)
@@ -267,6 +280,10 @@ def compare_runs(
             _compare(base, cell, before.run_id, threshold, notes, margin, prior=leaned)
         )
     skipped += [f"{agent} {key_label(key)}: not in run {after.run_id}" for agent, _, key in old]
+    for run in (before, after):
+        skipped += [
+            f"run {run.run_id}: {said}" for said in every_process_failed(run, contenders(run))
+        ]
     on = "" if basis == hosts.SECONDS else ", other hosts: compared as fractions of each one's peak"
     return ComparisonSet(
         f"run {after.run_id} against run {before.run_id} (speedup above 1: {after.run_id} "

@@ -18,6 +18,9 @@ PROCESSES, AA_FLOOR, ONE_PROCESS = "processes", "A/A floor", "one process"
 HOST_HISTORY = HISTORY  # a prior from the host's earlier runs (history.py)
 ONE_PROCESS_NOTE = "one process a side, no A/A pair and no history of both on this host: how "
 ONE_PROCESS_NOTE += "much processes differ is unknown; --repeat 3 (or more) decides"
+# A side had processes that failed in the cell: the ones that finished cannot stand for them (a
+# process that ran out of time or memory is the slow or the big one), so nothing is called.
+FAILED_PROCESSES = "failed processes"  # stats/failures.py
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,8 @@ class Comparison:
     method: str = ""
     margin: float = DEFAULT_MARGIN  # equivalence margin asked for (max'ed with the floor)
     # What accounts for process-to-process variation: PROCESSES, AA_FLOOR or ONE_PROCESS
-    # (nothing does: the verdict is undecided).
+    # (nothing does: the verdict is undecided); FAILED_PROCESSES: a side had failed processes
+    # in the cell (undecided whatever the others measured).
     evidence: str = ""
     repetitions: int = 1
     baseline_repetitions: int = 1

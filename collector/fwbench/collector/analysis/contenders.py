@@ -2,7 +2,9 @@
 
 A cell is identified by KEY_COLUMNS; within it a contender is an agent in the mode it actually
 ran. The samples of every repetition of a contender's cell are pooled (as groups, one per
-repetition, for the cluster bootstrap). Only ok rows with samples are contenders."""
+repetition, for the cluster bootstrap). Only ok rows with samples are contenders; the failed
+processes of each contender's cell come with it (`failed`), so that no comparison is made from
+the processes that finished as though they were all there were."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from fwbench.collector.stats.bootstrap import FloatArray
+from fwbench.collector.stats.failures import FAILED, failure_text
 from fwbench.collector.stats.samples import is_noisy
 from fwbench.collector.store import ResultStore
 
@@ -74,6 +77,8 @@ class Contender:
     key: CellKey
     groups: tuple[FloatArray, ...]
     cells: tuple[int, ...]  # the rows' cell indices, one per group
+    # This agent's processes (repetitions) that failed in this cell: "ERROR_CODE: error" each.
+    failed: tuple[str, ...] = ()
 
     @property
     def first_cell(self) -> int:
@@ -114,9 +119,32 @@ def samples_by_cell(samples: pd.DataFrame) -> dict[int, FloatArray]:
     return {int(cell): part for cell, part in zip(found, parts, strict=True)}
 
 
+def failures(run: RunData) -> dict[tuple[str, str, CellKey], list[str]]:
+    """Each agent's failed processes per mode and cell (status "failed": the process crashed,
+    hung, ran out of memory, or answered what the protocol forbids), in execution order, as
+    "ERROR_CODE: error". An interrupt's cancelled cells are not failures."""
+    found: dict[tuple[str, str, CellKey], list[str]] = {}
+    failed = run.results[run.results["status"] == FAILED].sort_values("cell")
+    for row in failed.to_dict("records"):
+        text = failure_text(clean(row.get("error_code")), clean(row.get("error")))
+        found.setdefault((row["agent"], clean(row["mode"]) or "", row_key(row)), []).append(text)
+    return found
+
+
+def failed_note(agent: str, contender: Contender) -> str:
+    """What a note says of a contender's failed processes; "" when none failed."""
+    if not contender.failed:
+        return ""
+    count = len(contender.failed)
+    total = count + len(contender.groups)
+    return f"{count} of {agent}'s {total} processes failed here ({contender.failed[-1]})"
+
+
 def contenders(run: RunData) -> list[Contender]:
-    """Every agent's ok cells with samples, repetitions grouped, in execution order."""
+    """Every agent's ok cells with samples, repetitions grouped, in execution order, each with
+    its failed processes in the same cell and mode (or asked for in its default mode)."""
     by_cell = samples_by_cell(run.samples)
+    failed = failures(run)
     found: dict[tuple[str, str, CellKey], list[tuple[int, FloatArray]]] = {}
     ok = run.results[run.results["status"] == "ok"].sort_values("cell")
     for row in ok.to_dict("records"):
@@ -126,10 +154,25 @@ def contenders(run: RunData) -> list[Contender]:
         key = row_key(row)
         mode = clean(row["mode"]) or ""
         found.setdefault((row["agent"], mode, key), []).append((int(row["cell"]), values))
-    return [
-        Contender(agent, mode, key, tuple(v for _, v in groups), tuple(c for c, _ in groups))
-        for (agent, mode, key), groups in found.items()
-    ]
+    found_contenders = []
+    for (agent, mode, key), groups in found.items():
+        # A failed row holds the mode asked for: "" (the agent's default) or a name.
+        lost = failed.get((agent, mode, key), [])
+        lost = lost + failed.get((agent, "", key), []) if mode else lost
+        arrays, indices = tuple(v for _, v in groups), tuple(c for c, _ in groups)
+        found_contenders.append(Contender(agent, mode, key, arrays, indices, tuple(lost)))
+    return found_contenders
+
+
+def every_process_failed(run: RunData, cells: list[Contender]) -> list[str]:
+    """The agents' cells in `run` with failed processes and not one that finished: they are
+    no contender, and a comparison set says so rather than leaving them out unsaid."""
+    present = {(c.agent, c.key) for c in cells}
+    said: dict[tuple[str, CellKey], str] = {}
+    for (agent, _, key), texts in failures(run).items():
+        if (agent, key) not in present:
+            said[(agent, key)] = f"{agent} {key_label(key)}: every process failed ({texts[-1]})"
+    return list(said.values())
 
 
 def key_label(key: CellKey) -> str:

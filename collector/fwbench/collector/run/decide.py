@@ -10,7 +10,10 @@ round from the second, every open comparison is looked at with the sequential ru
 stats/sequential.py (error rates held over repeated looks), and a cell whose comparisons are
 all decided is not measured again. Before a round, the time it will likely take (the last
 round's, scaled by the cells left) must fit in what remains of the budget; otherwise the run
-stops and the open comparisons stay undecided."""
+stops and the open comparisons stay undecided. A comparison stops, undecided, at the first
+process of either side that fails in its cell: the processes that finished cannot stand for
+one that did not (a process that ran out of time or memory is the slow or the big one), and a
+failure that repeats would only spend the budget."""
 
 from __future__ import annotations
 
@@ -35,11 +38,13 @@ from fwbench.collector.run.questions import (
     cell_key,
 )
 from fwbench.collector.run.work import AgentWork
+from fwbench.collector.stats.failures import FAILED, FAILED_NOTE, failure_text
 from fwbench.collector.stats.sequential import alpha_between, look, spent_fraction
 from fwbench.collector.stats.significance import (
     EQUIVALENT,
     FASTER,
     SLOWER,
+    UNDECIDED,
     ProcessSpread,
     RatioEstimate,
     repetitions_needed,
@@ -86,8 +91,13 @@ def run_until_decided(
     ran: dict[tuple[str, str, Key], dict[str, str]] = {}  # each side's float32 arithmetic
     kernel: dict[tuple[str, str, Key], list[float]] = {}  # each side's processes' kernel shares
     spreads: dict[tuple[str, str, Key], ProcessSpread | None] = {}  # before this run (margins.py)
+    lost: dict[tuple[str, str, Key], list[str]] = {}  # each side's failed processes, said
 
     def observe(cell: Cell, row: dict[str, Any], samples: Sequence[int]) -> None:
+        if row["status"] == FAILED:
+            error = failure_text(row.get("error_code"), row.get("error"))
+            said = f"{cell.agent}'s process failed in round {ctx.round + 1} ({error})"
+            lost.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append(said)
         if row["status"] == "ok" and len(samples):
             sample = np.asarray(samples, dtype=np.float64) / 1e9
             groups.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append(sample)
@@ -104,7 +114,10 @@ def run_until_decided(
     for round_number in range(settings.max_rounds):
         still = [q for q in decisions.questions if q.open]
         if not still:
-            decisions.stopped = "every comparison decided"
+            stopped = sum(q.verdict == UNDECIDED for q in decisions.questions)
+            decisions.stopped = "every comparison decided" + (
+                f" or stopped ({stopped} undecided: a side's process failed)" if stopped else ""
+            )
             break
         # The cells an open comparison needs: its contender's, and the baseline's.
         needed = {(q.agent, q.mode, q.key) for q in still}
@@ -134,6 +147,7 @@ def run_until_decided(
             first_ended = time.monotonic()
         looks_time = settings.budget_seconds - (first_ended - started)
         elapsed = time.monotonic() - first_ended
+        _stop_failed(decisions, lost)
         _look(decisions, groups, elapsed, max(looks_time, 1e-9), spreads)
     else:
         decisions.stopped = f"--repeat {settings.max_rounds}: the most rounds allowed"
@@ -144,11 +158,25 @@ def run_until_decided(
         if question.open:
             question.why = decisions.stopped + _what_would_decide(question, settings)
             question.why += kernel_lead({question.agent: shares[0], question.against: shares[1]})
-        else:  # decided: where its sides' CPU went, as compare says it
+        elif question.verdict != UNDECIDED:  # decided: where its sides' CPU went, as compare
             question.kernel = compared(question.agent, shares[0], question.against, shares[1])
         ours = ran.get((question.agent, question.mode, question.key), {})
         theirs = ran.get((question.against, question.against_mode, question.key), {})
         question.arithmetic = difference(question.agent, ours, question.against, theirs)
+
+
+def _stop_failed(decisions: Decisions, lost: dict[tuple[str, str, Key], list[str]]) -> None:
+    """Stops, undecided, every open comparison one of whose sides had a process fail in its
+    cell, saying which and why, so that its cells are not measured again."""
+    for question in decisions.questions:
+        if not question.open:
+            continue
+        sides = [(question.agent, question.mode), (question.against, question.against_mode)]
+        failed = [
+            said for agent, mode in sides for said in lost.get((agent, mode, question.key), [])
+        ]
+        if failed:
+            question.why = "; ".join(failed) + f": {FAILED_NOTE}"
 
 
 def _what_would_decide(question: Question, settings: DecideSettings) -> str:

@@ -1,0 +1,21 @@
+"""Failed processes and verdicts: a comparison one of whose sides had a process fail in its
+cell is never called, by `compare` (analysis/compare.py) or by `--until-decided`
+(run/decide.py). The processes that finished cannot stand for one that did not: a process
+that ran out of time or memory is the slow or the big one, and leaving it out would favour
+the side it failed on."""
+
+from __future__ import annotations
+
+FAILED = "failed"  # a row's status (store/schema.py STATUSES)
+FAILURE_TEXT = 160  # characters of a failure kept where a verdict names it
+FAILED_NOTE = (
+    "the processes that finished cannot stand for the failed ones (one that ran out of time "
+    "or memory is the slow or the big one): never called; measure again once the failure is "
+    "understood"
+)
+
+
+def failure_text(code: str | None, error: str | None) -> str:
+    """A failed row's "ERROR_CODE: error", cut to FAILURE_TEXT characters."""
+    text = ": ".join(part for part in (code or "", " ".join((error or "").split())) if part)
+    return text if len(text) <= FAILURE_TEXT else text[: FAILURE_TEXT - 3] + "..."
