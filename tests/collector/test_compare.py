@@ -405,3 +405,20 @@ def test_between_runs_a_failed_process_in_either_run_is_named_by_its_run(
     (comparison,) = changed.comparisons
     assert comparison.verdict == UNDECIDED
     assert "1 of run before's tf-mkl's 3 processes failed here" in comparison.notes
+
+
+def test_a_side_that_ran_otherwise_than_asked_is_never_called(run: RunData) -> None:
+    """tf-mkl's conv2d processes ran one thread where two were asked: the 2.3x is true for
+    what ran, not for the question asked, so it is not called; gemm is untouched."""
+    results = run.results.copy()
+    hit = (results["agent"] == "tf-mkl") & (results["workload"] == "conv2d")
+    results.loc[hit, "settings_mismatch"] = "threads: asked 2, ran 1"
+    result = compare_to_baseline(RunData(run.run_id, results, run.samples), "tf-eigen")
+    conv, gemm = by_agent(result, "conv2d"), by_agent(result, "gemm")
+    other = conv["tf-mkl"]
+    assert other.verdict == UNDECIDED and other.evidence == "other settings than asked"
+    assert "3 of tf-mkl's 3 processes ran otherwise than asked (threads: asked 2, ran 1)" in (
+        other.notes
+    )
+    assert "would answer another question" in other.notes and math.isnan(other.p_adjusted)
+    assert gemm["tf-mkl"].verdict == EQUIVALENT and conv["tf-eigen#2"].verdict == EQUIVALENT

@@ -294,16 +294,17 @@ def test_a_failed_process_stops_its_comparisons_undecided_and_compare_agrees(
     assert touched, decided
     for decision in touched:
         assert decision["verdict"] == "undecided", decision
-        assert f"{agent}'s process failed in round 1 (" in decision["why"], decision
+        assert f"{agent}'s process in round 1 failed (" in decision["why"], decision
         assert "fake failure, once" in decision["why"] and "cannot stand for" in decision["why"]
     # Measured once (the first round), never again for the comparisons it stopped.
     assert len(rows[(rows["agent"] == agent) & (rows["batch_size"] == batch)]) == 1, rows
     other = 3 - batch
     slower = [d for d in decided["decisions"] if d["agent"] == "slow" and d["key"][2] == other]
     assert [d["verdict"] for d in slower] == ["slower"], decided
-    assert f"{agent}'s process failed in round 1" in done.stdout  # the printed table says it
+    assert f"{agent}'s process in round 1 failed" in done.stdout  # the printed table says it
     assert decided["stopped"] == (
-        f"every comparison decided or stopped ({len(touched)} undecided: a side's process failed)"
+        f"every comparison decided or stopped ({len(touched)} undecided: a process failed or ran "
+        "otherwise than asked)"
     ), decided
     # `compare` on the same run: that cell's one process of the agent failed, so it is no
     # contender there, and the comparison set says so rather than leaving it out unsaid.
@@ -313,3 +314,27 @@ def test_a_failed_process_stops_its_comparisons_undecided_and_compare_agrees(
     said = f"{agent} gemm infer bs={batch} float32: every process failed ("
     assert any(s.startswith(said) for s in listed["skipped"]), listed["skipped"]
     assert not [c for c in listed["comparisons"] if (c["agent"], c["batch_size"]) == (agent, batch)]
+
+
+def test_processes_that_ran_otherwise_than_asked_stop_their_comparisons(
+    tmp_path: Path, isolated_store
+) -> None:
+    # The fake plugin runs one thread whatever is asked: with --threads 2 every row says
+    # "threads: asked 2, ran 1". A verdict from them would answer another question than the
+    # one asked, so none is made, after the first round, and the run says why.
+    out, done = _run(
+        tmp_path, {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}}, "--threads", "2",
+        "--budget", "5m",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr  # every row is ok: true for what ran
+    decided = json.loads((out / "run.json").read_text())["until_decided"]
+    assert decided["rounds"] == 1, decided
+    assert decided["stopped"].startswith("every comparison decided or stopped (2 undecided")
+    for decision in decided["decisions"]:
+        assert decision["verdict"] == "undecided", decision
+        for agent in ("fast", "slow"):
+            said = (
+                f"{agent}'s process in round 1 ran otherwise than asked (threads: asked 2, ran 1)"
+            )
+            assert said in decision["why"], decision
+        assert decision["why"].endswith("see the rows' settings_mismatch"), decision

@@ -24,8 +24,9 @@ from fwbench.collector.analysis.comparison import (
     AA_FLOOR,
     FAILED_PROCESSES,
     HOST_HISTORY,
+    NEVER_CALLED,
     ONE_PROCESS,
-    ONE_PROCESS_NOTE,
+    OTHER_SETTINGS,
     PROCESSES,
     Comparison,
     ComparisonSet,
@@ -39,10 +40,10 @@ from fwbench.collector.analysis.contenders import (
     every_process_failed,
     failed_note,
     key_label,
+    otherwise_note,
 )
 from fwbench.collector.analysis.history import HostHistory, history_note, prior_of
 from fwbench.collector.analysis.noise import noise_measurements
-from fwbench.collector.stats.failures import FAILED_NOTE
 from fwbench.collector.stats.significance import (
     ALPHA,
     DEFAULT_MARGIN,
@@ -84,13 +85,15 @@ def _compare(
         evidence = AA_FLOOR
     # Between two runs both sides are one agent: the earlier run's is named by its run.
     earlier = base.agent if base.agent != other.agent else f"run {baseline_label}'s {base.agent}"
-    lost = [failed_note(name, side) for name, side in ((other.agent, other), (earlier, base))]
-    if any(lost):
-        notes, evidence = [*notes, *(note for note in lost if note)], FAILED_PROCESSES
+    sides = ((other.agent, other), (earlier, base))
+    for say, cannot in ((otherwise_note, OTHER_SETTINGS), (failed_note, FAILED_PROCESSES)):
+        said = [note for note in (say(name, side) for name, side in sides) if note]
+        if said:  # failures outrank: the last one found says how to decide
+            notes, evidence = [*notes, *said], cannot
     bound = 1 + max(margin, floor)
     p_equivalent = (
         math.nan
-        if evidence in (ONE_PROCESS, FAILED_PROCESSES)
+        if evidence in NEVER_CALLED
         else equivalence_p(base.groups, other.groups, bound, prior)
     )
     return Comparison(
@@ -126,13 +129,12 @@ def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
     equivalences (each family held at its level), then the verdicts. A comparison of one
     process a side with nothing to account for process variation is never called, so it is
     not counted (its p_adjusted is NaN)."""
-    never = (ONE_PROCESS, FAILED_PROCESSES)  # nothing that could be called: not counted
-    adjusted = holm([math.nan if c.evidence in never else c.p_value for c in comparisons])
+    adjusted = holm([math.nan if c.evidence in NEVER_CALLED else c.p_value for c in comparisons])
     equivalences = holm([c.p_equivalent for c in comparisons])
     done = []
     for comparison, p, p_same in zip(comparisons, adjusted, equivalences, strict=True):
         estimate = _estimate(comparison)
-        accounted = comparison.evidence not in never
+        accounted = comparison.evidence not in NEVER_CALLED
         floor, margin = comparison.noise_floor, comparison.margin
         called = verdict(
             estimate, p, floor, margin, accounted, 1.0 if math.isnan(p_same) else p_same
@@ -149,10 +151,8 @@ def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
 
 
 def _how_to_decide(comparison: Comparison, estimate: RatioEstimate) -> str:
-    if comparison.evidence == ONE_PROCESS:
-        return ONE_PROCESS_NOTE
-    if comparison.evidence == FAILED_PROCESSES:
-        return FAILED_NOTE
+    if comparison.evidence in NEVER_CALLED:
+        return NEVER_CALLED[comparison.evidence]
     repetitions = min(comparison.repetitions, comparison.baseline_repetitions)
     level = 1 - ALPHA if comparison.evidence == PROCESSES else None  # Welch's, else bootstrap
     if comparison.evidence == HOST_HISTORY:

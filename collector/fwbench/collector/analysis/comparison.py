@@ -11,6 +11,7 @@ from typing import Any
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.contenders import KEY_COLUMNS, CellKey
 from fwbench.collector.analysis.noise import NoiseMeasurement
+from fwbench.collector.stats.failures import FAILED_NOTE, OTHERWISE_NOTE
 from fwbench.collector.stats.significance import DEFAULT_MARGIN, HISTORY
 
 # What accounts for process-to-process variation in a comparison (significance.py).
@@ -21,6 +22,14 @@ ONE_PROCESS_NOTE += "much processes differ is unknown; --repeat 3 (or more) deci
 # A side had processes that failed in the cell: the ones that finished cannot stand for them (a
 # process that ran out of time or memory is the slow or the big one), so nothing is called.
 FAILED_PROCESSES = "failed processes"  # stats/failures.py
+OTHER_SETTINGS = "other settings than asked"  # stats/failures.py
+# Evidence on which nothing can be called (not counted in Holm's family), with what an
+# undecided comparison of it says would decide it.
+NEVER_CALLED = {
+    ONE_PROCESS: ONE_PROCESS_NOTE,
+    FAILED_PROCESSES: FAILED_NOTE,
+    OTHER_SETTINGS: OTHERWISE_NOTE,
+}
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,8 @@ class Comparison:
     margin: float = DEFAULT_MARGIN  # equivalence margin asked for (max'ed with the floor)
     # What accounts for process-to-process variation: PROCESSES, AA_FLOOR or ONE_PROCESS
     # (nothing does: the verdict is undecided); FAILED_PROCESSES: a side had failed processes
-    # in the cell (undecided whatever the others measured).
+    # in the cell, OTHER_SETTINGS: a side's processes ran otherwise than asked (undecided
+    # whatever the others measured).
     evidence: str = ""
     repetitions: int = 1
     baseline_repetitions: int = 1

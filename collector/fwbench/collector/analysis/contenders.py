@@ -79,6 +79,8 @@ class Contender:
     cells: tuple[int, ...]  # the rows' cell indices, one per group
     # This agent's processes (repetitions) that failed in this cell: "ERROR_CODE: error" each.
     failed: tuple[str, ...] = ()
+    # Its processes here that ran otherwise than asked: their settings_mismatch, each.
+    otherwise: tuple[str, ...] = ()
 
     @property
     def first_cell(self) -> int:
@@ -140,12 +142,22 @@ def failed_note(agent: str, contender: Contender) -> str:
     return f"{count} of {agent}'s {total} processes failed here ({contender.failed[-1]})"
 
 
+def otherwise_note(agent: str, contender: Contender) -> str:
+    """What a note says of a contender's processes that ran otherwise than asked; "" when
+    none did."""
+    if not contender.otherwise:
+        return ""
+    count, total, last = len(contender.otherwise), len(contender.groups), contender.otherwise[-1]
+    return f"{count} of {agent}'s {total} processes ran otherwise than asked ({last})"
+
+
 def contenders(run: RunData) -> list[Contender]:
     """Every agent's ok cells with samples, repetitions grouped, in execution order, each with
     its failed processes in the same cell and mode (or asked for in its default mode)."""
     by_cell = samples_by_cell(run.samples)
     failed = failures(run)
     found: dict[tuple[str, str, CellKey], list[tuple[int, FloatArray]]] = {}
+    otherwise: dict[tuple[str, str, CellKey], list[str]] = {}
     ok = run.results[run.results["status"] == "ok"].sort_values("cell")
     for row in ok.to_dict("records"):
         values = by_cell.get(int(row["cell"]))
@@ -154,13 +166,16 @@ def contenders(run: RunData) -> list[Contender]:
         key = row_key(row)
         mode = clean(row["mode"]) or ""
         found.setdefault((row["agent"], mode, key), []).append((int(row["cell"]), values))
+        if clean(row.get("settings_mismatch")):
+            otherwise.setdefault((row["agent"], mode, key), []).append(row["settings_mismatch"])
     found_contenders = []
     for (agent, mode, key), groups in found.items():
         # A failed row holds the mode asked for: "" (the agent's default) or a name.
         lost = failed.get((agent, mode, key), [])
         lost = lost + failed.get((agent, "", key), []) if mode else lost
         arrays, indices = tuple(v for _, v in groups), tuple(c for c, _ in groups)
-        found_contenders.append(Contender(agent, mode, key, arrays, indices, tuple(lost)))
+        asked = tuple(otherwise.get((agent, mode, key), []))
+        found_contenders.append(Contender(agent, mode, key, arrays, indices, tuple(lost), asked))
     return found_contenders
 
 

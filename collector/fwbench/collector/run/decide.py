@@ -11,9 +11,9 @@ stats/sequential.py (error rates held over repeated looks), and a cell whose com
 all decided is not measured again. Before a round, the time it will likely take (the last
 round's, scaled by the cells left) must fit in what remains of the budget; otherwise the run
 stops and the open comparisons stay undecided. A comparison stops, undecided, at the first
-process of either side that fails in its cell: the processes that finished cannot stand for
-one that did not (a process that ran out of time or memory is the slow or the big one), and a
-failure that repeats would only spend the budget."""
+process of either side that fails in its cell or runs otherwise than asked (stats/failures.py):
+the processes that finished cannot stand for one that did not, a verdict from what was not
+asked would answer another question, and either, repeated, would only spend the budget."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from fwbench.collector.run.questions import (
     cell_key,
 )
 from fwbench.collector.run.work import AgentWork
-from fwbench.collector.stats.failures import FAILED, FAILED_NOTE, failure_text
+from fwbench.collector.stats.failures import FAILED, FAILED_NOTE, OTHERWISE_NOTE, failure_text
 from fwbench.collector.stats.sequential import alpha_between, look, spent_fraction
 from fwbench.collector.stats.significance import (
     EQUIVALENT,
@@ -91,13 +91,20 @@ def run_until_decided(
     ran: dict[tuple[str, str, Key], dict[str, str]] = {}  # each side's float32 arithmetic
     kernel: dict[tuple[str, str, Key], list[float]] = {}  # each side's processes' kernel shares
     spreads: dict[tuple[str, str, Key], ProcessSpread | None] = {}  # before this run (margins.py)
-    lost: dict[tuple[str, str, Key], list[str]] = {}  # each side's failed processes, said
+    # Each side's processes that cannot stand in a verdict (stats/failures.py): what happened,
+    # and why that stops its comparisons.
+    lost: dict[tuple[str, str, Key], list[tuple[str, str]]] = {}
 
     def observe(cell: Cell, row: dict[str, Any], samples: Sequence[int]) -> None:
+        said, process = "", f"{cell.agent}'s process in round {ctx.round + 1}"
         if row["status"] == FAILED:
             error = failure_text(row.get("error_code"), row.get("error"))
-            said = f"{cell.agent}'s process failed in round {ctx.round + 1} ({error})"
-            lost.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append(said)
+            said, why = f"{process} failed ({error})", FAILED_NOTE
+        elif row["status"] == "ok" and row.get("settings_mismatch"):
+            said = f"{process} ran otherwise than asked ({row['settings_mismatch']})"
+            why = OTHERWISE_NOTE
+        if said:
+            lost.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append((said, why))
         if row["status"] == "ok" and len(samples):
             sample = np.asarray(samples, dtype=np.float64) / 1e9
             groups.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append(sample)
@@ -116,7 +123,9 @@ def run_until_decided(
         if not still:
             stopped = sum(q.verdict == UNDECIDED for q in decisions.questions)
             decisions.stopped = "every comparison decided" + (
-                f" or stopped ({stopped} undecided: a side's process failed)" if stopped else ""
+                f" or stopped ({stopped} undecided: a process failed or ran otherwise than asked)"
+                if stopped
+                else ""
             )
             break
         # The cells an open comparison needs: its contender's, and the baseline's.
@@ -165,18 +174,22 @@ def run_until_decided(
         question.arithmetic = difference(question.agent, ours, question.against, theirs)
 
 
-def _stop_failed(decisions: Decisions, lost: dict[tuple[str, str, Key], list[str]]) -> None:
+def _stop_failed(
+    decisions: Decisions, lost: dict[tuple[str, str, Key], list[tuple[str, str]]]
+) -> None:
     """Stops, undecided, every open comparison one of whose sides had a process fail in its
-    cell, saying which and why, so that its cells are not measured again."""
+    cell or run otherwise than asked, saying which and why, so that its cells are not
+    measured again for it."""
     for question in decisions.questions:
         if not question.open:
             continue
         sides = [(question.agent, question.mode), (question.against, question.against_mode)]
-        failed = [
+        found = [
             said for agent, mode in sides for said in lost.get((agent, mode, question.key), [])
         ]
-        if failed:
-            question.why = "; ".join(failed) + f": {FAILED_NOTE}"
+        if found:
+            notes = dict.fromkeys(why for _, why in found)
+            question.why = "; ".join(said for said, _ in found) + ": " + "; ".join(notes)
 
 
 def _what_would_decide(question: Question, settings: DecideSettings) -> str:

@@ -221,7 +221,7 @@ def summary_table(results: pd.DataFrame, title: str) -> Table:
     if mismatched:
         table.caption = (
             f"* {mismatched} cell(s) ran with other settings than asked (settings_mismatch "
-            "column): compare them knowingly"
+            "column): no verdict is made from them"
         )
     return table
 

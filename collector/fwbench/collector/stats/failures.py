@@ -1,8 +1,13 @@
-"""Failed processes and verdicts: a comparison one of whose sides had a process fail in its
-cell is never called, by `compare` (analysis/compare.py) or by `--until-decided`
-(run/decide.py). The processes that finished cannot stand for one that did not: a process
-that ran out of time or memory is the slow or the big one, and leaving it out would favour
-the side it failed on."""
+"""Processes that cannot stand in a verdict: a comparison one of whose sides had a process
+fail in its cell, or run otherwise than asked, is never called, by `compare`
+(analysis/compare.py) or by `--until-decided` (run/decide.py).
+
+- A failed process: the processes that finished cannot stand for one that did not. A process
+  that ran out of time or memory is the slow or the big one, and leaving it out would favour
+  the side it failed on.
+- A process that ran otherwise than asked (the row's `settings_mismatch`: another thread
+  count, dtype or mode than the one asked for): its figure is true for what ran, but a
+  verdict from it would answer another question than the one asked."""
 
 from __future__ import annotations
 
@@ -19,3 +24,9 @@ def failure_text(code: str | None, error: str | None) -> str:
     """A failed row's "ERROR_CODE: error", cut to FAILURE_TEXT characters."""
     text = ": ".join(part for part in (code or "", " ".join((error or "").split())) if part)
     return text if len(text) <= FAILURE_TEXT else text[: FAILURE_TEXT - 3] + "..."
+
+
+OTHERWISE_NOTE = (
+    "what ran is not what was asked, so a verdict would answer another question: never called; "
+    "see the rows' settings_mismatch"
+)
