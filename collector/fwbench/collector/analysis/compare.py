@@ -252,12 +252,13 @@ def compare_runs(
     change is called only beyond `threshold` (the noise floor), equivalence within
     max(margin, threshold); with one process a run, undecided unless `histories` (each run's
     host's) measured how much two processes differ."""
-    old = {(c.agent, c.mode, c.key): c for c in contenders(before)}
+    cells = {run.run_id: contenders(run) for run in (before, after)}  # grouped once
+    old = {(c.agent, c.mode, c.key): c for c in cells[before.run_id]}
     comparisons, skipped, basis = [], [], hosts.comparison_basis(before, after)
     was, now = arithmetic.by_cell(before.results), arithmetic.by_cell(after.results)
     kernel_was, kernel_now = (kernel_time.by_cell(run.results) for run in (before, after))
     now_run, was_run = f"run {after.run_id}", f"run {before.run_id}"
-    for cell in contenders(after):
+    for cell in cells[after.run_id]:
         base = old.pop((cell.agent, cell.mode, cell.key), None)
         if base is None:
             skipped.append(f"{cell.agent} {key_label(cell.key)}: not in run {before.run_id}")
@@ -282,7 +283,7 @@ def compare_runs(
     skipped += [f"{agent} {key_label(key)}: not in run {after.run_id}" for agent, _, key in old]
     for run in (before, after):
         skipped += [
-            f"run {run.run_id}: {said}" for said in every_process_failed(run, contenders(run))
+            f"run {run.run_id}: {said}" for said in every_process_failed(run, cells[run.run_id])
         ]
     on = "" if basis == hosts.SECONDS else ", other hosts: compared as fractions of each one's peak"
     return ComparisonSet(
