@@ -22,10 +22,14 @@ from fwbench.collector.analysis.history import (
     earlier_history,
     host_histories,
     host_history,
+    margin_histories,
     pooled,
 )
+from fwbench.collector.stats.margins import NO_HISTORY_MARGIN
 from fwbench.collector.stats.samples import sample_stats
 from fwbench.collector.stats.significance import (
+    DEFAULT_MARGIN,
+    EQUIVALENT,
     FASTER,
     SLOWER,
     UNDECIDED,
@@ -172,7 +176,7 @@ def test_history_reads_this_hosts_earlier_processes_that_ran_the_same_way(
 
 
 def test_a_run_being_measured_reads_only_the_runs_before_it(store: ResultStore) -> None:
-    """--until-decided's margin (run/margins.py) must not depend on the run's own data: its
+    """--until-decided's margin (stats/margins.py) must not depend on the run's own data: its
     host's history then leaves out the run itself, and runs that started with or after it."""
     a = [0.010, 0.0105, 0.0098, 0.0102]
     for day in (1, 2):
@@ -282,3 +286,91 @@ def test_an_undecided_prior_comparison_says_how_many_processes_would_decide(
 
     at_estimate, at_half = called(needed), called(max(2, needed // 2))
     assert at_estimate > 0.35 and at_half < at_estimate - 0.15, (needed, at_estimate, at_half)
+
+
+# --- equivalence margins from the runs before (stats/margins.py) ---------------------------
+
+STEADY = [0.0100, 0.0102, 0.0098, 0.0101, 0.0099, 0.0100]  # processes about 1.4% apart
+NOISY = [0.0100, 0.0106, 0.0094, 0.0108, 0.0093, 0.0101]  # about 6% apart
+
+
+def test_compare_takes_each_margin_from_the_runs_before_the_one_compared(
+    store: ResultStore,
+) -> None:
+    """An A/A pair 4% apart, processes 1.4% apart: not within the default 5%, but within the
+    8-9% that this host's earlier runs measured for one process against another; never from the
+    run's own data, a later run or --margin's absence of history."""
+    for day in (1, 2):
+        _write_run(store, f"r{day}", f"2026-01-0{day}T00:00:00", {"a": NOISY, "a#2": NOISY[::-1]})
+    _write_run(store, "later", "2026-01-09T00:00:00", {"a": STEADY, "a#2": STEADY})
+    now = _write_run(store, "now", "2026-01-05T00:00:00",
+                     {"a": STEADY, "a#2": [x * 1.04 for x in STEADY]})  # fmt: skip
+    (margins,) = margin_histories(store, [now])
+    (judged,) = compare_to_baseline(now, "a", margins=margins).comparisons
+    expected = earlier_history(store, "now", now.metadata).of_row(store.rows("now")[0])
+    assert expected is not None and expected.runs == 2  # r1 and r2: not now, not later
+    assert judged.margin == pytest.approx(math.expm1(math.sqrt(2) * expected.sd))
+    assert 0.08 < judged.margin < 0.10
+    assert judged.margin_from.startswith("from this host's earlier runs: one process of each")
+    assert (
+        "a#2's processes 5.8% apart" in judged.margin_from and "over 2 runs" in judged.margin_from
+    )
+    assert judged.verdict == EQUIVALENT, judged
+    # the same data within the default 5% (no history, or --margin 0.05) is not settled
+    for kept in (compare_to_baseline(now, "a"), compare_to_baseline(now, "a", margin=0.05,
+                                                                     margins=margins)):  # fmt: skip
+        (alone,) = kept.comparisons
+        assert alone.margin == DEFAULT_MARGIN and alone.verdict == UNDECIDED
+    assert compare_to_baseline(now, "a").comparisons[0].margin_from == NO_HISTORY_MARGIN
+    given = compare_to_baseline(now, "a", margin=0.05, margins=margins)
+    assert given.comparisons[0].margin_from == "--margin" and given.margin == 0.05
+    record = formats.record(judged)
+    assert record["equivalence_margin_from"] == judged.margin_from
+    shown = formats.markdown(compare_to_baseline(now, "a", margins=margins))
+    assert f"3.0% / ±{judged.margin:.1%}" in shown and "the comparison's margin" in shown
+
+
+def test_between_runs_the_margin_comes_from_the_runs_before_both(store: ResultStore) -> None:
+    for day in (1, 2):
+        _write_run(store, f"r{day}", f"2026-01-0{day}T00:00:00", {"a": NOISY})
+    first = _write_run(store, "A", "2026-01-03T00:00:00", {"a": STEADY})
+    _write_run(store, "between", "2026-01-04T00:00:00", {"a": STEADY})  # after A: not counted
+    second = _write_run(store, "B", "2026-01-05T00:00:00", {"a": [x * 1.04 for x in STEADY]})
+    before = margin_histories(store, [first, second])
+    (judged,) = compare_runs(first, second, 0.03, margins=(before[0], before[1])).comparisons
+    assert judged.margin_from.startswith("from the runs before run A: ")
+    assert "run B's a " in judged.margin_from and "run A's a " in judged.margin_from
+    assert "over 2 runs, 12 processes" in judged.margin_from  # r1 and r2 only
+    assert 0.08 < judged.margin < 0.10 and judged.verdict == EQUIVALENT
+    assert compare_runs(first, second, 0.03).comparisons[0].verdict == UNDECIDED
+
+
+def test_cli_compare_and_report_take_the_margins_from_the_runs_before(
+    store: ResultStore, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from fwbench.collector.cli import app
+
+    for day in (1, 2):
+        _write_run(store, f"r{day}", f"2026-01-0{day}T00:00:00", {"a": NOISY, "a#2": NOISY[::-1]})
+    _write_run(store, "now", "2026-01-05T00:00:00",
+               {"a": STEADY, "a#2": [x * 1.04 for x in STEADY]})  # fmt: skip
+    base = ["compare", "now", "--baseline", "a", "--format", "json", "--store", str(store.path)]
+    seen = []
+    for extra in ([], ["--margin", "0.05"], ["--no-host-history"]):
+        done = CliRunner().invoke(app, [*base, *extra])
+        assert done.exit_code == 0, done.output
+        document = json.loads(done.output)
+        (only,) = document["comparisons"]
+        seen.append((document["equivalence_margin"], only["verdict"]))
+        seen.append(only["equivalence_margin_from"].split(":")[0])
+    assert seen == [(None, EQUIVALENT), "from this host's earlier runs",
+                    (0.05, UNDECIDED), "--margin",
+                    (None, UNDECIDED), "by default"]  # fmt: skip
+    out = tmp_path / "report"
+    args = ["report", "now", "--baseline", "a", "--out", str(out), "--store", str(store.path)]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    text = (out / "report.md").read_text()
+    assert "| floor / margin |" in text and "3.0% / ±8.5%" in text and "| equivalent |" in text

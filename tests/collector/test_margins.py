@@ -1,5 +1,5 @@
 """--until-decided's equivalence margin without --margin: this host's noise for the cell, from
-its earlier runs, within [5%, 10%] (run/margins.py)."""
+its earlier runs, within [5%, 10%] (stats/margins.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from fwbench.collector.analysis.decisions import decision_rows, decisions_caption
 from fwbench.collector.cli.decide import earlier_spreads
 from fwbench.collector.run.decide import DecideSettings, Decisions, Question, _look
-from fwbench.collector.run.margins import margin_for
+from fwbench.collector.stats.margins import margin_for
 from fwbench.collector.stats.sequential import MARGIN_GIVEN, MAX_HISTORY_MARGIN
 from fwbench.collector.stats.significance import (
     DEFAULT_MARGIN,
@@ -38,7 +38,7 @@ def test_without_history_of_both_sides_the_margin_is_the_default() -> None:
 
 def test_the_margin_is_how_far_apart_one_process_of_each_side_lies() -> None:
     spread = ProcessSpread(0.055, 40, 80, 6)
-    margin, source = margin_for(None, "tf-eigen#2", spread, "tf-eigen", spread)
+    margin, source = margin_for(None, "tf-eigen#2", spread, "tf-eigen", spread, twins=True)
     assert margin == pytest.approx(math.expm1(math.sqrt(2) * 0.055))  # about 8.1%
     assert source.startswith("from this host's earlier runs: ") and "lies 8.1% from" in source
     assert "tf-eigen#2's processes 5.5% apart over 6 runs, 80 processes" in source
@@ -90,8 +90,9 @@ def test_the_decisions_table_says_each_margin_and_where_it_came_from() -> None:
     key, agents = KEY, [("a#2", "a"), ("b", "a"), ("c", "a")]
     questions = [Question(key, agent, "", against, "") for agent, against in agents]
     for question in questions:
-        question.margin, question.margin_from = margin_for(None, question.agent, spread,
-                                                           question.against, spread)  # fmt: skip
+        question.margin, question.margin_from = margin_for(
+            None, question.agent, spread, question.against, spread, twins=question.agent == "a#2"
+        )
     questions[0].verdict, questions[1].why = EQUIVALENT, "budget: ..."
     questions[2].verdict = "slower"
     record = Decisions(DecideSettings("a", 0.03, None, 600, 100), questions).record()

@@ -14,8 +14,6 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from scipy.stats import t as student_t
-
 from fwbench.collector.agents import arithmetic, kernel_time
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.analysis import hosts
@@ -30,6 +28,7 @@ from fwbench.collector.analysis.comparison import (
     PROCESSES,
     Comparison,
     ComparisonSet,
+    how_to_decide,
 )
 from fwbench.collector.analysis.contenders import (
     CellKey,
@@ -42,22 +41,24 @@ from fwbench.collector.analysis.contenders import (
     key_label,
     otherwise_note,
 )
-from fwbench.collector.analysis.history import HostHistory, history_note, prior_of
+from fwbench.collector.analysis.history import (
+    HostHistory,
+    comparison_margin,
+    history_note,
+    prior_of,
+)
 from fwbench.collector.analysis.noise import noise_measurements
+from fwbench.collector.stats.margins import EARLIER_RUNS
 from fwbench.collector.stats.significance import (
-    ALPHA,
-    DEFAULT_MARGIN,
     DEFAULT_NOISE_FLOOR,
     FASTER,
     HISTORY,
     SLOWER,
     UNDECIDED,
     Prior,
-    RatioEstimate,
     equivalence_p,
     estimate_speedup,
     holm,
-    repetitions_needed,
     verdict,
 )
 
@@ -68,7 +69,7 @@ def _compare(
     baseline_label: str,
     floor: float,
     notes: list[str],
-    margin: float,
+    margin: tuple[float, str],
     aa_floor: bool = False,
     prior: Prior | None = None,
 ) -> Comparison:
@@ -90,7 +91,7 @@ def _compare(
         said = [note for note in (say(name, side) for name, side in sides) if note]
         if said:  # failures outrank: the last one found says how to decide
             notes, evidence = [*notes, *said], cannot
-    bound = 1 + max(margin, floor)
+    bound = 1 + max(margin[0], floor)
     p_equivalent = (
         math.nan
         if evidence in NEVER_CALLED
@@ -115,7 +116,8 @@ def _compare(
         verdict="",
         notes=", ".join(notes),
         method=estimate.method,
-        margin=margin,
+        margin=margin[0],
+        margin_from=margin[1],
         evidence=evidence,
         repetitions=len(other.groups),
         baseline_repetitions=len(base.groups),
@@ -133,7 +135,7 @@ def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
     equivalences = holm([c.p_equivalent for c in comparisons])
     done = []
     for comparison, p, p_same in zip(comparisons, adjusted, equivalences, strict=True):
-        estimate = _estimate(comparison)
+        estimate = comparison.estimate()
         accounted = comparison.evidence not in NEVER_CALLED
         floor, margin = comparison.noise_floor, comparison.margin
         called = verdict(
@@ -143,48 +145,25 @@ def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
         if notes and notes[0].startswith("A/A") and called in (FASTER, SLOWER):
             notes[0] = notes[0].replace("A/A", "A/A: the same agent differs from itself", 1)
         if called == UNDECIDED:
-            notes.append(_how_to_decide(comparison, estimate))
+            notes.append(how_to_decide(comparison))
         said = ", ".join(notes)
         done.append(replace(comparison, p_adjusted=p, p_equivalent_adjusted=p_same, verdict=called,
                             notes=said))  # fmt: skip
     return done
 
 
-def _how_to_decide(comparison: Comparison, estimate: RatioEstimate) -> str:
-    if comparison.evidence in NEVER_CALLED:
-        return NEVER_CALLED[comparison.evidence]
-    repetitions = min(comparison.repetitions, comparison.baseline_repetitions)
-    level = 1 - ALPHA if comparison.evidence == PROCESSES else None  # Welch's, else bootstrap
-    if comparison.evidence == HOST_HISTORY:
-        # With --repeat the processes are the evidence: Welch's interval at 2 a side if they
-        # differ as the priors say, not the prior's heavy-tailed one (its few degrees of
-        # freedom say how much days differ, not how much processes of one run will).
-        half = float(student_t.ppf(1 - ALPHA / 2, 2)) * comparison.prior_sd / math.sqrt(2)
-        centre = math.log(estimate.speedup)
-        low, high = math.exp(centre - half), math.exp(centre + half)
-        estimate = replace(estimate, ci_low=low, ci_high=high)
-        repetitions, level = 2, 1 - ALPHA
-    needed = repetitions_needed(
-        estimate, repetitions, comparison.noise_floor, comparison.margin, level
-    )
-    if needed is None:
-        return "at the edge of the floor: more repetitions may not decide it"
-    return f"about {needed} repetitions a side would likely decide it"
-
-
-def _estimate(c: Comparison) -> RatioEstimate:
-    return RatioEstimate(c.speedup, c.ci_low, c.ci_high, c.p_value, c.method)
-
-
 def compare_to_baseline(
     run: RunData,
     baseline: str,
     default_floor: float = DEFAULT_NOISE_FLOOR,
-    margin: float = DEFAULT_MARGIN,
+    margin: float | None = None,
     history: HostHistory | None = None,
+    margins: HostHistory | None = None,
 ) -> ComparisonSet:
     """Every other agent against `baseline` in every cell both measured (a cell of one
-    process a side leans on `history`, the host's, when it has both sides). The noise floor of
+    process a side leans on `history`, the host's, when it has both sides). Each equivalence
+    margin is `margin` (--margin) when given, else from `margins`, the spreads measured on the
+    host before the run (history.margin_histories), else DEFAULT_MARGIN. The noise floor of
     a cell is the largest of `default_floor` and the A/A differences measured in that cell
     (the run's largest A/A difference for a cell no A/A pair measured). An A/A instance of
     the baseline itself is judged against `default_floor` alone: its own difference is the
@@ -228,7 +207,9 @@ def compare_to_baseline(
             floor, aa_floor = default_floor, False  # its own difference is being tested
         leaned = prior_of(history.spread(run, base), history.spread(run, cell)) if history else None
         notes = [n for n in notes if n]
-        comparisons.append(_compare(base, cell, baseline, floor, notes, margin, aa_floor, leaned))
+        sides = (cell.agent, run, cell, margins), (baseline, run, base, margins)
+        within = comparison_margin(margin, *sides, EARLIER_RUNS)
+        comparisons.append(_compare(base, cell, baseline, floor, notes, within, aa_floor, leaned))
     keys, order = list(dict.fromkeys(c.key for c in cells)), list(agents)
     comparisons.sort(key=lambda c: (keys.index(c.key), order.index(c.agent)))
     return ComparisonSet(
@@ -245,13 +226,15 @@ def compare_runs(
     before: RunData,
     after: RunData,
     threshold: float,
-    margin: float = DEFAULT_MARGIN,
+    margin: float | None = None,
     histories: tuple[HostHistory, HostHistory] | None = None,
+    margins: tuple[HostHistory, HostHistory] | None = None,
 ) -> ComparisonSet:
     """Each agent's cells in `after` against the same agent, mode and cell in `before`; a
-    change is called only beyond `threshold` (the noise floor), equivalence within
-    max(margin, threshold); with one process a run, undecided unless `histories` (each run's
-    host's) measured how much two processes differ."""
+    change is called only beyond `threshold` (the noise floor), equivalence within the larger
+    of the threshold and the margin (`margin`, else from `margins`: each run's host's spreads
+    measured before both runs, else DEFAULT_MARGIN); with one process a run, undecided unless
+    `histories` (each run's host's) measured how much two processes differ."""
     cells = {run.run_id: contenders(run) for run in (before, after)}  # grouped once
     old = {(c.agent, c.mode, c.key): c for c in cells[before.run_id]}
     comparisons, skipped, basis = [], [], hosts.comparison_basis(before, after)
@@ -277,8 +260,14 @@ def compare_runs(
         leaned = None
         if histories:
             leaned = prior_of(histories[0].spread(before, base), histories[1].spread(after, cell))
+        earlier, later = margins or (None, None)
+        sides = (
+            (f"{now_run}'s {cell.agent}", after, cell, later),
+            (f"{was_run}'s {base.agent}", before, base, earlier),
+        )
+        within = comparison_margin(margin, *sides, f"the runs before {was_run}")
         comparisons.append(
-            _compare(base, cell, before.run_id, threshold, notes, margin, prior=leaned)
+            _compare(base, cell, before.run_id, threshold, notes, within, prior=leaned)
         )
     skipped += [f"{agent} {key_label(key)}: not in run {after.run_id}" for agent, _, key in old]
     for run in (before, after):

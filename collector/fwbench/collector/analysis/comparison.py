@@ -1,18 +1,26 @@
 """What a comparison is: one contender against its baseline in one cell (Comparison), and the
 set shown together (ComparisonSet), with the names of what accounted for process-to-process
-variation. compare.py makes them."""
+variation and what would decide an undecided one. compare.py makes them."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from scipy.stats import t as student_t
 
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.contenders import KEY_COLUMNS, CellKey
 from fwbench.collector.analysis.noise import NoiseMeasurement
 from fwbench.collector.stats.failures import FAILED_NOTE, OTHERWISE_NOTE
-from fwbench.collector.stats.significance import DEFAULT_MARGIN, HISTORY
+from fwbench.collector.stats.significance import (
+    ALPHA,
+    DEFAULT_MARGIN,
+    HISTORY,
+    RatioEstimate,
+    repetitions_needed,
+)
 
 # What accounts for process-to-process variation in a comparison (significance.py).
 PROCESSES, AA_FLOOR, ONE_PROCESS = "processes", "A/A floor", "one process"
@@ -55,6 +63,7 @@ class Comparison:
     # "bootstrap" (samples of one process on at least one side); significance.py.
     method: str = ""
     margin: float = DEFAULT_MARGIN  # equivalence margin asked for (max'ed with the floor)
+    margin_from: str = ""  # where the margin came from (stats/margins.py)
     # What accounts for process-to-process variation: PROCESSES, AA_FLOOR or ONE_PROCESS
     # (nothing does: the verdict is undecided); FAILED_PROCESSES: a side had failed processes
     # in the cell, OTHER_SETTINGS: a side's processes ran otherwise than asked (undecided
@@ -73,6 +82,34 @@ class Comparison:
     def key_dict(self) -> dict[str, Any]:
         return dict(zip(KEY_COLUMNS, self.key, strict=True))
 
+    def estimate(self) -> RatioEstimate:
+        return RatioEstimate(self.speedup, self.ci_low, self.ci_high, self.p_value, self.method)
+
+
+def how_to_decide(comparison: Comparison) -> str:
+    """What an undecided comparison would need: what could decide it where nothing can be called
+    from its evidence, else about how many repetitions a side."""
+    if comparison.evidence in NEVER_CALLED:
+        return NEVER_CALLED[comparison.evidence]
+    estimate = comparison.estimate()
+    repetitions = min(comparison.repetitions, comparison.baseline_repetitions)
+    level = 1 - ALPHA if comparison.evidence == PROCESSES else None  # Welch's, else bootstrap
+    if comparison.evidence == HOST_HISTORY:
+        # With --repeat the processes are the evidence: Welch's interval at 2 a side if they
+        # differ as the priors say, not the prior's heavy-tailed one (its few degrees of
+        # freedom say how much days differ, not how much processes of one run will).
+        half = float(student_t.ppf(1 - ALPHA / 2, 2)) * comparison.prior_sd / math.sqrt(2)
+        centre = math.log(estimate.speedup)
+        low, high = math.exp(centre - half), math.exp(centre + half)
+        estimate = replace(estimate, ci_low=low, ci_high=high)
+        repetitions, level = 2, 1 - ALPHA
+    needed = repetitions_needed(
+        estimate, repetitions, comparison.noise_floor, comparison.margin, level
+    )
+    if needed is None:
+        return "at the edge of the floor: more repetitions may not decide it"
+    return f"about {needed} repetitions a side would likely decide it"
+
 
 @dataclass(frozen=True)
 class ComparisonSet:
@@ -82,7 +119,7 @@ class ComparisonSet:
     default_floor: float
     skipped: list[str]  # contenders that had nothing to be compared with
     floor_source: str = "default"  # where default_floor came from, for the reader
-    margin: float = DEFAULT_MARGIN
+    margin: float | None = None  # --margin; None: each comparison's own (margin_from)
     basis: str = hosts.SECONDS  # what two runs' speedups are of: seconds, or peak fractions
     run_hosts: list[dict[str, Any]] = field(default_factory=list)  # two runs: hosts.host_of
     changes: list[str] = field(default_factory=list)  # two runs: changes.run_changes

@@ -26,7 +26,7 @@ def stored_decisions(metadata: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def decisions_caption(decisions: dict[str, Any]) -> str:
-    if decisions["margin"] is None:  # each comparison's own (run/margins.py)
+    if decisions["margin"] is None:  # each comparison's own (stats/margins.py)
         equivalent = (
             "each comparison's margin, fixed at its first look from this host's earlier runs "
             f"of its cell, within [{DEFAULT_MARGIN:.0%}, {MAX_HISTORY_MARGIN:.0%}] "

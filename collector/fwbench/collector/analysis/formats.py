@@ -61,6 +61,7 @@ def record(comparison: Comparison) -> dict[str, Any]:
         "baseline_repetitions": comparison.baseline_repetitions,
         "noise_floor": comparison.noise_floor,
         "equivalence_margin": max(comparison.margin, comparison.noise_floor),
+        "equivalence_margin_from": comparison.margin_from,
         "verdict": comparison.verdict,
         "notes": comparison.notes,
     }
@@ -71,11 +72,23 @@ def noise_floor_text(result: ComparisonSet) -> str:
     """What the noise floor and the equivalence margin are and where they came from."""
     default = f"{result.default_floor:.1%}"
     measured = result.measured_floor
+    within = (
+        f"±{result.margin:.1%} (--margin)"
+        if result.margin is not None
+        else "the comparison's margin"
+    )
+    how = (
+        ""
+        if result.margin is not None
+        else " (the margin: how far apart one process of each side lay in this host's runs "
+        "before the data compared, kept within 5% to 10%; 5% where they did not measure both "
+        "sides)"
+    )
     margin = (
-        f" Equivalent: the whole interval within ±{result.margin:.1%} (or the floor, if "
-        "larger) and the two one-sided tests still at 2.5% after Holm over the comparisons "
-        "shown. Verdicts need repetitions on both sides, this host's history of both agents "
-        "(--host-history) or an A/A pair; else undecided."
+        f" Equivalent: the whole interval within {within} or the floor, if larger (column "
+        f"'floor / margin'{how}), and the two one-sided tests still at 2.5% after Holm over the "
+        "comparisons shown. Verdicts need repetitions on both sides, this host's history of "
+        "both agents (--host-history) or an A/A pair; else undecided."
     )
     if measured is None:
         return (
@@ -108,7 +121,7 @@ def row_cells(comparison: Comparison) -> list[str]:
         f"{comparison.speedup:.3f}x",
         f"[{comparison.ci_low:.3f}, {comparison.ci_high:.3f}]",
         _p(comparison.p_adjusted),
-        f"{comparison.noise_floor:.1%}",
+        f"{comparison.noise_floor:.1%} / ±{comparison.margin:.1%}",
         f"{comparison.repetitions}/{comparison.baseline_repetitions}",
         comparison.verdict,
         comparison.notes,
@@ -124,7 +137,7 @@ HEADERS = (
     "speedup",
     "95% CI",
     "p (Holm)",
-    "floor",
+    "floor / margin",
     "reps",
     "verdict",
     "notes",
@@ -134,7 +147,7 @@ HEADERS = (
 def rich_table(result: ComparisonSet) -> Table:
     table = Table(title=result.title, caption=noise_floor_text(result))
     for header in HEADERS:
-        right = header in ("median ms", "baseline ms", "speedup", "p (Holm)", "floor")
+        right = header in ("median ms", "baseline ms", "speedup", "p (Holm)", "floor / margin")
         table.add_column(header, justify="right" if right else "left")
     for comparison in result.comparisons:
         cells: list[str | Text] = list(row_cells(comparison))

@@ -36,7 +36,8 @@ from scipy.special import polygamma
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.contenders import Contender, RunData, clean, row_key
-from fwbench.collector.stats.significance import Prior, ProcessSpread
+from fwbench.collector.stats.margins import NO_HISTORY_MARGIN, margin_for
+from fwbench.collector.stats.significance import DEFAULT_MARGIN, Prior, ProcessSpread
 from fwbench.collector.store import ResultStore
 
 # What makes two processes the same experiment, besides the agent, mode and cell.
@@ -93,10 +94,18 @@ def host_history(store: ResultStore, run: RunData) -> HostHistory:
 def earlier_history(store: ResultStore, run_id: str, metadata: Mapping[str, Any]) -> HostHistory:
     """The spreads measured on the host of run `run_id` (being measured: `metadata` is its own)
     by runs that started before it, itself excluded: what was known before it began, so what
-    it takes from them (--until-decided's margin, run/margins.py) does not depend on its own
+    it takes from them (--until-decided's margin, stats/margins.py) does not depend on its own
     data."""
     started = str(metadata.get("started_at") or "")
     return _histories(store, [(_host(run_id, metadata), started, run_id)])[0]
+
+
+def margin_histories(store: ResultStore, runs: Sequence[RunData]) -> list[HostHistory]:
+    """For each of `runs` (one, or two compared), the spreads measured on its host by runs that
+    started before the earliest of them, none of them counted: what was known before any of
+    the data being judged, for equivalence margins (stats/margins.py)."""
+    first = min((str(r.metadata.get("started_at") or "") for r in runs), default="")
+    return _histories(store, [(_host(r.run_id, r.metadata), first, r.run_id) for r in runs])
 
 
 def host_histories(store: ResultStore, runs: Sequence[RunData]) -> list[HostHistory]:
@@ -192,3 +201,18 @@ def history_note(agent: str, other: str, prior: Prior) -> str:
         f"{HISTORY_NOTE}{agent} {first.sd:.1%} ({first.runs} runs, {first.processes} "
         f"processes), {other} {second.sd:.1%} ({second.runs}, {second.processes})"
     )
+
+
+Side = tuple[str, RunData, Contender, HostHistory | None]  # name, run, cell, spreads before
+
+
+def comparison_margin(
+    given: float | None, side: Side, against: Side, earlier: str
+) -> tuple[float, str]:
+    """The margin of a comparison: `given` (--margin), else from each side's spreads measured
+    before the data being judged (stats/margins.py); by default without them."""
+    if given is None and (side[3] is None or against[3] is None):
+        return DEFAULT_MARGIN, NO_HISTORY_MARGIN
+    first, second = ((h.spread(r, c) if h else None) for _, r, c, h in (side, against))
+    twins = aa_base(side[0]) == aa_base(against[0])  # an A/A pair: its spread said once
+    return margin_for(given, side[0], first, against[0], second, twins, earlier)

@@ -11,10 +11,16 @@ from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
 from fwbench.collector.analysis.contenders import ComparisonError, RunData, load_run
 from fwbench.collector.analysis.decisions import SEQUENTIAL_NOTE, stored_decisions
-from fwbench.collector.analysis.history import HostHistory, host_histories, host_history
+from fwbench.collector.analysis.history import (
+    HostHistory,
+    host_histories,
+    host_history,
+    margin_histories,
+)
 from fwbench.collector.analysis.report import write_report
 from fwbench.collector.cli.common import StorePath, console, fail, fail_with
 from fwbench.collector.cli.decide import decisions_table
+from fwbench.collector.stats.sequential import MAX_HISTORY_MARGIN
 from fwbench.collector.stats.significance import DEFAULT_MARGIN, DEFAULT_NOISE_FLOOR
 from fwbench.collector.store import ResultStore, default_store_path
 
@@ -31,13 +37,20 @@ HostHistoryOption = Annotated[
     typer.Option(
         "--host-history/--no-host-history",
         help="Where a side ran in one process, lean on how much that agent's processes "
-        "differed in this host's earlier runs (a prior, docs/report.md), if it has them.",
+        "differed in this host's earlier runs (a prior, docs/report.md), if it has them; "
+        "without --margin, take each equivalence margin from how far apart they lay in the "
+        "runs before the data compared (5% without).",
     ),
 ]
 
 
 def _history(db: ResultStore, run: RunData, wanted: bool) -> HostHistory | None:
     return host_history(db, run) if wanted else None
+
+
+def _margins(db: ResultStore, runs: list[RunData], wanted: bool) -> list[HostHistory] | None:
+    """Each run's host's spreads measured before the earliest of `runs`, for the margins."""
+    return margin_histories(db, runs) if wanted else None
 
 
 def compare(
@@ -59,12 +72,15 @@ def compare(
         typer.Option(help="One run: default noise floor, raised by A/A pairs in the run."),
     ] = DEFAULT_NOISE_FLOOR,
     margin: Annotated[
-        float,
+        float | None,
         typer.Option(
             help="Equivalence margin: a comparison whose whole 95% interval lies within "
-            "±margin (or the noise floor, if larger) is called equivalent (0.05 = 5%)."
+            "±margin (or the noise floor, if larger) is called equivalent (0.05 = 5%). "
+            "Default: each comparison's from this host's earlier runs (how far apart one "
+            f"process of each side lay, within {DEFAULT_MARGIN:.0%} to "
+            f"{MAX_HISTORY_MARGIN:.0%}), else {DEFAULT_MARGIN:.0%}."
         ),
-    ] = DEFAULT_MARGIN,
+    ] = None,
     output_format: Annotated[
         formats.OutputFormat, typer.Option("--format", help="How to print the comparisons.")
     ] = formats.OutputFormat.TABLE,
@@ -76,7 +92,7 @@ def compare(
     or every agent's cells in RUN_B against RUN_A."""
     if as_json:
         output_format = formats.OutputFormat.JSON
-    if not 0 <= threshold < 1 or not 0 <= noise_floor < 1 or not 0 <= margin < 1:
+    if not 0 <= threshold < 1 or not 0 <= noise_floor < 1 or not 0 <= (margin or 0) < 1:
         fail("--threshold, --noise-floor and --margin are fractions in [0, 1), e.g. 0.05 for 5%")
     db = ResultStore(store or default_store_path())
     loaded = [_load(db, run_id) for run_id in runs]
@@ -86,13 +102,18 @@ def compare(
                 agents = ", ".join(dict.fromkeys(loaded[0].results["agent"].dropna()))
                 fail(f"one run needs --baseline AGENT; agents in {runs[0]}: {agents}")
             history = _history(db, loaded[0], use_history)
-            result = compare_to_baseline(loaded[0], baseline, noise_floor, margin, history)
+            margins = _margins(db, loaded, use_history and margin is None)
+            result = compare_to_baseline(
+                loaded[0], baseline, noise_floor, margin, history, margins[0] if margins else None
+            )
         elif len(loaded) == 2:
             if baseline is not None:
                 fail("--baseline compares agents within one run; give one run")
             histories = host_histories(db, loaded) if use_history else None
             pair = (histories[0], histories[1]) if histories else None
-            result = compare_runs(loaded[0], loaded[1], threshold, margin, pair)
+            margins = _margins(db, loaded, use_history and margin is None)
+            before = (margins[0], margins[1]) if margins else None
+            result = compare_runs(loaded[0], loaded[1], threshold, margin, pair, before)
         else:
             fail("give one run (with --baseline) or two runs (RUN_A RUN_B)")
     except ComparisonError as error:
@@ -134,7 +155,9 @@ def report(
     folder = runs.loc[runs["run_id"] == run.run_id, "out_dir"].iloc[0]
     target = out or Path(folder) / "report"
     try:
-        files = write_report(run, target, baseline, _history(db, run, use_history))
+        margins = _margins(db, [run], use_history)
+        history = _history(db, run, use_history)
+        files = write_report(run, target, baseline, history, margins[0] if margins else None)
     except (ComparisonError, ValueError) as error:
         fail(str(error))
     except OSError as error:

@@ -16,8 +16,8 @@ from rich.text import Text
 
 from fwbench.collector.analysis.decisions import DECISION_HEADERS, decision_rows, decisions_caption
 from fwbench.collector.analysis.history import earlier_history
-from fwbench.collector.run.margins import SpreadOf
 from fwbench.collector.run.plan import SelectionError
+from fwbench.collector.stats.margins import SpreadOf
 from fwbench.collector.stats.sequential import MAX_HISTORY_MARGIN
 from fwbench.collector.stats.significance import (
     DEFAULT_MARGIN,
@@ -139,7 +139,7 @@ def decide_options(
 
 def earlier_spreads(store_path: Path, run_id: str, metadata: dict[str, Any]) -> SpreadOf:
     """What this host's runs before `run_id` measured, for --until-decided's margins
-    (run/margins.py); a store whose history cannot be read leaves every margin at its default
+    (stats/margins.py); a store whose history cannot be read leaves every margin at its default
     rather than stopping the run (a warning says so)."""
     try:
         return earlier_history(ResultStore(store_path), run_id, metadata).of_row

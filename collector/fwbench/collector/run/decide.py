@@ -28,7 +28,6 @@ from fwbench.collector.agents.arithmetic import arithmetic, difference
 from fwbench.collector.agents.kernel_time import compared, kernel_lead, kernel_share
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.run.execute import RunContext, run_all
-from fwbench.collector.run.margins import SpreadOf, margin_for
 from fwbench.collector.run.plan import Cell
 from fwbench.collector.run.questions import (
     DecideSettings,
@@ -39,6 +38,7 @@ from fwbench.collector.run.questions import (
 )
 from fwbench.collector.run.work import AgentWork
 from fwbench.collector.stats.failures import FAILED, FAILED_NOTE, OTHERWISE_NOTE, failure_text
+from fwbench.collector.stats.margins import SpreadOf, margin_for
 from fwbench.collector.stats.sequential import alpha_between, look, spent_fraction
 from fwbench.collector.stats.significance import (
     EQUIVALENT,
@@ -83,14 +83,16 @@ def run_until_decided(
 ) -> None:
     """Measures rounds until decided, filling `decisions` as it goes (so an interrupt keeps
     what was decided); `new_round(round, cells per agent)` resets the display; `spread_of`:
-    this host's earlier spreads, for the margins when --margin is not given (margins.py)."""
+    this host's earlier spreads, for the margins when --margin is not given
+    (stats/margins.py)."""
     settings = decisions.settings
     planned = {id(item): list(item.cells) for item in work}
     decisions.questions = questions_for(work, settings.baseline)
     groups: dict[tuple[str, str, Key], list[np.ndarray]] = {}
     ran: dict[tuple[str, str, Key], dict[str, str]] = {}  # each side's float32 arithmetic
     kernel: dict[tuple[str, str, Key], list[float]] = {}  # each side's processes' kernel shares
-    spreads: dict[tuple[str, str, Key], ProcessSpread | None] = {}  # before this run (margins.py)
+    # before this run (stats/margins.py)
+    spreads: dict[tuple[str, str, Key], ProcessSpread | None] = {}
     # Each side's processes that cannot stand in a verdict (stats/failures.py): what happened,
     # and why that stops its comparisons.
     lost: dict[tuple[str, str, Key], list[tuple[str, str]]] = {}
@@ -222,7 +224,7 @@ def _look(
     """Looks at every open comparison; `elapsed` seconds of `looks_time` (what the budget
     left after the first round) are gone: the error budget is spent by looks or by time,
     whichever runs out first (stats/sequential.py). A comparison's first look fixes its
-    margin: --margin, or from its sides' earlier `spreads` on this host (margins.py)."""
+    margin: --margin, or from its sides' earlier `spreads` on this host (stats/margins.py)."""
     settings = decisions.settings
     questions = decisions.questions
     # Each family's budget is shared by the comparisons not yet decided in it (Holm-style).
@@ -247,6 +249,7 @@ def _look(
                 (spreads or {}).get((question.agent, question.mode, question.key)),
                 question.against,
                 (spreads or {}).get((question.against, question.against_mode, question.key)),
+                twins=aa_base(question.agent) == aa_base(question.against),
             )
         spent = spent_fraction(question.looks, planned, elapsed, looks_time)
         if spent <= question.spent:  # the budget is spent: nothing left to look with

@@ -12,8 +12,8 @@ from typing import Any
 from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.run.liveness import HANG_SECONDS
-from fwbench.collector.run.margins import SpreadOf
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
+from fwbench.collector.stats.margins import SpreadOf
 from fwbench.collector.stats.significance import DEFAULT_NOISE_FLOOR
 
 # Not recorded: where results go, the command line and the credentials for attached agents
@@ -53,7 +53,7 @@ class RunOptions:
     agent_environment: dict[str, str] = dataclasses.field(default_factory=dict)
     # --until-decided (run/decide.py): the budget in seconds (None: a plain run), the agent
     # every other is compared with, the noise floor and the equivalence margin (None: each
-    # comparison's from this host's earlier runs, run/margins.py).
+    # comparison's from this host's earlier runs, stats/margins.py).
     until_decided_seconds: float | None = None
     baseline: str = ""
     noise_floor: float = DEFAULT_NOISE_FLOOR

@@ -54,7 +54,8 @@ class Question:
     looks: int = 0
     spent: float = 0.0  # the fraction of each error budget its looks spent (sequential.py)
     spread: float = float("nan")  # SD of the log process medians, the larger side (Look)
-    margin: float = float("nan")  # equivalence margin, fixed at its first look (margins.py)
+    # equivalence margin, fixed at its first look (stats/margins.py)
+    margin: float = float("nan")
     margin_from: str = ""  # where the margin came from
     why: str = ""  # why it ended undecided, or "" while open
     arithmetic: str = ""  # the two sides ran different float32 arithmetic (agents/arithmetic.py)

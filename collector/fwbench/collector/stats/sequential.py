@@ -56,7 +56,7 @@ from fwbench.collector.stats.significance import (
 )
 
 MIN_REPETITIONS = 2  # a side, before the first look
-# The widest equivalence margin taken from a host's history without --margin (run/margins.py),
+# The widest equivalence margin taken from a host's history without --margin (stats/margins.py),
 # and what a margin given with --margin records as its source.
 MAX_HISTORY_MARGIN = 0.10
 MARGIN_GIVEN = "--margin"

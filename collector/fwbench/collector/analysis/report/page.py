@@ -197,12 +197,14 @@ def write_report(
     out_dir: Path,
     baseline: str | None = None,
     history: HostHistory | None = None,
+    margins: HostHistory | None = None,
 ) -> ReportFiles:
     """Writes report.html, report.md and figures/*.png under `out_dir`; returns their paths.
-    `history`: the host's, for comparisons of one process a side (compare.py). Raises
+    `history`: the host's, for comparisons of one process a side; `margins`: its spreads
+    before the run, for the equivalence margins (compare.py). Raises
     ValueError when the run has nothing measured, ComparisonError for an unknown baseline."""
     baseline = baseline or default_baseline(run)
-    result = compare_to_baseline(run, baseline, history=history)
+    result = compare_to_baseline(run, baseline, history=history, margins=margins)
     plots = _plots(run, result, baseline)
     context = _context(run, result, baseline)
     figure_dir = out_dir / "figures"

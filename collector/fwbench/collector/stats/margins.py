@@ -1,6 +1,6 @@
-"""The equivalence margin of each `--until-decided` comparison: `--margin` when given, else this
-host's noise floor for that cell as its earlier runs measured it (docs/report.md, "The
-margin").
+"""The equivalence margin of a comparison: `--margin` when given, else this host's noise for
+that cell as its earlier runs measured it (docs/report.md, "The margin"). `--until-decided`
+(run/decide.py) and `compare` (analysis/compare.py) both take it from here.
 
 Equivalence says the two sides differ by less than a difference that matters. Without
 `--margin`, the difference that matters is taken to be the one a user would see anyway on
@@ -14,10 +14,9 @@ leaves the comparison undecided rather than "equivalent" within a margin too wid
 anything. Where the host has no such history (a new host, a new agent or cell), the margin is
 DEFAULT_MARGIN.
 
-Only runs that started before this one count, so the margin is fixed before any of this run's
-data: the two one-sided tests keep their error rates against it (a margin chosen from the
-run's own spread would not). It is fixed at a comparison's first look and recorded with it,
-with where it came from."""
+Only runs that started before the data being judged count, so the margin is fixed before any
+of it: the two one-sided tests keep their error rates against it (a margin chosen from the
+data's own spread would widen with it, and a noisier run would get an easier "equivalent")."""
 
 from __future__ import annotations
 
@@ -25,13 +24,14 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.stats.sequential import MARGIN_GIVEN, MAX_HISTORY_MARGIN
 from fwbench.collector.stats.significance import DEFAULT_MARGIN, ProcessSpread
 
-# A result row of this run -> the spread of its agent, mode and cell on this host before
-# this run (analysis/history.py's earlier_history(...).of_row), None where not measured.
+# A result row -> the spread of its agent, mode and cell on this host before the run being
+# judged (analysis/history.py's earlier_history(...).of_row), None where not measured.
 SpreadOf = Callable[[Mapping[str, Any]], ProcessSpread | None]
+EARLIER_RUNS = "this host's earlier runs"
+NO_HISTORY_MARGIN = "by default: no host history was read (--no-host-history)"
 
 
 def margin_for(
@@ -40,16 +40,20 @@ def margin_for(
     first: ProcessSpread | None,
     against: str,
     second: ProcessSpread | None,
+    twins: bool = False,
+    earlier: str = EARLIER_RUNS,
 ) -> tuple[float, str]:
     """(margin, where it came from: "by default: ...", "from this host's earlier runs: ..."
-    or "--margin") for a comparison of `agent` (its earlier spread `first`)
-    against `against` (`second`): `given` (--margin) when not None."""
+    or "--margin") for a comparison of `agent` (its earlier spread `first`) against `against`
+    (`second`): `given` (--margin) when not None. `twins`: the two are one agent (an A/A pair,
+    or one agent in two runs), whose spread is said once; `earlier`: what measured the
+    spreads, as the text names it."""
     if given is not None:
         return given, MARGIN_GIVEN
     if first is None or second is None:
         missing = " and ".join(n for n, s in ((agent, first), (against, second)) if s is None)
         return DEFAULT_MARGIN, (
-            f"by default: this host's earlier runs did not measure how far apart {missing}'s "
+            f"by default: {earlier} did not measure how far apart {missing}'s "
             "processes lie in this cell"
         )
     apart = math.expm1(math.hypot(first.sd, second.sd))
@@ -64,11 +68,11 @@ def margin_for(
     sides = (
         f"{agent}'s processes {first.sd:.1%} apart over {first.runs} runs, {first.processes} "
         "processes"
-        if aa_base(agent) == aa_base(against)
+        if twins
         else f"{agent} {first.sd:.1%} over {first.runs} runs, {first.processes} processes; "
         f"{against} {second.sd:.1%} over {second.runs}, {second.processes}"
     )
     return margin, (
-        "from this host's earlier runs: one process of each side lies "
+        f"from {earlier}: one process of each side lies "
         f"{apart:.1%} from the other (SD{bounded}; {sides})"
     )
