@@ -80,15 +80,15 @@ def noise_floor_text(result: ComparisonSet) -> str:
     how = (
         ""
         if result.margin is not None
-        else " (the margin: how far apart one process of each side lay in this host's runs "
-        "before the data compared, kept within 5% to 10%; 5% where they did not measure both "
-        "sides)"
+        else " The margin: how far apart one process of each side lay in this host's runs "
+        "before the data compared, kept within 5% to 10% (5% where they did not measure both "
+        "sides)."
     )
     margin = (
         f" Equivalent: the whole interval within {within} or the floor, if larger (column "
-        f"'floor / margin'{how}), and the two one-sided tests still at 2.5% after Holm over the "
-        "comparisons shown. Verdicts need repetitions on both sides, this host's history of "
-        "both agents (--host-history) or an A/A pair; else undecided."
+        "'floor / margin'), and the two one-sided tests still at 2.5% after Holm over the "
+        f"comparisons shown.{how} Verdicts need repetitions on both sides, this host's history "
+        "of both agents (--host-history) or an A/A pair; else undecided."
     )
     if measured is None:
         return (
