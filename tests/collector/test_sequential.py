@@ -113,10 +113,14 @@ def test_a_real_difference_is_decided_faster_within_a_few_processes() -> None:
     faster = [repetitions for verdict, repetitions in outcomes if verdict == FASTER]
     assert len(faster) / len(outcomes) >= 0.9
     assert not any(verdict == SLOWER for verdict, _ in outcomes)
-    assert np.median(faster) <= 5
+    # 6: the cube spends little at the first looks (5 with equal shares, until 2026-11-27)
+    assert np.median(faster) <= 6
 
 
-@pytest.mark.parametrize(("spread", "within"), [(0.01, 5), (0.02, 8)])
+# Processes a side (median): with equal shares (until 2026-11-27) 5 and 8; the cube's late
+# spending costs the easiest pairs two processes and decides the 2% pair more often (99% of the
+# trials against 94%).
+@pytest.mark.parametrize(("spread", "within"), [(0.01, 7), (0.02, 8)])
 def test_equal_agents_are_decided_equivalent(spread: float, within: int) -> None:
     rng = np.random.default_rng(8)
     outcomes = [sequential(rng, 1.0, spread) for _ in range(200)]
@@ -179,14 +183,16 @@ def test_the_family_error_rates_hold_when_decided_comparisons_give_their_budget_
 
 def test_a_budget_that_fits_fewer_rounds_spends_by_time() -> None:
     """Looks spend by rounds or by time, whichever runs out first: a budget that fits 9 rounds
-    of 20 gives each look about 1/8 of the error budget, not 1/19, and never more than all."""
+    of 20 makes look k's progress k/8, not k/19, and the cube of it is spent by then (little
+    at first, most at the last looks), never more than all."""
     planned, looks_time = 19, 480.0  # what 10 minutes leave after a 120 s first round
     fractions = [spent_fraction(k, planned, 60.0 * k, looks_time) for k in range(1, 10)]
-    assert fractions[0] == pytest.approx(0.125) and fractions[-1] == 1.0
+    assert fractions == pytest.approx([min(1.0, k / 8) ** 3 for k in range(1, 10)])
+    assert fractions[0] == pytest.approx(1 / 512) and fractions[-1] == 1.0
     shares = [b - a for a, b in zip([0.0, *fractions], fractions, strict=False)]
-    assert sum(shares) <= 1 and min(shares[:8]) == pytest.approx(0.125)
-    assert spent_fraction(3, planned, 10.0, looks_time) == pytest.approx(3 / 19)  # rounds lead
-    assert spent_fraction(3, planned) == pytest.approx(3 / 19)
+    assert sum(shares) <= 1 and shares[7] > 0.3 > shares[1]  # the 8th look spends most
+    assert spent_fraction(3, planned, 10.0, looks_time) == pytest.approx((3 / 19) ** 3)
+    assert spent_fraction(3, planned) == pytest.approx((3 / 19) ** 3)  # rounds lead
     with pytest.raises(ValueError, match="a growing fraction"):
         alpha_between(0.5, 0.5)
     decisions = {

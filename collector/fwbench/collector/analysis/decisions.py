@@ -54,11 +54,16 @@ def _spending(decisions: dict[str, Any]) -> str:
     if not spent:
         return ""
     planned = max(decisions.get("max_rounds", 0) - 1, 1)
-    return (
-        f" The looks spent up to {max(spent):.0%} of each error budget: each spends its share "
-        f"of {planned} planned looks (--repeat) or of the budget's time after the first round, "
-        "whichever is larger."
+    progress = (
+        f"its share of {planned} planned looks (--repeat) or of the budget's time after the "
+        "first round, whichever is larger"
     )
+    if "cube of the progress" in str(decisions.get("method", "")):  # runs from 2026-11-27 on
+        return (
+            f" The looks spent up to {max(spent):.0%} of each error budget: by a look, the "
+            f"cube of the progress, {progress} (little early, most where processes are many)."
+        )
+    return f" The looks spent up to {max(spent):.0%} of each error budget: each spends {progress}."
 
 
 def decision_rows(decisions: dict[str, Any]) -> list[tuple[list[str], str]]:
