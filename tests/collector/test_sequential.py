@@ -24,7 +24,13 @@ from fwbench.collector.run.decide import (
     _look,
     _what_would_decide,
 )
-from fwbench.collector.stats.sequential import alpha_between, look, look_alpha, spent_fraction
+from fwbench.collector.stats.sequential import (
+    METHOD,
+    alpha_between,
+    look,
+    look_alpha,
+    spent_fraction,
+)
 from fwbench.collector.stats.significance import ALPHA, EQUIVALENT, FASTER, SLOWER, UNDECIDED
 
 ROUNDS = 12  # the most rounds: looks at 2 to 12 processes a side
@@ -202,6 +208,11 @@ def test_a_budget_that_fits_fewer_rounds_spends_by_time() -> None:
     }  # fmt: skip
     assert "The looks spent up to 97% of each error budget" in decisions_caption(decisions)
     assert "spent up to" not in decisions_caption({**decisions, "decisions": [{}]})
+    # a run from 2026-11-27 on records the cube in its method, and its caption says so; older
+    # runs keep the caption of the spending they used
+    assert "by a look, the cube of the progress" not in decisions_caption(decisions)
+    cubed = decisions_caption({**decisions, "method": METHOD})
+    assert "The looks spent up to 97% of each error budget: by a look, the cube" in cubed
 
 
 def timed(rng: np.random.Generator, ratio: float, spread: float, fits: float) -> str:
