@@ -20,10 +20,12 @@ ALPHA over all the looks a run can make:
   looks), the time's, so the error budget is spent on the looks that happen. The cube
   (SPENDING_POWER; Kim and DeMets' power family, close to O'Brien-Fleming's) keeps the early
   looks, at two or three processes a side where little can be decided, from spending the
-  budget that the late ones, at many processes, need: in the done-when command's
-  schedule of rounds (docs/report.md, "Spending the budget late") an A/A pair whose processes
-  lie 5.7% apart was called equivalent within 8.5% in 71% of simulated runs instead of 58%
-  (equal shares, until 2026-11-27), at no cost to the easy pairs. A round's duration hardly
+  budget that the late ones, at many processes, need. Simulating issue 13's done-when command
+  (tests/benchmarks/spending_schedule.py; docs/report.md, "Spending the budget late"), every
+  comparison was decided in 49% of the runs instead of 32% (equal shares, until 2026-11-27)
+  and its A/A pair whose processes lie about 6% apart was called equivalent in 78% instead
+  of 60%, under one of three noise models (all three gained); the easiest pairs take one or
+  two more processes in short runs of rounds only. A round's duration hardly
   depends on which side was faster (process start-up and fixed measuring times dominate);
   the simulation in tests/collector/test_sequential.py makes durations follow the data and
   the rates hold. (The first schedule, 6 / (pi^2 k^2) per look, spent 61% of the budget at
