@@ -27,7 +27,7 @@ def _ran_on(device: str, *devices: agent_pb2.Device) -> str:
     identity, describe = _identity(*devices)
     result = agent_pb2.RunResult(sample_nanoseconds=[1000, 1100, 1200])
     result.settings.device = device
-    return str(result_row(identity, describe, 0, result)["device_name"])
+    return str(result_row(identity, describe, 0, result, load_catalogue())["device_name"])
 
 
 def test_a_cell_that_never_ran_names_no_device_when_the_agent_has_a_gpu() -> None:

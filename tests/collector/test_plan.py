@@ -80,7 +80,7 @@ def test_build_selection_parses_comma_separated_values(catalogue: Catalogue) -> 
     assert selection.batch_sizes == (1, 8)
     assert selection.dtypes == ("float32", "bfloat16")
     assert selection.threads == (0, 4)
-    assert selection.params == {"m": 64, "image_size": 96}
+    assert selection.params == {"m": (64,), "image_size": (96,)}
     assert selection.loop == loop
     assert selection.seed == 7
 
@@ -196,6 +196,26 @@ def test_build_selection_param_out_of_range(
     catalogue: Catalogue, param: str, expected: str
 ) -> None:
     assert selection_error(catalogue, params=[param]) == expected
+
+
+def test_a_param_sweep_makes_a_cell_per_combination_of_a_workloads_own_values(
+    catalogue: Catalogue,
+) -> None:
+    selection = select(
+        catalogue, workloads="gemm,lenet", params=["m=8,16,8", "n=4,2"], phases="infer"
+    )
+    assert selection.params == {"m": (8, 16), "n": (4, 2)}  # repeats dropped, order kept
+    cells = plan_cells("a", agent_pb2.DescribeResponse(), catalogue, selection)
+    gemm = [(c.params["m"], c.params["n"]) for c in cells if c.workload == "gemm"]
+    assert gemm == [(8, 4), (8, 2), (16, 4), (16, 2)]
+    assert [c.params for c in cells if c.workload == "lenet"] == [{}]  # no m, no n: one cell
+    assert all(c.unsupported_reason for c in cells)  # this agent declares nothing
+
+
+def test_every_value_of_a_sweep_is_checked_before_anything_runs(catalogue: Catalogue) -> None:
+    message = selection_error(catalogue, params=["m=8,40000"])
+    assert message == "params.m=40000 is out of range: allowed 1..32768"
+    assert "integers" in selection_error(catalogue, params=["m=8,x"])
 
 
 def test_build_selection_param_not_multiple_of(catalogue: Catalogue) -> None:

@@ -79,10 +79,16 @@ def test_a_selection_survives_its_record() -> None:
         batch_sizes=(1, 8),
         threads=(0, 2),
         modes=("all",),
-        params={"m": 64},
+        params={"m": (64, 128)},
         loop=LoopSettings(3, 10, 0.5, 100),
         seed=7,
         repeat=3,
         fresh_process=False,
     )
     assert selection_from_record(json.loads(json.dumps(selection_record(selection)))) == selection
+
+
+def test_a_record_from_before_sweeps_reads_its_one_value_a_parameter() -> None:
+    record = selection_record(Selection(workloads=("gemm",), phases=("infer",), batch_sizes=(1,)))
+    record["params"] = {"m": 64}  # what runs recorded before --param took several values
+    assert selection_from_record(record).params == {"m": (64,)}

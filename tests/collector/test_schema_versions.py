@@ -100,6 +100,9 @@ ADDED_LATER = (
     "peak_fraction",
     "bandwidth_bytes_per_second",
     "calibration_id",
+    "time_to_first_token_seconds",
+    "decode_bandwidth_fraction",
+    "decode_step_samples_ns",
 )
 
 
@@ -146,8 +149,8 @@ def old_store(tmp_path: Path) -> ResultStore:
     return db
 
 
-def test_schema_version_is_8() -> None:
-    assert SCHEMA_VERSION == 8
+def test_schema_version_is_9() -> None:
+    assert SCHEMA_VERSION == 9
 
 
 @pytest.mark.parametrize("version", [1, 2])

@@ -32,7 +32,7 @@ class ThreadedFake(FakePlugin):
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         built = super().build(spec)
         settings = dataclasses.replace(built.settings, intra_op_threads=spec.threads or 1)
-        return BuiltStep(step=built.step, settings=settings)
+        return dataclasses.replace(built, settings=settings)
 
 
 class Honest(AgentServicer):

@@ -310,11 +310,13 @@ def test_describe_reports_jax_threads_and_every_op_and_model(plugin):
     assert description.framework_version == jax.__version__
     assert description.threads_fixed_at_startup
     assert description.intra_op_threads == len(os.sched_getaffinity(0))
-    runnable = {n for n, w in CATALOGUE.workloads.items() if w.kind in ("op", "model")}
+    kinds = ("op", "model", "generation")
+    runnable = {n for n, w in CATALOGUE.workloads.items() if w.kind in kinds}
     assert set(description.capabilities) == runnable
-    for capability in description.capabilities.values():
+    for name, capability in description.capabilities.items():
         assert capability.dtypes == ("float32", "bfloat16")
-        assert capability.modes == ("jit",)
+        # The attention op adds its plain mode (test_jax_transformers.py).
+        assert capability.modes == (("jit", "plain") if name == "attention" else ("jit",))
     assert description.libraries["backend"] == "cpu"
     assert {"jaxlib", "optax", "numpy"} <= set(description.libraries)
     assert description.devices[0].kind == "cpu" and description.devices[0].memory_total_bytes > 0

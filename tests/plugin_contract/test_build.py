@@ -19,6 +19,18 @@ def test_the_smallest_cell_builds_steps_twice_and_synchronizes(plugin, cell):
         assert plugin.synchronize(built.step()) is None
 
 
+def test_a_generation_comes_in_its_parts_with_the_catalogues_decode_steps(plugin, cell):
+    built = plugin.build(cell)
+    if cell.workload.kind != "generation":
+        assert built.generation is None, "only a generation workload is built in parts"
+        return
+    assert built.generation is not None, "a generation is built with BuiltStep.for_generation"
+    assert built.generation.decode_steps == cell.workload.decode_steps(cell.params)
+    plugin.synchronize(built.generation.prefill())
+    for _ in range(built.generation.decode_steps):
+        plugin.synchronize(built.generation.decode())
+
+
 def test_settings_echo_the_dtype_and_mode_asked_for(plugin, cell):
     settings = plugin.build(cell).settings
     assert isinstance(settings, Settings)
@@ -54,7 +66,9 @@ def test_an_unknown_mode_is_refused(plugin, cell_for, workload):
 def test_an_unclaimed_workload_is_refused(plugin, catalogue, smallest):
     claimed = plugin.describe().capabilities
     others = [
-        w for n, w in catalogue.workloads.items() if w.kind in ("op", "model") and n not in claimed
+        w
+        for n, w in catalogue.workloads.items()
+        if w.kind in ("op", "model", "generation") and n not in claimed
     ]
     if not others:
         pytest.skip("every op and model workload is claimed")

@@ -32,7 +32,9 @@ def test_describe_reports_string_maps_devices_and_threads(plugin):
 def test_capabilities_name_only_runnable_catalogue_workloads(plugin, catalogue):
     capabilities = plugin.describe().capabilities
     assert capabilities, "a plugin offers at least one workload"
-    runnable = {n for n, w in catalogue.workloads.items() if w.kind in ("op", "model")}
+    runnable = {
+        n for n, w in catalogue.workloads.items() if w.kind in ("op", "model", "generation")
+    }
     # Accuracy workloads are the runtime's to offer, for plugins declaring "accuracy".
     assert set(capabilities) <= runnable, set(capabilities) - runnable
 

@@ -13,6 +13,7 @@ from fwbench.runtime.plugin import (
     BuiltStep,
     Capability,
     DeviceInfo,
+    GenerationSteps,
     PluginContext,
     PluginDescription,
     RankReport,
@@ -64,6 +65,7 @@ class FakePlugin:
         return {
             "gemm": Capability(("train", "infer"), ("float32", "float64"), ("eager",)),
             "lenet": Capability(("infer",), ("float32",), ("eager", "compiled")),
+            "generate": Capability(("infer",), ("float32",), ("eager",)),
         }
 
     def describe(self) -> PluginDescription:
@@ -101,6 +103,8 @@ class FakePlugin:
         self._check(spec)
         if spec.workload.name == "lenet" and spec.mode == "compiled":
             raise UnsupportedWorkload("compiled lenet is not available in this build")
+        if spec.workload.name == "generate":
+            return _generation(spec)
         micros = spec.params.get("m", 100)
         # FAKE_FAILS_ONCE (a file): the first build of any process sharing it fails, as a
         # process that crashes once in a run of many.
@@ -175,6 +179,24 @@ class FakePlugin:
 
     def synchronize(self, output: object) -> None:
         self.synchronized += 1
+
+
+def _generation(spec: WorkloadSpec) -> BuiltStep:
+    """A "generation" whose prefill sleeps 20 us per prompt token and whose decode steps sleep
+    FAKE_DECODE_MICROS (default 200) x FAKE_STEP_SCALE each. FAKE_DECODE_STEPS_OFF adds that
+    many decode steps to the catalogue's, as a plugin that decodes the wrong count."""
+    scale = float(os.environ.get("FAKE_STEP_SCALE", "1"))
+    prefill_seconds = spec.params["prompt_len"] * 20e-6 * scale
+    decode_seconds = float(os.environ.get("FAKE_DECODE_MICROS", "200")) * 1e-6 * scale
+    steps = spec.workload.decode_steps(spec.params)
+    steps += int(os.environ.get("FAKE_DECODE_STEPS_OFF", "0"))
+    generation = GenerationSteps(
+        prefill=lambda: time.sleep(prefill_seconds),
+        decode=lambda: time.sleep(decode_seconds),
+        decode_steps=steps,
+    )
+    settings = Settings(spec.dtype, 1, 1, spec.mode, "", "cpu", {"kv_cache": "none: it sleeps"})
+    return BuiltStep.for_generation(generation, settings)
 
 
 def _reports(pairs: str) -> dict[str, str]:

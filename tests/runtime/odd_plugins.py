@@ -55,8 +55,8 @@ class AccuracyWithoutTrainer(FakePlugin):
 
 
 class Careless(FakePlugin):
-    """Loads fine, but builds what it does not claim and misreports its settings: the
-    contract suite must catch both."""
+    """Loads fine, but builds what it does not claim, misreports its settings and loses a
+    generation's parts: the contract suite must catch all three."""
 
     def _check(self, spec: WorkloadSpec) -> None:
         pass

@@ -23,6 +23,10 @@ EXPECTED_WORKLOADS = (
     "mobilenet_v2",
     "efficientnet_b0",
     "lstm",
+    "attention",
+    "bert",
+    "gpt",
+    "generate",
     "allreduce",
     "train_to_accuracy",
 )
@@ -76,7 +80,7 @@ def test_load_catalogue_lists_the_standard_workloads(catalogue: Catalogue) -> No
 def test_load_catalogue_workloads_are_ops_or_models_with_both_phases(catalogue: Catalogue) -> None:
     for name, workload in catalogue.workloads.items():
         assert workload.name == name
-        if workload.kind in ("accuracy", "collective"):
+        if workload.kind in ("accuracy", "collective", "generation"):
             continue
         assert workload.kind in ("op", "model")
         assert set(workload.phases) == {"train", "infer"}
@@ -145,7 +149,9 @@ def test_conv2d_flops_non_square_odd_kernel(catalogue: Catalogue) -> None:
     assert flops == 2 * 3 * 8 * 25 * 10 * 20
 
 
-@pytest.mark.parametrize("name", [w for w in EXPECTED_WORKLOADS if w != "allreduce"])
+@pytest.mark.parametrize(
+    "name", [w for w in EXPECTED_WORKLOADS if w not in ("allreduce", "generate")]
+)
 def test_flops_per_item_train_is_three_times_infer(catalogue: Catalogue, name: str) -> None:
     infer = catalogue.flops_per_item(name, "infer", {})
     assert infer > 0

@@ -22,7 +22,13 @@ from fwbench.tf_plugin.plugin import TensorFlowPlugin, is_out_of_memory
 from fwbench.tf_plugin.training import MODES
 
 CATALOGUE = load_catalogue()
-WORKLOADS = [name for name, w in CATALOGUE.workloads.items() if w.kind in ("op", "model")]
+# The transformers (attention, bert, gpt, generate) have their own file: test_tf_transformers.py.
+TRANSFORMERS = ("attention", "bert", "gpt", "generate")
+WORKLOADS = [
+    name
+    for name, w in CATALOGUE.workloads.items()
+    if w.kind in ("op", "model") and name not in TRANSFORMERS
+]
 SMALL = {
     "gemm": {"m": 32, "n": 16, "k": 8},
     "conv2d": {"channels_in": 4, "channels_out": 8, "height": 8, "width": 8, "kernel": 3},
@@ -75,9 +81,10 @@ def test_every_workload_phase_and_mode_builds_and_steps(plugin, workload, phase,
 
 def test_the_default_mode_is_tf_function_and_all_modes_are_offered(plugin):
     capabilities = plugin.describe().capabilities
-    assert set(capabilities) == set(WORKLOADS)
+    assert set(capabilities) == {*WORKLOADS, *TRANSFORMERS}
     assert all(c.modes == ("function", "xla", "eager") for c in capabilities.values())
-    assert all(c.phases == ("train", "infer") for c in capabilities.values())
+    others = [c for name, c in capabilities.items() if name != "generate"]
+    assert all(c.phases == ("train", "infer") for c in others)
 
 
 @pytest.mark.parametrize("phase", ["infer", "train"])
@@ -248,7 +255,7 @@ def test_describe_reports_the_onednn_state_asked_for(onednn):
     assert found["environment"]["TF_ENABLE_ONEDNN_OPTS"] == onednn
     assert found["framework"] == "tensorflow" and found["fixed"] is True
     assert found["devices"] == ["cpu"]
-    assert found["workloads"] == sorted(WORKLOADS)
+    assert found["workloads"] == sorted({*WORKLOADS, *TRANSFORMERS})
     if threads:
         assert (found["intra"], found["inter"]) == (1, 1)
     else:

@@ -62,6 +62,8 @@ def torch_1_13(monkeypatch) -> TorchPlugin:
 def test_before_torch_2_describe_offers_eager_only(torch_1_13: TorchPlugin) -> None:
     capabilities = torch_1_13.describe().capabilities
     assert capabilities and all(c.modes == ("eager",) for c in capabilities.values())
+    # No scaled_dot_product_attention before 2.0: no transformer offered at all.
+    assert not {"attention", "bert", "gpt", "generate"} & set(capabilities)
 
 
 def test_before_torch_2_compile_is_unsupported_not_a_failure(torch_1_13: TorchPlugin) -> None:

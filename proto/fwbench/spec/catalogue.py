@@ -1,12 +1,16 @@
 """The workload catalogue: one TOML file (workloads.toml) read by collector and agents alike.
 
-It names every standard workload with its kind, phases, shape parameters and their limits,
-and the forward FLOPs of one item as an arithmetic expression over those parameters. FLOPs
+It names every standard workload with its kind, phases, shape parameters and their limits
+(each on its own, and rules between them: `constraints`), and the forward FLOPs of one item as
+an arithmetic expression over those parameters. FLOPs
 count multiply-accumulates of convolutions, dense layers and matmuls as 2 each; a training
 step counts `train_flops_factor` times the forward pass (backward is about twice forward).
 Bytes follow a minimum-traffic model (inputs and parameters read once, outputs written once:
 `elements_forward` per item, `parameters` per step, times the dtype's size; a training step
 `train_bytes_factor` times that), so arithmetic intensity = FLOPs / bytes is an upper bound.
+A workload of kind "generation" (autoregressive decoding) adds a decode model: the steps one
+generation decodes, the weights each decode step reads and the KV-cache traffic of one
+sequence, from which the collector derives each row's memory bandwidth (`GenerationModel`).
 """
 
 from __future__ import annotations
@@ -21,7 +25,10 @@ from typing import Any
 
 PHASES = ("train", "infer")
 DTYPES = ("float32", "float16", "bfloat16", "float64")
-KINDS = ("op", "model", "accuracy", "collective")  # collective: needs a world (distributed)
+# collective: needs a world (distributed); generation: a prompt, then one token at a time
+KINDS = ("op", "model", "accuracy", "collective", "generation")
+# Kinds that name the catalogue model they run (`model`): accuracy trains it, generation decodes.
+KINDS_WITH_MODEL = ("accuracy", "generation")
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
 _CATALOGUE_FILE = "workloads.toml"
 SUPPORTED_SCHEMA_VERSION = 1
@@ -70,27 +77,97 @@ _BINOPS: dict[type[ast.operator], Any] = {
     ast.Mult: operator.mul,
     ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
     ast.Pow: operator.pow,
+}
+_COMPARISONS: dict[type[ast.cmpop], Any] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
 }
 
 
+def _walk(expression: str, node: ast.AST, names: Mapping[str, int]) -> float:
+    if isinstance(node, ast.Expression):
+        return _walk(expression, node.body, names)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in names:
+        return names[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_walk(expression, node.operand, names)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _walk(expression, node.left, names), _walk(expression, node.right, names)
+        return float(_BINOPS[type(node.op)](left, right))
+    raise CatalogueError(f"unsupported element {ast.dump(node)} in {expression!r}")
+
+
 def evaluate_expression(expression: str, names: Mapping[str, int]) -> float:
-    """Evaluates +, -, *, /, //, ** over numbers and `names`; anything else is an error."""
+    """Evaluates +, -, *, /, //, %, ** over numbers and `names`; anything else is an error."""
+    return float(_walk(expression, ast.parse(expression, mode="eval"), names))
 
-    def walk(node: ast.AST) -> float:
-        if isinstance(node, ast.Expression):
-            return walk(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
-            return node.value
-        if isinstance(node, ast.Name) and node.id in names:
-            return names[node.id]
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-            return -walk(node.operand)
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            return float(_BINOPS[type(node.op)](walk(node.left), walk(node.right)))
-        raise CatalogueError(f"unsupported element {ast.dump(node)} in {expression!r}")
 
-    return float(walk(ast.parse(expression, mode="eval")))
+def evaluate_rule(rule: str, names: Mapping[str, int]) -> bool:
+    """Whether `rule` holds: one comparison (==, !=, <, <=, >, >=) between two expressions,
+    e.g. "hidden % heads == 0" or "prompt_len + new_tokens <= context"."""
+    tree = ast.parse(rule, mode="eval").body
+    if not (isinstance(tree, ast.Compare) and len(tree.ops) == 1):
+        raise CatalogueError(f"rule {rule!r} must be one comparison of two expressions")
+    compare = _COMPARISONS.get(type(tree.ops[0]))
+    if compare is None:
+        raise CatalogueError(f"unsupported comparison in rule {rule!r}")
+    left = _walk(rule, tree.left, names)
+    return bool(compare(left, _walk(rule, tree.comparators[0], names)))
+
+
+def rule_names(rule: str) -> list[str]:
+    """The parameter names `rule` reads, in order of first appearance."""
+    found = [
+        node.id for node in ast.walk(ast.parse(rule, mode="eval")) if isinstance(node, ast.Name)
+    ]
+    return list(dict.fromkeys(found))
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A rule between parameters (`rule`, as evaluate_rule reads it), checked after each is in
+    its own range; a request that breaks it is refused naming `param` and saying `says`."""
+
+    rule: str
+    param: str
+    says: str
+
+    def check(self, resolved: Mapping[str, int]) -> None:
+        if evaluate_rule(self.rule, resolved):
+            return
+        others = ", ".join(f"{n}={resolved[n]}" for n in rule_names(self.rule) if n != self.param)
+        field = f"params.{self.param}"
+        raise CatalogueError(
+            f"{field}={resolved[self.param]} is out of range: {self.says} ({others})", field
+        )
+
+
+@dataclass(frozen=True)
+class GenerationModel:
+    """What a generation workload's decode steps move (elements; bytes are elements x the
+    dtype's size), for the memory bandwidth a decode row achieves. The minimum-traffic model
+    of decoding: each step reads every weight it uses once (`weights`, shared by the batch)
+    and each sequence reads its KV cache so far and writes the new entry (`cache`, one
+    sequence's elements over all its decode steps); activations stay in cache. `kv_cache`:
+    the elements one sequence's cache holds at the end of the generation."""
+
+    steps: str  # decode steps of one generation
+    weights: str  # elements one decode step reads whatever the batch
+    cache: str  # KV-cache elements one sequence's decode steps read and write, all together
+    kv_cache: str  # elements of one sequence's KV cache at the end of the generation
+    prompt: str  # tokens of one sequence's prompt (prefill)
+
+    def check(self, names: Mapping[str, int]) -> None:
+        for expression in (self.steps, self.weights, self.cache, self.kv_cache, self.prompt):
+            evaluate_expression(expression, names)
 
 
 @dataclass(frozen=True)
@@ -103,9 +180,11 @@ class WorkloadDef:
     max_batch_size: int
     flops_forward: str
     params: Mapping[str, ParamSpec] = field(default_factory=dict)
-    model: str = ""  # kind "accuracy": the catalogue model that is trained
+    model: str = ""  # kinds "accuracy" and "generation": the catalogue model trained or run
     elements_forward: str = ""  # input and output elements of one item ("" = unknown)
     parameters: str = ""  # elements one step reads once whatever the batch ("" = unknown)
+    constraints: tuple[Constraint, ...] = ()  # rules between parameters
+    generation: GenerationModel | None = None  # kind "generation" only
 
     def resolve_params(self, given: Mapping[str, int]) -> dict[str, int]:
         """All parameters with defaults filled in; raises CatalogueError on unknown names or
@@ -120,6 +199,8 @@ class WorkloadDef:
         resolved = {name: given.get(name, spec.default) for name, spec in self.params.items()}
         for name, spec in self.params.items():
             spec.check(resolved[name], f"params.{name}")
+        for constraint in self.constraints:
+            constraint.check(resolved)
         return resolved
 
     def forward_flops_per_item(self, params: Mapping[str, int]) -> float:
@@ -133,6 +214,36 @@ class WorkloadDef:
         resolved = self.resolve_params(params)
         per_item = evaluate_expression(self.elements_forward, resolved)
         return batch_size * per_item + evaluate_expression(self.parameters, resolved)
+
+    def _decode(self, part: str, params: Mapping[str, int]) -> float:
+        """One expression of the decode model (GenerationModel's field `part`), evaluated."""
+        if self.generation is None:
+            raise CatalogueError(f"{self.name} is not a generation workload")
+        expression = getattr(self.generation, part)
+        return evaluate_expression(expression, self.resolve_params(params))
+
+    def decode_steps(self, params: Mapping[str, int]) -> int:
+        """Decode steps of one generation (the first new token comes from the prefill)."""
+        return int(self._decode("steps", params))
+
+    def prompt_tokens(self, params: Mapping[str, int]) -> int:
+        return int(self._decode("prompt", params))
+
+    def decode_bytes(self, params: Mapping[str, int], batch_size: int, dtype: str) -> float | None:
+        """Bytes all decode steps of one generation of `batch_size` sequences move in the
+        minimum-traffic model; None for a dtype of unknown size."""
+        if dtype not in DTYPE_BYTES:
+            return None
+        weights = self._decode("weights", params) * self.decode_steps(params)
+        return (weights + self._decode("cache", params) * batch_size) * DTYPE_BYTES[dtype]
+
+    def kv_cache_bytes(
+        self, params: Mapping[str, int], batch_size: int, dtype: str
+    ) -> float | None:
+        """Bytes of the KV cache of `batch_size` sequences at the end of a generation."""
+        if dtype not in DTYPE_BYTES:
+            return None
+        return self._decode("kv_cache", params) * batch_size * DTYPE_BYTES[dtype]
 
 
 @dataclass(frozen=True)
@@ -195,6 +306,20 @@ def _workload(name: str, raw: Mapping[str, Any]) -> WorkloadDef:
     if not phases or set(phases) - set(PHASES):
         raise CatalogueError(f"workload {name}: phases must be a subset of {PHASES}")
     params = {key: _param(key, value) for key, value in raw.get("params", {}).items()}
+    constraints = tuple(
+        Constraint(str(c["rule"]), str(c["param"]), str(c["says"]))
+        for c in raw.get("constraints", [])
+    )
+    decode = raw.get("decode")
+    generation = None
+    if decode is not None:
+        generation = GenerationModel(
+            steps=decode["steps"],
+            weights=decode["weights"],
+            cache=decode["cache"],
+            kv_cache=decode["kv_cache"],
+            prompt=decode["prompt"],
+        )
     workload = WorkloadDef(
         name=name,
         kind=raw["kind"],
@@ -207,11 +332,26 @@ def _workload(name: str, raw: Mapping[str, Any]) -> WorkloadDef:
         model=raw.get("model", ""),
         elements_forward=raw.get("elements_forward", ""),
         parameters=raw.get("parameters", ""),
+        constraints=constraints,
+        generation=generation,
     )
     if workload.kind not in KINDS:
         raise CatalogueError(f"workload {name}: kind must be one of {KINDS}")
-    if (workload.kind == "accuracy") != bool(workload.model):
-        raise CatalogueError(f"workload {name}: 'model' is required for, and only for, accuracy")
+    if (workload.kind in KINDS_WITH_MODEL) != bool(workload.model):
+        raise CatalogueError(
+            f"workload {name}: 'model' is required for, and only for, kinds "
+            + " and ".join(KINDS_WITH_MODEL)
+        )
+    if (workload.kind == "generation") != (generation is not None):
+        raise CatalogueError(f"workload {name}: 'decode' is required for, and only for, generation")
+    for constraint in constraints:
+        if constraint.param not in params or set(rule_names(constraint.rule)) - set(params):
+            raise CatalogueError(
+                f"workload {name}: constraint {constraint.rule!r} names unknown parameters"
+            )
+    defaults = workload.resolve_params({})  # the defaults must keep every rule
+    if generation is not None:
+        generation.check(defaults)
     workload.forward_flops_per_item({})  # fails now, not mid-run, on a bad expression
     if bool(workload.elements_forward) != bool(workload.parameters):
         raise CatalogueError(f"workload {name}: give both elements_forward and parameters")

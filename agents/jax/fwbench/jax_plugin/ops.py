@@ -31,8 +31,8 @@ def _with_input_grads(forward: Callable[..., Array]) -> Callable[..., object]:
     return step
 
 
-def _bind(
-    forward: Callable[..., Array], inputs: tuple[Array, ...], train: bool, mode: str
+def bind_step(
+    forward: Callable[..., Array], inputs: tuple[Array, ...], train: bool, mode: str = "jit"
 ) -> Callable[[], object]:
     """The step as a partial over its device inputs, which exist when this returns: random
     generation is asynchronous, and neither its time nor its out-of-memory error belongs to
@@ -54,7 +54,7 @@ def build_gemm(
     key_a, key_b = jax.random.split(key)
     a = jax.random.normal(key_a, (*lead, m, k), dtype)
     b = jax.random.normal(key_b, (*lead, k, n), dtype)
-    return _bind(jnp.matmul, (a, b), train, mode)
+    return bind_step(jnp.matmul, (a, b), train, mode)
 
 
 def _conv(x: Array, w: Array) -> Array:
@@ -78,4 +78,4 @@ def build_conv2d(
         key_x, (batch, params["height"], params["width"], params["channels_in"]), dtype
     )
     w = jax.random.normal(key_w, (k, k, params["channels_in"], params["channels_out"]), dtype)
-    return _bind(_conv, (x, w), train, mode)
+    return bind_step(_conv, (x, w), train, mode)

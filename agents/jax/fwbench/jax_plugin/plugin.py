@@ -3,14 +3,15 @@
 Construction order matters: the context's thread count is applied (as a CPU-affinity mask,
 see threads.py) before anything creates a jax backend, because XLA sizes its CPU thread pool
 only then. Models live in models.py, single ops in ops.py, the reference-net methods in
-reference.py.
+reference.py; the transformers (the attention op, bert, gpt, generate) in attention.py,
+transformers.py, generation.py and transformer_steps.py.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import ParamSpec, TypeVar
 
 import jax
@@ -18,9 +19,11 @@ import jax.extend.backend
 import jax.numpy as jnp
 import numpy as np
 
-from fwbench.jax_plugin import distributed, models, ops, reference
+from fwbench.jax_plugin import distributed, models, ops, reference, transformer_steps
+from fwbench.jax_plugin.attention import ATTENTION_MODES, LAYOUT, build_attention
 from fwbench.jax_plugin.threads import limit_cpu_threads
 from fwbench.jax_plugin.training import MODES, TrainLoop, compile_fn, make_infer_fn, sgd
+from fwbench.runtime.architectures import TRANSFORMER_NAMES
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.plugin import (
     ACCURACY,
@@ -29,6 +32,7 @@ from fwbench.runtime.plugin import (
     BuiltStep,
     Capability,
     DeviceInfo,
+    GenerationSteps,
     PluginContext,
     PluginDescription,
     Settings,
@@ -41,6 +45,8 @@ from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, Optimi
 
 PLUGIN_VERSION = "0.1.0"
 _OPS = {"gemm": ops.build_gemm, "conv2d": ops.build_conv2d}
+# The transformer workloads (attention.py, transformers.py, generation.py); single process only.
+_TRANSFORMERS = ("attention", *TRANSFORMER_NAMES, "generate")
 _JNP_DTYPES: dict[str, jnp.dtype] = {
     name: jnp.dtype(name) for name in ("float32", "bfloat16", "float16")
 }
@@ -176,12 +182,22 @@ class JaxPlugin:
 
     # ----------------------------------------------------------------------- FrameworkPlugin
 
+    def _capability(self) -> Capability:
+        """Every workload's but the transformers' own: both phases, the device's dtypes, jit."""
+        dtypes = _GPU_DTYPES if self._gpu else _CPU_DTYPES
+        return Capability(phases=("train", "infer"), dtypes=dtypes, modes=MODES)
+
+    def _capabilities(self) -> dict[str, Capability]:
+        """Alone (not in a world): every op and model, and the transformers; the attention op
+        adds its plain mode, generate is inference only."""
+        base = self._capability()
+        found = dict.fromkeys((*_OPS, *models.MODEL_NAMES, *_TRANSFORMERS), base)
+        found["attention"] = Capability(base.phases, base.dtypes, ATTENTION_MODES)
+        found["generate"] = Capability(("infer",), base.dtypes, base.modes)
+        return found
+
     def describe(self) -> PluginDescription:
-        capability = Capability(
-            phases=("train", "infer"),
-            dtypes=_GPU_DTYPES if self._gpu else _CPU_DTYPES,
-            modes=MODES,
-        )
+        capability = self._capability()
         return PluginDescription(
             framework="jax",
             framework_version=jax.__version__,
@@ -192,7 +208,7 @@ class JaxPlugin:
             intra_op_threads=self._threads,
             inter_op_threads=1,  # see Settings: XLA has no separate inter-op pool
             capabilities=(
-                {name: capability for name in (*_OPS, *models.MODEL_NAMES)}
+                self._capabilities()
                 if self.world is None
                 else distributed.capabilities(capability, self.world)
             ),
@@ -215,17 +231,28 @@ class JaxPlugin:
                 "XLA sizes its CPU thread pool at start-up; start the agent with "
                 f"{THREADS_VARIABLE}={spec.threads} (this one runs {self._threads})"
             )
-        allowed = _GPU_DTYPES if self._gpu else _CPU_DTYPES
-        if spec.dtype not in allowed:
+        name = spec.workload.name
+        capability = self._capability()
+        if self.world is None:  # in a world, distributed.build refuses what it lacks
+            capability = self._capabilities().get(name, capability)
+        if spec.dtype not in capability.dtypes:
             raise UnsupportedWorkload(f"jax plugin on {self.device.platform}: no {spec.dtype}")
-        if spec.mode not in MODES:
-            raise UnsupportedWorkload(f"jax plugin has no mode {spec.mode!r}; modes: {MODES}")
-        if spec.phase not in ("train", "infer"):
-            raise UnsupportedWorkload(f"jax plugin has no phase {spec.phase!r}")
+        if spec.mode not in capability.modes:
+            raise UnsupportedWorkload(
+                f"jax plugin has no mode {spec.mode!r} for {name}; modes: {capability.modes}"
+            )
+        if spec.phase not in capability.phases:
+            raise UnsupportedWorkload(f"jax plugin has no phase {spec.phase!r} for {name}")
         return _JNP_DTYPES[spec.dtype]
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         built = _translated(self._build)(spec)
+        if built.generation is not None:  # its parts are timed, each, by the runtime
+            parts = built.generation
+            steps = GenerationSteps(
+                _translated(parts.prefill), _translated(parts.decode), parts.decode_steps
+            )
+            return BuiltStep.for_generation(steps, built.settings)
         return BuiltStep(_translated(built.step), built.settings, rank=built.rank)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
@@ -236,6 +263,8 @@ class JaxPlugin:
             mesh = distributed.mesh_for(self.device)
             step, rank = distributed.build(spec, dtype, mesh, self.backend)
             return BuiltStep(step, self._settings(spec, name, train), rank=rank)
+        if name in _TRANSFORMERS:
+            return self._transformer(spec, dtype, train)
         if name in _OPS:
             key = models.data_key(spec.seed)
             step = _OPS[name](spec.batch_size, spec.params, dtype, key, train, spec.mode)
@@ -261,7 +290,29 @@ class JaxPlugin:
         jax.block_until_ready(loop.params)
         return lambda: loop(inputs, labels)
 
-    def _settings(self, spec: WorkloadSpec, name: str, train: bool) -> Settings:
+    def _transformer(self, spec: WorkloadSpec, dtype: jnp.dtype, train: bool) -> BuiltStep:
+        name = spec.workload.name
+        if name == "generate":
+            steps, extra = transformer_steps.build_generation(spec, dtype, self.device)
+            return BuiltStep.for_generation(steps, self._settings(spec, name, train, extra))
+        if name == "attention":
+            key = models.data_key(spec.seed)
+            step, kernel = build_attention(
+                spec.batch_size, spec.params, dtype, key, train, spec.mode, self.device
+            )
+            extra = {"attention_kernel": kernel, "attention_layout": LAYOUT}
+            return BuiltStep(step, self._settings(spec, name, train, extra))
+        step, kernel = transformer_steps.build_step(spec, dtype, self.device)
+        extra = {"attention_kernel": kernel}
+        return BuiltStep(step, self._settings(spec, name, train, extra))
+
+    def _settings(
+        self,
+        spec: WorkloadSpec,
+        name: str,
+        train: bool,
+        more: Mapping[str, str] | None = None,
+    ) -> Settings:
         precision = jax.config.jax_default_matmul_precision  # type: ignore[attr-defined]
         extra = {
             "matmul_precision": precision or "default",
@@ -272,6 +323,8 @@ class JaxPlugin:
             extra.update(strategy=spec.strategy, backend=self.backend)
         if train and name in models.MODEL_NAMES:
             extra["donated"] = "params, BatchNorm state, optimizer state, dropout key"
+        if train and name in TRANSFORMER_NAMES:
+            extra["donated"] = "params, optimizer state"
         if self._gpu and not precision:
             extra["tf32"] = "XLA's default: float32 matmuls and convolutions may use TF32"
         if self._gpu:
@@ -283,6 +336,11 @@ class JaxPlugin:
             extra["mixed"] = (
                 f"params and activations {spec.dtype}; BatchNorm statistics and loss float32"
             )
+        if spec.dtype != "float32" and name in (*TRANSFORMER_NAMES, "generate"):
+            extra["mixed"] = (
+                f"params and activations {spec.dtype}; LayerNorm statistics and loss float32"
+            )
+        extra.update(more or {})
         image_like = name == "conv2d" or name == "lenet" or "image_size" in spec.workload.params
         return Settings(
             dtype=spec.dtype,
@@ -301,10 +359,16 @@ class JaxPlugin:
 
     # ---------------------------------------------------------------------- ReferencePlugin
 
-    def canonical_weights(self, model: str, seed: int) -> dict[str, np.ndarray]:
+    def canonical_weights(
+        self, model: str, seed: int, params: Mapping[str, int] | None = None
+    ) -> dict[str, np.ndarray]:
+        if model in TRANSFORMER_NAMES:
+            return transformer_steps.canonical_weights(model, seed, params)
         return reference.canonical_weights(model, seed)
 
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
+        if case.model in TRANSFORMER_NAMES:  # one process, whatever the world
+            return transformer_steps.equivalence(case)
         if self.world is not None:  # a rank: the step jitted over the world's mesh
             return distributed.equivalence(case, distributed.mesh_for(self.device))
         return reference.equivalence(case)

@@ -148,3 +148,85 @@ def squeeze_channels(block_in_channels: int) -> int:
 LSTM_VOCAB_SIZE = 20_000
 LSTM_EMBED_DIM = 128
 LSTM_HIDDEN_SIZE = 128
+
+# ------------------------------------------------------------------------------ Transformers
+#
+# BERT as Hugging Face's BertForMaskedLM and GPT-2 as its GPT2LMHeadModel, at the sizes the
+# catalogue's parameters give (workloads.toml: bert, gpt, generate). Canonical weight names are
+# those models' state_dict keys, each tensor once: the tied LM decoder (BERT's
+# cls.predictions.decoder.weight, GPT-2's lm_head.weight) is the word embedding and is not
+# listed. Dense weights are (out, in) as everywhere in fwbench: GPT-2's c_attn, c_proj and c_fc
+# are the transposes of Hugging Face's Conv1D weights. Dropout is off in both (rate 0).
+
+TRANSFORMER_NAMES: tuple[str, ...] = ("bert", "gpt")
+FFN_EXPANSION = 4  # intermediate = 4 x hidden, as both published models
+BERT_POSITIONS = 512
+BERT_TOKEN_TYPES = 2
+BERT_LAYER_NORM_EPS = 1e-12
+GPT_LAYER_NORM_EPS = 1e-5
+MLM_FRACTION = 0.15  # of each sequence's positions carry a masked-LM label
+IGNORED_LABEL = -100  # a label the loss skips (PyTorch's CrossEntropyLoss ignore_index)
+
+
+class TransformerConfig(NamedTuple):
+    """One transformer's shape. `causal` and the rest follow from the model: BERT attends both
+    ways with post-LayerNorm and erf GELU; GPT-2 causally, pre-LayerNorm, tanh GELU."""
+
+    model: str  # "bert" or "gpt"
+    layers: int
+    hidden: int
+    heads: int
+    vocab: int
+    positions: int  # the position table's rows: BERT's 512, GPT-2's context
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+    @property
+    def intermediate(self) -> int:
+        return FFN_EXPANSION * self.hidden
+
+    @property
+    def causal(self) -> bool:
+        return self.model == "gpt"
+
+    @property
+    def layer_norm_eps(self) -> float:
+        return GPT_LAYER_NORM_EPS if self.model == "gpt" else BERT_LAYER_NORM_EPS
+
+    @property
+    def gelu_tanh(self) -> bool:
+        """GPT-2's GELU is the tanh approximation; BERT's is exact (erf)."""
+        return self.model == "gpt"
+
+
+def transformer_config(model: str, params: Mapping[str, int]) -> TransformerConfig:
+    """The shape of `model` ("bert", or "gpt" for the gpt and generate workloads) from a
+    cell's resolved parameters; raises ValueError on an unknown model or a bad shape."""
+    if model not in TRANSFORMER_NAMES:
+        raise ValueError(f"unknown transformer {model!r}; valid: {', '.join(TRANSFORMER_NAMES)}")
+    positions = BERT_POSITIONS if model == "bert" else params["context"]
+    config = TransformerConfig(
+        model, params["layers"], params["hidden"], params["heads"], params["vocab"], positions
+    )
+    if config.hidden % config.heads:
+        raise ValueError(f"heads={config.heads} does not divide hidden={config.hidden}")
+    return config
+
+
+def mlm_positions(seq_len: int) -> tuple[int, ...]:
+    """The positions of a sequence that carry a masked-LM label: round(15%) of them, at least
+    one, evenly spaced; the same in every framework (which positions does not change speed)."""
+    count = max(1, round(MLM_FRACTION * seq_len))
+    return tuple(sorted({i * seq_len // count for i in range(count)}))
+
+
+def transformer_parameters(config: TransformerConfig) -> int:
+    """Trainable parameters, the catalogue's formula written out (tests check both)."""
+    h, layer = config.hidden, 12 * config.hidden**2 + 13 * config.hidden
+    if config.model == "gpt":
+        return (config.vocab + config.positions) * h + config.layers * layer + 2 * h
+    embeddings = (config.vocab + config.positions + BERT_TOKEN_TYPES) * h + 2 * h
+    head = h * h + h + 2 * h + config.vocab  # transform dense, its LayerNorm, decoder bias
+    return embeddings + config.layers * layer + head

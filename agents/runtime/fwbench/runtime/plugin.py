@@ -205,16 +205,43 @@ class RankReport:
 
 
 @dataclass(frozen=True)
+class GenerationSteps:
+    """A workload of kind "generation" in its parts, which the runtime times one by one (each
+    followed by `synchronize`): `prefill()` starts a fresh generation (the KV cache emptied)
+    with the prompt's forward pass up to and including the first new token; `decode()` then
+    makes one more token for every sequence, `decode_steps` times per generation (the
+    catalogue's count for the cell: the runtime refuses another). Each returns what
+    `FrameworkPlugin.synchronize` needs to wait on."""
+
+    prefill: Callable[[], object]
+    decode: Callable[[], object]
+    decode_steps: int
+
+    def generate(self) -> object:
+        """One whole generation, untimed."""
+        output = self.prefill()
+        for _ in range(self.decode_steps):
+            output = self.decode()
+        return output
+
+
+@dataclass(frozen=True)
 class BuiltStep:
     """`step()` runs one iteration and returns whatever `synchronize` needs to wait on.
     `report`, when given, is asked once after the timed loop for figures the plugin measured
     itself (device time from CUDA events: device_timing.py); they join the row's
-    settings.extra."""
+    settings.extra. A generation workload's step is `generation` (use `for_generation`): the
+    runtime times its prefill and each decode step."""
 
     step: Callable[[], object]
     settings: Settings
     rank: RankReport | None = None  # set when the step ran as a rank of a world
     report: Callable[[], Mapping[str, str]] | None = None
+    generation: GenerationSteps | None = None
+
+    @classmethod
+    def for_generation(cls, steps: GenerationSteps, settings: Settings) -> BuiltStep:
+        return cls(step=steps.generate, settings=settings, generation=steps)
 
 
 @dataclass(frozen=True)

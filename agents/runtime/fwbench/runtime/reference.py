@@ -18,20 +18,26 @@ PyTorch layouts:
 - embedding ``(vocab, dim)``;
 - LSTM with ONE bias vector (the Keras/Flax convention, which PyTorch reproduces with a zero
   second bias): ``lstm.weight_ih_l0 (4H, in)``, ``lstm.weight_hh_l0 (4H, H)``,
-  ``lstm.bias_l0 (4H,)``, gates stacked in the order input, forget, cell, output.
+  ``lstm.bias_l0 (4H,)``, gates stacked in the order input, forget, cell, output;
+- transformers (bert, gpt) under Hugging Face's checkpoint names (BertForMaskedLM,
+  GPT2LMHeadModel), each tensor once (the tied LM decoder is the word embedding), dense
+  weights ``(out, in)`` (GPT-2's c_attn, c_proj, c_fc: the transposes of Hugging Face's
+  Conv1D), LayerNorm ``weight`` and ``bias``; their shapes follow the case's `params`.
 
 **Canonical inputs** -- images ``(batch, channels, height, width)`` float32 (NCHW, whatever
 layout the framework computes in), token ids ``(batch, seq_len)`` int64, labels ``(batch,)``
-int64.
+int64; for the transformers, labels ``(batch, seq_len)`` int64 with IGNORED_LABEL (-100) at
+the positions the loss skips (BERT's unmasked ones), and logits ``(batch, seq_len, vocab)``.
 
-The loss is always mean softmax cross-entropy on logits; the optimizer is SGD with classical
-momentum (``v = momentum * v + grad; w -= lr * v``; no dampening, no weight decay, no Nesterov).
+The loss is always mean softmax cross-entropy on logits (a transformer's over its labelled
+positions); the optimizer is SGD with classical momentum (``v = momentum * v + grad;
+w -= lr * v``; no dampening, no weight decay, no Nesterov).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -66,14 +72,24 @@ class EquivalenceCase:
     inputs: np.ndarray
     labels: np.ndarray
     optimizer: OptimizerSpec
+    # The model's shape parameters (the transformers'; resolved, defaults filled in).
+    params: Mapping[str, int] = field(default_factory=dict)
+    # gpt only, when > 0: also greedy generation of this many tokens from `inputs` as the
+    # prompt with the loaded weights (before the optimizer step), on a KV cache, the plugin's
+    # benchmark path for the generate workload.
+    new_tokens: int = 0
 
 
 @dataclass(frozen=True)
 class EquivalenceResult:
     param_count: int  # trainable parameters (BatchNorm running statistics excluded)
-    eval_logits: np.ndarray  # (batch, classes) float32
+    eval_logits: np.ndarray  # (batch, classes) float32; a transformer's (batch, seq, vocab)
     loss_before: float
     loss_after: float
+    # With EquivalenceCase.new_tokens: the tokens generated, (batch, new_tokens) int64, and at
+    # each step the top-1 minus top-2 logit (batch, new_tokens) float32 that chose them.
+    generated: np.ndarray | None = None
+    generated_gaps: np.ndarray | None = None
 
 
 class Trainer(Protocol):
@@ -109,8 +125,11 @@ class AccuracyPlugin(Protocol):
 class EquivalencePlugin(Protocol):
     """The methods of optional capability "equivalence" (what fwbench-reference calls)."""
 
-    def canonical_weights(self, model: str, seed: int) -> dict[str, np.ndarray]:
-        """As `AccuracyPlugin.canonical_weights`."""
+    def canonical_weights(
+        self, model: str, seed: int, params: Mapping[str, int] | None = None
+    ) -> dict[str, np.ndarray]:
+        """As `AccuracyPlugin.canonical_weights`; a transformer's shape is `params` (its
+        workload's resolved parameters)."""
         ...
 
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:

@@ -5,13 +5,17 @@ share a process:
     fwbench-reference --plugin torch export --models lenet,resnet18 --seed 0 --out-dir W
     fwbench-reference --plugin jax shapes --models lenet,resnet18 --out shapes.json
     fwbench-reference --plugin jax check CASE.npz [CASE.npz ...] --out-dir R
+    fwbench-reference --plugin tensorflow shapes --models gpt --param layers=2 --out S
 
 export writes W/<model>.npz; check writes R/<case file name>; shapes writes
-{model: {canonical name: shape}} of freshly initialised models.
+{model: {canonical name: shape}} of freshly initialised models. --param NAME=VALUE (repeated)
+shapes the transformers, over their catalogue defaults.
 
-A case file holds ``model`` (string), ``inputs``, ``labels``, ``learning_rate``, ``momentum``
-and one ``weights/<canonical name>`` array per weight. A result file holds ``param_count``,
-``eval_logits``, ``loss_before`` and ``loss_after``.
+A case file holds ``model`` (string), ``inputs``, ``labels``, ``learning_rate``, ``momentum``,
+``new_tokens``, one ``params/<name>`` integer per shape parameter and one
+``weights/<canonical name>`` array per weight. A result file holds ``param_count``,
+``eval_logits``, ``loss_before``, ``loss_after`` and, for a generation, ``generated`` and
+``generated_gaps``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import cast
 
 import numpy as np
 
+from fwbench.runtime.architectures import TRANSFORMER_NAMES
 from fwbench.runtime.plugin import EQUIVALENCE, context_from_environment
 from fwbench.runtime.reference import (
     EquivalenceCase,
@@ -33,8 +38,10 @@ from fwbench.runtime.reference import (
     OptimizerSpec,
 )
 from fwbench.runtime.registry import load_plugin
+from fwbench.spec import load_catalogue
 
 WEIGHT_PREFIX = "weights/"
+PARAM_PREFIX = "params/"
 
 
 def save_arrays(path: Path, arrays: Mapping[str, np.ndarray]) -> None:
@@ -48,7 +55,9 @@ def write_case(path: Path, case: EquivalenceCase) -> None:
         "labels": np.asarray(case.labels),
         "learning_rate": np.array(case.optimizer.learning_rate),
         "momentum": np.array(case.optimizer.momentum),
+        "new_tokens": np.array(case.new_tokens),
     }
+    arrays.update({PARAM_PREFIX + name: np.array(value) for name, value in case.params.items()})
     arrays.update({WEIGHT_PREFIX + name: array for name, array in case.weights.items()})
     save_arrays(path, arrays)
 
@@ -65,27 +74,59 @@ def read_case(path: Path) -> EquivalenceCase:
             inputs=data["inputs"],
             labels=data["labels"],
             optimizer=OptimizerSpec(float(data["learning_rate"]), float(data["momentum"])),
+            params={
+                key[len(PARAM_PREFIX) :]: int(data[key])
+                for key in data.files
+                if key.startswith(PARAM_PREFIX)
+            },
+            new_tokens=int(data["new_tokens"]) if "new_tokens" in data.files else 0,
         )
 
 
 def write_result(path: Path, result: EquivalenceResult) -> None:
-    np.savez(
-        path,
-        param_count=np.array(result.param_count),
-        eval_logits=np.asarray(result.eval_logits, dtype=np.float32),
-        loss_before=np.array(result.loss_before),
-        loss_after=np.array(result.loss_after),
-    )
+    arrays = {
+        "param_count": np.array(result.param_count),
+        "eval_logits": np.asarray(result.eval_logits, dtype=np.float32),
+        "loss_before": np.array(result.loss_before),
+        "loss_after": np.array(result.loss_after),
+    }
+    if result.generated is not None and result.generated_gaps is not None:
+        arrays["generated"] = np.asarray(result.generated, dtype=np.int64)
+        arrays["generated_gaps"] = np.asarray(result.generated_gaps, dtype=np.float32)
+    save_arrays(path, arrays)
 
 
 def read_result(path: Path) -> EquivalenceResult:
     with np.load(path) as data:
+        generated = "generated" in data.files
         return EquivalenceResult(
             param_count=int(data["param_count"]),
             eval_logits=data["eval_logits"],
             loss_before=float(data["loss_before"]),
             loss_after=float(data["loss_after"]),
+            generated=data["generated"] if generated else None,
+            generated_gaps=data["generated_gaps"] if generated else None,
         )
+
+
+def parse_params(items: list[str]) -> dict[str, int]:
+    """NAME=VALUE pairs (--param), as integers."""
+    params = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"fwbench-reference: --param {item!r}: expected NAME=INTEGER")
+        params[name.strip()] = int(value)
+    return params
+
+
+def model_params(model: str, given: Mapping[str, int]) -> dict[str, int]:
+    """A transformer's shape: its workload's catalogue parameters, `given` over the defaults
+    (those it does not have left out); {} for the other models."""
+    if model not in TRANSFORMER_NAMES:
+        return {}
+    workload = load_catalogue().get(model)
+    return workload.resolve_params({k: v for k, v in given.items() if k in workload.params})
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -101,6 +142,8 @@ def _parser() -> argparse.ArgumentParser:
     shapes = sub.add_parser("shapes", help="write canonical weight shapes as JSON")
     shapes.add_argument("--models", required=True, help="comma-separated model names")
     shapes.add_argument("--out", type=Path, required=True)
+    for command in (export, shapes):
+        command.add_argument("--param", action="append", default=[], help="NAME=VALUE")
     check = sub.add_parser("check", help="run equivalence cases")
     check.add_argument("cases", type=Path, nargs="+")
     check.add_argument("--out-dir", type=Path, required=True)
@@ -114,9 +157,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fwbench-reference: plugin {args.plugin!r} lacks {EQUIVALENCE!r}", file=sys.stderr)
         return 2
     plugin = cast(EquivalencePlugin, loaded)  # the registry checked the declaration
+    given = parse_params(getattr(args, "param", []))
+
+    def weights(model: str, seed: int) -> dict[str, np.ndarray]:
+        params = model_params(model, given)
+        if params:
+            return plugin.canonical_weights(model, seed, params)
+        return plugin.canonical_weights(model, seed)
+
     if args.command == "shapes":
         shapes = {
-            model: {k: list(v.shape) for k, v in plugin.canonical_weights(model, 0).items()}
+            model: {k: list(v.shape) for k, v in weights(model, 0).items()}
             for model in args.models.split(",")
         }
         args.out.write_text(json.dumps(shapes))
@@ -124,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if args.command == "export":
         for model in args.models.split(","):
-            save_arrays(args.out_dir / f"{model}.npz", plugin.canonical_weights(model, args.seed))
+            save_arrays(args.out_dir / f"{model}.npz", weights(model, args.seed))
     else:
         for case in args.cases:
             write_result(args.out_dir / case.name, plugin.equivalence(read_case(case)))

@@ -367,6 +367,18 @@ def _result_message(
         measure_started_unix_nanoseconds=m.measure_started_unix_ns,
         measure_ended_unix_nanoseconds=m.measure_ended_unix_ns,
         items_per_sample=_replica_items(spec, world),
+        generation=_generation_message(m),
+    )
+
+
+def _generation_message(m: Measurement) -> agent_pb2.GenerationResult | None:
+    steps = m.built.generation
+    if steps is None:
+        return None
+    return agent_pb2.GenerationResult(
+        prefill_nanoseconds=m.prefill_ns,
+        decode_step_nanoseconds=m.decode_ns,
+        decode_steps_per_sample=steps.decode_steps,
     )
 
 
@@ -381,7 +393,22 @@ def _spread_over_devices(spec: WorkloadSpec, world: World | None) -> bool:
 
 def _checked(built: BuiltStep, spec: WorkloadSpec, world: World | None) -> BuiltStep:
     """A data-parallel step of a process started with D devices ran on D, or the counts of
-    items would be wrong: a plugin that ignored FWBENCH_LOCAL_DEVICES fails the cell."""
+    items would be wrong: a plugin that ignored FWBENCH_LOCAL_DEVICES fails the cell. A
+    generation workload comes in its parts (GenerationSteps), with the catalogue's number of
+    decode steps: the collector's figures per token rest on it."""
+    if spec.workload.kind == "generation":
+        if built.generation is None:
+            raise RuntimeError(
+                f"the plugin built {spec.workload.name} as one step: a generation workload "
+                "needs its parts (BuiltStep.for_generation) for time to first token and the "
+                "time of each token"
+            )
+        expected = spec.workload.decode_steps(spec.params)
+        if built.generation.decode_steps != expected:
+            raise RuntimeError(
+                f"the plugin decodes {built.generation.decode_steps} steps per generation; "
+                f"the catalogue's {spec.workload.name} has {expected} for these parameters"
+            )
     if world is not None and _spread_over_devices(spec, world):
         replicas = built.rank.replicas if built.rank is not None else 1
         if replicas != world.local_devices:

@@ -1,7 +1,9 @@
 """The measurement loop (../shared/METHOD.md): build untimed but reported, the first
 iteration timed on its own, warm-up discarded, then a timed loop until both a minimum
 iteration count and a minimum duration are reached. The device is synchronized before every
-clock read, and every raw sample is kept; statistics are the collector's job."""
+clock read, and every raw sample is kept; statistics are the collector's job. A generation's
+sample is one whole generation, whose prefill and decode steps are each timed too
+(`GenerationTimer`)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fwbench.runtime.plugin import BuiltStep
+from fwbench.runtime.plugin import BuiltStep, GenerationSteps
 
 Clock = Callable[[], int]  # monotonic nanoseconds
 ProgressCallback = Callable[[str, int], None]  # (stage, iterations done in that stage)
@@ -39,6 +41,38 @@ class Measurement:
     measure_started_unix_ns: int = 0
     measure_ended_unix_ns: int = 0
     report: dict[str, str] = field(default_factory=dict)  # BuiltStep.report's, after the loop
+    # A generation's parts, timed samples only: one prefill per sample, decode_steps decode
+    # steps per sample, sample after sample.
+    prefill_ns: list[int] = field(default_factory=list)
+    decode_ns: list[int] = field(default_factory=list)
+
+
+class GenerationTimer:
+    """One whole generation per call, its prefill and every decode step timed on their own,
+    the device synchronized before each clock read. `reset()` forgets what the first
+    iteration and the warm-up recorded."""
+
+    def __init__(
+        self, steps: GenerationSteps, synchronize: Callable[[object], None], clock: Clock
+    ) -> None:
+        self._steps, self._synchronize, self._clock = steps, synchronize, clock
+        self.prefill_ns: list[int] = []
+        self.decode_ns: list[int] = []
+
+    def __call__(self) -> None:
+        clock, synchronize = self._clock, self._synchronize
+        start = clock()
+        synchronize(self._steps.prefill())
+        end = clock()
+        self.prefill_ns.append(end - start)
+        for _ in range(self._steps.decode_steps):
+            start = end
+            synchronize(self._steps.decode())
+            end = clock()
+            self.decode_ns.append(end - start)
+
+    def reset(self) -> None:
+        self.prefill_ns, self.decode_ns = [], []
 
 
 def measure(
@@ -55,38 +89,46 @@ def measure(
     start = clock()
     built = build()
     build_ns = clock() - start
+    timer = None
+    step = built.step
+    if built.generation is not None:
+        timer = GenerationTimer(built.generation, synchronize, clock)
+        step = timer
 
     _check(cancel)
     on_progress("first_iteration", 0)
     start = clock()
-    synchronize(built.step())
+    synchronize(step())
     first_ns = clock() - start
     on_progress("first_iteration", 1)
 
     on_progress("warmup", 0)
     for _ in range(plan.warmup_iterations):
         _check(cancel)
-        synchronize(built.step())
+        synchronize(step())
     on_progress("warmup", plan.warmup_iterations)
 
     result = Measurement(built, build_ns, first_ns, plan.warmup_iterations)
+    if timer is not None:
+        timer.reset()
     result.measure_started_unix_ns = time.time_ns()
-    result.samples_ns = _timed_loop(built, synchronize, plan, cancel, on_progress, clock)
+    result.samples_ns = _timed_loop(step, synchronize, plan, cancel, on_progress, clock)
     result.measure_ended_unix_ns = time.time_ns()
+    if timer is not None:
+        result.prefill_ns, result.decode_ns = timer.prefill_ns, timer.decode_ns
     if built.report is not None:
         result.report = dict(built.report())
     return result
 
 
 def _timed_loop(
-    built: BuiltStep,
+    step: Callable[[], object],
     synchronize: Callable[[object], None],
     plan: LoopPlan,
     cancel: threading.Event,
     on_progress: ProgressCallback,
     clock: Clock,
 ) -> list[int]:
-    step = built.step
     samples: list[int] = []
     min_ns = int(plan.min_seconds * 1e9)
     interval_ns = int(plan.progress_interval_seconds * 1e9)

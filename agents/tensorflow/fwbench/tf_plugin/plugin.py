@@ -1,11 +1,12 @@
 """TensorFlowPlugin: the TensorFlow framework plugin, on the CPU (oneDNN or Eigen kernels, as
 the agent's TF_ENABLE_ONEDNN_OPTS says) or the first GPU; modes tf.function (default), XLA and
-eager. As a rank of a world (PluginContext.world) it trains under MultiWorkerMirroredStrategy
-and runs the allreduce collective instead (distributed.py)."""
+eager, for the catalogue's ops and models, the transformers (transformers.py) and generation
+with a KV cache (generation.py). As a rank of a world (PluginContext.world) it trains under
+MultiWorkerMirroredStrategy and runs the allreduce collective instead (distributed.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import ParamSpec, TypeVar
 
 import keras
@@ -21,6 +22,7 @@ from fwbench.runtime.plugin import (
     BuiltStep,
     Capability,
     DeviceInfo,
+    GenerationSteps,
     PluginContext,
     PluginDescription,
     Settings,
@@ -30,9 +32,11 @@ from fwbench.runtime.plugin import (
     translate_out_of_memory,
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
-from fwbench.tf_plugin import distributed, environment, models, reference
+from fwbench.tf_plugin import distributed, environment, generation, models, reference
+from fwbench.tf_plugin import transformers as tfm
 from fwbench.tf_plugin.ops import build_conv2d, build_gemm
 from fwbench.tf_plugin.training import MODES, ModelProgram, compile_fn
+from fwbench.tf_plugin.transformer_layers import ATTENTION_KERNEL, build_attention
 
 PLUGIN_VERSION = "0.1.0"
 _DTYPES = {
@@ -46,6 +50,7 @@ _CPU_DTYPES = ("float32", "bfloat16", "float64")
 _GPU_DTYPES = ("float32", "float16", "bfloat16")
 _OPS = {"gemm": build_gemm, "conv2d": build_conv2d}
 _IMAGE_WORKLOADS = frozenset({"conv2d", *models.MODEL_NAMES} - {"lstm"})
+_TRANSFORMERS = ("attention", "bert", "gpt", "generate")  # not distributed
 # How a model holds and computes each dtype (Settings.extra["dtype_policy"]).
 _DTYPE_POLICY = {
     "float32": "float32",
@@ -112,8 +117,14 @@ class TensorFlowPlugin:
 
     # ------------------------------------------------------------------ FrameworkPlugin
 
-    def describe(self) -> PluginDescription:
+    def _capabilities(self) -> dict[str, Capability]:
+        """Alone (no world): every workload, both phases (generate: inference only)."""
         capability = Capability(phases=("train", "infer"), dtypes=self.dtypes, modes=MODES)
+        found = dict.fromkeys((*_OPS, *models.MODEL_NAMES, *_TRANSFORMERS), capability)
+        found["generate"] = Capability(("infer",), self.dtypes, generation.GENERATE_MODES)
+        return found
+
+    def describe(self) -> PluginDescription:
         return PluginDescription(
             framework="tensorflow",
             framework_version=tf.__version__,
@@ -124,7 +135,7 @@ class TensorFlowPlugin:
             intra_op_threads=self.threads.intra_op,
             inter_op_threads=self.threads.inter_op,
             capabilities=(
-                {name: capability for name in (*_OPS, *models.MODEL_NAMES)}
+                self._capabilities()
                 if self.rank is None
                 else distributed.capabilities(self.dtypes, self.rank)
             ),
@@ -158,6 +169,10 @@ class TensorFlowPlugin:
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         built = _translated(self._build)(spec)
+        if built.generation is not None:  # its parts are timed, each, by the runtime
+            g = built.generation
+            steps = GenerationSteps(_translated(g.prefill), _translated(g.decode), g.decode_steps)
+            return BuiltStep.for_generation(steps, built.settings)
         return BuiltStep(_translated(built.step), built.settings, rank=built.rank)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
@@ -168,6 +183,8 @@ class TensorFlowPlugin:
             step, report = distributed.build(spec, dtype, self.rank)
             return BuiltStep(step, self._settings(spec, name), rank=report)
         with tf.device(self.device):
+            if name in _TRANSFORMERS:
+                return self._transformer(spec, dtype, train)
             if name in _OPS:
                 raw = _OPS[name](spec.batch_size, spec.params, dtype, spec.seed, train)
                 step = compile_fn(raw, spec.mode)
@@ -177,15 +194,31 @@ class TensorFlowPlugin:
                 raise UnsupportedWorkload(f"tensorflow plugin has no workload {name}")
         return BuiltStep(step=step, settings=self._settings(spec, name))
 
+    def _transformer(self, spec: WorkloadSpec, dtype: tf.DType, train: bool) -> BuiltStep:
+        """attention, bert, gpt or generate, on the device (the caller's tf.device)."""
+        name, batch, params, seed = spec.workload.name, spec.batch_size, spec.params, spec.seed
+        device, mode = self.device, spec.mode
+        if name == "generate":
+            steps, run = generation.build_generation(params, batch, dtype, seed, device, mode)
+            settings = self._settings(spec, name, generation.kv_cache_settings(run))
+            return BuiltStep.for_generation(steps, settings)
+        if name == "attention":
+            step = build_attention(batch, params, dtype, seed, train, mode)
+        else:
+            step = tfm.build_step(name, batch, params, dtype, seed, device, train, mode)
+        return BuiltStep(step, self._settings(spec, name, {"attention_kernel": ATTENTION_KERNEL}))
+
     def check(self, spec: WorkloadSpec) -> tf.DType:
         """Rejects what this agent cannot run as asked; returns the TensorFlow dtype."""
         if spec.dtype not in self.dtypes:
             where = "a GPU" if self.on_gpu else "the CPU"
             raise UnsupportedWorkload(f"dtype {spec.dtype} is not supported on {where}")
-        if spec.mode not in MODES:
-            raise UnsupportedWorkload(f"mode {spec.mode!r}; valid: {', '.join(MODES)}")
-        if spec.phase not in ("train", "infer"):
-            raise UnsupportedWorkload(f"phase {spec.phase!r}")
+        alone = self._capabilities().get(spec.workload.name) if self.rank is None else None
+        modes, phases = (alone.modes, alone.phases) if alone else (MODES, ("train", "infer"))
+        if spec.mode not in modes:
+            raise UnsupportedWorkload(f"mode {spec.mode!r}; valid: {', '.join(modes)}")
+        if spec.phase not in phases:
+            raise UnsupportedWorkload(f"phase {spec.phase!r}; valid: {', '.join(phases)}")
         if spec.threads and spec.threads != self.threads.intra_op:
             raise UnsupportedWorkload(THREADS_FIXED_MESSAGE.format(n=spec.threads))
         return _DTYPES[spec.dtype]
@@ -202,14 +235,20 @@ class TensorFlowPlugin:
         program = ModelProgram.for_training(model, spec.mode)
         return lambda: program.train_step(batch.inputs, batch.labels)
 
-    def _settings(self, spec: WorkloadSpec, name: str) -> Settings:
-        """`name` is the workload, or for a trainer the model being trained."""
-        model = name in models.MODEL_NAMES
+    def _settings(
+        self, spec: WorkloadSpec, name: str, more: Mapping[str, str] | None = None
+    ) -> Settings:
+        """`name` is the workload, or for a trainer the model being trained; `more` joins
+        the extra settings."""
+        model = name in models.MODEL_NAMES or name in tfm.MODEL_WORKLOADS
         extra = {
             "jit_compile": str(spec.mode == "xla").lower(),
             "onednn_enabled": str(self.onednn).lower(),
+            **(more or {}),
         }
-        if model:
+        if name in tfm.MODEL_WORKLOADS:
+            extra["dtype_policy"] = tfm.DTYPE_POLICY[spec.dtype]
+        elif model:
             extra["dtype_policy"] = _DTYPE_POLICY[spec.dtype]
             # FusedBatchNormV3 has no float64 kernel.
             fused = spec.dtype != "float64"
@@ -242,8 +281,10 @@ class TensorFlowPlugin:
 
     # ------------------------------------------------------------------ ReferencePlugin
 
-    def canonical_weights(self, model: str, seed: int) -> dict[str, np.ndarray]:
-        return reference.canonical_weights(model, seed, self.device)
+    def canonical_weights(
+        self, model: str, seed: int, params: Mapping[str, int] | None = None
+    ) -> dict[str, np.ndarray]:
+        return reference.canonical_weights(model, seed, self.device, params)
 
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
         if self.rank is not None:  # a rank: the step on MultiWorkerMirroredStrategy

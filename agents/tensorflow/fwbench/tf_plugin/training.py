@@ -14,6 +14,7 @@ from fwbench.tf_plugin.models import Model
 MODES: tuple[str, ...] = ("function", "xla", "eager")
 LEARNING_RATE = 0.01
 MOMENTUM = 0.9
+Loss = Callable[[tf.Tensor, tf.Tensor], tf.Tensor]  # (logits, labels) -> scalar loss
 
 
 def compile_fn(fn: Callable[..., Any], mode: str) -> Callable[..., Any]:
@@ -73,11 +74,19 @@ class MomentumSGD:
 class ModelProgram:
     """A model with its inference, training-loss and training-step functions compiled for one
     mode; each tf.function traces once per input shape. Without an optimizer (inference
-    workloads) no momentum buffers are allocated and `train_step` is unavailable."""
+    workloads) no momentum buffers are allocated and `train_step` is unavailable. `loss` is
+    the classifiers' cross_entropy unless given (the transformers' skips ignored labels)."""
 
-    def __init__(self, model: Model, mode: str, optimizer: MomentumSGD | None = None) -> None:
+    def __init__(
+        self,
+        model: Model,
+        mode: str,
+        optimizer: MomentumSGD | None = None,
+        loss: Loss = cross_entropy,
+    ) -> None:
         self.model = model
         self.optimizer = optimizer
+        self.loss = loss
         self.logits = compile_fn(self._logits, mode)
         self.train_loss = compile_fn(self._train_loss, mode)
         self.train_step = compile_fn(self._train_step, mode)
@@ -89,15 +98,16 @@ class ModelProgram:
         mode: str,
         learning_rate: float = LEARNING_RATE,
         momentum: float = MOMENTUM,
+        loss: Loss = cross_entropy,
     ) -> ModelProgram:
         variables = model.store.trainable_variables()
-        return cls(model, mode, MomentumSGD(variables, learning_rate, momentum))
+        return cls(model, mode, MomentumSGD(variables, learning_rate, momentum), loss)
 
     def _logits(self, inputs: tf.Tensor) -> tf.Tensor:
         return self.model(inputs, training=False)
 
     def _train_loss(self, inputs: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
-        return cross_entropy(self.model(inputs, training=True), labels)
+        return self.loss(self.model(inputs, training=True), labels)
 
     def _train_step(self, inputs: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         """One SGD step; returns the loss before the update."""

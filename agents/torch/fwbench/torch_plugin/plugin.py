@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from fwbench.runtime.architectures import TRANSFORMER_NAMES
 from fwbench.runtime.blas import require_expected
 from fwbench.runtime.device_timing import EventTimer
 from fwbench.runtime.hostinfo import cpu_model
@@ -30,6 +31,7 @@ from fwbench.runtime.plugin import (
     BuiltStep,
     Capability,
     DeviceInfo,
+    GenerationSteps,
     PluginContext,
     PluginDescription,
     Settings,
@@ -39,7 +41,7 @@ from fwbench.runtime.plugin import (
     translate_out_of_memory,
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec
-from fwbench.torch_plugin import distributed, models, reference
+from fwbench.torch_plugin import distributed, models, reference, transformers
 from fwbench.torch_plugin.batchnorm import refuse_one_value_batch_norm
 from fwbench.torch_plugin.blas import build_blas_info, torch_blas
 from fwbench.torch_plugin.ops import build_conv2d, build_gemm
@@ -209,14 +211,27 @@ class TorchPlugin:
         torch.set_num_threads(requested or self.default_threads)
 
     def _capability(self) -> Capability:
-        """Every workload's: both phases, the device's dtypes, both modes."""
+        """Every workload's but the transformers' own: both phases, the device's dtypes, both
+        modes."""
         cuda = self.device.type == "cuda"
         dtypes = ("float32", "float16", "bfloat16") if cuda else ("float32", "bfloat16", "float64")
         return Capability(phases=("train", "infer"), dtypes=dtypes, modes=offered_modes())
 
+    def _capabilities(self) -> dict[str, Capability]:
+        """Per workload: the attention op adds its plain mode, generate is inference only; no
+        transformer before torch 2.0 (Debian's 1.13), which has no scaled_dot_product_attention."""
+        base = self._capability()
+        found = dict.fromkeys((*_OPS, *models.MODEL_NAMES), base)
+        if offered_modes() == MODES[:1]:  # torch 1.x
+            return found
+        found |= dict.fromkeys(TRANSFORMER_NAMES, base)
+        plain = tuple(m for m in transformers.ATTENTION_MODES if m in (*base.modes, "plain"))
+        found["attention"] = Capability(base.phases, base.dtypes, plain)
+        found["generate"] = Capability(("infer",), base.dtypes, base.modes)
+        return found
+
     def describe(self) -> PluginDescription:
         capability = self._capability()
-        names = (*_OPS, *models.MODEL_NAMES)
         return PluginDescription(
             framework="torch",
             framework_version=torch.__version__,
@@ -227,7 +242,7 @@ class TorchPlugin:
             intra_op_threads=torch.get_num_threads(),
             inter_op_threads=torch.get_num_interop_threads(),
             capabilities=(
-                {name: capability for name in names}
+                self._capabilities()
                 if self.world is None
                 else distributed.capabilities(capability, models.MODEL_NAMES, self.world)
             ),
@@ -244,7 +259,7 @@ class TorchPlugin:
 
     def _check(self, spec: WorkloadSpec) -> torch.dtype:
         """Refuses what describe() does not offer; returns the torch dtype."""
-        capability = self._capability()
+        capability = self._capabilities().get(spec.workload.name, self._capability())
         for aspect, value, offered in (
             ("phase", spec.phase, capability.phases),
             ("dtype", spec.dtype, capability.dtypes),
@@ -259,6 +274,12 @@ class TorchPlugin:
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         built = _translated(self._build)(spec)
+        if built.generation is not None:  # its parts are timed, each, by the runtime
+            parts = built.generation
+            steps = GenerationSteps(
+                _translated(parts.prefill), _translated(parts.decode), parts.decode_steps
+            )
+            return BuiltStep.for_generation(steps, built.settings)
         step = _translated(built.step)
         if not self.cuda_events:
             return BuiltStep(step, built.settings, rank=built.rank)
@@ -276,6 +297,28 @@ class TorchPlugin:
         if self.world is not None:
             step, rank = distributed.build(spec, dtype, self.device, self.world, self.backend)
             return BuiltStep(step, self._settings(spec, name), rank=rank)
+        if name == "attention":
+            step, kernel = transformers.build_attention(
+                spec.batch_size,
+                spec.params,
+                dtype,
+                self.device,
+                generator,
+                train,
+                spec.mode,
+                wrapper("eager" if spec.mode == "plain" else spec.mode),
+            )
+            return BuiltStep(step, self._settings(spec, name, {"attention_kernel": kernel}))
+        if name == "generate":
+            steps, run = transformers.build_generation(
+                spec.params, spec.batch_size, dtype, self.device, generator, spec.mode,
+                wrapper(spec.mode),
+            )  # fmt: skip
+            settings = self._settings(spec, name, transformers.kv_cache_settings(run))
+            return BuiltStep.for_generation(steps, settings)
+        if name in TRANSFORMER_NAMES:
+            step, kernel = self._transformer_step(spec, dtype, generator, train)
+            return BuiltStep(step, self._settings(spec, name, {"attention_kernel": kernel}))
         if name in _OPS:
             step = _OPS[name](
                 spec.batch_size,
@@ -331,8 +374,43 @@ class TorchPlugin:
 
         return train_step
 
-    def _settings(self, spec: WorkloadSpec, name: str) -> Settings:
-        extra = {"mkldnn_enabled": str(torch.backends.mkldnn.enabled)}
+    def _transformer_step(
+        self, spec: WorkloadSpec, dtype: torch.dtype, generator: torch.Generator, train: bool
+    ) -> tuple[Callable[[], object], str]:
+        """bert or gpt: inference gives every position's logits; a training step is the
+        language-model loss (float32), backward and the catalogue's SGD with momentum."""
+        config = transformers.config_for(spec.workload.name, spec.params)
+        model = transformers.build_transformer(config).to(device=self.device, dtype=dtype)
+        forward = wrapper(spec.mode)(model)
+        seq_len = spec.params["seq_len"]
+        tokens, labels = transformers.example_batch(
+            config, spec.batch_size, seq_len, self.device, generator
+        )
+        kernel = transformers.kernel_of(model, dtype, self.device, seq_len)
+        if not train:
+            model.eval()
+
+            def infer() -> object:
+                with torch.inference_mode():
+                    return forward(tokens)
+
+            return infer, kernel
+        model.train()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+        def train_step() -> object:
+            optimizer.zero_grad(set_to_none=True)
+            loss = transformers.language_model_loss(forward(tokens), labels)
+            loss.backward()
+            optimizer.step()
+            return loss
+
+        return train_step, kernel
+
+    def _settings(
+        self, spec: WorkloadSpec, name: str, more: Mapping[str, str] | None = None
+    ) -> Settings:
+        extra = {"mkldnn_enabled": str(torch.backends.mkldnn.enabled), **(more or {})}
         if self.world is not None:
             extra.update(strategy=spec.strategy, backend=self.backend)
         if spec.dtype in ("float16", "bfloat16"):
@@ -356,8 +434,10 @@ class TorchPlugin:
 
     # ReferencePlugin: canonical weights are the state_dict, on CPU in float32.
 
-    def canonical_weights(self, model: str, seed: int) -> dict[str, np.ndarray]:
-        return reference.canonical_weights(model, seed)
+    def canonical_weights(
+        self, model: str, seed: int, params: Mapping[str, int] | None = None
+    ) -> dict[str, np.ndarray]:
+        return reference.canonical_weights(model, seed, params)
 
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
         return reference.equivalence(case, self.world)

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from fwbench.runtime.architectures import TRANSFORMER_NAMES
 from fwbench.runtime.plugin import Settings
 from fwbench.runtime.reference import (
     EquivalenceCase,
@@ -17,7 +18,7 @@ from fwbench.runtime.reference import (
     param_count,
 )
 from fwbench.runtime.world import World
-from fwbench.torch_plugin import models
+from fwbench.torch_plugin import models, transformers
 
 _SKIPPED = ("num_batches_tracked",)
 
@@ -30,9 +31,22 @@ def export(model: nn.Module) -> dict[str, np.ndarray]:
     }
 
 
-def load(name: str, weights: Mapping[str, np.ndarray], *, dropout: bool = True) -> nn.Module:
+def _fresh(name: str, params: Mapping[str, int] | None = None) -> nn.Module:
+    """A freshly initialised catalogue model: a transformer shaped by `params`."""
+    if name in TRANSFORMER_NAMES:
+        return transformers.build_transformer(transformers.config_for(name, params or {}))
+    return models.build_model(name)
+
+
+def load(
+    name: str,
+    weights: Mapping[str, np.ndarray],
+    *,
+    dropout: bool = True,
+    params: Mapping[str, int] | None = None,
+) -> nn.Module:
     """A float32 CPU model holding `weights`; every key must match and every weight be set."""
-    model = models.build_model(name)
+    model = _fresh(name, params)
     if not dropout:
         for module in model.modules():
             if isinstance(module, nn.Dropout):
@@ -48,9 +62,11 @@ def load(name: str, weights: Mapping[str, np.ndarray], *, dropout: bool = True) 
     return model
 
 
-def canonical_weights(name: str, seed: int) -> dict[str, np.ndarray]:
+def canonical_weights(
+    name: str, seed: int, params: Mapping[str, int] | None = None
+) -> dict[str, np.ndarray]:
     torch.manual_seed(seed)
-    return export(models.build_model(name))
+    return export(_fresh(name, params))
 
 
 def make_optimizer(model: nn.Module, spec: OptimizerSpec) -> torch.optim.Optimizer:
@@ -63,6 +79,8 @@ def equivalence(case: EquivalenceCase, world: World | None = None) -> Equivalenc
     DistributedDataParallel's: each rank trains on its contiguous shard of the batch and DDP
     averages the gradients, which for equal shards and a model without BatchNorm is the full
     batch's gradient; the losses are the full batch's (tests/distributed)."""
+    if case.model in TRANSFORMER_NAMES:
+        return transformer_equivalence(case)
     model = load(case.model, case.weights, dropout=False)
     inputs = torch.from_numpy(np.asarray(case.inputs))
     labels = torch.from_numpy(np.asarray(case.labels, dtype=np.int64))
@@ -89,6 +107,43 @@ def equivalence(case: EquivalenceCase, world: World | None = None) -> Equivalenc
         eval_logits=logits.numpy(),
         loss_before=float(loss.detach()),
         loss_after=float(after),
+    )
+
+
+def transformer_equivalence(case: EquivalenceCase) -> EquivalenceResult:
+    """EquivalenceCase's steps for bert or gpt (the language-model loss over the labelled
+    positions), and for gpt with new_tokens the generate workload's greedy decoding, eager, on
+    the loaded weights before the optimizer step."""
+    model = load(case.model, case.weights, params=case.params)
+    tokens = torch.from_numpy(np.asarray(case.inputs, dtype=np.int64))
+    labels = torch.from_numpy(np.asarray(case.labels, dtype=np.int64))
+    model.eval()
+    with torch.no_grad():
+        logits = model(tokens)
+    generated = gaps = None
+    if case.new_tokens:
+        params = {**case.params, "prompt_len": tokens.shape[1], "new_tokens": case.new_tokens}
+        steps, run = transformers.build_generation(
+            params, tokens.shape[0], torch.float32, torch.device("cpu"), torch.Generator(),
+            "eager", lambda fn: fn, model=model, prompt=tokens, keep_gaps=True,
+        )  # fmt: skip
+        steps.generate()
+        generated = torch.stack(run.tokens, dim=1).numpy()
+        gaps = torch.stack(run.gaps, dim=1).numpy()
+    model.train()
+    optimizer = make_optimizer(model, case.optimizer)
+    loss = transformers.language_model_loss(model(tokens), labels)
+    loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        after = transformers.language_model_loss(model(tokens), labels)
+    return EquivalenceResult(
+        param_count=param_count(case.weights),
+        eval_logits=logits.numpy(),
+        loss_before=float(loss.detach()),
+        loss_after=float(after),
+        generated=generated,
+        generated_gaps=gaps,
     )
 
 

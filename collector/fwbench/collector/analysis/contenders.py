@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,7 +190,20 @@ def every_process_failed(run: RunData, cells: list[Contender]) -> list[str]:
     return list(said.values())
 
 
-def key_label(key: CellKey) -> str:
-    workload, phase, batch, dtype, threads, _, strategy = key
+def key_label(key: CellKey, shown: Collection[str] = ()) -> str:
+    """A cell's name; `shown`: the shape parameters to name too (varying_params: those a run
+    swept, without which two of its cells would read the same)."""
+    workload, phase, batch, dtype, threads, params, strategy = key
     text = f"{workload} {phase} bs={batch} {dtype}"
+    values = json.loads(params or "{}") if shown else {}
+    text += "".join(f" {name}={values[name]}" for name in sorted(shown) if name in values)
     return text + (f" t={threads}" if threads else "") + (f" {strategy}" if strategy else "")
+
+
+def varying_params(keys: Iterable[CellKey]) -> set[str]:
+    """The shape parameters that take more than one value among the cells of `keys`."""
+    seen: dict[str, set[object]] = {}
+    for key in keys:
+        for name, value in json.loads(key[5] or "{}").items():
+            seen.setdefault(name, set()).add(value)
+    return {name for name, values in seen.items() if len(values) > 1}

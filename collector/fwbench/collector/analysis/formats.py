@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Collection
 from enum import StrEnum
 from typing import Any
 
@@ -13,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fwbench.collector.analysis.comparison import ONE_PROCESS_NOTE, Comparison, ComparisonSet
-from fwbench.collector.analysis.contenders import KEY_COLUMNS, key_label
+from fwbench.collector.analysis.contenders import KEY_COLUMNS, key_label, varying_params
 from fwbench.collector.analysis.decisions import (
     DECISION_HEADERS,
     SEQUENTIAL_NOTE,
@@ -108,12 +109,13 @@ def _p(value: float) -> str:
     return "-" if math.isnan(value) else (f"{value:.2g}" if value >= 1e-4 else "<1e-4")
 
 
-def row_cells(comparison: Comparison) -> list[str]:
+def row_cells(comparison: Comparison, shown: Collection[str] = ()) -> list[str]:
+    """One comparison's table row; `shown`: the swept shape parameters its cell names."""
     mode = comparison.mode
     if comparison.baseline_mode and comparison.baseline_mode != mode:
         mode = f"{mode} (vs {comparison.baseline_mode})"
     return [
-        key_label(comparison.key),
+        key_label(comparison.key, shown),
         comparison.agent,
         mode,
         f"{comparison.median_seconds * 1e3:.3f}",
@@ -149,8 +151,9 @@ def rich_table(result: ComparisonSet) -> Table:
     for header in HEADERS:
         right = header in ("median ms", "baseline ms", "speedup", "p (Holm)", "floor / margin")
         table.add_column(header, justify="right" if right else "left")
+    shown = varying_params(c.key for c in result.comparisons)
     for comparison in result.comparisons:
-        cells: list[str | Text] = list(row_cells(comparison))
+        cells: list[str | Text] = list(row_cells(comparison, shown))
         verdict_at = HEADERS.index("verdict")
         cells[verdict_at] = Text(comparison.verdict, style=_STYLES.get(comparison.verdict, ""))
         # On a terminal the caption says it once ("Verdicts need repetitions ..."): a row of
@@ -177,7 +180,8 @@ def _terminal_notes(notes: str) -> str:
 def markdown(result: ComparisonSet, decided: dict[str, Any] | None = None) -> str:
     lines = [f"## {result.title}", "", noise_floor_text(result), ""]
     lines += ["| " + " | ".join(HEADERS) + " |", "|" + " --- |" * len(HEADERS)]
-    lines += ["| " + " | ".join(row_cells(c)) + " |" for c in result.comparisons]
+    shown = varying_params(c.key for c in result.comparisons)
+    lines += ["| " + " | ".join(row_cells(c, shown)) + " |" for c in result.comparisons]
     lines += [f"- not compared: {reason}" for reason in result.skipped]
     lines += [f"- changed: {change}" for change in result.changes]
     if decided is not None:

@@ -92,7 +92,8 @@ def run(
     param: Annotated[
         list[str] | None,
         typer.Option(
-            help="Workload shape parameter NAME=VALUE, e.g. m=1024 or image_size=64 (repeatable)."
+            help="Workload shape parameter NAME=VALUE, e.g. m=1024 or image_size=64, or a sweep "
+            "NAME=A,B,... (each value a cell of its own); repeatable, one option per parameter."
         ),
     ] = None,
     warmup: Annotated[

@@ -274,7 +274,7 @@ def _run_cell(
             return _failed(identity, ctx, "failed", ERROR_CODE, str(error)), []
         except AgentStalled as error:
             return _failed(identity, ctx, "failed", "STALLED", str(error)), []
-        row = result_row(identity, item.describe, ctx.selection.seed, result)
+        row = result_row(identity, item.describe, ctx.selection.seed, result, ctx.catalogue)
         if isinstance(handle, WorldHandle):  # every rank's own figures, too
             ranks: list[agent_pb2.RunResult] = handle.client.last_results  # type: ignore[attr-defined]
             devices = max(item.describe.world.local_devices, 1)

@@ -12,6 +12,7 @@ import pandas as pd
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
 from fwbench.collector.calibration.ceiling import ceiling_columns, observe
+from fwbench.collector.run.generation import bandwidth_fraction, generation_columns
 from fwbench.collector.run.plan import Cell
 from fwbench.collector.stats.samples import sample_stats, throughput
 from fwbench.collector.store.schema import SCHEMA_VERSION
@@ -71,6 +72,7 @@ def result_row(
     describe: agent_pb2.DescribeResponse,
     seed: int,
     result: agent_pb2.RunResult,
+    catalogue: Catalogue,
 ) -> dict[str, Any]:
     """A measured cell: identity, effective settings and statistics of the raw samples."""
     settings = result.settings
@@ -102,6 +104,14 @@ def result_row(
     row["settings_mismatch"] = settings_mismatch(identity, row)
     if result.HasField("accuracy"):
         row.update(accuracy_columns(result.accuracy))
+    if result.HasField("generation"):
+        params = json.loads(identity["params"])
+        row.update(
+            generation_columns(
+                result, catalogue, identity["workload"], params, identity["batch_size"],
+                row["dtype"],
+            )
+        )  # fmt: skip
     return row
 
 
@@ -184,7 +194,10 @@ def ceilings(catalogue: Catalogue, calibration: dict[str, Any] | None) -> Annota
                 row["workload"], row["phase"], params, row["batch_size"], str(row.get("dtype"))
             )
         here = calibration if on_this_host(row) else None
-        return {**row, **ceiling_columns(row, here, intensity)}
+        annotated = {**row, **ceiling_columns(row, here, intensity)}
+        if row.get("decode_bandwidth_bytes_per_second") is not None:
+            annotated["decode_bandwidth_fraction"] = bandwidth_fraction(annotated)
+        return annotated
 
     return annotate
 

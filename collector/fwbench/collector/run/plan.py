@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.run.cell_choices import cell_modes, cell_strategies, unsupported
+from fwbench.collector.run.shapes import SelectionError, param_combinations, parse_params
 from fwbench.collector.run.validate import iteration_limit
 from fwbench.spec import Catalogue, CatalogueError
 from fwbench.spec.catalogue import DTYPES, PHASES
@@ -16,10 +17,6 @@ from fwbench.spec.catalogue import DTYPES, PHASES
 MAX_REPEAT = 100
 MAX_SEED = 2**64 - 1  # RunRequest.seed is a uint64
 MAX_THREADS = 4096  # RunRequest.threads is a uint32; no host has more cores than this
-
-
-class SelectionError(ValueError):
-    """Bad user input; the message is one line naming the problem and the valid choices."""
 
 
 @dataclass(frozen=True)
@@ -40,7 +37,9 @@ class Selection:
     # Execution modes: "default" (each agent's own default), "all" (every mode each agent
     # offers for the workload) or explicit names such as eager, compile, function, xla, jit.
     modes: tuple[str, ...] = ("default",)
-    params: Mapping[str, int] = field(default_factory=dict)
+    # Shape parameters (--param NAME=V or NAME=V1,V2,...: a sweep), each for the workloads
+    # that have it; every combination of a workload's own values makes its cells.
+    params: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     loop: LoopSettings = LoopSettings()
     seed: int = 0
     # Each agent runs each cell this many times, agents alternating (schedule.py).
@@ -117,7 +116,7 @@ def build_selection(
         dtypes=_choices("dtypes", split_list(dtypes), DTYPES),
         threads=_integers("thread count", split_list(threads), 0),
         modes=_modes(split_list(modes)),
-        params=_parse_params(params or []),
+        params=parse_params(params or []),
         loop=loop,
         seed=seed,
         repeat=repeat,
@@ -128,6 +127,13 @@ def build_selection(
         raise SelectionError(f"invalid repeat {repeat}: allowed 1..{MAX_REPEAT}")
     if not 0 <= seed <= MAX_SEED:
         raise SelectionError(f"invalid seed {seed}: allowed 0..{MAX_SEED} (2^64 - 1)")
+    for name in selection.workloads:
+        defined = catalogue.get(name).phases
+        if not set(defined) & set(selection.phases):
+            raise SelectionError(
+                f"workload {name} has no phase {', '.join(selection.phases)}: "
+                f"it has {', '.join(defined)} (--phases)"
+            )
     too_many = [t for t in selection.threads if t > MAX_THREADS]
     if too_many:
         raise SelectionError(f"invalid thread count {too_many[0]}: allowed 0..{MAX_THREADS}")
@@ -148,19 +154,6 @@ def _modes(given: list[str], kind: str = "mode") -> tuple[str, ...]:
     return tuple(dict.fromkeys(given))
 
 
-def _parse_params(items: list[str]) -> dict[str, int]:
-    parsed = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise SelectionError(f"invalid --param {item!r}: expected NAME=INTEGER")
-        try:
-            parsed[key.strip()] = int(value)
-        except ValueError:
-            raise SelectionError(f"invalid --param {item!r}: value must be an integer") from None
-    return parsed
-
-
 def _check_limits(catalogue: Catalogue, selection: Selection) -> None:
     known = {p for name in selection.workloads for p in catalogue.get(name).params}
     for key in selection.params:
@@ -176,7 +169,7 @@ def _check_limits(catalogue: Catalogue, selection: Selection) -> None:
                 limit = workload.max_batch_size
                 if size > limit:
                     raise SelectionError(f"invalid batch size {size} for {name}: max {limit}")
-            workload.resolve_params(_params_for(catalogue, name, selection.params))
+            param_combinations(catalogue, name, selection.params)
         _check_loop(catalogue, selection.loop)
     except CatalogueError as error:
         raise SelectionError(str(error)) from None
@@ -203,11 +196,6 @@ def _check_loop(catalogue: Catalogue, loop: LoopSettings) -> None:
         )
 
 
-def _params_for(catalogue: Catalogue, workload: str, params: Mapping[str, int]) -> dict[str, int]:
-    own = catalogue.get(workload).params
-    return {k: v for k, v in params.items() if k in own}
-
-
 def loop_request(loop: LoopSettings) -> dict[str, object]:
     """RunRequest fields for the measurement loop (unset fields take the agent's defaults)."""
     fields: dict[str, object] = {
@@ -225,9 +213,12 @@ def plan_cells(
     agent: str, describe: agent_pb2.DescribeResponse, catalogue: Catalogue, selection: Selection
 ) -> list[Cell]:
     """The cross product for one agent, in a stable order; cells the agent does not support
-    carry the reason instead of being dropped. For an agent that sizes its thread pools at
-    start-up, the thread count is the outermost loop, so each count needs one agent start."""
+    carry the reason instead of being dropped (a phase the catalogue does not define for a
+    workload, as generate's training, makes no cell at all). For an agent that sizes its thread
+    pools at start-up, the thread count is the outermost loop, so each count needs one agent
+    start."""
     support = {w.name: w for w in describe.workloads}
+    shapes = {w: param_combinations(catalogue, w, selection.params) for w in selection.workloads}
     cells = []
     for workload, phase, batch, dtype, threads in itertools.product(
         selection.workloads,
@@ -236,21 +227,38 @@ def plan_cells(
         selection.dtypes,
         selection.threads,
     ):
-        params = catalogue.get(workload).resolve_params(
-            _params_for(catalogue, workload, selection.params)
-        )
-        found = support.get(workload)
-        reason = unsupported(found, workload, phase, dtype)
-        for (mode, mode_reason), (strategy, strategy_reason) in itertools.product(
-            cell_modes(found, workload, selection.modes),
-            cell_strategies(found, workload, selection.strategies, describe.HasField("world")),
-        ):
-            why = reason or mode_reason or strategy_reason
-            cells.append(
-                Cell(agent, workload, phase, batch, dtype, threads, params, why, mode, strategy)
-            )
+        if phase not in catalogue.get(workload).phases:
+            continue  # no such cell for anyone (generate has no training): nothing to record
+        for params in shapes[workload]:
+            cells += _cells_of(
+                agent, support.get(workload), selection, describe,
+                (workload, phase, batch, dtype, threads), params,
+            )  # fmt: skip
     if describe.threads.fixed_at_startup:
         cells.sort(key=lambda cell: selection.threads.index(cell.threads))  # stable
+    return cells
+
+
+def _cells_of(
+    agent: str,
+    found: agent_pb2.WorkloadSupport | None,
+    selection: Selection,
+    describe: agent_pb2.DescribeResponse,
+    what: tuple[str, str, int, str, int],
+    params: dict[str, int],
+) -> list[Cell]:
+    """One shape's cells: one per mode and strategy the selection names and the agent has."""
+    workload, phase, batch, dtype, threads = what
+    reason = unsupported(found, workload, phase, dtype)
+    cells = []
+    for (mode, mode_reason), (strategy, strategy_reason) in itertools.product(
+        cell_modes(found, workload, selection.modes),
+        cell_strategies(found, workload, selection.strategies, describe.HasField("world")),
+    ):
+        why = reason or mode_reason or strategy_reason
+        cells.append(
+            Cell(agent, workload, phase, batch, dtype, threads, params, why, mode, strategy)
+        )
     return cells
 
 

@@ -45,7 +45,11 @@ def selection_from_record(record: Mapping[str, Any]) -> Selection:
         if name in values:
             values[name] = tuple(values[name])
     values["loop"] = LoopSettings(**record.get("loop", {}))
-    values["params"] = dict(record.get("params", {}))
+    # A run before sweeps recorded one value per parameter.
+    values["params"] = {
+        name: tuple(value) if isinstance(value, list) else (value,)
+        for name, value in record.get("params", {}).items()
+    }
     return Selection(**values)
 
 

@@ -6,17 +6,22 @@ The checks: the run id is echoed; every sample positive, and without an accuracy
 samples are the epochs after the first, so a target reached in epoch 1 leaves none) at least
 one, no more than the request's max_iterations and at least its min_iterations (unless max is
 lower); build and first-iteration times non-negative; the measure window ends
-after it starts and holds the samples (their sum fits in it); accuracy fields in range."""
+after it starts and holds the samples (their sum fits in it); accuracy fields in range; a
+generation workload's parts there (and only there), one prefill per sample and the catalogue's
+decode steps per sample, every part positive and a sample's parts within the sample."""
 
 from __future__ import annotations
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.spec import Catalogue
+from fwbench.spec import Catalogue, CatalogueError
 
 ERROR_CODE = "PROTOCOL_VIOLATION"
 # The window is read from a wall clock, the samples from a monotonic one: allow the two a
 # little disagreement before calling the samples impossible.
 WINDOW_SLACK_NANOSECONDS = 5_000_000
+# A generation's parts are timed inside its sample on the same clock: they can only exceed it
+# by rounding.
+PARTS_SLACK_NANOSECONDS = 1_000
 
 
 def iteration_limit(catalogue: Catalogue, name: str, given: int) -> int:
@@ -48,6 +53,7 @@ def check_result(
     _check_window(result)
     if result.HasField("accuracy"):
         _check_accuracy(result.accuracy)
+    _check_generation(request, result, catalogue)
 
 
 def _check_samples(samples: list[int], empty_allowed: bool) -> None:
@@ -93,3 +99,47 @@ def _check_accuracy(accuracy: agent_pb2.AccuracyResult) -> None:
         raise ProtocolViolation("accuracy.epochs_to_target", "more than the epochs run")
     if accuracy.reached != (accuracy.epochs_to_target > 0):
         raise ProtocolViolation("accuracy.reached", "disagrees with epochs_to_target")
+
+
+def _check_generation(
+    request: agent_pb2.RunRequest, result: agent_pb2.RunResult, catalogue: Catalogue
+) -> None:
+    try:
+        workload = catalogue.get(request.workload)
+        steps = workload.decode_steps(dict(request.params)) if workload.generation else None
+    except CatalogueError:  # the agent ran it, so it knew the workload; nothing to hold it to
+        steps = None
+    given = result.HasField("generation")
+    if steps is None:
+        if given:
+            raise ProtocolViolation("generation", f"{request.workload} is not a generation")
+        return
+    if not given:
+        raise ProtocolViolation("generation", "missing: a generation workload reports its parts")
+    parts = result.generation
+    samples = list(result.sample_nanoseconds)
+    if parts.decode_steps_per_sample != steps:
+        raise ProtocolViolation(
+            "generation.decode_steps_per_sample",
+            f"{parts.decode_steps_per_sample}; the catalogue's {request.workload} decodes "
+            f"{steps} per generation for these parameters",
+        )
+    prefill, decode = list(parts.prefill_nanoseconds), list(parts.decode_step_nanoseconds)
+    if len(prefill) != len(samples) or len(decode) != len(samples) * steps:
+        raise ProtocolViolation(
+            "generation",
+            f"{len(prefill)} prefills and {len(decode)} decode steps for {len(samples)} "
+            f"samples of {steps} decode steps each",
+        )
+    for field, values in (("prefill_nanoseconds", prefill), ("decode_step_nanoseconds", decode)):
+        bad = [v for v in values if v <= 0]
+        if bad:
+            raise ProtocolViolation(f"generation.{field}", f"{len(bad)} not positive")
+    for index, sample in enumerate(samples):
+        parts_ns = prefill[index] + sum(decode[index * steps : (index + 1) * steps])
+        if parts_ns > sample + PARTS_SLACK_NANOSECONDS:
+            raise ProtocolViolation(
+                "generation",
+                f"sample {index}: its prefill and decode steps add up to {parts_ns} ns, more "
+                f"than the sample's {sample} ns",
+            )

@@ -4,6 +4,7 @@ the version, and turns rows into a frame of these columns)."""
 from __future__ import annotations
 
 from fwbench.collector.store.columns_base import Column
+from fwbench.collector.store.generation_columns import GENERATION_COLUMNS
 from fwbench.collector.store.world_columns import WORLD_COLUMNS
 
 __all__ = ["COLUMNS", "Column"]
@@ -89,7 +90,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("usable_cores", "Int64", "CPU cores in the agent's affinity mask"),
     Column("in_container", "boolean", "Whether the agent ran inside a container"),
     Column("workload", "string", "Catalogue workload name"),
-    Column("kind", "string", "op, model or accuracy"),
+    Column("kind", "string", "op, model, accuracy, collective or generation"),
     Column("phase", "string", "train (forward, backward, optimizer step) or infer"),
     Column("batch_size", "Int64", "Items per step"),
     Column("dtype", "string", "Data type actually used"),
@@ -199,6 +200,7 @@ COLUMNS: tuple[Column, ...] = (
         "Accuracy workloads: JSON list of {epoch, train_seconds, eval_seconds, "
         "validation_accuracy}",
     ),
+    *GENERATION_COLUMNS,
     Column(
         "cpu_user_percent",
         "Float64",

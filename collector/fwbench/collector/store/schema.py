@@ -25,8 +25,12 @@ from fwbench.collector.store.columns import COLUMNS, Column
 #   communication_seconds, communication_share, collective_bytes, algbw and busbw, and
 #   first_step_loss.
 # 8 (fwbench 0.8): local_devices, the devices (replicas) of each rank's process.
+# 9 (fwbench 0.9): generation rows (docs/transformers.md): prompt_tokens, decode_steps,
+#   time_to_first_token_seconds, inter_token_latency_seconds and its p99, prefill and decode
+#   tokens per second, kv_cache_bytes, decode_bytes_per_step, decode bandwidth and its fraction,
+#   and the raw prefill and decode-step samples.
 # Rows of an older version load with the newer columns empty.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 STATUSES = ("ok", "failed", "unsupported", "cancelled")
 __all__ = ["COLUMNS", "COLUMN_NAMES", "SCHEMA_VERSION", "STATUSES", "Column"]
 

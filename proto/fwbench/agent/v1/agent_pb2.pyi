@@ -265,7 +265,7 @@ class Progress(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., iterations_done: _Optional[int] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
 
 class RunResult(_message.Message):
-    __slots__ = ("run_id", "sample_nanoseconds", "first_iteration_nanoseconds", "build_nanoseconds", "warmup_iterations", "settings", "measure_started_unix_nanoseconds", "measure_ended_unix_nanoseconds", "items_per_sample", "accuracy", "rank")
+    __slots__ = ("run_id", "sample_nanoseconds", "first_iteration_nanoseconds", "build_nanoseconds", "warmup_iterations", "settings", "measure_started_unix_nanoseconds", "measure_ended_unix_nanoseconds", "items_per_sample", "accuracy", "rank", "generation")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
     FIRST_ITERATION_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -277,6 +277,7 @@ class RunResult(_message.Message):
     ITEMS_PER_SAMPLE_FIELD_NUMBER: _ClassVar[int]
     ACCURACY_FIELD_NUMBER: _ClassVar[int]
     RANK_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     sample_nanoseconds: _containers.RepeatedScalarFieldContainer[int]
     first_iteration_nanoseconds: int
@@ -288,7 +289,18 @@ class RunResult(_message.Message):
     items_per_sample: int
     accuracy: AccuracyResult
     rank: RankResult
-    def __init__(self, run_id: _Optional[str] = ..., sample_nanoseconds: _Optional[_Iterable[int]] = ..., first_iteration_nanoseconds: _Optional[int] = ..., build_nanoseconds: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., settings: _Optional[_Union[EffectiveSettings, _Mapping]] = ..., measure_started_unix_nanoseconds: _Optional[int] = ..., measure_ended_unix_nanoseconds: _Optional[int] = ..., items_per_sample: _Optional[int] = ..., accuracy: _Optional[_Union[AccuracyResult, _Mapping]] = ..., rank: _Optional[_Union[RankResult, _Mapping]] = ...) -> None: ...
+    generation: GenerationResult
+    def __init__(self, run_id: _Optional[str] = ..., sample_nanoseconds: _Optional[_Iterable[int]] = ..., first_iteration_nanoseconds: _Optional[int] = ..., build_nanoseconds: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., settings: _Optional[_Union[EffectiveSettings, _Mapping]] = ..., measure_started_unix_nanoseconds: _Optional[int] = ..., measure_ended_unix_nanoseconds: _Optional[int] = ..., items_per_sample: _Optional[int] = ..., accuracy: _Optional[_Union[AccuracyResult, _Mapping]] = ..., rank: _Optional[_Union[RankResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ...) -> None: ...
+
+class GenerationResult(_message.Message):
+    __slots__ = ("prefill_nanoseconds", "decode_step_nanoseconds", "decode_steps_per_sample")
+    PREFILL_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_STEP_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_STEPS_PER_SAMPLE_FIELD_NUMBER: _ClassVar[int]
+    prefill_nanoseconds: _containers.RepeatedScalarFieldContainer[int]
+    decode_step_nanoseconds: _containers.RepeatedScalarFieldContainer[int]
+    decode_steps_per_sample: int
+    def __init__(self, prefill_nanoseconds: _Optional[_Iterable[int]] = ..., decode_step_nanoseconds: _Optional[_Iterable[int]] = ..., decode_steps_per_sample: _Optional[int] = ...) -> None: ...
 
 class RankResult(_message.Message):
     __slots__ = ("rank", "world_size", "strategy", "backend", "engine_nanoseconds", "collective_bytes", "first_step_loss")

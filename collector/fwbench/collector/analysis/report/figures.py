@@ -14,7 +14,12 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fwbench.collector.analysis.comparison import ComparisonSet
-from fwbench.collector.analysis.contenders import RunData, key_label, samples_by_cell
+from fwbench.collector.analysis.contenders import (
+    RunData,
+    key_label,
+    samples_by_cell,
+    varying_params,
+)
 from fwbench.collector.analysis.report.data import accuracy_curves, has_gpu_telemetry
 
 DPI = 100
@@ -71,10 +76,13 @@ def relative_time(result: ComparisonSet, baseline: str, palette: dict[str, str])
     )
     if not result.comparisons:
         return Plot(name, title, caption, note="nothing to compare: one agent in this run")
+    shown = varying_params(c.key for c in result.comparisons)
     frame = pd.DataFrame(
         {
             "phase": [c.key[1] for c in result.comparisons],
-            "cell": [key_label(c.key).replace(f" {c.key[1]}", "") for c in result.comparisons],
+            "cell": [
+                key_label(c.key, shown).replace(f" {c.key[1]}", "") for c in result.comparisons
+            ],
             "label": [f"{c.agent} ({c.mode})" if c.mode else c.agent for c in result.comparisons],
             "agent": [c.agent for c in result.comparisons],
             "relative": [1 / c.speedup for c in result.comparisons],

@@ -16,7 +16,7 @@ import pandas as pd
 from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import compare_to_baseline
 from fwbench.collector.analysis.comparison import ComparisonSet
-from fwbench.collector.analysis.contenders import RunData, contenders
+from fwbench.collector.analysis.contenders import RunData, contenders, varying_params
 from fwbench.collector.analysis.decisions import (
     DECISION_HEADERS,
     SEQUENTIAL_NOTE,
@@ -27,6 +27,7 @@ from fwbench.collector.analysis.decisions import (
 from fwbench.collector.analysis.history import HostHistory
 from fwbench.collector.analysis.report import data, figures
 from fwbench.collector.analysis.report.distributed import distributed_section, scaling_plot
+from fwbench.collector.analysis.report.generation import generation_plots
 from fwbench.collector.analysis.report.roofline import roofline
 from fwbench.collector.stats.samples import MIN_SAMPLES, NOISY_CV, TUKEY_K
 from fwbench.collector.stats.significance import ALPHA, DEFAULT_NOISE_FLOOR
@@ -122,6 +123,7 @@ def _plots(run: RunData, result: ComparisonSet, baseline: str) -> list[figures.P
         figures.power_energy(run, palette),
         figures.resources(data.resource_table(run)),
         figures.time_to_accuracy(run, palette),
+        *generation_plots(run, palette),
         scaling_plot(run),
     ]
 
@@ -160,7 +162,8 @@ def _decisions(metadata: dict[str, Any]) -> dict[str, Any] | None:
 def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, Any]:
     metadata = run.metadata
     environments = data.environments(run)
-    comparison_rows = [formats.row_cells(c) for c in result.comparisons]
+    shown = varying_params(c.key for c in result.comparisons)
+    comparison_rows = [formats.row_cells(c, shown) for c in result.comparisons]
     return {
         "run_id": run.run_id,
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),

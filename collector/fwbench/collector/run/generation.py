@@ -1,0 +1,70 @@
+"""A generation row's own columns (store/generation_columns.py): time to first token,
+inter-token latency, tokens per second from the agent's timed parts (validated beforehand:
+validate.py), and what decoding moved from the catalogue's decode model."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.spec import Catalogue
+
+
+def generation_columns(
+    result: agent_pb2.RunResult,
+    catalogue: Catalogue,
+    workload: str,
+    params: Mapping[str, int],
+    batch_size: int,
+    dtype: str,
+) -> dict[str, Any]:
+    """The generation columns of a row whose result carries a GenerationResult; {} for any
+    other row."""
+    if not result.HasField("generation"):
+        return {}
+    parts = result.generation
+    definition = catalogue.get(workload)
+    steps = int(parts.decode_steps_per_sample)
+    prompt = definition.prompt_tokens(params)
+    prefill = np.asarray(parts.prefill_nanoseconds, dtype=np.float64) / 1e9
+    decode = np.asarray(parts.decode_step_nanoseconds, dtype=np.float64) / 1e9
+    columns: dict[str, Any] = {
+        "prompt_tokens": prompt,
+        "decode_steps": steps,
+        "kv_cache_bytes": definition.kv_cache_bytes(params, batch_size, dtype),
+        "prefill_samples_ns": json.dumps(list(parts.prefill_nanoseconds)),
+        "decode_step_samples_ns": json.dumps(list(parts.decode_step_nanoseconds)),
+    }
+    if prefill.size:
+        ttft = float(np.median(prefill))
+        columns["time_to_first_token_seconds"] = ttft
+        columns["prefill_tokens_per_second"] = batch_size * prompt / ttft
+    if steps and decode.size:
+        per_sample = decode.reshape(-1, steps).sum(axis=1)
+        decode_time = float(np.median(per_sample))
+        columns["inter_token_latency_seconds"] = float(np.median(decode))
+        columns["inter_token_latency_p99_seconds"] = float(np.percentile(decode, 99))
+        columns["decode_tokens_per_second"] = float(np.median(batch_size * steps / per_sample))
+        moved = definition.decode_bytes(params, batch_size, dtype)
+        if moved is not None:
+            columns["decode_bytes_per_step"] = moved / steps
+            columns["decode_bandwidth_bytes_per_second"] = moved / decode_time
+    return columns
+
+
+def bandwidth_fraction(row: Mapping[str, Any]) -> float | None:
+    """decode_bandwidth_bytes_per_second over the row's calibrated bandwidth, or None."""
+    achieved, ceiling = (
+        row.get("decode_bandwidth_bytes_per_second"),
+        row.get("bandwidth_bytes_per_second"),
+    )
+    if not isinstance(achieved, float) or not isinstance(ceiling, float):
+        return None
+    if not (math.isfinite(achieved) and ceiling > 0):
+        return None
+    return achieved / ceiling

@@ -1,0 +1,111 @@
+"""The bare-script side of the generation check: GPT-2 greedy decoding with a preallocated KV
+cache, written the way a careful one-off script would (plain PyTorch, no fwbench import, no
+gRPC, no runtime), timing the prefill and each decode step with perf_counter_ns. Run with the
+torch agent environment's python.
+
+Usage: python bare_generate.py --layers L --hidden H --heads N --vocab V --context C
+           --prompt-len P --new-tokens T --batch B --warmup W --iterations I
+       -> JSON {"prefill_ns": [I values], "decode_ns": [I x (T - 1) values], "tokens": [...]}
+
+The model is GPT-2's (pre-LayerNorm, tanh GELU, tied LM head, learned positions), weights
+N(0, 0.02), in float32 on the CPU, at the threads torch picks. Each decode step attends over
+the filled part of the cache (as the torch agent's eager mode).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+
+
+def init(layers: int, hidden: int, vocab: int, context: int) -> dict[str, torch.Tensor]:
+    torch.manual_seed(0)
+
+    def normal(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape) * 0.02
+
+    weights = {"wte": normal(vocab, hidden), "wpe": normal(context, hidden)}
+    weights |= {"ln_f.w": torch.ones(hidden), "ln_f.b": torch.zeros(hidden)}
+    for i in range(layers):
+        weights |= {
+            f"{i}.ln1.w": torch.ones(hidden), f"{i}.ln1.b": torch.zeros(hidden),
+            f"{i}.qkv.w": normal(3 * hidden, hidden), f"{i}.qkv.b": torch.zeros(3 * hidden),
+            f"{i}.proj.w": normal(hidden, hidden), f"{i}.proj.b": torch.zeros(hidden),
+            f"{i}.ln2.w": torch.ones(hidden), f"{i}.ln2.b": torch.zeros(hidden),
+            f"{i}.fc.w": normal(4 * hidden, hidden), f"{i}.fc.b": torch.zeros(4 * hidden),
+            f"{i}.out.w": normal(hidden, 4 * hidden), f"{i}.out.b": torch.zeros(hidden),
+        }  # fmt: skip
+    return weights
+
+
+def forward(w, tokens, start, keys, values, layers, heads):  # type: ignore[no-untyped-def]
+    """Logits of the last position; the new keys and values go into the cache at `start`."""
+    batch, length = tokens.shape
+    hidden = w["wte"].shape[1]
+    x = w["wte"][tokens] + w["wpe"][start : start + length]
+    end = start + length
+    for i in range(layers):
+        h = F.layer_norm(x, (hidden,), w[f"{i}.ln1.w"], w[f"{i}.ln1.b"], 1e-5)
+        q, k, v = F.linear(h, w[f"{i}.qkv.w"], w[f"{i}.qkv.b"]).split(hidden, dim=-1)
+        q, k, v = (t.view(batch, length, heads, -1).transpose(1, 2) for t in (q, k, v))
+        keys[i][:, :, start:end] = k
+        values[i][:, :, start:end] = v
+        causal = length > 1  # the prompt attends causally; one new token sees the whole past
+        a = F.scaled_dot_product_attention(
+            q, keys[i][:, :, :end], values[i][:, :, :end], is_causal=causal
+        )
+        a = a.transpose(1, 2).reshape(batch, length, hidden)
+        x = x + F.linear(a, w[f"{i}.proj.w"], w[f"{i}.proj.b"])
+        h = F.layer_norm(x, (hidden,), w[f"{i}.ln2.w"], w[f"{i}.ln2.b"], 1e-5)
+        h = F.gelu(F.linear(h, w[f"{i}.fc.w"], w[f"{i}.fc.b"]), approximate="tanh")
+        x = x + F.linear(h, w[f"{i}.out.w"], w[f"{i}.out.b"])
+    x = F.layer_norm(x[:, -1], (hidden,), w["ln_f.w"], w["ln_f.b"], 1e-5)
+    return F.linear(x, w["wte"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name in ("layers", "hidden", "heads", "vocab", "context", "prompt-len", "new-tokens",
+                 "batch", "warmup", "iterations"):  # fmt: skip
+        parser.add_argument(f"--{name}", type=int, required=True)
+    args = parser.parse_args()
+    w = init(args.layers, args.hidden, args.vocab, args.context)
+    generator = torch.Generator().manual_seed(1)
+    prompt = torch.randint(0, args.vocab, (args.batch, args.prompt_len), generator=generator)
+    length = args.prompt_len + args.new_tokens
+    shape = (args.batch, args.heads, length, args.hidden // args.heads)
+    keys = [torch.zeros(shape) for _ in range(args.layers)]
+    values = [torch.zeros(shape) for _ in range(args.layers)]
+    prefill_ns: list[int] = []
+    decode_ns: list[int] = []
+    tokens: list[list[int]] = []
+    with torch.inference_mode():
+        for iteration in range(args.warmup + args.iterations):
+            timed = iteration >= args.warmup
+            start = time.perf_counter_ns()
+            token = forward(w, prompt, 0, keys, values, args.layers, args.heads).argmax(-1)
+            end = time.perf_counter_ns()
+            generated = [token]
+            if timed:
+                prefill_ns.append(end - start)
+            for step in range(args.new_tokens - 1):
+                start = end
+                position = args.prompt_len + step
+                logits = forward(
+                    w, token.unsqueeze(1), position, keys, values, args.layers, args.heads
+                )
+                token = logits.argmax(-1)
+                end = time.perf_counter_ns()
+                generated.append(token)
+                if timed:
+                    decode_ns.append(end - start)
+            tokens = torch.stack(generated, dim=1).tolist()
+    print(json.dumps({"prefill_ns": prefill_ns, "decode_ns": decode_ns, "tokens": tokens}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""Benchmark: does the harness distort generation? The generate workload timed two ways,
+interleaved A B A B so that machine drift spreads evenly over both:
+  A. through fwbench: the torch-cpu agent process (eager mode), driven over gRPC by the
+     collector's client, its figures computed as the collector computes a row's;
+  B. bare_generate.py, a plain PyTorch greedy decoder with a KV cache, in the same environment.
+Both at the same shape, batch and thread count (torch's default); each round is a fresh
+measurement of `--iterations` generations after `--warmup`.
+
+Run from the repository root with the dev environment:
+    .venv/bin/python tests/benchmarks/bench_generate.py [--rounds 5] [--layers 12 ...]
+Prints a Markdown table of time to first token, inter-token latency and decode tokens per
+second, each side's median over rounds and their ratio; --json FILE also writes the rounds.
+docs/transformers.md records the figures and the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.launchers.local import start_local
+from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
+
+HERE = Path(__file__).parent
+SHAPE = ("layers", "hidden", "heads", "vocab", "context", "prompt_len", "new_tokens")
+
+
+def figures(prefill_ns: list[int], decode_ns: list[int], steps: int, batch: int) -> dict:
+    """Time to first token, inter-token latency (medians) and decode tokens per second (the
+    median sample's), as run/generation.py computes a row's."""
+    per_sample = np.asarray(decode_ns, dtype=float).reshape(-1, steps).sum(axis=1) / 1e9
+    return {
+        "ttft_ms": statistics.median(prefill_ns) / 1e6,
+        "itl_ms": statistics.median(decode_ns) / 1e6,
+        "decode_tokens_per_second": float(np.median(batch * steps / per_sample)),
+    }
+
+
+def agent_round(client, args: argparse.Namespace) -> dict:  # type: ignore[no-untyped-def]
+    request = agent_pb2.RunRequest(
+        workload="generate",
+        phase=agent_pb2.PHASE_INFER,
+        batch_size=args.batch,
+        params={name: getattr(args, name) for name in SHAPE},
+        warmup_iterations=args.warmup,
+        min_iterations=args.iterations,
+        max_iterations=args.iterations,
+        min_seconds=0.0,
+        mode="eager",
+    )
+    parts = list(client.run(request, 3600))[-1].result.generation
+    steps = parts.decode_steps_per_sample
+    return figures(
+        list(parts.prefill_nanoseconds), list(parts.decode_step_nanoseconds), steps, args.batch
+    )
+
+
+def bare_round(python: Path, args: argparse.Namespace) -> dict:
+    command = [str(python), str(HERE / "bare_generate.py")]
+    for name in (*SHAPE, "batch", "warmup", "iterations"):
+        command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    out = json.loads(done.stdout)
+    return figures(out["prefill_ns"], out["decode_ns"], args.new_tokens - 1, args.batch)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    defaults = dict(layers=12, hidden=768, heads=12, vocab=50257, context=1024, prompt_len=128,
+                    new_tokens=64, batch=1, warmup=1, iterations=3)  # fmt: skip
+    for name, value in defaults.items():
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=value)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    manifest = discover_manifests(manifest_dirs())["torch-cpu"]
+    environment = environment_for(manifest)
+    environment.ensure()
+    handle = start_local(manifest, Path("/tmp"))
+    rounds: dict[str, list[dict]] = {"fwbench": [], "bare": []}
+    try:
+        for _ in range(args.rounds):
+            rounds["fwbench"].append(agent_round(handle.client, args))
+            rounds["bare"].append(bare_round(environment.python, args))
+    finally:
+        handle.stop()
+    summary = {
+        side: {key: statistics.median(r[key] for r in values) for key in values[0]}
+        for side, values in rounds.items()
+    }
+    print("| figure | fwbench | bare script | fwbench / bare |\n| --- | --- | --- | --- |")
+    for key in summary["bare"]:
+        a, b = summary["fwbench"][key], summary["bare"][key]
+        print(f"| {key} | {a:.4g} | {b:.4g} | {a / b:.3f} |")
+    record = {"shape": {n: getattr(args, n) for n in (*SHAPE, "batch")}, "rounds": rounds,
+              "summary": summary}  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(record, indent=1))
+    return record
+
+
+if __name__ == "__main__":
+    main()

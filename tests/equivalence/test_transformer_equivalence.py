@@ -1,0 +1,193 @@
+"""The same transformer in every framework: bert and gpt built by the torch, TensorFlow and JAX
+plugins, each in its own agent environment and process, from the same canonical weights.
+
+1. Architecture: each framework's canonical weight names and shapes for a fresh model equal
+   PyTorch's (Hugging Face's checkpoint names), at the shape below.
+2. Numerics: weights exported once from PyTorch, made far from a fresh model's (dense weights
+   x4, embeddings N(0, 1), LayerNorm scale 1 + N(0, 0.1) and shift N(0, 0.1), so that a wrong
+   epsilon, a swapped GELU or a transposed kernel shows), are loaded by every framework; the
+   logits of every position must agree within LOGIT_RTOL of their scale, the language-model
+   loss within LOSS_RTOL, and one SGD-momentum step must move it by the same amount within
+   DELTA_RTOL of the move (the tolerances of tests/equivalence/test_equivalence.py).
+3. Generation: greedy decoding of NEW_TOKENS tokens from the same prompt and weights, through
+   each plugin's own KV-cache path (the generate workload's), must give the same tokens at
+   every step. A step whose top two logits (in PyTorch) lie within the logit tolerance of
+   each other is a near-tie no test can hold a framework to: the comparison stops there and
+   says so (too early a stop fails the test), never passes it silently.
+Small shapes keep it quick (CI). FLOPs need no test here: the catalogue charges every framework
+the same formula, which tests/torch_plugin checks against PyTorch's own counter."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
+from fwbench.runtime.architectures import IGNORED_LABEL, mlm_positions
+from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec
+from fwbench.runtime.reference_cli import model_params, read_result, write_case
+
+MODELS = ("bert", "gpt")
+SHAPE = {"layers": 2, "hidden": 64, "heads": 4, "vocab": 500, "context": 128, "seq_len": 16}
+BATCH, NEW_TOKENS, MIN_STEPS = 3, 40, 32
+OPTIMIZER = OptimizerSpec(learning_rate=0.01, momentum=0.9)
+LOGIT_RTOL, LOSS_RTOL, DELTA_RTOL = 1e-5, 1e-4, 2e-2
+MANIFESTS = discover_manifests(manifest_dirs())
+AGENTS = {m.plugin: m.name for m in MANIFESTS.values() if m.representative and not m.requires_gpu}
+COMPARED = tuple(plugin for plugin in ("torch", "tensorflow", "jax") if plugin in AGENTS)
+OTHERS = tuple(plugin for plugin in COMPARED if plugin != "torch")
+
+
+def _python(plugin: str) -> Path:
+    environment = environment_for(MANIFESTS[AGENTS[plugin]])
+    environment.ensure()
+    return environment.python
+
+
+def _reference(plugin: str, *args: str) -> None:
+    command = [str(_python(plugin)), "-m", "fwbench.runtime.reference_cli", "--plugin", plugin]
+    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _shape_options() -> list[str]:
+    return [f"--param={name}={value}" for name, value in SHAPE.items()]
+
+
+def _far_from_fresh(weights: dict[str, np.ndarray], rng: np.random.Generator) -> None:
+    for name, array in weights.items():
+        if "LayerNorm" in name or ".ln_" in name:  # LayerNorm scale and shift
+            center = 1.0 if name.endswith("weight") else 0.0
+            weights[name] = (center + rng.normal(0.0, 0.1, array.shape)).astype(np.float32)
+        elif "embeddings" in name or name.endswith(("wte.weight", "wpe.weight")):
+            weights[name] = rng.standard_normal(array.shape).astype(np.float32)
+        elif array.ndim == 2:
+            weights[name] = array * 4
+
+
+def _case(model: str, weights: dict[str, np.ndarray], rng: np.random.Generator) -> EquivalenceCase:
+    seq = SHAPE["seq_len"]
+    tokens = rng.integers(0, SHAPE["vocab"], (BATCH, seq))
+    labels = rng.integers(0, SHAPE["vocab"], (BATCH, seq))
+    if model == "bert":  # the masked-LM positions only
+        keep = np.zeros(seq, dtype=bool)
+        keep[list(mlm_positions(seq))] = True
+        labels = np.where(keep, labels, IGNORED_LABEL)
+    params = model_params(model, SHAPE)
+    new_tokens = NEW_TOKENS if model == "gpt" else 0
+    return EquivalenceCase(model, weights, tokens, labels, OPTIMIZER, params, new_tokens)
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    folder = tmp_path_factory.mktemp("shapes")
+    found = {}
+    for plugin in COMPARED:
+        out = folder / plugin
+        _reference(
+            plugin, "shapes", "--models", ",".join(MODELS), *_shape_options(), "--out", str(out)
+        )
+        found[plugin] = json.loads(out.read_text())
+    return found
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, EquivalenceResult]]:
+    root = tmp_path_factory.mktemp("transformers")
+    exported = root / "w"
+    _reference(
+        "torch",
+        "export",
+        "--models",
+        ",".join(MODELS),
+        *_shape_options(),
+        "--out-dir",
+        str(exported),
+    )
+    rng = np.random.default_rng(2026)
+    cases = []
+    for model in MODELS:
+        with np.load(exported / f"{model}.npz") as data:
+            weights = {k: data[k] for k in data.files}
+        _far_from_fresh(weights, rng)
+        write_case(root / f"{model}.npz", _case(model, weights, rng))
+        cases.append(str(root / f"{model}.npz"))
+    found = {}
+    for plugin in COMPARED:
+        _reference(plugin, "check", *cases, "--out-dir", str(root / plugin))
+        found[plugin] = {m: read_result(root / plugin / f"{m}.npz") for m in MODELS}
+    return found
+
+
+@pytest.mark.parametrize("plugin", OTHERS)
+def test_the_same_weight_names_and_shapes(shapes, plugin):
+    assert shapes[plugin] == shapes["torch"]
+
+
+@pytest.mark.parametrize("plugin", OTHERS)
+@pytest.mark.parametrize("model", MODELS)
+def test_the_same_logits_at_every_position(results, plugin, model):
+    expected, actual = results["torch"][model], results[plugin][model]
+    assert actual.param_count == expected.param_count
+    assert actual.eval_logits.shape == expected.eval_logits.shape == (BATCH, 16, 500)
+    scale = float(np.abs(expected.eval_logits).max())
+    error = float(np.abs(actual.eval_logits - expected.eval_logits).max())
+    assert error <= LOGIT_RTOL * scale, f"max |diff| {error:.3g} vs logit scale {scale:.3g}"
+
+
+@pytest.mark.parametrize("plugin", OTHERS)
+@pytest.mark.parametrize("model", MODELS)
+def test_one_training_step_moves_the_loss_the_same_way(results, plugin, model):
+    expected, actual = results["torch"][model], results[plugin][model]
+    assert actual.loss_before == pytest.approx(expected.loss_before, rel=LOSS_RTOL)
+    expected_delta = expected.loss_after - expected.loss_before
+    assert expected_delta < 0, "one SGD step on the batch should lower its loss"
+    actual_delta = actual.loss_after - actual.loss_before
+    assert actual_delta == pytest.approx(expected_delta, rel=DELTA_RTOL, abs=1e-6)
+
+
+def agreeing_steps(reference: EquivalenceResult, other: EquivalenceResult, tolerance: float) -> int:
+    """Steps from the first at which every sequence's token agrees, up to the first near-tie
+    (a step whose top two logits lie within `tolerance` in the reference)."""
+    assert reference.generated is not None and reference.generated_gaps is not None
+    assert other.generated is not None
+    for step in range(reference.generated.shape[1]):
+        if (reference.generated_gaps[:, step] <= tolerance).any():
+            return step  # a near-tie: tokens from here on are the framework's to choose
+        if not np.array_equal(reference.generated[:, step], other.generated[:, step]):
+            chosen, gaps = reference.generated[:, step], reference.generated_gaps[:, step]
+            pytest.fail(
+                f"step {step}: tokens {other.generated[:, step]} where torch chose {chosen} "
+                f"(its top-two gaps {gaps})"
+            )
+    return reference.generated.shape[1]
+
+
+@pytest.mark.parametrize("plugin", OTHERS)
+def test_greedy_generation_gives_the_same_tokens(results, plugin):
+    expected, actual = results["torch"]["gpt"], results[plugin]["gpt"]
+    assert actual.generated is not None and actual.generated.shape == (BATCH, NEW_TOKENS)
+    assert len(set(expected.generated.ravel().tolist())) > 5, "a varied sequence, not one token"
+    tolerance = LOGIT_RTOL * float(np.abs(expected.eval_logits).max())
+    steps = agreeing_steps(expected, actual, tolerance)
+    assert steps >= MIN_STEPS, f"a near-tie at step {steps} stopped the comparison early"
+
+
+def test_a_near_tie_stops_the_comparison_and_a_difference_fails_it():
+    tokens = np.array([[1, 2, 3, 4]])
+    reference = EquivalenceResult(
+        0, np.zeros(1), 0.0, 0.0, tokens, np.array([[1.0, 1.0, 1e-9, 1.0]])
+    )
+    other = EquivalenceResult(0, np.zeros(1), 0.0, 0.0, np.array([[1, 2, 9, 9]]), None)
+    assert agreeing_steps(reference, other, tolerance=1e-6) == 2
+    with pytest.raises(pytest.fail.Exception, match="step 1: tokens"):
+        agreeing_steps(
+            reference,
+            EquivalenceResult(0, np.zeros(1), 0.0, 0.0, np.array([[1, 5, 3, 4]]), None),
+            1e-6,
+        )
