@@ -92,6 +92,7 @@ def calibration(one: float, every: float, bw_one: float, bw_every: float) -> dic
             "float32": {"1": {"flops_per_second": one}, "4": {"flops_per_second": every}}
         },
         "bandwidth": {"1": {"bytes_per_second": bw_one}, "4": {"bytes_per_second": bw_every}},
+        "read_bandwidth": {"1": {"bytes_per_second": 1.3 * bw_one}},
         "method": {"thread_counts": [1, 4]},
     }
 
@@ -121,8 +122,11 @@ def test_ceiling_columns_follow_from_the_row_and_the_calibration() -> None:
         "peak_flops_per_second": 200e9,
         "peak_fraction": pytest.approx(0.25),
         "bandwidth_bytes_per_second": 20e9,
+        "read_bandwidth_bytes_per_second": pytest.approx(13e9),  # one thread's: all it has
         "calibration_id": "test-calibration",
     }
+    del measured["read_bandwidth"]  # a calibration from before the read pass was measured
+    assert ceiling_columns(row, measured, 7.5)["read_bandwidth_bytes_per_second"] is None
     # No threads in effect said: the usable cores, else every CPU calibrated.
     assert ceiling_columns({**row, "intra_op_threads": 0, "usable_cores": 3}, measured, None)[
         "peak_flops_per_second"

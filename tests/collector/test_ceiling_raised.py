@@ -19,7 +19,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from fwbench.collector.calibration.cache import cache_path, fingerprint_id, host_fingerprint
+from fwbench.collector.calibration.cache import (
+    FORMAT_VERSION,
+    cache_path,
+    fingerprint_id,
+    host_fingerprint,
+)
 from fwbench.collector.calibration.ceiling import merge_observed, observe, peak_flops
 from fwbench.collector.store.database import ResultStore
 
@@ -33,7 +38,7 @@ def fake_calibration(calibration_id: str, peak: float) -> dict[str, Any]:
     """A quick calibration of this host with `peak` FLOP/s at 1 thread (twice at 2)."""
     fingerprint = host_fingerprint()
     return {
-        "format": 1,
+        "format": FORMAT_VERSION,
         "id": calibration_id,
         "fingerprint": fingerprint,
         "fingerprint_id": fingerprint_id(fingerprint),

@@ -101,7 +101,7 @@ def test_the_columns_come_from_the_parts_and_the_catalogue() -> None:
 
 
 def test_the_bandwidth_fraction_is_against_this_hosts_calibration() -> None:
-    calibration = {"id": "c", "bandwidth": {"1": {"bytes_per_second": 4e9}}, "method": {}}
+    calibration = {"id": "c", "read_bandwidth": {"1": {"bytes_per_second": 4e9}}, "method": {}}
     row = {
         "workload": "generate", "phase": "infer", "batch_size": 2, "dtype": "float32",
         "params": json.dumps(PARAMS), "device": "cpu", "launcher": "local",

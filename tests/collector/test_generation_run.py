@@ -63,6 +63,8 @@ def test_a_generation_row_carries_its_latencies_and_rates(tmp_path: Path, manife
     decode = json.loads(row["decode_step_samples_ns"])
     assert len(decode) == 3 * 5 and len(json.loads(row["prefill_samples_ns"])) == 3
     assert pd.isna(table[table["workload"] == "gemm"]["time_to_first_token_seconds"]).all()
+    said = " ".join(done.stderr.split())  # the cell's line, however the terminal wrapped it
+    assert "; first token " in said and " a token, " in said and " tokens/s" in said
 
 
 def test_a_shape_that_breaks_a_rule_is_refused_before_anything_starts(

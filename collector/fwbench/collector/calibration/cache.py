@@ -25,7 +25,8 @@ from fwbench.collector.calibration.measure import EFFORTS, measure
 DIR_VARIABLE = "FWBENCH_CALIBRATION_DIR"
 # `quick` measures tiny sizes (tests); `off`: runs record no calibration. Default `full`.
 EFFORT_VARIABLE = "FWBENCH_CALIBRATION"
-FORMAT_VERSION = 1
+# 2: read_bandwidth (a read-only pass) beside triad; a cached 1 is measured again.
+FORMAT_VERSION = 2
 
 
 def cache_dir() -> Path:

@@ -19,6 +19,7 @@ CEILING_COLUMNS = (
     "peak_flops_per_second",
     "peak_fraction",
     "bandwidth_bytes_per_second",
+    "read_bandwidth_bytes_per_second",
     "calibration_id",
 )
 # What an observed ceiling records of the row that set it.
@@ -118,9 +119,11 @@ def merge_observed(into: dict[str, Any], observed: dict[str, Any]) -> bool:
     return changed
 
 
-def bandwidth(calibration: dict[str, Any], threads: int) -> float | None:
-    triads = calibration.get("bandwidth", {})
-    return _scaled({t: triad["bytes_per_second"] for t, triad in triads.items()}, threads)
+def bandwidth(calibration: dict[str, Any], threads: int, kind: str = "bandwidth") -> float | None:
+    """Triad bandwidth at `threads`; kind "read_bandwidth" the read-only pass's (None in a
+    calibration from before it was measured)."""
+    passes = calibration.get(kind, {})
+    return _scaled({t: found["bytes_per_second"] for t, found in passes.items()}, threads)
 
 
 def all_threads(calibration: dict[str, Any]) -> int:
@@ -153,6 +156,7 @@ def ceiling_columns(
     columns["calibration_id"] = calibration["id"]
     columns["peak_flops_per_second"] = peak
     columns["bandwidth_bytes_per_second"] = bandwidth(calibration, threads)
+    columns["read_bandwidth_bytes_per_second"] = bandwidth(calibration, threads, "read_bandwidth")
     if peak and isinstance(achieved, float) and achieved > 0 and math.isfinite(achieved):
         columns["peak_fraction"] = achieved * 1e9 / peak
     return columns

@@ -1,7 +1,8 @@
 """Measures this host's ceilings by running probe.py: peak GEMM FLOP/s per dtype at one thread
 and at every logical CPU, with NumPy's BLAS in the collector's Python and with PyTorch in any
 other interpreter given (an agent environment), keeping the best per dtype and thread count;
-and STREAM-triad memory bandwidth at the same thread counts. Every figure keeps its method."""
+and STREAM-triad and read-only memory bandwidth at the same thread counts. Every figure keeps
+its method."""
 
 from __future__ import annotations
 
@@ -129,24 +130,37 @@ def best_peaks(trials: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, An
     return peaks
 
 
+def best_reads(pythons: list[Path], passes: list[str]) -> dict[str, dict[str, Any]]:
+    """The read-only pass at each thread count: NumPy's in this Python, PyTorch's GEMV in each
+    of `pythons` that has PyTorch; the fastest kept (as the GEMM peaks are: what this host's
+    memory can deliver to the best kernel at hand)."""
+    runs = [(Path(sys.executable), "numpy")] + [(p, "torch") for p in filter(has_torch, pythons)]
+    best: dict[str, dict[str, Any]] = {}
+    for (python, library), threads in itertools.product(runs, thread_counts()):
+        found = _probe(python, threads, ["read", "--library", library, *passes])["read"]
+        key = str(threads)
+        if key not in best or found["bytes_per_second"] > best[key]["bytes_per_second"]:
+            best[key] = {**found, "python": str(python)}
+    return best
+
+
 def measure(pythons: list[Path], effort: Effort) -> dict[str, Any]:
     """The calibration's measured part: peaks, every trial, bandwidth, and how long it took."""
     started = time.perf_counter()
     trials = gemm_trials(pythons, effort)
     elements = triad_elements(effort)
+    passes = ["--elements", str(elements), "--repetitions", str(effort.triad_repetitions)]
     bandwidth = {
-        str(threads): _probe(
-            Path(sys.executable),
-            threads,
-            ["triad", "--elements", str(elements), "--repetitions", str(effort.triad_repetitions)],
-        )["triad"]
+        str(threads): _probe(Path(sys.executable), threads, ["triad", *passes])["triad"]
         for threads in thread_counts()
     }
+    read = best_reads(pythons if effort.other_pythons else [], passes)
     return {
         "effort": effort.name,
         "peak_flops": best_peaks(trials),
         "gemm_trials": trials,
         "bandwidth": bandwidth,
+        "read_bandwidth": read,
         "method": {
             "gemm": "square C = A @ B; at each size one untimed call, then at least "
             f"{effort.gemm_repetitions} timed and {effort.gemm_seconds} s, the fastest giving "
@@ -157,6 +171,10 @@ def measure(pythons: list[Path], effort: Effort) -> dict[str, Any]:
             f"{probe.BLOCK} elements with a cached temporary; 24 bytes counted per element "
             "(b, c read, a written; write-allocate not counted); fastest of "
             f"{effort.triad_repetitions} passes over {elements} elements per array",
+            "read": "a read-only pass over as many bytes as triad's arrays, counted once, "
+            "nothing written: NumPy's sum of a float64 array (split and blocked as triad) and "
+            "PyTorch's matrix-vector product over a float32 matrix where an interpreter has "
+            f"PyTorch; the fastest of {effort.triad_repetitions} passes, the best library kept",
             "last_level_cache_bytes": last_level_cache_bytes(),
             "thread_counts": thread_counts(),
         },

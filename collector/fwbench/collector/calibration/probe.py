@@ -3,6 +3,7 @@ agent environment's with PyTorch): it imports nothing of fwbench and prints one 
 
     python probe.py gemm --library numpy --threads 2 --dtypes float32,float64 --max-size 2048
     python probe.py triad --threads 2 --elements 16777216 --repetitions 5
+    python probe.py read --library torch --threads 2 --elements 16777216 --repetitions 5
 
 gemm: C = A @ B on square matrices with the library's own GEMM (NumPy's BLAS; torch.mm; oneDNN
 through PyTorch, which computes A @ B^T: the same 2 n^3 FLOPs). At
@@ -18,7 +19,13 @@ thread (NumPy releases the GIL in its loops). Each thread works in blocks of BLO
 with a small reused temporary that stays in cache, so memory traffic is b and c read and a
 written once: 24 bytes per element are counted, as STREAM does. The write-allocate read of a
 (which a store without streaming hints costs) is not counted. The fastest pass gives
-bytes/second."""
+bytes/second.
+
+read: a pass that only reads as many bytes as triad's arrays hold, counted once, nothing
+written, the traffic of a decode step reading every weight (where stores cost a write-allocate
+read, it outruns triad's counted bytes). NumPy (--library numpy): the sum of a float64 array,
+split and blocked as triad; PyTorch (--library torch): a matrix-vector product (torch.mv, the
+kernel that reads a dense layer's weights) over a float32 matrix of the same bytes."""
 
 from __future__ import annotations
 
@@ -170,6 +177,63 @@ def triad(threads: int, elements: int, reps: int) -> dict[str, Any]:
     }
 
 
+def read(threads: int, elements: int, reps: int, library: str = "numpy") -> dict[str, Any]:
+    best, name = (_read_torch if library == "torch" else _read_numpy)(threads, elements, reps)
+    return {
+        "library": name,
+        "threads": threads,
+        "elements": elements,
+        "array_bytes": 8 * elements,
+        "repetitions": reps,
+        "best_seconds": best,
+        "bytes_counted_per_pass": 8 * elements,
+        "bytes_per_second": 8 * elements / best,
+    }
+
+
+def _read_numpy(threads: int, elements: int, reps: int) -> tuple[float, str]:
+    import numpy as np
+
+    values = np.full(elements, 0.5)
+    bounds = [elements * i // threads for i in range(threads + 1)]
+    sums = [0.0] * threads
+
+    def part(index: int, barrier: threading.Barrier) -> None:
+        total = 0.0
+        barrier.wait()
+        for low in range(bounds[index], bounds[index + 1], BLOCK):
+            total += float(np.add.reduce(values[low : min(low + BLOCK, bounds[index + 1])]))
+        sums[index] = total
+
+    times = []
+    for _ in range(reps):
+        barrier = threading.Barrier(threads + 1)
+        workers = [threading.Thread(target=part, args=(i, barrier)) for i in range(threads)]
+        for worker in workers:
+            worker.start()
+        barrier.wait()
+        started = time.perf_counter()
+        for worker in workers:
+            worker.join()
+        times.append(time.perf_counter() - started)
+    if sum(sums) != 0.5 * elements:
+        raise RuntimeError("read computed a wrong sum")
+    return min(times), f"numpy {np.__version__} (sum)"
+
+
+def _read_torch(threads: int, elements: int, reps: int) -> tuple[float, str]:
+    torch = _torch()
+    torch.set_num_threads(threads)
+    columns = 4096
+    rows = max(1, 2 * elements // columns)  # float32: the bytes of `elements` float64
+    matrix = torch.full((rows, columns), 0.5)
+    vector = torch.ones(columns)
+    times = _timed(lambda: torch.mv(matrix, vector), reps, 0.0)
+    if not bool((torch.mv(matrix, vector) == 0.5 * columns).all()):
+        raise RuntimeError("read computed a wrong product")
+    return min(times), f"torch {torch.__version__} (mv)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -180,10 +244,12 @@ def main() -> None:
     g.add_argument("--max-size", type=int, default=2048)
     g.add_argument("--repetitions", type=int, default=3)
     g.add_argument("--seconds", type=float, default=0.75)
-    t = sub.add_parser("triad")
-    t.add_argument("--threads", type=int, required=True)
-    t.add_argument("--elements", type=int, required=True)
-    t.add_argument("--repetitions", type=int, default=5)
+    for name in ("triad", "read"):
+        t = sub.add_parser(name)
+        t.add_argument("--threads", type=int, required=True)
+        t.add_argument("--elements", type=int, required=True)
+        t.add_argument("--repetitions", type=int, default=5)
+    t.add_argument("--library", choices=["numpy", "torch"], default="numpy")
     args = parser.parse_args()
     if args.what == "gemm":
         found = [
@@ -191,8 +257,11 @@ def main() -> None:
             for d in args.dtypes.split(",")
         ]
         print(json.dumps({"gemm": found}))
-    else:
+    elif args.what == "triad":
         print(json.dumps({"triad": triad(args.threads, args.elements, args.repetitions)}))
+    else:
+        passes = read(args.threads, args.elements, args.repetitions, args.library)
+        print(json.dumps({"read": passes}))
 
 
 if __name__ == "__main__":

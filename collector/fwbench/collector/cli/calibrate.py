@@ -63,10 +63,11 @@ def _table(calibration: dict[str, Any]) -> Table:
             value = f"{row['flops_per_second'] / 1e9:.1f} GFLOP/s"
             source = f"run {row['run_id']} cell {row['cell']}: {row['agent']} {row['workload']}"
             table.add_row(f"raised {dtype}", threads, value, source, "")
-    for threads, triad in calibration["bandwidth"].items():
-        value = f"{triad['bytes_per_second'] / 1e9:.1f} GB/s"
-        size = f"3 x {triad['array_bytes'] >> 20} MiB"
-        table.add_row("triad bandwidth", threads, value, triad["library"], size)
+    for kind, label, arrays in (("bandwidth", "triad", "3 x "), ("read_bandwidth", "read", "")):
+        for threads, found in calibration.get(kind, {}).items():
+            value = f"{found['bytes_per_second'] / 1e9:.1f} GB/s"
+            size = f"{arrays}{found['array_bytes'] >> 20} MiB"
+            table.add_row(f"{label} bandwidth", threads, value, found["library"], size)
     return table
 
 

@@ -58,11 +58,10 @@ def generation_columns(
 
 
 def bandwidth_fraction(row: Mapping[str, Any]) -> float | None:
-    """decode_bandwidth_bytes_per_second over the row's calibrated bandwidth, or None."""
-    achieved, ceiling = (
-        row.get("decode_bandwidth_bytes_per_second"),
-        row.get("bandwidth_bytes_per_second"),
-    )
+    """decode_bandwidth_bytes_per_second over the row's calibrated read-only bandwidth (a
+    decode step reads every weight and its cache, and writes one entry), or None."""
+    achieved = row.get("decode_bandwidth_bytes_per_second")
+    ceiling = row.get("read_bandwidth_bytes_per_second")
     if not isinstance(achieved, float) or not isinstance(ceiling, float):
         return None
     if not (math.isfinite(achieved) and ceiling > 0):

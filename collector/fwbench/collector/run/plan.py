@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.run.cell_choices import cell_modes, cell_strategies, unsupported
-from fwbench.collector.run.shapes import SelectionError, param_combinations, parse_params
+from fwbench.collector.run.shapes import SelectionError as SelectionError  # its home, for callers
+from fwbench.collector.run.shapes import param_combinations, parse_params
 from fwbench.collector.run.validate import iteration_limit
 from fwbench.spec import Catalogue, CatalogueError
 from fwbench.spec.catalogue import DTYPES, PHASES
@@ -48,6 +49,11 @@ class Selection:
     fresh_process: bool = True
     # Distributed strategies of worlds (--strategies): "default", "all" or names (ddp, ...).
     strategies: tuple[str, ...] = ("default",)
+
+    @property
+    def swept(self) -> tuple[str, ...]:
+        """The shape parameters given several values (--param NAME=A,B,...)."""
+        return tuple(name for name, values in self.params.items() if len(values) > 1)
 
 
 @dataclass(frozen=True)

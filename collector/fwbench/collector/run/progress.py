@@ -4,7 +4,7 @@ cell, and a summary table at the end."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import pandas as pd
@@ -23,10 +23,13 @@ from rich.table import Table
 from fwbench.collector.run.plan import Cell
 
 
-def _cell_label(cell: Cell) -> str:
+def _cell_label(cell: Cell, swept: Collection[str] = ()) -> str:
+    """`swept`: the shape parameters the run gave several values (--param NAME=A,B,...),
+    named so that two of its cells never read the same."""
     threads = f" t={cell.threads}" if cell.threads else ""
     mode = f" {cell.mode}" if cell.mode else ""
-    return f"{cell.workload} {cell.phase} bs={cell.batch_size} {cell.dtype}{mode}{threads}"
+    shape = "".join(f" {n}={cell.params[n]}" for n in sorted(swept) if n in cell.params)
+    return f"{cell.workload} {cell.phase} bs={cell.batch_size} {cell.dtype}{shape}{mode}{threads}"
 
 
 def _missing(value: object) -> bool:
@@ -69,9 +72,27 @@ def describe_row(row: dict[str, Any]) -> str:
     gflops = row.get("gflops_per_second")
     if gflops and not math.isnan(gflops):
         text += f", {gflops:.1f} GFLOP/s"
+    text += generation_text(row)
     if mismatch := _mismatch(row):
         text += f"; NOT AS ASKED: {mismatch}"
     return text
+
+
+def generation_text(row: Mapping[str, Any]) -> str:
+    """A generation row's own figures: "; first token 0.62 ms, 0.33 ms a token, 2,851
+    tokens/s, 65% of memory bandwidth" (those it has); "" for other rows."""
+    parts = []
+    for column, template in (
+        ("time_to_first_token_seconds", "first token {}"),
+        ("inter_token_latency_seconds", "{} a token"),
+    ):
+        if not _missing(row.get(column)):
+            parts.append(template.format(_seconds(float(row[column]))))
+    if not _missing(row.get("decode_tokens_per_second")):
+        parts.append(f"{float(row['decode_tokens_per_second']):,.0f} tokens/s")
+    if not _missing(row.get("decode_bandwidth_fraction")):
+        parts.append(f"{float(row['decode_bandwidth_fraction']):.0%} of memory bandwidth")
+    return "; " + ", ".join(parts) if parts else ""
 
 
 def _mismatch(row: Mapping[Any, Any]) -> str:
@@ -80,8 +101,11 @@ def _mismatch(row: Mapping[Any, Any]) -> str:
 
 
 class RichDisplay:
-    def __init__(self, console: Console, cells_per_agent: dict[str, int]) -> None:
+    def __init__(
+        self, console: Console, cells_per_agent: dict[str, int], swept: Collection[str] = ()
+    ) -> None:
         self.console = console
+        self.swept = tuple(swept)
         self.progress = Progress(
             SpinnerColumn(),
             TextColumn("[bold]{task.fields[agent]}"),
@@ -121,7 +145,7 @@ class RichDisplay:
         self.progress.stop()
 
     def cell_started(self, agent: str, cell: Cell) -> None:
-        self._labels[agent] = _cell_label(cell)
+        self._labels[agent] = _cell_label(cell, self.swept)
         self.progress.update(self._tasks[agent], description=self._labels[agent])
 
     def cell_progress(self, agent: str, stage: str, iterations: int) -> None:

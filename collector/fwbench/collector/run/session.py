@@ -227,7 +227,7 @@ def _measure(
         catalogue,
         selection,
         recorder,
-        RichDisplay(console, todo),
+        RichDisplay(console, todo, selection.swept),
         options.cell_timeout_seconds,
         options.scrape_interval_seconds,
         options.hang_timeout_seconds,

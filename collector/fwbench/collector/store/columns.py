@@ -178,6 +178,13 @@ COLUMNS: tuple[Column, ...] = (
         "Float64",
         "This host's calibrated triad bandwidth at the row's threads (the roofline's slope)",
     ),
+    Column(
+        "read_bandwidth_bytes_per_second",
+        "Float64",
+        "This host's calibrated read-only bandwidth at the row's threads (a pass summing one "
+        "large array: above triad's counted bytes where stores cost a write-allocate read); "
+        "decode_bandwidth_fraction's ceiling",
+    ),
     Column("calibration_id", "string", "The host calibration of the ceiling columns"),
     Column("first_iteration_seconds", "Float64", "First step, timed alone (set-up, compile)"),
     Column("build_seconds", "Float64", "Building model, inputs and optimizer (untimed)"),

@@ -65,9 +65,10 @@ GENERATION_COLUMNS: tuple[Column, ...] = (
     Column(
         "decode_bandwidth_fraction",
         "Float64",
-        "Generation: decode_bandwidth_bytes_per_second / bandwidth_bytes_per_second, how close "
-        "decoding ran to this host's calibrated memory bandwidth (empty where the row has no "
-        "calibrated bandwidth: GPU rows, other hosts)",
+        "Generation: decode_bandwidth_bytes_per_second / read_bandwidth_bytes_per_second, how "
+        "close decoding ran to this host's calibrated memory bandwidth (empty where the row has "
+        "no calibrated bandwidth: GPU rows, other hosts; above 1 where the weights and cache fit "
+        "in the CPU's caches)",
     ),
     Column(
         "prefill_samples_ns",
