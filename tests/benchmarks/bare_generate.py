@@ -1,15 +1,21 @@
 """The bare-script side of the generation check: GPT-2 greedy decoding with a preallocated KV
-cache, written the way a careful one-off script would (plain PyTorch, no fwbench import, no
-gRPC, no runtime), timing the prefill and each decode step with perf_counter_ns. Run with the
-torch agent environment's python.
+cache timed the way a careful one-off script would (perf_counter_ns around the prefill and
+each decode step; no gRPC, no runtime, no collector), in float32 on the CPU at the threads
+torch picks. Run with the torch agent environment's python. Two implementations:
+
+  --implementation plugin  the torch agent's own (fwbench.torch_plugin.transformers, eager):
+                           the same computation, so fwbench against it is the harness's cost;
+  --implementation own     written here in plain functional PyTorch, no fwbench import (weights
+                           in a dict, F.linear and F.layer_norm): what a hand-tuned script gets,
+                           so the agent against it is the cost of an idiomatic nn.Module model.
 
 Usage: python bare_generate.py --layers L --hidden H --heads N --vocab V --context C
            --prompt-len P --new-tokens T --batch B --warmup W --iterations I
+           [--implementation plugin|own]
        -> JSON {"prefill_ns": [I values], "decode_ns": [I x (T - 1) values], "tokens": [...]}
 
-The model is GPT-2's (pre-LayerNorm, tanh GELU, tied LM head, learned positions), weights
-N(0, 0.02), in float32 on the CPU, at the threads torch picks. Each decode step attends over
-the filled part of the cache (as the torch agent's eager mode).
+The model is GPT-2's (pre-LayerNorm, tanh GELU, tied LM head, learned positions); each decode
+step attends over the filled part of the cache (as the torch agent's eager mode).
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import time
 
 import torch
 import torch.nn.functional as F  # noqa: N812
+
+SHAPE = ("layers", "hidden", "heads", "vocab", "context", "prompt_len", "new_tokens")
 
 
 def init(layers: int, hidden: int, vocab: int, context: int) -> dict[str, torch.Tensor]:
@@ -67,12 +75,43 @@ def forward(w, tokens, start, keys, values, layers, heads):  # type: ignore[no-u
     return F.linear(x, w["wte"])
 
 
+def plugin_generation(args: argparse.Namespace) -> dict[str, list]:
+    """The torch agent's generate workload, eager, timed here by hand."""
+    from fwbench.torch_plugin import transformers
+
+    params = {name: getattr(args, name) for name in SHAPE}
+    torch.manual_seed(0)
+    steps, _ = transformers.build_generation(
+        params, args.batch, torch.float32, torch.device("cpu"), torch.Generator().manual_seed(1),
+        "eager", lambda fn: fn,
+    )  # fmt: skip
+    prefill_ns: list[int] = []
+    decode_ns: list[int] = []
+    for iteration in range(args.warmup + args.iterations):
+        start = time.perf_counter_ns()
+        steps.prefill()
+        end = time.perf_counter_ns()
+        parts = [end - start]
+        for _ in range(steps.decode_steps):
+            start = end
+            steps.decode()
+            end = time.perf_counter_ns()
+            parts.append(end - start)
+        if iteration >= args.warmup:
+            prefill_ns.append(parts[0])
+            decode_ns += parts[1:]
+    return {"prefill_ns": prefill_ns, "decode_ns": decode_ns, "tokens": []}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name in ("layers", "hidden", "heads", "vocab", "context", "prompt-len", "new-tokens",
-                 "batch", "warmup", "iterations"):  # fmt: skip
-        parser.add_argument(f"--{name}", type=int, required=True)
+    for name in (*SHAPE, "batch", "warmup", "iterations"):
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int, required=True)
+    parser.add_argument("--implementation", choices=("plugin", "own"), default="own")
     args = parser.parse_args()
+    if args.implementation == "plugin":
+        print(json.dumps(plugin_generation(args)))
+        return
     w = init(args.layers, args.hidden, args.vocab, args.context)
     generator = torch.Generator().manual_seed(1)
     prompt = torch.randint(0, args.vocab, (args.batch, args.prompt_len), generator=generator)

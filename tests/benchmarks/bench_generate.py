@@ -1,10 +1,13 @@
-"""Benchmark: does the harness distort generation? The generate workload timed two ways,
-interleaved A B A B so that machine drift spreads evenly over both:
+"""Benchmark: does the harness distort generation? The generate workload timed three ways,
+interleaved A B C A B C so that machine drift spreads evenly over all:
   A. through fwbench: the torch-cpu agent process (eager mode), driven over gRPC by the
      collector's client, its figures computed as the collector computes a row's;
-  B. bare_generate.py, a plain PyTorch greedy decoder with a KV cache, in the same environment.
-Both at the same shape, batch and thread count (torch's default); each round is a fresh
-measurement of `--iterations` generations after `--warmup`.
+  B. bare_generate.py --implementation plugin: the agent's own model and decoding, timed by
+     hand in a bare script (A / B is the harness's cost);
+  C. bare_generate.py --implementation own: a functional PyTorch greedy decoder written apart
+     (A / C is what the idiomatic nn.Module model costs against a hand-tuned script).
+All in the same environment at the same shape, batch and thread count (torch's default); each
+round is a fresh measurement of `--iterations` generations after `--warmup`.
 
 Run from the repository root with the dev environment:
     .venv/bin/python tests/benchmarks/bench_generate.py [--rounds 5] [--layers 12 ...]
@@ -62,8 +65,8 @@ def agent_round(client, args: argparse.Namespace) -> dict:  # type: ignore[no-un
     )
 
 
-def bare_round(python: Path, args: argparse.Namespace) -> dict:
-    command = [str(python), str(HERE / "bare_generate.py")]
+def bare_round(python: Path, args: argparse.Namespace, implementation: str) -> dict:
+    command = [str(python), str(HERE / "bare_generate.py"), "--implementation", implementation]
     for name in (*SHAPE, "batch", "warmup", "iterations"):
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
@@ -84,21 +87,23 @@ def main(argv: list[str] | None = None) -> dict:
     environment = environment_for(manifest)
     environment.ensure()
     handle = start_local(manifest, Path("/tmp"))
-    rounds: dict[str, list[dict]] = {"fwbench": [], "bare": []}
+    rounds: dict[str, list[dict]] = {"fwbench": [], "bare (same model)": [], "bare (own)": []}
     try:
         for _ in range(args.rounds):
             rounds["fwbench"].append(agent_round(handle.client, args))
-            rounds["bare"].append(bare_round(environment.python, args))
+            rounds["bare (same model)"].append(bare_round(environment.python, args, "plugin"))
+            rounds["bare (own)"].append(bare_round(environment.python, args, "own"))
     finally:
         handle.stop()
     summary = {
         side: {key: statistics.median(r[key] for r in values) for key in values[0]}
         for side, values in rounds.items()
     }
-    print("| figure | fwbench | bare script | fwbench / bare |\n| --- | --- | --- | --- |")
-    for key in summary["bare"]:
-        a, b = summary["fwbench"][key], summary["bare"][key]
-        print(f"| {key} | {a:.4g} | {b:.4g} | {a / b:.3f} |")
+    print("| figure | fwbench | bare, same model | bare, own | fwbench / same | fwbench / own |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for key in summary["fwbench"]:
+        a, b, c = (summary[side][key] for side in rounds)
+        print(f"| {key} | {a:.4g} | {b:.4g} | {c:.4g} | {a / b:.3f} | {a / c:.3f} |")
     record = {"shape": {n: getattr(args, n) for n in (*SHAPE, "batch")}, "rounds": rounds,
               "summary": summary}  # fmt: skip
     if args.json:
