@@ -165,8 +165,8 @@ def gemm_table(rows: pd.DataFrame, bare: dict[str, float], peak: float | None) -
 
 def model_table(rows: pd.DataFrame, peak: float | None) -> str:
     body = []
-    models = rows[rows["workload"] != "gemm"]
-    order = ["workload", "agent", "phase", "precision", "batch_size"]
+    models = rows[~rows["workload"].isin(("gemm", "generate"))]
+    order = ["workload", "agent", "phase", "precision", "batch_size", "mode"]
     for _, row in models.sort_values(order).iterrows():
         ok = row["status"] == "ok"
         tflops = row["gflops_per_second"] / 1e3 if ok else None
@@ -174,6 +174,7 @@ def model_table(rows: pd.DataFrame, peak: float | None) -> str:
             [
                 str(row["workload"]),
                 str(row["agent"]),
+                _mode(row),
                 str(row["phase"]),
                 str(row["precision"]),
                 str(row["batch_size"]),
@@ -186,9 +187,47 @@ def model_table(rows: pd.DataFrame, peak: float | None) -> str:
                 "ok" if ok else f"{row['status']} {row.get('error_code') or ''}".strip(),
             ]
         )
-    head = ["workload", "agent", "phase", "precision", "batch", "median ms", "device ms"]
+    head = ["workload", "agent", "mode", "phase", "precision", "batch", "median ms", "device ms"]
     head += ["items/s"]
     head += ["TFLOP/s", "% of bare bf16", *TELEMETRY_HEAD, "status"]
+    return _table(head, body)
+
+
+def _mode(row: pd.Series) -> str:
+    """The mode, and for a transformer the attention kernel that ran (settings)."""
+    mode = "" if pd.isna(row.get("mode")) else str(row["mode"])
+    settings = row.get("settings")
+    kernel = "" if pd.isna(settings) else json.loads(settings).get("attention_kernel", "")
+    return f"{mode} ({kernel})" if kernel else mode
+
+
+def generation_table(rows: pd.DataFrame) -> str:
+    """generate's rows: time to first token, inter-token latency, decode tokens per second and
+    the bandwidth decoding reached (the catalogue's bytes over the decode time)."""
+    body = []
+    found = rows[rows["workload"] == "generate"]
+    if found.empty:
+        return "No generate cell in this run."
+    order = ["agent", "precision", "batch_size", "prompt_tokens", "mode"]
+    for _, row in found.sort_values(order).iterrows():
+        ok = row["status"] == "ok"
+        body.append(
+            [
+                str(row["agent"]),
+                _mode(row),
+                str(row["precision"]),
+                str(row["batch_size"]),
+                str(json.loads(row["params"]).get("prompt_len", "-")),
+                _number(row.get("time_to_first_token_seconds"), 1e3, 2) if ok else "-",
+                _number(row.get("inter_token_latency_seconds"), 1e3, 3) if ok else "-",
+                _number(row.get("decode_tokens_per_second"), digits=0) if ok else "-",
+                _number(row.get("decode_bandwidth_bytes_per_second"), 1e-9, 0) if ok else "-",
+                _number(row.get("kv_cache_bytes"), 2**-20, 1),
+                "ok" if ok else f"{row['status']} {row.get('error_code') or ''}".strip(),
+            ]
+        )
+    head = ["agent", "mode (attention)", "precision", "batch", "prompt", "first token ms"]
+    head += ["ms a token", "decode tokens/s", "decode GB/s", "KV cache MiB", "status"]
     return _table(head, body)
 
 
@@ -312,6 +351,7 @@ def render(out: Path) -> str:
     )
     if not rows.empty:
         parts.append("## conv2d and models\n\n" + model_table(rows, peak))
+        parts.append("## Generation (greedy, KV cache)\n\n" + generation_table(rows))
         parts.append("## Cells that did not run\n\n" + failures(rows))
     bare_errors = [f"- bare {e['precision']}: {e['error']}" for e in record["bare"] if "error" in e]
     stopped = [sweep_note(sweep) for sweep in record["sweeps"]]

@@ -8,7 +8,10 @@ It installs nothing. It
   2. runs `collector doctor --python` (the agents' own requirements, the driver, NVML);
   3. runs the collector with the existing-environment launcher (--python AGENT=PY) on gemm
      (float32 with TF32 off, float32 with TF32 on = "tf32", bfloat16), conv2d and resnet50
-     (train and infer, several batch sizes, float32 and bfloat16), with telemetry; with
+     (train and infer, several batch sizes, float32 and bfloat16), and the transformers in
+     bfloat16 in every mode each agent offers (torch eager and compiled, JAX jit; the attention
+     op fused and plain; bert and gpt training and inference; generate's time to first token
+     and tokens per second at several batch sizes and prompts), with telemetry; with
      --deadline SECONDS the sweep still running then is interrupted (what it measured is
      kept) and later ones are skipped, so a leased GPU's time bounds the whole script;
   4. times the same gemm with a bare script (bare_torch.py) for the harness's overhead, its
@@ -77,6 +80,7 @@ class Sweep:
     params: tuple[str, ...] = ()
     tf32: str = "off"
     cudnn_benchmark: str = "on"
+    modes: str = "default"  # collector run --modes: default, all, or names
 
 
 @dataclass
@@ -90,6 +94,36 @@ class Plan:
     bare_min_seconds: float  # as the sweeps' --min-seconds: the same length of sustained work
 
 
+# The transformers' shapes: on a GPU, BERT-base and GPT-2 small at 512 tokens, attention at
+# GPT-3's head size over 2048 causal tokens, generation from prompts of 128 and 512 tokens;
+# on the CPU dry run, tiny ones.
+GPU_SHAPES = {
+    "attention": ("heads=16", "seq_len=2048", "head_dim=128", "causal=1"),
+    "bert,gpt": ("seq_len=512",),
+    "generate": ("prompt_len=128,512", "new_tokens=128"),
+}
+_TINY = ("layers=2", "hidden=64", "heads=4", "vocab=500", "context=64")
+DRY_SHAPES = {
+    "attention": ("heads=2", "seq_len=16", "head_dim=8", "causal=1"),
+    "bert,gpt": (*_TINY, "seq_len=16"),
+    "generate": (*_TINY, "prompt_len=8,16", "new_tokens=8"),
+}
+
+
+def transformer_sweeps(
+    batches: str,
+    generate_batches: str,
+    shapes: dict[str, tuple[str, ...]],
+    dtypes: str = "bfloat16",
+) -> list[Sweep]:
+    """Every mode each agent offers (torch eager and compile, JAX jit; attention's plain)."""
+    return [
+        Sweep("attention", "attention", batches, dtypes, shapes["attention"], modes="all"),
+        Sweep("transformers", "bert,gpt", batches, dtypes, shapes["bert,gpt"], modes="all"),
+        Sweep("generate", "generate", generate_batches, dtypes, shapes["generate"], modes="all"),
+    ]
+
+
 def gpu_plan() -> Plan:
     size = (8192, 8192, 8192)
     gemm = tuple(f"{axis}={value}" for axis, value in zip("mnk", size, strict=True))
@@ -101,6 +135,7 @@ def gpu_plan() -> Plan:
             Sweep("gemm-tf32", "gemm", "1", "float32", gemm, tf32="on"),
             Sweep("conv2d", "conv2d", "32,128,256", "float32,bfloat16", tf32="off"),
             Sweep("resnet50", "resnet50", "32,256", "float32,bfloat16", tf32="off"),
+            *transformer_sweeps("8,32", "1,8,32", GPU_SHAPES),
         ],
         ["--warmup", "10", "--min-seconds", "2"],
         bare_iterations=50,
@@ -121,6 +156,7 @@ def dry_plan() -> Plan:
             Sweep("gemm-tf32", "gemm", "1", "float32", gemm, tf32="on"),
             Sweep("conv2d", "conv2d", "2,4", "float32", small, tf32="off"),
             Sweep("lenet", "lenet", "2,4", "float32", tf32="off"),
+            *transformer_sweeps("2", "1,2", DRY_SHAPES, dtypes="float32"),
         ],
         ["--warmup", "1", "--iterations", "3", "--min-seconds", "0.05"],
         bare_iterations=5,
@@ -348,6 +384,7 @@ def main(argv: list[str] | None = None) -> int:
         options = ["run", "--agents", ",".join(agents), *pythons, *extra]
         options += ["--workloads", sweep.workloads, "--phases", "train,infer"]
         options += ["--batch-sizes", sweep.batch_sizes, "--dtypes", sweep.dtypes]
+        options += ["--modes", sweep.modes]
         options += [f"--param={p}" for p in sweep.params] + plan.timing + ["--out", str(folder)]
         switches = {"FWBENCH_TF32": sweep.tf32, "FWBENCH_CUDNN_BENCHMARK": sweep.cudnn_benchmark}
         began = time.monotonic()

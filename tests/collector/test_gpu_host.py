@@ -35,8 +35,10 @@ def test_dry_run_measures_every_sweep_and_writes_the_page(
     )
     assert code == 0
     record = json.loads((out / "gpu-host.json").read_text())
-    assert [s["name"] for s in record["sweeps"]] == ["gemm", "gemm-tf32", "conv2d", "lenet"]
-    assert [s["tf32"] for s in record["sweeps"]] == ["off", "on", "off", "off"]
+    names = ["gemm", "gemm-tf32", "conv2d", "lenet", "attention", "transformers", "generate"]
+    assert [s["name"] for s in record["sweeps"]] == names
+    assert [s["tf32"] for s in record["sweeps"]] == ["off"] + ["on"] + ["off"] * 5
+    assert [s["modes"] for s in record["sweeps"]][4:] == ["all"] * 3  # torch eager and compile
     assert all(s["exit_code"] in (0, 1) for s in record["sweeps"]), record["sweeps"]
     rows = gpu_doc.load_rows(out, record)
     ok = rows[rows["status"] == "ok"]
@@ -51,7 +53,17 @@ def test_dry_run_measures_every_sweep_and_writes_the_page(
         line = f"| fake | {row['phase']} | {row['precision']} | {row['median_seconds'] * 1e3:.3f} |"
         assert line in page
         assert f"{line} - | {row['gflops_per_second'] / 1e3:.3g} |" in page
-    assert "| lenet | fake | infer | fp32 | 2 |" in page
+    assert "| lenet | fake | eager | infer | fp32 | 2 |" in page
+    # The fake generates (prefill 20 us a prompt token, 200 us a token): a row per prompt and
+    # batch, its figures from the row; its missing transformers are listed as refused.
+    generate = ok[ok["workload"] == "generate"].sort_values(["batch_size", "prompt_tokens"])
+    assert list(zip(generate["batch_size"], generate["prompt_tokens"], strict=True)) == [
+        (1, 8), (1, 16), (2, 8), (2, 16),
+    ]  # fmt: skip
+    first = generate.iloc[0]
+    line = f"| fake | eager | fp32 | 1 | 8 | {first['time_to_first_token_seconds'] * 1e3:.2f} |"
+    assert line in page
+    assert "fake bert train fp32 batch 2: unsupported" in page
     # Refused cells are listed, and the missing bare script is said, not papered over.
     assert "fake gemm infer bf16 batch 1: unsupported UNIMPLEMENTED" in page
     assert "fake conv2d train fp32 batch 2: unsupported" in page
