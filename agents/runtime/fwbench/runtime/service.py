@@ -7,6 +7,7 @@ Cancel stops a run its caller names by id, or, with no id, the caller's own run 
 
 from __future__ import annotations
 
+import gc
 import os
 import queue
 import threading
@@ -22,6 +23,7 @@ import grpc
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
 from fwbench.runtime.accuracy import DATASET, OPTIMIZER, AccuracyRun, train_to_accuracy
 from fwbench.runtime.errors import status_for
+from fwbench.runtime.fits import require_fit
 from fwbench.runtime.hostinfo import environment_switches, host_info
 from fwbench.runtime.metrics import AgentMetrics
 from fwbench.runtime.plugin import (
@@ -76,6 +78,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._world = world
         self._description: PluginDescription = plugin.describe()
         self._capabilities = capabilities(plugin, self._description, catalogue, world)
+        # Every device a CPU: the host's memory is the cells' (fits.py checks they fit).
+        self._host_memory_only = all(d.kind == "cpu" for d in self._description.devices)
         self._identity = identity
         self._metrics = metrics
         self._host = host_info()
@@ -253,6 +257,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         active: _ActiveRun,
         on_progress: Callable[[str, int], None],
     ) -> agent_pb2.RunResult:
+        # The previous cell's model and data, often held only by reference cycles (a
+        # tf.function's or a jit's closures), which Python's collector may not reach for many
+        # cells: without this a TensorFlow agent kept every GPT-2 of a sweep (0.5 GiB each).
+        gc.collect()
+        if self._host_memory_only:  # a GPU's own allocator refuses what does not fit
+            require_fit(spec, self._catalogue)
         if spec.workload.kind != "accuracy":
             build = lambda: _checked(self._plugin.build(spec), spec, self._world)  # noqa: E731
             result = measure(build, self._plugin.synchronize, plan, active.cancel, on_progress)

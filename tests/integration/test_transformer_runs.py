@@ -1,0 +1,78 @@
+"""The transformer workloads through real agents: the torch agent refuses, as out of memory,
+a GPT that cannot fit in this host before building it, and measures the next cell in the same
+process; tests/benchmarks/bench_generate.py (docs/transformers.md's harness check) runs end to
+end at a tiny shape: the agent over gRPC and both bare scripts, three figures each; and the
+command docs/transformers.md shows, run as it is written, gives ok rows for every framework."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import grpc
+import pandas as pd
+import pytest
+
+from fwbench.agent.v1 import agent_pb2
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).parent))
+import bench_generate
+from collector_cli import collector
+
+pytestmark = pytest.mark.agent
+TINY = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--context", "32"]
+
+
+def test_a_model_that_cannot_fit_is_refused_and_the_agent_goes_on(torch_agent) -> None:
+    huge = {"layers": 128, "hidden": 16384, "heads": 128, "vocab": 262144, "seq_len": 8}
+    request = agent_pb2.RunRequest(
+        workload="gpt", phase=agent_pb2.PHASE_TRAIN, batch_size=1, params=huge,
+        min_iterations=1, warmup_iterations=0, min_seconds=0.0,
+    )  # fmt: skip
+    with pytest.raises(grpc.RpcError) as caught:
+        list(torch_agent.client.run(request, 120))
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "refused before allocating" in (caught.value.details() or "")
+    small = {"layers": 1, "hidden": 16, "heads": 2, "vocab": 32, "seq_len": 8}
+    request.params.clear()
+    request.params.update(small)
+    result = list(torch_agent.client.run(request, 120))[-1].result
+    assert len(result.sample_nanoseconds) == 1
+
+
+def test_the_generation_harness_check_runs_end_to_end(tmp_path: Path) -> None:
+    record = bench_generate.main(
+        [*TINY, "--prompt-len", "8", "--new-tokens", "5", "--rounds", "1", "--iterations", "2",
+         "--json", str(tmp_path / "bench.json")]
+    )  # fmt: skip
+    assert set(record["rounds"]) == {"fwbench", "bare (same model)", "bare (own)"}
+    figures = pd.DataFrame(record["summary"]).T
+    assert list(figures.columns) == ["ttft_ms", "itl_ms", "decode_tokens_per_second"]
+    assert (figures > 0).all().all()
+    assert (tmp_path / "bench.json").is_file()
+
+
+def doc_command() -> list[str]:
+    """The command docs/transformers.md shows (its first bash block), as arguments."""
+    text = (Path(__file__).parents[2] / "docs" / "transformers.md").read_text()
+    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
+    return shlex.split(block.replace("\\\n", " "))
+
+
+def test_the_documented_command_gives_ok_rows_for_every_framework(tmp_path, isolated_store):
+    command = doc_command()
+    assert command[:2] == ["collector", "run"]
+    done = collector(*command[1:], "--out", str(tmp_path / "run"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    table = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    assert set(table["status"]) == {"ok"}
+    assert len(table) == 3 * (3 * 2 * 2 + 2)  # attention, bert, gpt x phases x batches; generate
+    assert set(table["framework"]) == {"torch", "tensorflow", "jax"}
+    generate = table[table["workload"] == "generate"]
+    assert generate["decode_tokens_per_second"].notna().all()
+    assert generate["time_to_first_token_seconds"].notna().all()
+    kernels = {json.loads(s).get("attention_kernel", "") for s in table["settings"]}
+    assert any(k.startswith("sdpa:") for k in kernels) and any("plain" in k for k in kernels)
