@@ -30,14 +30,25 @@ def generation_rows(run: RunData) -> pd.DataFrame:
         f"{agent} ({mode})" if modes[agent] > 1 else agent
         for agent, mode in zip(rows["agent"], rows["mode"], strict=True)
     ]
-    rows["shape"] = [_shape(p) for p in rows["params"]]
-    rows["others"] = [_shape(p, skip=_SHAPE_SKIPPED) for p in rows["params"]]
+    varying = _varying(rows["params"])
+    rows["shape"] = [_shape(p, varying) for p in rows["params"]]
+    rows["others"] = [_shape(p, varying - set(_SHAPE_SKIPPED)) for p in rows["params"]]
     return rows
 
 
-def _shape(params: str, skip: tuple[str, ...] = ()) -> str:
+def _varying(params: pd.Series) -> set[str]:
+    """The parameters that differ between the rows: a panel is named by those alone."""
+    seen: dict[str, set[object]] = {}
+    for text in params:
+        for name, value in json.loads(text or "{}").items():
+            seen.setdefault(name, set()).add(value)
+    return {name for name, values in seen.items() if len(values) > 1}
+
+
+def _shape(params: str, shown: set[str]) -> str:
     values = json.loads(params or "{}")
-    return " ".join(f"{k}={v}" for k, v in sorted(values.items()) if k not in skip)
+    named = " ".join(f"{k}={v}" for k, v in sorted(values.items()) if k in shown)
+    return named or "every cell"
 
 
 def _lines(rows: pd.DataFrame, panel: str, x: str, y: str, axes_labels: tuple[str, str],
@@ -91,7 +102,8 @@ def generation_plots(run: RunData, palette: dict[str, str]) -> list[Plot]:
         ("batch size", "decode tokens / s"), palette,
     )  # fmt: skip
     plots = [replace(TOKENS, png=tokens)]
-    prompts = rows.assign(others=rows["others"] + " batch=" + rows["batch_size"].astype(str))
+    batch = "batch=" + rows["batch_size"].astype(str)
+    prompts = rows.assign(others=(rows["others"] + " ").str.replace("every cell ", "") + batch)
     if prompts.groupby("others")["prompt_tokens"].nunique().max() < 2:
         note = "one prompt length per shape: sweep it with --param prompt_len=A,B,..."
         plots.append(replace(FIRST_TOKEN, note=note))
