@@ -100,6 +100,18 @@ def test_a_plugin_breaking_the_contract_is_refused_at_load_naming_what(name, mes
         load_plugin(name, PluginContext())
 
 
+@pytest.mark.usefixtures("odd_plugins")
+def test_autocast_is_refused_to_a_plugin_without_it():
+    """FWBENCH_AUTOCAST=on reaches every agent of a run (--agent-env): a plugin that cannot
+    autocast must not start and run its half-precision cells pure under that name."""
+    assert context_from_environment({"FWBENCH_AUTOCAST": "on"}).autocast is True
+    with pytest.raises(
+        InvalidContext, match=r"FWBENCH_AUTOCAST=on: plugin 'records' .* no autocast"
+    ):
+        load_plugin("records", PluginContext(autocast=True))
+    assert load_plugin("records", PluginContext(autocast=False)) is not None
+
+
 def test_the_agent_refuses_to_start_on_a_bad_variable(monkeypatch, capsys):
     monkeypatch.setenv("FWBENCH_THREADS", "many")
     assert cli.main(["--plugin", "fake"]) == 2

@@ -5,6 +5,7 @@ op's fused and plain kernels against each other, and the settings each row repor
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -208,3 +209,34 @@ def test_the_checked_in_listing_is_torchs_state_dict() -> None:
         state = _model(name, listed["params"]).state_dict()
         assert {k: list(v.shape) for k, v in state.items()} == listed[name]
         assert list(state) == list(listed[name])
+
+
+def test_autocast_keeps_float32_weights_and_says_so() -> None:
+    """FWBENCH_AUTOCAST=on: a bfloat16 model cell holds float32 weights and runs under
+    torch.autocast (its logits come out in bfloat16), its row says so; a single op stays pure
+    and says why."""
+    plugin = TorchPlugin(PluginContext(device="cpu", autocast=True))
+    spec = WorkloadSpec(
+        CATALOGUE.get("gpt"), "train", 2, "bfloat16", _params("gpt", SMALL), 0, 0, "eager"
+    )
+    built = plugin.build(spec)
+    assert built.settings.extra["dtype_policy"].startswith("autocast: float32 weights")
+    loss = built.step()
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    infer = plugin.build(dataclasses.replace(spec, phase="infer"))
+    assert infer.step().dtype == torch.bfloat16  # the products ran in bfloat16
+    generate = plugin.build(
+        WorkloadSpec(
+            CATALOGUE.get("generate"), "infer", 1, "bfloat16",
+            _params("generate", {**SMALL, "prompt_len": 4, "new_tokens": 3}), 0, 0, "eager",
+        )
+    )  # fmt: skip
+    assert generate.generation is not None
+    generate.generation.generate()
+    assert "autocast" in generate.settings.extra["dtype_policy"]
+    gemm = WorkloadSpec(CATALOGUE.get("gemm"), "infer", 1, "bfloat16", {"m": 8, "n": 8, "k": 8},
+                        0, 0, "eager")  # fmt: skip
+    assert (
+        "applies to the benchmark steps of models"
+        in (plugin.build(gemm).settings.extra["dtype_policy"])
+    )

@@ -23,6 +23,10 @@ INTEROP_THREADS_VARIABLE = "FWBENCH_INTEROP_THREADS"
 TF32_VARIABLE = "FWBENCH_TF32"  # TF32 for float32 matmuls and convolutions
 CUDNN_BENCHMARK_VARIABLE = "FWBENCH_CUDNN_BENCHMARK"  # cuDNN autotuning (torch)
 CUDA_EVENTS_VARIABLE = "FWBENCH_CUDA_EVENTS"  # device time per step from CUDA events (torch)
+# Half-precision cells of models under the framework's autocast (float32 weights, products in
+# the cell's dtype) instead of pure casts; only a plugin whose class says `supports_autocast`
+# may start with it on (registry.py refuses the others: they would run pure under the name).
+AUTOCAST_VARIABLE = "FWBENCH_AUTOCAST"
 # What a float32 cell's matrix products and convolutions ran in on a GPU: settings keys every
 # plugin reports on its GPU float32 rows, valued "float32", "tf32" or "bf16" (the collector
 # says when two compared rows differ: analysis/arithmetic.py). NVIDIA_TF32_OVERRIDE=0 turns
@@ -82,6 +86,7 @@ class PluginContext:
     tf32: bool | None = None  # FWBENCH_TF32; None = the framework's default
     cudnn_benchmark: bool | None = None  # FWBENCH_CUDNN_BENCHMARK; None = the default
     cuda_events: bool | None = None  # FWBENCH_CUDA_EVENTS; None = on where there are events
+    autocast: bool | None = None  # FWBENCH_AUTOCAST; None or False = pure half precision
 
     def __post_init__(self) -> None:
         _check_device("device", self.device)
@@ -111,7 +116,8 @@ def env_switch(environ: Mapping[str, str], name: str) -> bool | None:
 
 def context_from_environment(environ: Mapping[str, str] = os.environ) -> PluginContext:
     """FWBENCH_DEVICE (default auto), FWBENCH_THREADS and FWBENCH_INTEROP_THREADS (default 0),
-    FWBENCH_TF32, FWBENCH_CUDNN_BENCHMARK and FWBENCH_CUDA_EVENTS (on/off, default unset);
+    FWBENCH_TF32, FWBENCH_CUDNN_BENCHMARK, FWBENCH_CUDA_EVENTS and FWBENCH_AUTOCAST (on/off,
+    default unset);
     raises InvalidContext naming the variable and its allowed values."""
     device = environ.get(DEVICE_VARIABLE, "").strip() or "auto"
     _check_device(DEVICE_VARIABLE, device)
@@ -126,6 +132,7 @@ def context_from_environment(environ: Mapping[str, str] = os.environ) -> PluginC
         tf32=env_switch(environ, TF32_VARIABLE),
         cudnn_benchmark=env_switch(environ, CUDNN_BENCHMARK_VARIABLE),
         cuda_events=env_switch(environ, CUDA_EVENTS_VARIABLE),
+        autocast=env_switch(environ, AUTOCAST_VARIABLE),
     )
 
 

@@ -10,7 +10,13 @@ from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
 from typing import cast
 
-from fwbench.runtime.plugin import OPTIONAL_CAPABILITIES, FrameworkPlugin, PluginContext
+from fwbench.runtime.plugin import (
+    AUTOCAST_VARIABLE,
+    OPTIONAL_CAPABILITIES,
+    FrameworkPlugin,
+    InvalidContext,
+    PluginContext,
+)
 
 ENTRY_POINT_GROUP = "fwbench.plugins"
 REQUIRED_METHODS = ("describe", "build", "synchronize")
@@ -79,4 +85,9 @@ def load_plugin(name: str, context: PluginContext) -> FrameworkPlugin:
     label = f"plugin {name!r} ({entry.value})"
     factory = entry.load()
     _check_factory(label, factory)
+    if context.autocast and not getattr(factory, "supports_autocast", False):
+        raise InvalidContext(
+            f"{AUTOCAST_VARIABLE}=on: {label} has no autocast (its half-precision cells are "
+            "pure casts); unset it for this agent"
+        )
     return check_plugin(label, factory(context))

@@ -67,9 +67,33 @@ _TORCH_VARIABLES = (
 # How a float16/bfloat16 cell runs: the model's weights and the inputs are cast to the dtype
 # (no torch.autocast), so every operation, the optimizer's too, runs in it.
 DTYPE_POLICY = "pure: weights, inputs and optimizer state in the cell's dtype; no autocast"
+# With FWBENCH_AUTOCAST=on, a half-precision cell of a model (not a single op) runs this way.
+AUTOCAST_POLICY = (
+    "autocast: float32 weights, inputs and optimizer state; torch.autocast runs the products, "
+    "convolutions and attention in the cell's dtype"
+)
+_OP_POLICY = DTYPE_POLICY + (
+    " (FWBENCH_AUTOCAST applies to the benchmark steps of models run alone, not to single ops, "
+    "training to accuracy or a world's ranks)"
+)
 
 
-def wrapper(mode: str) -> Callable[[Callable[..., torch.Tensor]], Callable[..., torch.Tensor]]:
+def autocast(
+    fn: Callable[..., torch.Tensor], device: torch.device, dtype: torch.dtype
+) -> Callable[..., torch.Tensor]:
+    """`fn` under torch.autocast to `dtype` (outside a compiled function: Dynamo traces it)."""
+
+    def run(*args: object) -> torch.Tensor:
+        with torch.autocast(device.type, dtype=dtype):
+            return fn(*args)
+
+    return run
+
+
+Wrapper = Callable[[Callable[..., torch.Tensor]], Callable[..., torch.Tensor]]
+
+
+def wrapper(mode: str) -> Wrapper:
     """Identity in eager mode; torch.compile (inductor, default mode) in compile mode. Dynamo's
     caches are reset first so that one agent can compile many workloads in a row."""
     if mode == "eager":
@@ -187,6 +211,7 @@ _cuda_synchronize = _translated(torch.cuda.synchronize)
 
 class TorchPlugin:
     optional_capabilities = frozenset({ACCURACY, EQUIVALENCE})
+    supports_autocast = True  # FWBENCH_AUTOCAST (registry.py)
 
     def __init__(self, context: PluginContext) -> None:
         self.device = select_device(context.device)
@@ -199,6 +224,7 @@ class TorchPlugin:
         apply_gpu_switches(context.tf32, context.cudnn_benchmark)
         # CUDA events around each step (device_timing.py): on by default on CUDA.
         self.cuda_events = self.device.type == "cuda" and context.cuda_events is not False
+        self.autocast = bool(context.autocast)
         self.blas = torch_blas()
         require_expected(self.blas)  # BlasMismatch: the runtime refuses to start
         self.world = context.world
@@ -310,9 +336,10 @@ class TorchPlugin:
             )
             return BuiltStep(step, self._settings(spec, name, {"attention_kernel": kernel}))
         if name == "generate":
+            weights, wrap = self._precision(spec, dtype, wrapper(spec.mode))
             steps, run = transformers.build_generation(
-                spec.params, spec.batch_size, dtype, self.device, generator, spec.mode,
-                wrapper(spec.mode),
+                spec.params, spec.batch_size, weights, self.device, generator, spec.mode, wrap,
+                cache_dtype=dtype,
             )  # fmt: skip
             settings = self._settings(spec, name, transformers.kv_cache_settings(run))
             return BuiltStep.for_generation(steps, settings)
@@ -342,14 +369,15 @@ class TorchPlugin:
         image_size = spec.params.get("image_size", 224)
         if train:  # a cell torch's BatchNorm would refuse in its first step: unsupported
             refuse_one_value_batch_norm(name, spec.batch_size, image_size)
-        model = models.build_model(name).to(device=self.device, dtype=dtype)
-        forward = wrapper(spec.mode)(model)
+        weights, wrap = self._precision(spec, dtype, wrapper(spec.mode))
+        model = models.build_model(name).to(device=self.device, dtype=weights)
+        forward = wrap(model)
         inputs, labels = models.example_batch(
             name,
             spec.batch_size,
             image_size=image_size,
             seq_len=spec.params.get("seq_len", 200),
-            dtype=dtype,
+            dtype=weights,
             device=self.device,
             generator=generator,
         )
@@ -380,8 +408,9 @@ class TorchPlugin:
         """bert or gpt: inference gives every position's logits; a training step is the
         language-model loss (float32), backward and the catalogue's SGD with momentum."""
         config = transformers.config_for(spec.workload.name, spec.params)
-        model = transformers.build_transformer(config).to(device=self.device, dtype=dtype)
-        forward = wrapper(spec.mode)(model)
+        weights, wrap = self._precision(spec, dtype, wrapper(spec.mode))
+        model = transformers.build_transformer(config).to(device=self.device, dtype=weights)
+        forward = wrap(model)
         seq_len = spec.params["seq_len"]
         tokens, labels = transformers.example_batch(
             config, spec.batch_size, seq_len, self.device, generator
@@ -407,6 +436,25 @@ class TorchPlugin:
 
         return train_step, kernel
 
+    def _autocasts(self, spec: WorkloadSpec) -> bool:
+        """Whether the cell runs under autocast: FWBENCH_AUTOCAST=on, half precision, the
+        benchmark step of a model (or generation) run alone."""
+        half = spec.dtype in ("float16", "bfloat16")
+        model = spec.workload.kind in ("model", "generation")
+        return self.autocast and half and model and self.world is None
+
+    def _precision(
+        self,
+        spec: WorkloadSpec,
+        dtype: torch.dtype,
+        wrap: Callable[..., Callable[..., torch.Tensor]],
+    ) -> tuple[torch.dtype, Callable[..., Callable[..., torch.Tensor]]]:
+        """The weights' dtype and the wrapper of the forward pass: the cell's dtype and the
+        mode's wrapper, or under autocast float32 weights and the wrapper then autocast."""
+        if not self._autocasts(spec):
+            return dtype, wrap
+        return torch.float32, lambda fn: autocast(wrap(fn), self.device, dtype)
+
     def _settings(
         self, spec: WorkloadSpec, name: str, more: Mapping[str, str] | None = None
     ) -> Settings:
@@ -415,6 +463,8 @@ class TorchPlugin:
             extra.update(strategy=spec.strategy, backend=self.backend)
         if spec.dtype in ("float16", "bfloat16"):
             extra["dtype_policy"] = DTYPE_POLICY
+            if self.autocast:
+                extra["dtype_policy"] = AUTOCAST_POLICY if self._autocasts(spec) else _OP_POLICY
         if spec.mode == "compile":
             extra["compile_backend"] = "inductor"
             extra["compile_mode"] = "default"

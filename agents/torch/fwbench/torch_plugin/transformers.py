@@ -524,9 +524,11 @@ def build_generation(
     model: GPT2LMHeadModel | None = None,
     prompt: torch.Tensor | None = None,
     keep_gaps: bool = False,
+    cache_dtype: torch.dtype | None = None,
 ) -> tuple[GenerationSteps, Generator]:
-    """The generate workload's parts on a fresh GPT-2 (or `model`), a random prompt (or
-    `prompt`) and a cache preallocated for prompt_len + new_tokens positions."""
+    """The generate workload's parts on a fresh GPT-2 of `dtype` (or `model`), a random
+    prompt (or `prompt`) and a cache preallocated for prompt_len + new_tokens positions, in
+    `cache_dtype` (default `dtype`: under autocast, float32 weights and a half-precision cache)."""
     config = transformer_config("gpt", params)
     if model is None:
         model = GPT2LMHeadModel(config).to(device=device, dtype=dtype)
@@ -536,7 +538,7 @@ def build_generation(
             0, config.vocab, (batch, params["prompt_len"]), device=device, generator=generator
         )
     length = params["prompt_len"] + params["new_tokens"]
-    cache = KVCache.empty(config, prompt.shape[0], length, dtype, device)
+    cache = KVCache.empty(config, prompt.shape[0], length, cache_dtype or dtype, device)
     static = mode == "compile"
     run = Generator(
         model, prompt, cache, static, wrap(model.prefill), wrap(model.decode), keep_gaps
