@@ -19,7 +19,14 @@ SMALL_PARAMS = {
     "gemm": {"m": 64, "n": 64, "k": 64},
     "conv2d": {"channels_in": 8, "channels_out": 8, "height": 16, "width": 16},
     "lstm": {"seq_len": 16},
+    "attention": {"heads": 2, "seq_len": 16, "head_dim": 8},
 }
+# The transformers at a small shape (each takes the parameters it has).
+_TRANSFORMER = {"layers": 1, "hidden": 32, "heads": 2, "vocab": 64, "context": 32, "seq_len": 8}
+for _name in ("bert", "gpt", "generate"):
+    _own = CATALOGUE.get(_name).params
+    SMALL_PARAMS[_name] = {k: v for k, v in _TRANSFORMER.items() if k in _own}
+SMALL_PARAMS["generate"] |= {"prompt_len": 4, "new_tokens": 3}
 
 
 def small_request(workload: str, phase: int, **fields) -> agent_pb2.RunRequest:
@@ -50,13 +57,17 @@ def test_torch_agent_describes_itself(torch_agent):
     assert {w.name for w in reply.workloads} == alone
 
 
+PHASES = {"train": agent_pb2.PHASE_TRAIN, "infer": agent_pb2.PHASE_INFER}
+# Every workload in each phase the catalogue gives it (generate: inference only).
 BENCHMARKS = [
-    name for name, w in CATALOGUE.workloads.items() if w.kind not in ("accuracy", "collective")
+    (name, PHASES[phase])
+    for name, w in CATALOGUE.workloads.items()
+    if w.kind not in ("accuracy", "collective")
+    for phase in w.phases
 ]
 
 
-@pytest.mark.parametrize("workload", BENCHMARKS)
-@pytest.mark.parametrize("phase", [agent_pb2.PHASE_TRAIN, agent_pb2.PHASE_INFER])
+@pytest.mark.parametrize(("workload", "phase"), BENCHMARKS)
 def test_torch_agent_runs_every_catalogue_workload(torch_agent, workload, phase):
     result = result_of(torch_agent.client, small_request(workload, phase))
     assert len(result.sample_nanoseconds) == 1 and result.sample_nanoseconds[0] > 0
