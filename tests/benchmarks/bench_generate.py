@@ -7,7 +7,9 @@ interleaved A B C A B C so that machine drift spreads evenly over all:
   C. bare_generate.py --implementation own: a functional PyTorch greedy decoder written apart
      (A / C is what the idiomatic nn.Module model costs against a hand-tuned script).
 All in the same environment at the same shape, batch and thread count (torch's default); each
-round is a fresh measurement of `--iterations` generations after `--warmup`.
+round is a fresh measurement of `--iterations` generations after `--warmup`. --fixed-malloc
+gives all three glibc's thresholds fixed (MALLOC_MMAP_THRESHOLD_=32 MiB, MALLOC_TRIM_THRESHOLD_
+=4 GiB, as docs/report.md): without, a process's allocation history moves torch-cpu's speed.
 
 Run from the repository root with the dev environment:
     .venv/bin/python tests/benchmarks/bench_generate.py [--rounds 5] [--layers 12 ...]
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 from pathlib import Path
@@ -65,11 +68,15 @@ def agent_round(client, args: argparse.Namespace) -> dict:  # type: ignore[no-un
     )
 
 
+FIXED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "4294967296"}
+
+
 def bare_round(python: Path, args: argparse.Namespace, implementation: str) -> dict:
     command = [str(python), str(HERE / "bare_generate.py"), "--implementation", implementation]
     for name in (*SHAPE, "batch", "warmup", "iterations"):
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
-    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    environment = {**os.environ, **(FIXED_MALLOC if args.fixed_malloc else {})}
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=environment)
     out = json.loads(done.stdout)
     return figures(out["prefill_ns"], out["decode_ns"], args.new_tokens - 1, args.batch)
 
@@ -82,11 +89,13 @@ def main(argv: list[str] | None = None) -> dict:
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=value)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--fixed-malloc", action="store_true", help="glibc's thresholds fixed")
     args = parser.parse_args(argv)
     manifest = discover_manifests(manifest_dirs())["torch-cpu"]
     environment = environment_for(manifest)
     environment.ensure()
-    handle = start_local(manifest, Path("/tmp"))
+    extra = FIXED_MALLOC if args.fixed_malloc else None
+    handle = start_local(manifest, Path("/tmp"), extra_environment=extra)
     rounds: dict[str, list[dict]] = {"fwbench": [], "bare (same model)": [], "bare (own)": []}
     try:
         for _ in range(args.rounds):
@@ -105,7 +114,7 @@ def main(argv: list[str] | None = None) -> dict:
         a, b, c = (summary[side][key] for side in rounds)
         print(f"| {key} | {a:.4g} | {b:.4g} | {c:.4g} | {a / b:.3f} | {a / c:.3f} |")
     record = {"shape": {n: getattr(args, n) for n in (*SHAPE, "batch")}, "rounds": rounds,
-              "summary": summary}  # fmt: skip
+              "summary": summary, "fixed_malloc": args.fixed_malloc}  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(record, indent=1))
     return record

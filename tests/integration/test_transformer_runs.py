@@ -46,13 +46,13 @@ def test_a_model_that_cannot_fit_is_refused_and_the_agent_goes_on(torch_agent) -
 def test_the_generation_harness_check_runs_end_to_end(tmp_path: Path) -> None:
     record = bench_generate.main(
         [*TINY, "--prompt-len", "8", "--new-tokens", "5", "--rounds", "1", "--iterations", "2",
-         "--json", str(tmp_path / "bench.json")]
+         "--fixed-malloc", "--json", str(tmp_path / "bench.json")]
     )  # fmt: skip
     assert set(record["rounds"]) == {"fwbench", "bare (same model)", "bare (own)"}
     figures = pd.DataFrame(record["summary"]).T
     assert list(figures.columns) == ["ttft_ms", "itl_ms", "decode_tokens_per_second"]
     assert (figures > 0).all().all()
-    assert (tmp_path / "bench.json").is_file()
+    assert (tmp_path / "bench.json").is_file() and record["fixed_malloc"] is True
 
 
 def doc_command() -> list[str]:
