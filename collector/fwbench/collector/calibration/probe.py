@@ -34,6 +34,7 @@ import importlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 GROWTH = 0.05  # a doubled size must be this much faster (relative) to go on doubling
@@ -128,6 +129,25 @@ def _timed(call: Any, reps: int, seconds: float) -> list[float]:
     return times
 
 
+def _threaded_passes(
+    part: Callable[[int, threading.Barrier], None], threads: int, reps: int
+) -> list[float]:
+    """Seconds of each of `reps` passes of `part(index, barrier)` on `threads` threads at
+    once, timed from the moment all of them are ready (the barrier) to the last one's end."""
+    times = []
+    for _ in range(reps):
+        barrier = threading.Barrier(threads + 1)
+        workers = [threading.Thread(target=part, args=(i, barrier)) for i in range(threads)]
+        for worker in workers:
+            worker.start()
+        barrier.wait()
+        started = time.perf_counter()
+        for worker in workers:
+            worker.join()
+        times.append(time.perf_counter() - started)
+    return times
+
+
 def triad(threads: int, elements: int, reps: int) -> dict[str, Any]:
     import numpy as np
 
@@ -137,7 +157,8 @@ def triad(threads: int, elements: int, reps: int) -> dict[str, Any]:
     scalar = 3.0
     bounds = [elements * i // threads for i in range(threads + 1)]
 
-    def part(start: int, stop: int, barrier: threading.Barrier) -> None:
+    def part(index: int, barrier: threading.Barrier) -> None:
+        start, stop = bounds[index], bounds[index + 1]
         temporary = np.empty(BLOCK)
         barrier.wait()
         for low in range(start, stop, BLOCK):
@@ -146,20 +167,7 @@ def triad(threads: int, elements: int, reps: int) -> dict[str, Any]:
             np.multiply(c[low:high], scalar, out=scratch)
             np.add(b[low:high], scratch, out=a[low:high])
 
-    times = []
-    for _ in range(reps):
-        barrier = threading.Barrier(threads + 1)
-        workers = [
-            threading.Thread(target=part, args=(bounds[i], bounds[i + 1], barrier))
-            for i in range(threads)
-        ]
-        for worker in workers:
-            worker.start()
-        barrier.wait()
-        started = time.perf_counter()
-        for worker in workers:
-            worker.join()
-        times.append(time.perf_counter() - started)
+    times = _threaded_passes(part, threads, reps)
     if not np.all(a[:: max(1, elements // 1000)] == 7.0):
         raise RuntimeError("triad computed a wrong result")
     best = min(times)
@@ -205,17 +213,7 @@ def _read_numpy(threads: int, elements: int, reps: int) -> tuple[float, str]:
             total += float(np.add.reduce(values[low : min(low + BLOCK, bounds[index + 1])]))
         sums[index] = total
 
-    times = []
-    for _ in range(reps):
-        barrier = threading.Barrier(threads + 1)
-        workers = [threading.Thread(target=part, args=(i, barrier)) for i in range(threads)]
-        for worker in workers:
-            worker.start()
-        barrier.wait()
-        started = time.perf_counter()
-        for worker in workers:
-            worker.join()
-        times.append(time.perf_counter() - started)
+    times = _threaded_passes(part, threads, reps)
     if sum(sums) != 0.5 * elements:
         raise RuntimeError("read computed a wrong sum")
     return min(times), f"numpy {np.__version__} (sum)"
