@@ -422,3 +422,45 @@ def test_a_side_that_ran_otherwise_than_asked_is_never_called(run: RunData) -> N
     )
     assert "would answer another question" in other.notes and math.isnan(other.p_adjusted)
     assert gemm["tf-mkl"].verdict == EQUIVALENT and conv["tf-eigen#2"].verdict == EQUIVALENT
+
+
+def _interfered(run: RunData, agent: str, workload: str, repetitions: list[int]) -> RunData:
+    """`run` with `agent`'s `repetitions` of `workload` interfered (run/interference.py). Their
+    samples are made 3x slower, as a hog would make them, so a comparison that used them would
+    show it."""
+    results, samples = run.results.copy(), run.samples.copy()
+    hit = (results["agent"] == agent) & (results["workload"] == workload)
+    hit &= results["repetition"].isin(repetitions)
+    results["interfered"] = results["interfered"].astype("boolean")
+    results.loc[(results["status"] == "ok") & results["interfered"].isna(), "interfered"] = False
+    results.loc[hit, "interfered"] = True
+    results.loc[hit, "interference"] = "other processes used 93% of the agent's 2 CPUs"
+    slowed = samples["cell"].isin(results.loc[hit, "cell"])
+    samples.loc[slowed, "seconds"] *= 3
+    return RunData(run.run_id, results, samples, run.metadata)
+
+
+def test_interfered_processes_are_left_out_and_a_side_of_only_those_is_never_called(
+    run: RunData,
+) -> None:
+    """One of tf-mkl's three conv2d processes ran beside a hog: the verdict comes from the two
+    clean ones (still 2.3x, not dragged down by the hog's 3x), and the note names the one left
+    out. Every tf-eigen#2 gemm process interfered: nothing is called from them."""
+    spoiled = _interfered(run, "tf-mkl", "conv2d", [1])
+    spoiled = _interfered(spoiled, "tf-eigen#2", "gemm", [0, 1, 2])
+    result = compare_to_baseline(spoiled, "tf-eigen")
+    conv, gemm = by_agent(result, "conv2d"), by_agent(result, "gemm")
+    left = conv["tf-mkl"]
+    assert left.verdict == FASTER and left.speedup == pytest.approx(2.3, rel=0.05)
+    assert left.repetitions == 2
+    assert "1 of tf-mkl's 3 processes left out, interfered (other processes used 93%" in (
+        left.notes
+    )
+    twin = gemm["tf-eigen#2"]
+    assert twin.verdict == UNDECIDED and twin.evidence == "interfered processes"
+    assert "every one of tf-eigen#2's 3 processes here was interfered" in twin.notes
+    assert "--quiet-host" in twin.notes and math.isnan(twin.p_adjusted)
+    assert twin.speedup == pytest.approx(1 / 3, rel=0.05)  # shown, from the interfered ones
+    # An interfered A/A side measures the hog, not the noise: no floor is taken from it.
+    assert all(m.key[0] != "gemm" for m in result.noise)
+    assert gemm["tf-mkl"].verdict == EQUIVALENT

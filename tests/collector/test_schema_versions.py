@@ -103,6 +103,8 @@ ADDED_LATER = (
     "time_to_first_token_seconds",
     "decode_bandwidth_fraction",
     "decode_step_samples_ns",
+    "others_cpu_percent",
+    "interfered",
 )
 
 
@@ -149,8 +151,8 @@ def old_store(tmp_path: Path) -> ResultStore:
     return db
 
 
-def test_schema_version_is_9() -> None:
-    assert SCHEMA_VERSION == 9
+def test_schema_version_is_10() -> None:
+    assert SCHEMA_VERSION == 10
 
 
 @pytest.mark.parametrize("version", [1, 2])

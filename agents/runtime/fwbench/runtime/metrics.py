@@ -1,6 +1,7 @@
 """The agent's Prometheus exposition: process CPU by mode, memory (peak per workload, see
 memory.py) and threads; host CPU by mode (iowait included) and available memory; GPUs through
-NVML (gpu.py); identity; workload progress and step durations.
+NVML (gpu.py); what else ran on the agent's CPUs (hostload.py); identity; workload progress and
+step durations.
 
 Telemetry only: authoritative timings travel in RunResult. Names follow the Prometheus
 guide (one `fwbench_` prefix, base units, `_total` counters, `_info` series of value 1 whose
@@ -27,6 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector
 
 from fwbench.runtime.gpu import GpuCollector
+from fwbench.runtime.hostload import HostLoadCollector
 from fwbench.runtime.memory import ProcessMemoryCollector
 
 # Step durations from 1 us to 100 s, five buckets per decade: fine enough to tell a 0.2 ms
@@ -156,6 +158,7 @@ class AgentMetrics:
             registry=self.registry,
         )
         self.registry.register(ResourceCollector())
+        self.registry.register(HostLoadCollector())
         self.workload = WorkloadCollector()
         self.registry.register(self.workload)
         self.steps = Histogram(

@@ -22,6 +22,7 @@ from fwbench.collector.analysis.comparison import (
     AA_FLOOR,
     FAILED_PROCESSES,
     HOST_HISTORY,
+    INTERFERED,
     NEVER_CALLED,
     ONE_PROCESS,
     OTHER_SETTINGS,
@@ -38,6 +39,7 @@ from fwbench.collector.analysis.contenders import (
     contenders,
     every_process_failed,
     failed_note,
+    interfered_note,
     key_label,
     otherwise_note,
 )
@@ -87,6 +89,10 @@ def _compare(
     # Between two runs both sides are one agent: the earlier run's is named by its run.
     earlier = base.agent if base.agent != other.agent else f"run {baseline_label}'s {base.agent}"
     sides = ((other.agent, other), (earlier, base))
+    left_out = [note for note in (interfered_note(name, side) for name, side in sides) if note]
+    notes = [*notes, *left_out]
+    if not (base.clean and other.clean):
+        evidence = INTERFERED
     for say, cannot in ((otherwise_note, OTHER_SETTINGS), (failed_note, FAILED_PROCESSES)):
         said = [note for note in (say(name, side) for name, side in sides) if note]
         if said:  # failures outrank: the last one found says how to decide

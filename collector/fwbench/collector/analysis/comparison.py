@@ -13,7 +13,7 @@ from scipy.stats import t as student_t
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.contenders import KEY_COLUMNS, CellKey
 from fwbench.collector.analysis.noise import NoiseMeasurement
-from fwbench.collector.stats.failures import FAILED_NOTE, OTHERWISE_NOTE
+from fwbench.collector.stats.failures import FAILED_NOTE, INTERFERED_NOTE, OTHERWISE_NOTE
 from fwbench.collector.stats.significance import (
     ALPHA,
     DEFAULT_MARGIN,
@@ -31,12 +31,15 @@ ONE_PROCESS_NOTE += "much processes differ is unknown; --repeat 3 (or more) deci
 # process that ran out of time or memory is the slow or the big one), so nothing is called.
 FAILED_PROCESSES = "failed processes"  # stats/failures.py
 OTHER_SETTINGS = "other settings than asked"  # stats/failures.py
+# Every process of a side was interfered (run/interference.py): nothing clean to call from.
+INTERFERED = "interfered processes"
 # Evidence on which nothing can be called (not counted in Holm's family), with what an
 # undecided comparison of it says would decide it.
 NEVER_CALLED = {
     ONE_PROCESS: ONE_PROCESS_NOTE,
     FAILED_PROCESSES: FAILED_NOTE,
     OTHER_SETTINGS: OTHERWISE_NOTE,
+    INTERFERED: INTERFERED_NOTE,
 }
 
 
@@ -66,8 +69,8 @@ class Comparison:
     margin_from: str = ""  # where the margin came from (stats/margins.py)
     # What accounts for process-to-process variation: PROCESSES, AA_FLOOR or ONE_PROCESS
     # (nothing does: the verdict is undecided); FAILED_PROCESSES: a side had failed processes
-    # in the cell, OTHER_SETTINGS: a side's processes ran otherwise than asked (undecided
-    # whatever the others measured).
+    # in the cell, OTHER_SETTINGS: a side's processes ran otherwise than asked, INTERFERED:
+    # every process of a side was interfered (undecided whatever the others measured).
     evidence: str = ""
     repetitions: int = 1
     baseline_repetitions: int = 1
@@ -78,6 +81,9 @@ class Comparison:
     # Evidence HOST_HISTORY: the SD of the log speedup of one process a side by the priors,
     # sqrt(sd_base^2 + sd_other^2); NaN otherwise.
     prior_sd: float = math.nan
+    # Where the verdict came from in a run measured until decided (analysis/answers.py): its
+    # sequential decision, or (a comparison it did not ask) this fixed-level test; "" else.
+    verdict_from: str = ""
 
     def key_dict(self) -> dict[str, Any]:
         return dict(zip(KEY_COLUMNS, self.key, strict=True))

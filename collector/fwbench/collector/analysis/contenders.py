@@ -4,7 +4,10 @@ A cell is identified by KEY_COLUMNS; within it a contender is an agent in the mo
 ran. The samples of every repetition of a contender's cell are pooled (as groups, one per
 repetition, for the cluster bootstrap). Only ok rows with samples are contenders; the failed
 processes of each contender's cell come with it (`failed`), so that no comparison is made from
-the processes that finished as though they were all there were."""
+the processes that finished as though they were all there were. Interfered processes (other
+processes took the agent's CPUs while they were timed, run/interference.py) are left out of the
+groups and named (`interfered`); a contender all of whose processes were interfered keeps them
+as its groups, `clean` False, to be described and never called."""
 
 from __future__ import annotations
 
@@ -81,6 +84,10 @@ class Contender:
     failed: tuple[str, ...] = ()
     # Its processes here that ran otherwise than asked: their settings_mismatch, each.
     otherwise: tuple[str, ...] = ()
+    # Its processes here that were interfered, each's `interference`: left out of `groups`
+    # unless every process was (`clean` False: the groups are theirs, never to be called).
+    interfered: tuple[str, ...] = ()
+    clean: bool = True
 
     @property
     def first_cell(self) -> int:
@@ -151,12 +158,25 @@ def otherwise_note(agent: str, contender: Contender) -> str:
     return f"{count} of {agent}'s {total} processes ran otherwise than asked ({last})"
 
 
+def interfered_note(agent: str, contender: Contender) -> str:
+    """What a note says of a contender's interfered processes; "" when none was."""
+    if not contender.interfered:
+        return ""
+    count, last = len(contender.interfered), contender.interfered[-1]
+    if not contender.clean:
+        return f"every one of {agent}'s {count} processes here was interfered ({last})"
+    total = count + len(contender.groups)
+    return f"{count} of {agent}'s {total} processes left out, interfered ({last})"
+
+
 def contenders(run: RunData) -> list[Contender]:
     """Every agent's ok cells with samples, repetitions grouped, in execution order, each with
-    its failed processes in the same cell and mode (or asked for in its default mode)."""
+    its failed processes in the same cell and mode (or asked for in its default mode) and its
+    interfered ones."""
     by_cell = samples_by_cell(run.samples)
     failed = failures(run)
     found: dict[tuple[str, str, CellKey], list[tuple[int, FloatArray]]] = {}
+    spoiled: dict[tuple[str, str, CellKey], list[tuple[int, FloatArray, str]]] = {}
     otherwise: dict[tuple[str, str, CellKey], list[str]] = {}
     ok = run.results[run.results["status"] == "ok"].sort_values("cell")
     for row in ok.to_dict("records"):
@@ -165,17 +185,37 @@ def contenders(run: RunData) -> list[Contender]:
             continue
         key = row_key(row)
         mode = clean(row["mode"]) or ""
-        found.setdefault((row["agent"], mode, key), []).append((int(row["cell"]), values))
+        side = (row["agent"], mode, key)
+        if bool(clean(row.get("interfered"))):
+            why = clean(row.get("interference")) or "interfered"
+            spoiled.setdefault(side, []).append((int(row["cell"]), values, why))
+            found.setdefault(side, [])
+        else:
+            found.setdefault(side, []).append((int(row["cell"]), values))
         if clean(row.get("settings_mismatch")):
-            otherwise.setdefault((row["agent"], mode, key), []).append(row["settings_mismatch"])
+            otherwise.setdefault(side, []).append(row["settings_mismatch"])
     found_contenders = []
     for (agent, mode, key), groups in found.items():
         # A failed row holds the mode asked for: "" (the agent's default) or a name.
         lost = failed.get((agent, mode, key), [])
         lost = lost + failed.get((agent, "", key), []) if mode else lost
-        arrays, indices = tuple(v for _, v in groups), tuple(c for c, _ in groups)
+        left_out = spoiled.get((agent, mode, key), [])
+        kept = groups or [(cell, values) for cell, values, _ in left_out]
+        arrays, indices = tuple(v for _, v in kept), tuple(c for c, _ in kept)
         asked = tuple(otherwise.get((agent, mode, key), []))
-        found_contenders.append(Contender(agent, mode, key, arrays, indices, tuple(lost), asked))
+        found_contenders.append(
+            Contender(
+                agent,
+                mode,
+                key,
+                arrays,
+                indices,
+                tuple(lost),
+                asked,
+                tuple(why for _, _, why in left_out),
+                clean=bool(groups),
+            )
+        )
     return found_contenders
 
 

@@ -29,8 +29,9 @@ class NoiseMeasurement:
 
 
 def noise_measurements(cells: Iterable[Contender]) -> list[NoiseMeasurement]:
-    """Every A/A pair's speedup in every cell (and mode) both instances measured."""
-    by_id = {(c.agent, c.mode, c.key): c for c in cells}
+    """Every A/A pair's speedup in every cell (and mode) both instances measured clean (an
+    interfered side measures the other processes, not the noise)."""
+    by_id = {(c.agent, c.mode, c.key): c for c in cells if c.clean}
     found = []
     for first, other in aa_pairs(agent for agent, _, _ in by_id):
         for (agent, mode, key), cell in by_id.items():

@@ -53,6 +53,11 @@ from fwbench.collector.cli.worlds import (
     has_worlds,
     parse_world_sizes,
 )
+from fwbench.collector.run.interference import (
+    DEFAULT_THRESHOLD_PERCENT,
+    InterferenceSettingsError,
+)
+from fwbench.collector.run.interference import check_settings as check_interference
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.options import RunOptions
 from fwbench.collector.run.plan import (
@@ -131,6 +136,22 @@ def run(
             "telemetry.",
         ),
     ] = DEFAULT_INTERVAL_SECONDS,
+    interference_threshold: Annotated[
+        float,
+        typer.Option(
+            help="Percent of the agent's CPUs that other processes (or, on a VM, steal) may "
+            "take while a cell is timed before its row is `interfered`: kept and marked, left "
+            "out of every verdict, measured again by --until-decided (docs/telemetry.md).",
+        ),
+    ] = DEFAULT_THRESHOLD_PERCENT,
+    quiet_host: Annotated[
+        float,
+        typer.Option(
+            metavar="SECONDS",
+            help="Before each cell, wait up to SECONDS until other processes use at most "
+            "--interference-threshold of the agent's CPUs (0 = do not wait).",
+        ),
+    ] = 0.0,
     repeat: Annotated[
         int,
         typer.Option(
@@ -228,6 +249,10 @@ def run(
         fail("--memory, --cpuset and --pids-limit limit containers: they need --launcher docker")
     if python and launcher not in (LauncherKind.LOCAL, LauncherKind.SLURM):
         fail("--python runs agents in an existing Python: it goes with --launcher local or slurm")
+    try:
+        check_interference(interference_threshold, quiet_host)
+    except InterferenceSettingsError as error:
+        fail(str(error))
     slurm_options = check_slurm_options(slurm or [], launcher)
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     catalogue = load_catalogue()
@@ -283,6 +308,8 @@ def run(
         shlex.join(["collector", *sys.argv[1:]]),
         scrape_interval_seconds=scrape_interval if scrape_interval > 0 else None,
         hang_timeout_seconds=hang_timeout or None,
+        interference_threshold=interference_threshold,
+        quiet_host_seconds=quiet_host,
         launcher=launcher,
         cpuset=cpuset,
         memory=memory,

@@ -13,7 +13,10 @@ round's, scaled by the cells left) must fit in what remains of the budget; other
 stops and the open comparisons stay undecided. A comparison stops, undecided, at the first
 process of either side that fails in its cell or runs otherwise than asked (stats/failures.py):
 the processes that finished cannot stand for one that did not, a verdict from what was not
-asked would answer another question, and either, repeated, would only spend the budget."""
+asked would answer another question, and either, repeated, would only spend the budget. A
+process that was interfered (other processes took its CPUs while it was timed,
+run/interference.py) is left out instead: its cell is measured again in the next round, as
+though that process had not run."""
 
 from __future__ import annotations
 
@@ -96,6 +99,8 @@ def run_until_decided(
     # Each side's processes that cannot stand in a verdict (stats/failures.py): what happened,
     # and why that stops its comparisons.
     lost: dict[tuple[str, str, Key], list[tuple[str, str]]] = {}
+    # Each side's interfered processes, left out: why, each.
+    spoiled: dict[tuple[str, str, Key], list[str]] = {}
 
     def observe(cell: Cell, row: dict[str, Any], samples: Sequence[int]) -> None:
         said, process = "", f"{cell.agent}'s process in round {ctx.round + 1}"
@@ -107,6 +112,10 @@ def run_until_decided(
             why = OTHERWISE_NOTE
         if said:
             lost.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append((said, why))
+        if row["status"] == "ok" and bool(row.get("interfered")):
+            side = (cell.agent, cell.mode, cell_key(cell))
+            spoiled.setdefault(side, []).append(f"{process}: {row.get('interference')}")
+            return  # measured again next round, as though it had not run
         if row["status"] == "ok" and len(samples):
             sample = np.asarray(samples, dtype=np.float64) / 1e9
             groups.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append(sample)
@@ -159,16 +168,24 @@ def run_until_decided(
         looks_time = settings.budget_seconds - (first_ended - started)
         elapsed = time.monotonic() - first_ended
         _stop_failed(decisions, lost)
-        _look(decisions, groups, elapsed, max(looks_time, 1e-9), spreads)
+        _look(decisions, groups, elapsed, max(looks_time, 1e-9), spreads, spoiled)
     else:
         decisions.stopped = f"--repeat {settings.max_rounds}: the most rounds allowed"
     decisions.seconds = time.monotonic() - started
     for question in decisions.questions:
         sides = [(question.agent, question.mode), (question.against, question.against_mode)]
         shares = [kernel.get((a, m, question.key), []) for a, m in sides]
+        left_out = [why for a, m in sides for why in spoiled.get((a, m, question.key), [])]
+        if left_out:
+            question.interfered, question.interference = len(left_out), left_out[-1]
         if question.open:
             question.why = decisions.stopped + _what_would_decide(question, settings)
             question.why += kernel_lead({question.agent: shares[0], question.against: shares[1]})
+            if left_out:
+                question.why += (
+                    f"; {len(left_out)} interfered processes were left out and measured again "
+                    f"(last: {left_out[-1]})"
+                )
         elif question.verdict != UNDECIDED:  # decided: where its sides' CPU went, as compare
             question.kernel = compared(question.agent, shares[0], question.against, shares[1])
         ours = ran.get((question.agent, question.mode, question.key), {})
@@ -220,6 +237,7 @@ def _look(
     elapsed: float = 0.0,
     looks_time: float = 0.0,
     spreads: dict[tuple[str, str, Key], ProcessSpread | None] | None = None,
+    spoiled: dict[tuple[str, str, Key], list[str]] | None = None,
 ) -> None:
     """Looks at every open comparison; `elapsed` seconds of `looks_time` (what the budget
     left after the first round) are gone: the error budget is spent by looks or by time,
@@ -237,7 +255,16 @@ def _look(
         base = groups.get((question.against, question.against_mode, question.key), [])
         other = groups.get((question.agent, question.mode, question.key), [])
         if not base or not other:
-            question.why = "no ok result on one side"
+            waiting = [
+                (agent, mode, question.key) in (spoiled or {})
+                for agent, mode, group in (
+                    (question.against, question.against_mode, base),
+                    (question.agent, question.mode, other),
+                )
+                if not group
+            ]
+            if not all(waiting):  # a side with only interfered processes is measured again
+                question.why = "no ok result on one side"
             continue
         if min(len(base), len(other)) < 2:
             continue

@@ -24,6 +24,7 @@ from fwbench.collector.run.call import (
     stream_result,
 )
 from fwbench.collector.run.combine import world_columns
+from fwbench.collector.run.interference import DEFAULT_THRESHOLD_PERCENT, judge, wait_for_quiet
 from fwbench.collector.run.liveness import (
     HANG_SECONDS,
 )
@@ -82,6 +83,10 @@ class RunContext:
     round: int = 0
     observe: Callable[[Cell, dict[str, Any], Sequence[int]], None] | None = None
     next_index: int = 0
+    # Interference (interference.py): the share of the agent's CPUs others may use before a
+    # row is interfered, and the most seconds to wait before each cell for a quiet host.
+    interference_threshold: float = DEFAULT_THRESHOLD_PERCENT
+    quiet_host_seconds: float = 0.0
 
 
 def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
@@ -223,6 +228,9 @@ def _scraped_cell(
             )
         return row, samples, None
     handle = item.handle
+    if ctx.quiet_host_seconds > 0:
+        say = lambda text: ctx.display.cell_progress(handle.name, text, 0)  # noqa: E731
+        wait_for_quiet(address, ctx.quiet_host_seconds, ctx.interference_threshold, say)
     interval = ctx.scrape_interval_seconds
     scraper: Scraper | WorldScraper = Scraper(address, interval)
     if isinstance(handle, WorldHandle):  # every rank's
@@ -232,6 +240,7 @@ def _scraped_cell(
     if row["status"] == "ok":
         start, end = row["measure_started_at"].value / 1e9, row["measure_ended_at"].value / 1e9
         row.update(scraper.summary(start, end, row.get("device") or ""))
+        row.update(judge(row, ctx.interference_threshold))
         if scraper.errors and not row["telemetry_error"]:
             row["telemetry_error"] = f"{scraper.errors} scrapes failed: {scraper.last_error}"
     return row, samples, scraper.series()

@@ -11,6 +11,7 @@ from typing import Any
 
 from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.run.interference import DEFAULT_THRESHOLD_PERCENT
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
 from fwbench.collector.stats.margins import SpreadOf
@@ -37,6 +38,10 @@ class RunOptions:
     scrape_interval_seconds: float | None = DEFAULT_INTERVAL_SECONDS
     # Seconds without a heartbeat before an agent counts as hung; None = only the cell timeout.
     hang_timeout_seconds: float | None = HANG_SECONDS
+    # Interference (run/interference.py): the percent of the agent's CPUs others may take
+    # before a row is interfered; the most seconds to wait for a quiet host before each cell.
+    interference_threshold: float = DEFAULT_THRESHOLD_PERCENT
+    quiet_host_seconds: float = 0.0
     launcher: LauncherKind = LauncherKind.LOCAL  # how agents given by name are started
     cpuset: str = ""  # docker: CPUs each container is pinned to ("0-1"); "" = all
     memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share

@@ -75,6 +75,8 @@ def describe_row(row: dict[str, Any]) -> str:
     text += generation_text(row)
     if mismatch := _mismatch(row):
         text += f"; NOT AS ASKED: {mismatch}"
+    if interference := _interference(row):
+        text += f"; INTERFERED: {interference} (no verdict from this row)"
     return text
 
 
@@ -98,6 +100,12 @@ def generation_text(row: Mapping[str, Any]) -> str:
 def _mismatch(row: Mapping[Any, Any]) -> str:
     value = row.get("settings_mismatch")
     return "" if _missing(value) else str(value)
+
+
+def _interference(row: Mapping[Any, Any]) -> str:
+    """Why an ok row is interfered (run/interference.py); "" when it is not."""
+    value = row.get("interference")
+    return "" if row.get("status") != "ok" or _missing(value) else str(value)
 
 
 class RichDisplay:
@@ -158,7 +166,7 @@ class RichDisplay:
         mark = {"ok": "[green]✓", "unsupported": "[yellow]-", "cancelled": "[yellow]✗"}.get(
             row["status"], "[red]✗"
         )
-        if _mismatch(row):
+        if _mismatch(row) or _interference(row):
             mark = "[yellow]!"
         self.progress.console.print(
             f"{mark}[/] {agent} {self._labels[agent]}: {describe_row(row)}", highlight=False
@@ -187,6 +195,7 @@ def _cpu(row: Mapping[str, Any]) -> str:
 _TELEMETRY = (
     ("usr/sys %", _cpu),
     ("iowait %", lambda row: _number(row.get("host_iowait_percent"), "{:.1f}")),
+    ("others %", lambda row: _number(row.get("others_cpu_percent"), "{:.0f}")),
     ("peak RSS", lambda row: _bytes(row.get("rss_peak_bytes"))),
 )
 _GPU_TELEMETRY = (
@@ -241,12 +250,23 @@ def summary_table(results: pd.DataFrame, title: str) -> Table:
             *(show(row) if ok else "-" for _, show in telemetry),
             _status(row),
         )
-    mismatched = sum(bool(_mismatch(row)) for row in results.to_dict("records"))
+    records = results.to_dict("records")
+    mismatched = sum(bool(_mismatch(row)) for row in records)
+    interfered = sum(bool(_interference(row)) for row in records)
+    captions = []
     if mismatched:
-        table.caption = (
+        captions.append(
             f"* {mismatched} cell(s) ran with other settings than asked (settings_mismatch "
             "column): no verdict is made from them"
         )
+    if interfered:
+        captions.append(
+            f"! {interfered} cell(s) interfered: other processes took more of the agent's CPUs "
+            "than --interference-threshold allows while they were timed (interference "
+            "column): kept, and no verdict is made from them"
+        )
+    if captions:
+        table.caption = "\n".join(captions)
     return table
 
 
@@ -255,4 +275,5 @@ def _status(row: Mapping[Any, Any]) -> str:
         return f"{row['status']} ({row['error_code']})"
     text = accuracy_text(row) or "ok"
     mismatch = _mismatch(row)
-    return f"{text} * {mismatch}" if mismatch else text
+    text = f"{text} * {mismatch}" if mismatch else text
+    return f"{text} ! interfered" if _interference(row) else text

@@ -60,6 +60,10 @@ class Question:
     why: str = ""  # why it ended undecided, or "" while open
     arithmetic: str = ""  # the two sides ran different float32 arithmetic (agents/arithmetic.py)
     kernel: str = ""  # a decided one's sides' CPU in the kernel (agents/kernel_time.py)
+    # Its sides' processes left out as interfered (run/interference.py), each measured again,
+    # and the last one's reason.
+    interfered: int = 0
+    interference: str = ""
 
     @property
     def open(self) -> bool:

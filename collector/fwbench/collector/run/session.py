@@ -233,6 +233,8 @@ def _measure(
         options.hang_timeout_seconds,
         statuses=kept_statuses(resume) if resume else {},
         skip=skip,
+        interference_threshold=options.interference_threshold,
+        quiet_host_seconds=options.quiet_host_seconds,
     )
     interrupted, escaped = False, ""
     try:

@@ -47,6 +47,14 @@ WATCHED: dict[str, str] = {
     "fwbench_gpu_energy_joules_total": "gpu",
     "fwbench_gpu_sm_clock_hertz": "gpu",
     "fwbench_gpu_temperature_celsius": "gpu",
+    # What else ran on the agent's CPUs (the runtime's hostload.py; docs/telemetry.md,
+    # "Interference"). Several labels are named with spaces, their values joined by one.
+    "fwbench_affinity_cpu_seconds_total": "mode",
+    "fwbench_affinity_cpus": "",
+    "fwbench_affinity_info": "cpus kernel",
+    "fwbench_host_pressure_cpu_waiting_seconds_total": "",
+    "fwbench_host_pressure_memory_waiting_seconds_total": "",
+    "fwbench_affinity_cpu_frequency_hertz": "",
 }
 SERIES_COLUMNS = ("time", "metric", "label", "value")
 
@@ -63,9 +71,22 @@ TELEMETRY_COLUMNS = (
     "gpu_memory_peak_bytes",
     "gpu_power_mean_watts",
     "gpu_energy_joules",
+    "agent_cpus",
+    "others_cpu_percent",
+    "steal_percent",
+    "cpu_pressure_percent",
+    "memory_pressure_percent",
+    "cpu_frequency_mean_hertz",
     "telemetry_scrapes",
     "telemetry_error",
 )
+# Interference is judged over the timed phase widened to at least this long around its middle:
+# /proc/stat counts in ticks of 10 ms per CPU, so over a shorter window a few ticks either way
+# would read as several percent of the CPUs.
+INTERFERENCE_WINDOW_SECONDS = 1.0
+# Busy modes of /proc/stat: what some process (or the kernel for one) ran. Idle and iowait are
+# nobody's, steal is the hypervisor's (its own column).
+BUSY_MODES = ("user", "nice", "system", "irq", "softirq")
 
 
 def parse_exposition(text: str) -> dict[tuple[str, str], float]:
@@ -76,7 +97,8 @@ def parse_exposition(text: str) -> dict[tuple[str, str], float]:
             label = WATCHED.get(sample.name)
             if label is None:
                 continue
-            values[(sample.name, sample.labels.get(label, "") if label else "")] = sample.value
+            value = " ".join(sample.labels.get(name, "") for name in label.split())
+            values[(sample.name, value)] = sample.value
     return values
 
 
@@ -210,11 +232,101 @@ def gpu_label(device: str, labels: set[str]) -> str | None:
     return next(iter(labels)) if len(labels) == 1 else None
 
 
+@dataclass(frozen=True)
+class CpuLoad:
+    """What one agent's CPUs did over the interference window: seconds summed over the CPUs
+    of its affinity mask (busy, steal, all modes), the agent process's own CPU seconds, and
+    the host's PSI waiting seconds; `kernel` and `cpus` say whose /proc/stat it is."""
+
+    kernel: str
+    cpus: str
+    count: int
+    seconds: float  # the window's length
+    busy: float
+    steal: float
+    total: float
+    agent: float
+    cpu_waiting: float
+    memory_waiting: float
+    frequency: float
+
+
+def cpu_load(scrapes: Sequence[Scrape], start: float, end: float) -> CpuLoad | None:
+    """The agent's CPUs over [start, end] widened to INTERFERENCE_WINDOW_SECONDS around its
+    middle (within the scrapes there are); None without the affinity series (an agent of a
+    runtime before them, or a host whose /proc/stat cannot be read)."""
+    middle = (start + end) / 2
+    half = max(end - start, INTERFERENCE_WINDOW_SECONDS) / 2
+    window = _Window(scrapes, middle - half, middle + half)
+    if not window.scrapes:
+        return None
+    first, last = window.scrapes[0].time, window.scrapes[-1].time
+    window.start, window.end = max(window.start, first), min(window.end, last)
+    affinity = "fwbench_affinity_cpu_seconds_total"
+    modes = {mode: window.delta((affinity, mode)) for mode in window.labels(affinity)}
+    counts = window.gauge(("fwbench_affinity_cpus", ""))
+    info = sorted(window.labels("fwbench_affinity_info"))
+    if not modes or not counts or not window.end > window.start:
+        return None
+    cpus, _, kernel = (info[-1] if info else "").partition(" ")
+    process = "fwbench_process_cpu_seconds_total"
+    pressure = "fwbench_host_pressure_{}_waiting_seconds_total"
+    return CpuLoad(
+        kernel=kernel,
+        cpus=cpus,
+        count=int(counts[-1]),
+        seconds=window.end - window.start,
+        busy=sum(modes.get(mode, 0.0) for mode in BUSY_MODES),
+        steal=modes.get("steal", 0.0),
+        total=sum(modes.values()),
+        agent=window.delta((process, "user")) + window.delta((process, "system")),
+        cpu_waiting=window.delta((pressure.format("cpu"), "")),
+        memory_waiting=window.delta((pressure.format("memory"), "")),
+        frequency=_mean(window.gauge(("fwbench_affinity_cpu_frequency_hertz", ""))),
+    )
+
+
+def load_columns(loads: Sequence[CpuLoad]) -> dict[str, Any]:
+    """The interference columns of one agent's, or a world's ranks', CPU loads. Ranks that read
+    one kernel's /proc/stat for the same CPUs share them: their busy time is counted once and
+    all their own CPU time taken from it; ranks on other CPUs or kernels add theirs."""
+    columns: dict[str, Any] = {
+        "agent_cpus": pd.NA,
+        "others_cpu_percent": math.nan,
+        "steal_percent": math.nan,
+        "cpu_pressure_percent": math.nan,
+        "memory_pressure_percent": math.nan,
+        "cpu_frequency_mean_hertz": math.nan,
+    }
+    if not loads:
+        return columns
+    shared: dict[tuple[str, str], list[CpuLoad]] = {}
+    for load in loads:
+        shared.setdefault((load.kernel, load.cpus), []).append(load)
+    groups = [(ranks[0], sum(rank.agent for rank in ranks)) for ranks in shared.values()]
+    total = sum(first.total for first, _ in groups)
+    if not total > 0:
+        return columns
+    others = sum(first.busy - agents for first, agents in groups)
+    columns["agent_cpus"] = sum(first.count for first, _ in groups)
+    # Slightly below zero is the ticks' rounding, never others' use: shown as 0.
+    columns["others_cpu_percent"] = max(100 * others / total, 0.0)
+    columns["steal_percent"] = 100 * sum(first.steal for first, _ in groups) / total
+    first = loads[0]  # pressure is the host's: rank 0's host stands for the world's
+    columns["cpu_pressure_percent"] = 100 * first.cpu_waiting / first.seconds
+    columns["memory_pressure_percent"] = 100 * first.memory_waiting / first.seconds
+    columns["cpu_frequency_mean_hertz"] = _mean(
+        [load.frequency for load in loads if not math.isnan(load.frequency)]
+    )
+    return columns
+
+
 def summarize(
     scrapes: Sequence[Scrape], start: float, end: float, device: str = ""
 ) -> dict[str, Any]:
     """Per-cell telemetry columns over the timed phase [start, end] (unix seconds)."""
     columns: dict[str, Any] = dict.fromkeys(TELEMETRY_COLUMNS[:-2], math.nan)
+    columns.update(load_columns([]))
     columns["telemetry_scrapes"] = 0
     columns["telemetry_error"] = None
     if len(scrapes) < 2 or not end > start:
@@ -233,6 +345,8 @@ def summarize(
         busy = total - modes.get("idle", 0.0) - modes.get("iowait", 0.0)
         columns["host_cpu_busy_percent"] = 100 * busy / total
         columns["host_iowait_percent"] = 100 * modes.get("iowait", math.nan) / total
+    load = cpu_load(scrapes, start, end)
+    columns.update(load_columns([load] if load else []))
     rss = window.gauge((RSS, ""))
     columns["rss_mean_bytes"] = _mean(rss)
     peak = window.first_after_end(("fwbench_process_resident_memory_peak_bytes", ""))

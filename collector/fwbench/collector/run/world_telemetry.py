@@ -1,7 +1,8 @@
 """Telemetry of a world: every rank's /metrics scraped during a cell, as one agent's is
 (telemetry.py), and the row's columns combined over ranks: CPU time and memory summed (the
 world's use of the machine: two ranks at one core each show 200%), GPU power and energy summed,
-peaks the highest rank's, host-wide figures from rank 0's host. The raw series keep every
+peaks the highest rank's, host-wide figures from rank 0's host; what other processes used of the
+ranks' CPUs from every rank's (telemetry.load_columns). The raw series keep every
 rank's, each label prefixed with the rank (`rank1` or `rank1:user`)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from fwbench.collector.run.telemetry import Scraper, summarize
+from fwbench.collector.run.telemetry import Scraper, cpu_load, load_columns, summarize
 
 SUMMED = (
     "cpu_user_percent",
@@ -57,6 +58,9 @@ class WorldScraper:
         for name in HIGHEST:
             values = [rank[name] for rank in ranks if not _missing(rank[name])]
             columns[name] = max(values) if values else math.nan
+        loads = [cpu_load(s.scrapes, start, end) for s in self.scrapers]
+        if all(load is not None for load in loads):  # else rank 0's, as for host-wide figures
+            columns.update(load_columns([load for load in loads if load is not None]))
         columns["telemetry_scrapes"] = min(rank["telemetry_scrapes"] for rank in ranks)
         errors = [
             f"rank {i}: {r['telemetry_error']}" for i, r in enumerate(ranks) if r["telemetry_error"]

@@ -7,7 +7,12 @@ fail in its cell, or run otherwise than asked, is never called, by `compare`
   the side it failed on.
 - A process that ran otherwise than asked (the row's `settings_mismatch`: another thread
   count, dtype or mode than the one asked for): its figure is true for what ran, but a
-  verdict from it would answer another question than the one asked."""
+  verdict from it would answer another question than the one asked.
+
+An interfered process (run/interference.py: other processes took the agent's CPUs while it was
+timed) is different: what slowed it came from outside and says nothing of the agent, so it is
+left out and the comparison is made from the others; only a side with no other process is
+never called."""
 
 from __future__ import annotations
 
@@ -29,4 +34,11 @@ def failure_text(code: str | None, error: str | None) -> str:
 OTHERWISE_NOTE = (
     "what ran is not what was asked, so a verdict would answer another question: never called; "
     "see the rows' settings_mismatch"
+)
+
+
+INTERFERED_NOTE = (
+    "other processes took the agent's CPUs while every process of a side was timed: never "
+    "called; measure again on a quiet host (`collector doctor` shows what runs; `--quiet-host "
+    "60` waits for quiet before each cell; `--until-decided` measures interfered cells again)"
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fwbench.collector.store.columns_base import Column
 from fwbench.collector.store.generation_columns import GENERATION_COLUMNS
+from fwbench.collector.store.interference_columns import INTERFERENCE_COLUMNS
 from fwbench.collector.store.world_columns import WORLD_COLUMNS
 
 __all__ = ["COLUMNS", "Column"]
@@ -231,6 +232,7 @@ COLUMNS: tuple[Column, ...] = (
         "Float64",
         "Telemetry: host CPU time waiting for I/O over the timed phase, percent of all host CPUs",
     ),
+    *INTERFERENCE_COLUMNS,
     Column(
         "rss_mean_bytes",
         "Float64",

@@ -29,8 +29,10 @@ from fwbench.collector.store.columns import COLUMNS, Column
 #   time_to_first_token_seconds, inter_token_latency_seconds and its p99, prefill and decode
 #   tokens per second, kv_cache_bytes, decode_bytes_per_step, decode bandwidth and its fraction,
 #   and the raw prefill and decode-step samples.
+# 10 (fwbench 0.10): interference (docs/telemetry.md): agent_cpus, others_cpu_percent,
+#   steal_percent, cpu and memory pressure, cpu_frequency_mean_hertz, interfered, interference.
 # Rows of an older version load with the newer columns empty.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 STATUSES = ("ok", "failed", "unsupported", "cancelled")
 __all__ = ["COLUMNS", "COLUMN_NAMES", "SCHEMA_VERSION", "STATUSES", "Column"]
 

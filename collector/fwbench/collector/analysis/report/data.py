@@ -10,7 +10,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fwbench.collector.analysis.contenders import KEY_COLUMNS, RunData, contenders, samples_by_cell
+from fwbench.collector.analysis.contenders import (
+    KEY_COLUMNS,
+    RunData,
+    clean,
+    contenders,
+    samples_by_cell,
+)
 from fwbench.collector.stats.bootstrap import median_interval
 from fwbench.collector.stats.samples import sample_stats
 
@@ -87,6 +93,7 @@ def row_statistics(run: RunData) -> pd.DataFrame:
                 "batch_size": row["batch_size"],
                 "repetition": 0 if repetition is None or pd.isna(repetition) else repetition,
                 "peak_fraction": row.get("peak_fraction"),  # stored: the run's calibration
+                "interference": clean(row.get("interference")),  # run/interference.py
                 **stats,
             }
         )
