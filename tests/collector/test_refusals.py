@@ -82,6 +82,9 @@ class Display:
     def cell_finished(self, *_: Any) -> None:
         pass
 
+    def note(self, *_: Any) -> None:
+        pass
+
 
 @dataclass
 class Recorder:

@@ -129,6 +129,9 @@ class Display:
     def cell_finished(self, *_: Any) -> None:
         pass
 
+    def note(self, *_: Any) -> None:
+        pass
+
 
 def work_for(names: list[str], selection: Any, log: list, fixed: bool = False) -> list[AgentWork]:
     items = []

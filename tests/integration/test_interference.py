@@ -67,7 +67,7 @@ def _compared(tmp_path: Path, out: Path) -> dict[str, dict]:
 
 
 def test_cells_beside_a_hog_are_interfered_and_never_called(tmp_path: Path, isolated_store) -> None:
-    command, out = _run_command(tmp_path, "--repeat", "2")
+    command, out = _run_command(tmp_path, "--repeat", "2", "--quiet-host", "1")
     with hog():
         done = collector(*command, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -82,6 +82,9 @@ def test_cells_beside_a_hog_are_interfered_and_never_called(tmp_path: Path, isol
     said = " ".join(done.stderr.split())  # lines wrap at the console's width
     assert said.count("INTERFERED: other processes used") == len(rows), done.stderr
     assert "cell(s) interfered" in " ".join(done.stdout.split())
+    # --quiet-host waited its second before each cell, in vain, and said so.
+    assert said.count("Waiting for a quiet host (other processes used") == len(rows), said
+    assert said.count("the host is still busy after 1 s (other processes used") == len(rows)
     slow = _compared(tmp_path, out)["slow"]
     assert slow["verdict"] == "undecided" and slow["evidence"] == "interfered processes", slow
     assert "every one of slow's 2 processes here was interfered" in slow["notes"]
@@ -101,11 +104,9 @@ def test_with_no_hog_no_cell_of_an_idle_machine_is_interfered(
     assert "INTERFERED" not in done.stderr
 
 
-def test_until_decided_measures_an_interfered_cell_again(tmp_path: Path, isolated_store) -> None:
-    """The hog runs until the first cell is said to be interfered, then stops: that process is
-    left out, its cell measured again in a later round, and the verdict comes from clean
-    processes alone."""
-    command, out = _run_command(tmp_path, "--until-decided", "--budget", "3m")
+def _run_until_said(tmp_path: Path, command: list[str], stop_hog_at: str) -> str:
+    """Runs the collector beside a hog that stops at the first progress line holding
+    `stop_hog_at`; returns the progress lines (stderr)."""
     lines: list[str] = []
     with (
         hog() as running,
@@ -126,13 +127,32 @@ def test_until_decided_measures_an_interfered_cell_again(tmp_path: Path, isolate
         reader.start()
         for line in collector_process.stderr:  # type: ignore[union-attr]
             lines.append(line)
-            if "INTERFERED" in line:
+            if stop_hog_at in line:
                 running.stop()
         code = collector_process.wait(timeout=600)
         reader.join()
     progress = "".join(lines)
     assert code == 0, progress + "".join(summary)
-    assert "INTERFERED" in progress, progress
+    assert stop_hog_at in progress, progress
+    return progress
+
+
+def test_quiet_host_waits_for_the_hog_to_stop_before_measuring(
+    tmp_path: Path, isolated_store
+) -> None:
+    command, out = _run_command(tmp_path, "--quiet-host", "120")
+    progress = " ".join(_run_until_said(tmp_path, command, "Waiting for a quiet host").split())
+    assert "the host is quiet after" in progress, progress
+    rows = pd.read_parquet(out / "results.parquet")
+    assert not rows["interfered"].any() and rows["interfered"].notna().all()
+
+
+def test_until_decided_measures_an_interfered_cell_again(tmp_path: Path, isolated_store) -> None:
+    """The hog runs until the first cell is said to be interfered, then stops: that process is
+    left out, its cell measured again in a later round, and the verdict comes from clean
+    processes alone."""
+    command, out = _run_command(tmp_path, "--until-decided", "--budget", "3m")
+    _run_until_said(tmp_path, command, "INTERFERED")
     rows = pd.read_parquet(out / "results.parquet")
     spoiled = rows[rows["interfered"].fillna(False).astype(bool)]
     assert len(spoiled) >= 1

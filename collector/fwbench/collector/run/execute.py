@@ -61,6 +61,7 @@ class Display(Protocol):
     def cell_started(self, agent: str, cell: Cell) -> None: ...
     def cell_progress(self, agent: str, stage: str, iterations: int) -> None: ...
     def cell_finished(self, agent: str, row: dict[str, Any]) -> None: ...
+    def note(self, agent: str, text: str) -> None: ...
 
 
 @dataclass
@@ -229,8 +230,7 @@ def _scraped_cell(
         return row, samples, None
     handle = item.handle
     if ctx.quiet_host_seconds > 0:
-        say = lambda text: ctx.display.cell_progress(handle.name, text, 0)  # noqa: E731
-        wait_for_quiet(address, ctx.quiet_host_seconds, ctx.interference_threshold, say)
+        _wait_for_quiet(handle.name, address, ctx)
     interval = ctx.scrape_interval_seconds
     scraper: Scraper | WorldScraper = Scraper(address, interval)
     if isinstance(handle, WorldHandle):  # every rank's
@@ -244,6 +244,28 @@ def _scraped_cell(
         if scraper.errors and not row["telemetry_error"]:
             row["telemetry_error"] = f"{scraper.errors} scrapes failed: {scraper.last_error}"
     return row, samples, scraper.series()
+
+
+def _wait_for_quiet(agent: str, address: str, ctx: RunContext) -> None:
+    """--quiet-host: waits before the cell until the agent's CPUs are quiet, bounded; a line
+    says when it starts waiting, and how the wait ended."""
+    started, said = time.monotonic(), list[str]()
+
+    def say(text: str) -> None:
+        if not said:
+            ctx.display.note(agent, f"{text[0].upper()}{text[1:]}")
+        said.append(text)
+        ctx.display.cell_progress(agent, text, 0)
+
+    busy = wait_for_quiet(address, ctx.quiet_host_seconds, ctx.interference_threshold, say)
+    if said:
+        waited = time.monotonic() - started
+        ctx.display.note(
+            agent,
+            f"the host is still busy after {waited:.0f} s ({busy}): measuring anyway"
+            if busy
+            else f"the host is quiet after {waited:.0f} s",
+        )
 
 
 def _run_cell(

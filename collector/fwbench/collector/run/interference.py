@@ -102,7 +102,7 @@ def wait_for_quiet(
         busy = interference_text(look(address), threshold)
         if not busy:
             return ""
-        left = deadline - time.monotonic()
+        left = max(deadline - time.monotonic(), 0.0)
+        say(f"waiting for a quiet host ({busy}; {left:.0f} s left)")
         if left <= 0:
             return busy
-        say(f"waiting for a quiet host ({busy}; {left:.0f} s left)")

@@ -162,6 +162,10 @@ class RichDisplay:
             self._tasks[agent], description=f"{self._labels[agent]} · {stage}{done}"
         )
 
+    def note(self, agent: str, text: str) -> None:
+        """A line of its own about the agent's next cell (e.g. waiting for a quiet host)."""
+        self.progress.console.print(f"[yellow]…[/] {agent}: {text}", highlight=False)
+
     def cell_finished(self, agent: str, row: dict[str, Any]) -> None:
         mark = {"ok": "[green]✓", "unsupported": "[yellow]-", "cancelled": "[yellow]✗"}.get(
             row["status"], "[red]✗"
