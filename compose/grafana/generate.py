@@ -173,6 +173,32 @@ AGENT_PANELS = (
         "processes included. In a fleet, node_exporter is the better source.",
     ),
     Panel(
+        "Others on the agent's CPUs (share of them; interference)",
+        (
+            Query(
+                "clamp_min(sum(rate(fwbench_affinity_cpu_seconds_total"
+                f'{{{AGENT}, mode=~"user|nice|system|irq|softirq"}}{RATE}))'
+                f" - sum(rate(fwbench_process_cpu_seconds_total{{{AGENT}}}{RATE})), 0)"
+                f" / sum(rate(fwbench_affinity_cpu_seconds_total{{{AGENT}}}{RATE}))",
+                "other processes",
+            ),
+            Query(
+                "sum(rate(fwbench_affinity_cpu_seconds_total"
+                f'{{{AGENT}, mode="steal"}}{RATE}))'
+                f" / sum(rate(fwbench_affinity_cpu_seconds_total{{{AGENT}}}{RATE}))",
+                "steal",
+            ),
+            Query(
+                f"rate(fwbench_host_pressure_cpu_waiting_seconds_total{{{AGENT}}}{RATE})",
+                "CPU pressure (host, some)",
+            ),
+        ),
+        unit="percentunit",
+        description="What the collector's others_cpu_percent measures per cell "
+        "(docs/telemetry.md, Interference): busy time of the agent's CPUs less the agent's "
+        "own, as a share of those CPUs; above 10% during a cell, its row is interfered.",
+    ),
+    Panel(
         "Memory",
         (
             Query(f"process_resident_memory_bytes{{{AGENT}}}", "RSS"),
