@@ -15,7 +15,8 @@ from fwbench.collector.run.interference import (
     judge,
     wait_for_quiet,
 )
-from fwbench.collector.run.telemetry import Scrape, cpu_load, load_columns, summarize
+from fwbench.collector.run.cpu_load import cpu_load, load_columns
+from fwbench.collector.run.telemetry import Scrape, summarize
 from fwbench.collector.run.world_telemetry import WorldScraper
 
 AFFINITY = "fwbench_affinity_cpu_seconds_total"

@@ -48,25 +48,18 @@ from fwbench.collector.cli.execution import execute, resume_run
 from fwbench.collector.cli.k8s import check_k8s_options
 from fwbench.collector.cli.security import AgentTokenFile, TlsCa, TlsCert, TlsKey, security_settings
 from fwbench.collector.cli.slurm import check_slurm_options
-from fwbench.collector.cli.worlds import (
-    DEFAULT_WORLD_ITERATIONS,
-    has_worlds,
-    parse_world_sizes,
-)
-from fwbench.collector.run.interference import (
+from fwbench.collector.cli.telemetry import (
+    DEFAULT_INTERVAL_SECONDS,
     DEFAULT_THRESHOLD_PERCENT,
-    InterferenceSettingsError,
+    InterferenceThreshold,
+    QuietHost,
+    ScrapeInterval,
+    check_interference,
 )
-from fwbench.collector.run.interference import check_settings as check_interference
+from fwbench.collector.cli.worlds import DEFAULT_WORLD_ITERATIONS, has_worlds, parse_world_sizes
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.options import RunOptions
-from fwbench.collector.run.plan import (
-    LoopSettings,
-    SelectionError,
-    build_selection,
-    split_list,
-)
-from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
+from fwbench.collector.run.plan import LoopSettings, SelectionError, build_selection, split_list
 from fwbench.collector.store import default_store_path
 from fwbench.spec import load_catalogue
 
@@ -128,30 +121,9 @@ def run(
             "0 = only --cell-timeout.",
         ),
     ] = HANG_SECONDS,
-    scrape_interval: Annotated[
-        float,
-        typer.Option(
-            min=0.0,
-            help="Seconds between scrapes of each agent's /metrics during a cell, 0 = no "
-            "telemetry.",
-        ),
-    ] = DEFAULT_INTERVAL_SECONDS,
-    interference_threshold: Annotated[
-        float,
-        typer.Option(
-            help="Percent of the agent's CPUs that other processes (or, on a VM, steal) may "
-            "take while a cell is timed before its row is `interfered`: kept and marked, left "
-            "out of every verdict, measured again by --until-decided (docs/telemetry.md).",
-        ),
-    ] = DEFAULT_THRESHOLD_PERCENT,
-    quiet_host: Annotated[
-        float,
-        typer.Option(
-            metavar="SECONDS",
-            help="Before each cell, wait up to SECONDS until other processes use at most "
-            "--interference-threshold of the agent's CPUs (0 = do not wait).",
-        ),
-    ] = 0.0,
+    scrape_interval: ScrapeInterval = DEFAULT_INTERVAL_SECONDS,
+    interference_threshold: InterferenceThreshold = DEFAULT_THRESHOLD_PERCENT,
+    quiet_host: QuietHost = 0.0,
     repeat: Annotated[
         int,
         typer.Option(
@@ -249,10 +221,7 @@ def run(
         fail("--memory, --cpuset and --pids-limit limit containers: they need --launcher docker")
     if python and launcher not in (LauncherKind.LOCAL, LauncherKind.SLURM):
         fail("--python runs agents in an existing Python: it goes with --launcher local or slurm")
-    try:
-        check_interference(interference_threshold, quiet_host)
-    except InterferenceSettingsError as error:
-        fail(str(error))
+    check_interference(interference_threshold, quiet_host)
     slurm_options = check_slurm_options(slurm or [], launcher)
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     catalogue = load_catalogue()

@@ -255,15 +255,10 @@ def _look(
         base = groups.get((question.against, question.against_mode, question.key), [])
         other = groups.get((question.agent, question.mode, question.key), [])
         if not base or not other:
-            waiting = [
-                (agent, mode, question.key) in (spoiled or {})
-                for agent, mode, group in (
-                    (question.against, question.against_mode, base),
-                    (question.agent, question.mode, other),
-                )
-                if not group
-            ]
-            if not all(waiting):  # a side with only interfered processes is measured again
+            sides = ((question.against, question.against_mode), (question.agent, question.mode))
+            got = zip(sides, (base, other), strict=True)
+            empty = [(agent, mode, question.key) for (agent, mode), seen in got if not seen]
+            if not all(side in (spoiled or {}) for side in empty):  # else: measured again
                 question.why = "no ok result on one side"
             continue
         if min(len(base), len(other)) < 2:

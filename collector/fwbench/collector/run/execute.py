@@ -24,7 +24,11 @@ from fwbench.collector.run.call import (
     stream_result,
 )
 from fwbench.collector.run.combine import world_columns
-from fwbench.collector.run.interference import DEFAULT_THRESHOLD_PERCENT, judge, wait_for_quiet
+from fwbench.collector.run.interference import (
+    DEFAULT_THRESHOLD_PERCENT,
+    judge,
+    quiet_before_cell,
+)
 from fwbench.collector.run.liveness import (
     HANG_SECONDS,
 )
@@ -230,7 +234,9 @@ def _scraped_cell(
         return row, samples, None
     handle = item.handle
     if ctx.quiet_host_seconds > 0:
-        _wait_for_quiet(handle.name, address, ctx)
+        note = lambda text: ctx.display.note(handle.name, text)  # noqa: E731
+        stage = lambda text: ctx.display.cell_progress(handle.name, text, 0)  # noqa: E731
+        quiet_before_cell(address, ctx.quiet_host_seconds, ctx.interference_threshold, note, stage)
     interval = ctx.scrape_interval_seconds
     scraper: Scraper | WorldScraper = Scraper(address, interval)
     if isinstance(handle, WorldHandle):  # every rank's
@@ -244,28 +250,6 @@ def _scraped_cell(
         if scraper.errors and not row["telemetry_error"]:
             row["telemetry_error"] = f"{scraper.errors} scrapes failed: {scraper.last_error}"
     return row, samples, scraper.series()
-
-
-def _wait_for_quiet(agent: str, address: str, ctx: RunContext) -> None:
-    """--quiet-host: waits before the cell until the agent's CPUs are quiet, bounded; a line
-    says when it starts waiting, and how the wait ended."""
-    started, said = time.monotonic(), list[str]()
-
-    def say(text: str) -> None:
-        if not said:
-            ctx.display.note(agent, f"{text[0].upper()}{text[1:]}")
-        said.append(text)
-        ctx.display.cell_progress(agent, text, 0)
-
-    busy = wait_for_quiet(address, ctx.quiet_host_seconds, ctx.interference_threshold, say)
-    if said:
-        waited = time.monotonic() - started
-        ctx.display.note(
-            agent,
-            f"the host is still busy after {waited:.0f} s ({busy}): measuring anyway"
-            if busy
-            else f"the host is quiet after {waited:.0f} s",
-        )
 
 
 def _run_cell(

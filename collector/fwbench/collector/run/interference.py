@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from fwbench.collector.run.telemetry import Scraper, cpu_load, load_columns
+from fwbench.collector.run.cpu_load import cpu_load, load_columns
+from fwbench.collector.run.telemetry import Scraper
 
 # Others above this share of the agent's CPUs (or steal above it) make a row interfered. On an
 # idle 2-vCPU machine the collector's own scraping and the kernel stay near 1%; a process
@@ -106,3 +107,30 @@ def wait_for_quiet(
         say(f"waiting for a quiet host ({busy}; {left:.0f} s left)")
         if left <= 0:
             return busy
+
+
+def quiet_before_cell(
+    address: str,
+    most_seconds: float,
+    threshold: float,
+    note: Callable[[str], None],
+    stage: Callable[[str], None],
+) -> None:
+    """--quiet-host before a cell: wait_for_quiet, with a line (`note`) when the wait starts
+    and one saying how it ended; `stage` shows each look meanwhile."""
+    started, said = time.monotonic(), list[str]()
+
+    def say(text: str) -> None:
+        if not said:
+            note(f"{text[0].upper()}{text[1:]}")
+        said.append(text)
+        stage(text)
+
+    busy = wait_for_quiet(address, most_seconds, threshold, say)
+    if said:
+        waited = time.monotonic() - started
+        note(
+            f"the host is still busy after {waited:.0f} s ({busy}): measuring anyway"
+            if busy
+            else f"the host is quiet after {waited:.0f} s"
+        )

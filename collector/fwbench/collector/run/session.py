@@ -261,14 +261,8 @@ def _measure(
             metadata["until_decided"] = decisions.record()
             planned = ctx.next_index  # what the rounds scheduled
         _finish_run(store, folder, recorder, metadata, ctx.statuses, planned, interrupted, escaped)
-    return RunSummary(
-        run_id,
-        out_dir,
-        ctx.statuses,
-        interrupted,
-        metadata["status"],
-        metadata.get("until_decided"),
-    )
+    decided = metadata.get("until_decided")
+    return RunSummary(run_id, out_dir, ctx.statuses, interrupted, metadata["status"], decided)
 
 
 def _finish_run(

@@ -13,7 +13,8 @@ from typing import Any
 
 import pandas as pd
 
-from fwbench.collector.run.telemetry import Scraper, cpu_load, load_columns, summarize
+from fwbench.collector.run.cpu_load import cpu_load, load_columns
+from fwbench.collector.run.telemetry import Scraper, summarize
 
 SUMMED = (
     "cpu_user_percent",
