@@ -123,6 +123,10 @@ class FakePlugin:
         # FAKE_STEP_SCALE (an agent's environment) stretches every step: two agents of this
         # plugin then differ by a known factor, whatever the CPU (tests/integration).
         seconds = micros / 1e6 * float(os.environ.get("FAKE_STEP_SCALE", "1"))
+        # FAKE_BATCH_SCALE=SIZE=FACTOR,...: the steps of those batch sizes take FACTOR times
+        # as long ("1=10": batch size 1's, as a framework with a slow kernel path there); the
+        # others' steps take the same time whatever the batch size (tests/integration).
+        seconds *= _batch_scales(os.environ.get("FAKE_BATCH_SCALE", "")).get(spec.batch_size, 1.0)
         world = self.context.world
         rank = None
         if world is not None:
@@ -202,6 +206,12 @@ def _generation(spec: WorkloadSpec) -> BuiltStep:
 def _reports(pairs: str) -> dict[str, str]:
     name, _, value = pairs.partition("=")
     return {name: value} if name else {}
+
+
+def _batch_scales(pairs: str) -> dict[int, float]:
+    """ "1=10,4=3" -> {1: 10.0, 4: 3.0}."""
+    found = (pair.partition("=") for pair in pairs.split(",") if pair)
+    return {int(size): float(factor) for size, _, factor in found}
 
 
 def _settings(pairs: str) -> dict[str, str]:
