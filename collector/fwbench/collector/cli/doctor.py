@@ -1,13 +1,16 @@
-"""`collector doctor`: what this host offers each declared agent, and why an agent cannot
-run here. Reads only: it starts no agent, builds no environment or image, installs nothing
-(with --python it asks that interpreter what it has, as `collector run --python` would)."""
+"""`collector doctor`: what this host offers each declared agent, why an agent cannot run
+here, and the host's state that matters for measurement (load, busy processes, steal, clock
+settings: agents/host_state.py). Reads only: it starts no agent, builds no environment or
+image, installs nothing, tunes nothing (with --python it asks that interpreter what it has, as
+`collector run --python` would)."""
 
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.markup import escape
 from rich.table import Table
 
@@ -19,6 +22,12 @@ from fwbench.collector.agents.existing import (
     parse_pythons,
 )
 from fwbench.collector.agents.host import host_facts, nvidia_facts
+from fwbench.collector.agents.host_state import (
+    DEFAULT_SAMPLE_SECONDS,
+    UNREADABLE,
+    as_json,
+    measurement_state,
+)
 from fwbench.collector.agents.locks import LockError
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.cli.common import (
@@ -85,10 +94,21 @@ def _agent(manifest: AgentManifest, gpu: bool, client: Any, python: str | None) 
 def doctor(
     python: Pythons = None,
     manifests: ManifestDirs = None,
-    as_json: JsonOutput = False,
+    sample: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            max=60.0,
+            metavar="SECONDS",
+            help="How long to watch the CPUs for busy processes and steal time.",
+        ),
+    ] = DEFAULT_SAMPLE_SECONDS,
+    json_output: JsonOutput = False,
 ) -> None:
     """What this host offers each declared agent: Python, Docker, the NVIDIA driver, NVML and
-    its GPUs, and which agents can run here and how (or why not). Installs nothing."""
+    its GPUs, and which agents can run here and how (or why not); then the host's state that
+    matters for measurement (load, busy processes, steal, governor, turbo, SMT), as pyperf's
+    `system show` reads it. Installs and tunes nothing."""
     declared = load_manifests(manifests)
     try:
         pythons = parse_pythons(python or [], declared)
@@ -105,9 +125,16 @@ def doctor(
     finally:
         if client is not None:
             client.close()
-    if as_json:
+    measurement = measurement_state(sample)
+    if json_output:
         print_json(
-            {"host": host, "nvidia": nvidia.__dict__, "docker": docker_state, "agents": agents}
+            {
+                "host": host,
+                "nvidia": nvidia.__dict__,
+                "docker": docker_state,
+                "agents": agents,
+                "measurement": as_json(measurement),
+            }
         )
         return
     facts = Table("", "", title="this host", show_header=False)
@@ -137,3 +164,9 @@ def doctor(
         gpu = "needs one" if row["requires_gpu"] else ""
         table.add_row(row["agent"], gpu, runs, escape(row["local"]), escape(row["docker"]))
     console.print(table)
+    state = Table("", "state", "advice", title="measuring here now")
+    for reading in measurement:
+        shown = f"[dim]{escape(reading.state)}[/]" if UNREADABLE in reading.state else None
+        advice = f"[yellow]{escape(reading.advice)}[/]" if reading.advice else ""
+        state.add_row(reading.name, shown or escape(reading.state), advice)
+    console.print(state)
