@@ -12,12 +12,18 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 from rich.console import Console
 
 from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
-from fwbench.collector.analysis.contenders import ComparisonError, RunData, contenders
+from fwbench.collector.analysis.contenders import (
+    ComparisonError,
+    RunData,
+    contenders,
+    samples_by_cell,
+)
 from fwbench.collector.stats.significance import (
     EQUIVALENCE_ALPHA,
     EQUIVALENT,
@@ -174,7 +180,10 @@ def test_one_process_a_side_without_an_aa_pair_is_undecided(
     result = compare_to_baseline(single, "a")
     (only,) = result.comparisons
     assert only.verdict == UNDECIDED and only.evidence == "one process"
-    assert "how much processes differ is unknown; --repeat 3 (or more) decides" in only.notes
+    assert (
+        "how much processes differ is unknown; --until-decided (or --repeat 3 and more) decides"
+        in only.notes
+    )
     # The terminal's table says it short on each row; its caption says why once.
     console = Console(width=200, record=True)
     console.print(formats.rich_table(result))
@@ -464,3 +473,12 @@ def test_interfered_processes_are_left_out_and_a_side_of_only_those_is_never_cal
     # An interfered A/A side measures the hog, not the noise: no floor is taken from it.
     assert all(m.key[0] != "gemm" for m in result.noise)
     assert gemm["tf-mkl"].verdict == EQUIVALENT
+
+
+def test_a_run_without_samples_has_no_cells() -> None:
+    """A run interrupted before its first sample: nothing to group, not an error (the end of
+    `collector run` reads it for what the run found)."""
+    empty = pd.DataFrame(
+        {"cell": pd.Series([], dtype="int64"), "seconds": pd.Series([], dtype="float64")}
+    )
+    assert samples_by_cell(empty) == {}

@@ -9,13 +9,13 @@ import math
 import pandas as pd
 import pytest
 
+from fwbench.collector.run.cpu_load import cpu_load, load_columns
 from fwbench.collector.run.interference import (
     InterferenceSettingsError,
     check_settings,
     judge,
     wait_for_quiet,
 )
-from fwbench.collector.run.cpu_load import cpu_load, load_columns
 from fwbench.collector.run.telemetry import Scrape, summarize
 from fwbench.collector.run.world_telemetry import WorldScraper
 

@@ -26,7 +26,8 @@ from fwbench.collector.stats.significance import (
 PROCESSES, AA_FLOOR, ONE_PROCESS = "processes", "A/A floor", "one process"
 HOST_HISTORY = HISTORY  # a prior from the host's earlier runs (history.py)
 ONE_PROCESS_NOTE = "one process a side, no A/A pair and no history of both on this host: how "
-ONE_PROCESS_NOTE += "much processes differ is unknown; --repeat 3 (or more) decides"
+ONE_PROCESS_NOTE += "much processes differ is unknown; --until-decided (or --repeat 3 and more) "
+ONE_PROCESS_NOTE += "decides"
 # A side had processes that failed in the cell: the ones that finished cannot stand for them (a
 # process that ran out of time or memory is the slow or the big one), so nothing is called.
 FAILED_PROCESSES = "failed processes"  # stats/failures.py

@@ -122,6 +122,8 @@ def samples_by_cell(samples: pd.DataFrame) -> dict[int, FloatArray]:
     """The long samples table (cell, iteration, seconds) as one array per cell."""
     cells = samples["cell"].to_numpy(dtype=np.int64)
     seconds = samples["seconds"].to_numpy(dtype=np.float64)
+    if not cells.size:  # a run interrupted before any sample
+        return {}
     order = np.argsort(cells, kind="stable")
     found, starts = np.unique(cells[order], return_index=True)
     parts = np.split(seconds[order], starts[1:])

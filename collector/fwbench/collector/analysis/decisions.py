@@ -12,10 +12,12 @@ from fwbench.collector.stats.significance import DEFAULT_MARGIN, EQUIVALENT, FAS
 
 DECISION_HEADERS = ("cell", "agent", "against", "speedup", "interval", "processes", "verdict")
 SEQUENTIAL_NOTE = (
-    "This run was measured until decided: its answers are the sequential decisions "
-    "(alpha spent over the looks). The fixed-level tests of the comparison table re-test "
-    "the same data after those looks, so their error rates do not hold: read them as "
-    "descriptions, not verdicts."
+    "This run was measured until decided: its answers are the sequential decisions (alpha "
+    "spent over the looks), and they are the verdicts of the comparisons they cover, marked "
+    "'sequential'. The speedup and 95% interval of the comparison table pool every round and "
+    "only describe: a fixed-level test re-run on them after the looks would not hold its error "
+    "rates, so none is shown for those comparisons (no p). A comparison the run did not ask "
+    "keeps its fixed-level verdict, marked 'fixed-level'."
 )
 
 
@@ -72,16 +74,10 @@ def decision_rows(decisions: dict[str, Any]) -> list[tuple[list[str], str]]:
     for q in decisions["decisions"]:
         interval = "-" if q["ci_low"] is None else f"[{q['ci_low']:.3f}, {q['ci_high']:.3f}]"
         speedup = "-" if q["speedup"] is None else f"{q['speedup']:.3f}x"
-        # Older runs: no arithmetic, kernel or margin; one margin for all (the caption's).
-        margin, source = q.get("margin"), q.get("margin_from") or MARGIN_GIVEN
-        if source == MARGIN_GIVEN or q["verdict"] in (FASTER, SLOWER):
-            source = ""  # the caption's, or a difference (which does not depend on it)
-        elif q["verdict"] != EQUIVALENT:  # an equivalence's verdict says its margin
-            source = f"margin ±{margin:.1%} {source}"
-        said = "; ".join(w for w in (q["why"], source, q.get("arithmetic"), q.get("kernel")) if w)
+        said = decision_note(q)
         verdict = q["verdict"]
-        if verdict == EQUIVALENT and margin is not None:
-            verdict += f" within ±{max(margin, decisions['floor']):.1%}"
+        if verdict == EQUIVALENT and q.get("margin") is not None:
+            verdict += f" within ±{max(q['margin'], decisions['floor']):.1%}"
         verdict = f"{verdict} ({said})" if said else verdict
         cells = [
             q["cell"],
@@ -94,3 +90,15 @@ def decision_rows(decisions: dict[str, Any]) -> list[tuple[list[str], str]]:
         ]
         rows.append((cells, q["verdict"]))
     return rows
+
+
+def decision_note(q: dict[str, Any]) -> str:
+    """What one stored decision says besides its verdict: why it stayed undecided, where an
+    undecided one's margin came from, a difference in arithmetic, where its CPU went."""
+    # Older runs: no arithmetic, kernel or margin; one margin for all (the caption's).
+    margin, source = q.get("margin"), q.get("margin_from") or MARGIN_GIVEN
+    if source == MARGIN_GIVEN or q["verdict"] in (FASTER, SLOWER):
+        source = ""  # the caption's, or a difference (which does not depend on it)
+    elif q["verdict"] != EQUIVALENT:  # an equivalence's verdict says its margin
+        source = f"margin ±{margin:.1%} {source}"
+    return "; ".join(w for w in (q["why"], source, q.get("arithmetic"), q.get("kernel")) if w)

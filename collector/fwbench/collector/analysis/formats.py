@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -13,6 +13,13 @@ import pandas as pd
 from rich.table import Table
 from rich.text import Text
 
+from fwbench.collector.analysis.answers import (
+    FIXED_LEVEL,
+    Answers,
+    footnoted,
+    markdown_answers,
+    repeated_phrases,
+)
 from fwbench.collector.analysis.comparison import ONE_PROCESS_NOTE, Comparison, ComparisonSet
 from fwbench.collector.analysis.contenders import KEY_COLUMNS, key_label, varying_params
 from fwbench.collector.analysis.decisions import (
@@ -21,6 +28,7 @@ from fwbench.collector.analysis.decisions import (
     decision_rows,
     decisions_caption,
 )
+from fwbench.collector.analysis.findings import Findings, markdown_lines
 from fwbench.collector.analysis.history import HISTORY_NOTE
 from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
 
@@ -64,6 +72,8 @@ def record(comparison: Comparison) -> dict[str, Any]:
         "equivalence_margin": max(comparison.margin, comparison.noise_floor),
         "equivalence_margin_from": comparison.margin_from,
         "verdict": comparison.verdict,
+        # a run measured until decided: "sequential" (its decision) or "fixed-level" (not asked)
+        "verdict_from": comparison.verdict_from or FIXED_LEVEL,
         "notes": comparison.notes,
     }
     return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in fields.items()}
@@ -125,9 +135,15 @@ def row_cells(comparison: Comparison, shown: Collection[str] = ()) -> list[str]:
         _p(comparison.p_adjusted),
         f"{comparison.noise_floor:.1%} / ±{comparison.margin:.1%}",
         f"{comparison.repetitions}/{comparison.baseline_repetitions}",
-        comparison.verdict,
+        _verdict(comparison),
         comparison.notes,
     ]
+
+
+def _verdict(comparison: Comparison) -> str:
+    """The verdict, and in a run measured until decided where it came from (answers.py)."""
+    source = comparison.verdict_from
+    return f"{comparison.verdict} ({source})" if source else comparison.verdict
 
 
 HEADERS = (
@@ -152,14 +168,19 @@ def rich_table(result: ComparisonSet) -> Table:
         right = header in ("median ms", "baseline ms", "speedup", "p (Holm)", "floor / margin")
         table.add_column(header, justify="right" if right else "left")
     shown = varying_params(c.key for c in result.comparisons)
-    for comparison in result.comparisons:
+    # A long note on several rows is said once, under the table (answers.footnoted).
+    notes, said = footnoted([_terminal_notes(c.notes) for c in result.comparisons],
+                            repeated_phrases())  # fmt: skip
+    for comparison, note in zip(result.comparisons, notes, strict=True):
         cells: list[str | Text] = list(row_cells(comparison, shown))
         verdict_at = HEADERS.index("verdict")
-        cells[verdict_at] = Text(comparison.verdict, style=_STYLES.get(comparison.verdict, ""))
+        cells[verdict_at] = Text(_verdict(comparison), style=_STYLES.get(comparison.verdict, ""))
         # On a terminal the caption says it once ("Verdicts need repetitions ..."): a row of
-        # the README's first run would otherwise wrap to 16 lines for it.
-        cells[-1] = _terminal_notes(comparison.notes)
+        # a run of one process a side would otherwise wrap to 16 lines for it.
+        cells[-1] = note
         table.add_row(*cells)
+    if said:
+        table.caption = "\n".join([str(table.caption), *said])
     return table
 
 
@@ -177,11 +198,23 @@ def _terminal_notes(notes: str) -> str:
     return head + "host history, SD between processes: " + _HISTORY_COUNTS.sub("", tail, count=2)
 
 
-def markdown(result: ComparisonSet, decided: dict[str, Any] | None = None) -> str:
-    lines = [f"## {result.title}", "", noise_floor_text(result), ""]
+def markdown(
+    result: ComparisonSet,
+    decided: dict[str, Any] | None = None,
+    found: Sequence[Findings] = (),
+    answered: Answers | None = None,
+) -> str:
+    """`found`: each run's findings (analysis/findings/), a section each after the rest;
+    `answered`: what the comparisons found (answers.py), first."""
+    lines = markdown_answers(answered) if answered is not None else []
+    lines += [f"## {result.title}", "", noise_floor_text(result), ""]
     lines += ["| " + " | ".join(HEADERS) + " |", "|" + " --- |" * len(HEADERS)]
     shown = varying_params(c.key for c in result.comparisons)
-    lines += ["| " + " | ".join(row_cells(c, shown)) + " |" for c in result.comparisons]
+    rows = [row_cells(c, shown) for c in result.comparisons]
+    notes, said = footnoted([row[-1] for row in rows], repeated_phrases(decided))
+    for row, note in zip(rows, notes, strict=True):
+        lines.append("| " + " | ".join([*row[:-1], note]) + " |")
+    lines += [f"- {note}" for note in said]
     lines += [f"- not compared: {reason}" for reason in result.skipped]
     lines += [f"- changed: {change}" for change in result.changes]
     if decided is not None:
@@ -189,6 +222,8 @@ def markdown(result: ComparisonSet, decided: dict[str, Any] | None = None) -> st
         lines += [decisions_caption(decided), "", SEQUENTIAL_NOTE, ""]
         lines += ["| " + " | ".join(DECISION_HEADERS) + " |", "|" + " --- |" * 7]
         lines += ["| " + " | ".join(cells) + " |" for cells, _ in decision_rows(decided)]
+    for findings in found:
+        lines += ["", *markdown_lines(findings)]
     return "\n".join(lines) + "\n"
 
 
@@ -196,9 +231,17 @@ def csv(result: ComparisonSet) -> str:
     return str(pd.DataFrame([record(c) for c in result.comparisons]).to_csv(index=False))
 
 
-def json_text(result: ComparisonSet, decided: dict[str, Any] | None = None) -> str:
-    """`decided`: the run's until-decided record (its sequential decisions), when it has one."""
+def json_text(
+    result: ComparisonSet,
+    decided: dict[str, Any] | None = None,
+    found: Sequence[Findings] = (),
+    answered: Answers | None = None,
+) -> str:
+    """`decided`: the run's until-decided record (its sequential decisions), when it has one;
+    `found`: each run's findings (analysis/findings/); `answered`: what the comparisons
+    found (answers.py)."""
     document = {
+        "answers": answered.record() if answered is not None else None,
         "title": result.title,
         "basis": result.basis,  # two runs of other hosts: "peak fraction" (analysis/hosts.py)
         "hosts": result.run_hosts,
@@ -223,5 +266,7 @@ def json_text(result: ComparisonSet, decided: dict[str, Any] | None = None) -> s
         "comparisons": [record(c) for c in result.comparisons],
         "skipped": result.skipped,
         "until_decided": decided,
+        "findings": [{"run_id": f.run_id, **x.record()} for f in found for x in f.findings],
+        "findings_checked": {f.run_id: f.checked for f in found},
     }
     return json.dumps(document, indent=2)

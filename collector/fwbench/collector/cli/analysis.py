@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from fwbench.collector.analysis import formats
+from fwbench.collector.analysis.answers import (
+    Answers,
+    answers,
+    answers_title,
+    rich_answers,
+    with_decisions,
+)
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
+from fwbench.collector.analysis.comparison import ComparisonSet
 from fwbench.collector.analysis.contenders import ComparisonError, RunData, load_run
 from fwbench.collector.analysis.decisions import SEQUENTIAL_NOTE, stored_decisions
+from fwbench.collector.analysis.findings import Findings, find, rich_table
 from fwbench.collector.analysis.history import (
     HostHistory,
     host_histories,
@@ -119,7 +128,12 @@ def compare(
     except ComparisonError as error:
         fail_with(error)
     decided = stored_decisions(loaded[0].metadata) if len(loaded) == 1 else None
+    # One answer per question: a run's sequential decisions are the verdicts they cover.
+    result = with_decisions(result, decided)
+    answered = _answers(result, loaded, baseline, decided)
+    found = [find(run) for run in {run.run_id: run for run in loaded}.values()]
     if output_format == formats.OutputFormat.TABLE:
+        console.print(rich_answers(answered), highlight=False, soft_wrap=True)
         console.print(formats.rich_table(result))
         for reason in result.skipped:
             console.print(f"not compared: {reason}", highlight=False)
@@ -128,12 +142,38 @@ def compare(
         if decided is not None:
             console.print(decisions_table(decided, f"run {runs[0]}"))
             console.print(SEQUENTIAL_NOTE, highlight=False)
+        for findings in found:
+            show_findings(findings)
     elif output_format == formats.OutputFormat.MARKDOWN:
-        print(formats.markdown(result, decided), end="")
+        print(formats.markdown(result, decided, found, answered=answered), end="")
     elif output_format == formats.OutputFormat.CSV:
         print(formats.csv(result), end="")
     else:
-        print(formats.json_text(result, decided))
+        print(formats.json_text(result, decided, found, answered=answered))
+
+
+def _answers(
+    result: ComparisonSet,
+    loaded: list[RunData],
+    baseline: str | None,
+    decided: dict[str, Any] | None,
+) -> Answers:
+    """What the comparisons found, said first (analysis/answers.py)."""
+    if len(loaded) == 2:
+        pair = (loaded[0].run_id, loaded[1].run_id)
+        title = f"What changed from run {pair[0]} to run {pair[1]}"
+        return answers(result, title, runs=pair)
+    run = loaded[0]
+    title = answers_title(run.run_id, baseline or "", decided)
+    return answers(result, title, decided, str(run.metadata.get("command") or ""))
+
+
+def show_findings(found: Findings) -> None:
+    """A run's findings on the terminal, or the one line that says none were found in what."""
+    if found.findings:
+        console.print(rich_table(found))
+    else:
+        console.print(f"run {found.run_id}: {found.none_line}", highlight=False)
 
 
 def report(

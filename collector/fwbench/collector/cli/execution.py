@@ -14,6 +14,9 @@ import typer
 from fwbench.collector.agents.image_labels import images_by_id
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.analysis.answers import rich_answers, run_answers
+from fwbench.collector.analysis.contenders import load_run
+from fwbench.collector.analysis.findings import find, summary_lines
 from fwbench.collector.cli.calibrate import calibration_for_run
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
@@ -108,7 +111,23 @@ def execute(
             "interrupted before measuring began; agents stopped, nothing written",
             ExitCode.INTERRUPTED,
         )
-    results = ResultStore(options.store_path).results(summary.run_id)
+    store = ResultStore(options.store_path)
+    results = store.results(summary.run_id)
+    # What the run found opens its summary (analysis/answers.py); the tables follow. The
+    # results are stored already: working out what they say must not change how the run ends.
+    try:
+        answered = run_answers(store, summary.run_id, options.baseline or None)
+        findings = summary_lines(find(load_run(store, summary.run_id)))
+    except Exception as error:  # noqa: BLE001 (said, and `collector compare` can say it)
+        answered, findings = (
+            None,
+            [
+                f"warning: what run {summary.run_id} found could not be worked out ({error!r}); "
+                f"its results are stored: `collector compare {summary.out_dir}` reads them"
+            ],
+        )
+    if answered is not None:
+        console.print(rich_answers(answered), highlight=False, soft_wrap=True)
     if summary.decisions is None:
         console.print(summary_table(results, f"run {summary.run_id}"))
         worlds = world_table(results, f"run {summary.run_id}: distributed")
@@ -116,6 +135,9 @@ def execute(
             console.print(worlds)
     else:
         console.print(decisions_table(summary.decisions, f"run {summary.run_id}"))
+    # What the rows say by themselves (analysis/findings/), one line each.
+    for line in findings:
+        console.print(line, highlight=False, soft_wrap=True)
     counts = ", ".join(f"{n} {status}" for status, n in sorted(summary.statuses.items()))
     console.print(f"results: {summary.out_dir}/results.parquet ({counts})", highlight=False)
     if summary.statuses.get("ok") and len(results):

@@ -14,6 +14,14 @@ import jinja2
 import pandas as pd
 
 from fwbench.collector.analysis import formats
+from fwbench.collector.analysis.answers import (
+    answers,
+    answers_title,
+    footnoted,
+    markdown_answers,
+    repeated_phrases,
+    with_decisions,
+)
 from fwbench.collector.analysis.compare import compare_to_baseline
 from fwbench.collector.analysis.comparison import ComparisonSet
 from fwbench.collector.analysis.contenders import RunData, contenders, varying_params
@@ -24,6 +32,7 @@ from fwbench.collector.analysis.decisions import (
     decisions_caption,
     stored_decisions,
 )
+from fwbench.collector.analysis.findings import EVIDENCE_HEADERS, evidence_cells, find
 from fwbench.collector.analysis.history import HostHistory
 from fwbench.collector.analysis.report import data, figures
 from fwbench.collector.analysis.report.distributed import distributed_section, scaling_plot
@@ -85,7 +94,14 @@ def _statistics_rows(run: RunData) -> list[list[str]]:
                 _number(row["cv"] * 100, "{:.1f}%"),
                 str(row["outliers"]),
                 _number(row["peak_fraction"], "{:.1%}"),
-                "noisy" if row["noisy"] else "",
+                ", ".join(
+                    flag
+                    for flag in (
+                        "noisy" if row["noisy"] else "",
+                        f"interfered: {row['interference']}" if row.get("interference") else "",
+                    )
+                    if flag
+                ),
             ]
         )
     return rows
@@ -159,12 +175,38 @@ def _decisions(metadata: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+def _findings(run: RunData) -> dict[str, Any]:
+    """The run's findings (analysis/findings/), each with its evidence as table rows."""
+    found = find(run)
+    return {
+        "none": found.none_line if not found.findings else "",
+        "headers": list(EVIDENCE_HEADERS),
+        "items": [
+            {
+                "rule": f.rule,
+                "statement": f.statement,
+                "rule_text": f.rule_text,
+                "rows": [evidence_cells(e) for e in f.evidence],
+            }
+            for f in found.findings
+        ],
+    }
+
+
 def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, Any]:
     metadata = run.metadata
     environments = data.environments(run)
     shown = varying_params(c.key for c in result.comparisons)
     comparison_rows = [formats.row_cells(c, shown) for c in result.comparisons]
+    # What the run found opens the page; a long note of many rows is said once, under them.
+    decided = stored_decisions(metadata)
+    title = answers_title(run.run_id, baseline, decided)
+    found = answers(result, title, decided, str(metadata.get("command") or ""))
+    notes, said = footnoted([row[-1] for row in comparison_rows], repeated_phrases(decided))
+    comparison_rows = [[*row[:-1], note] for row, note in zip(comparison_rows, notes, strict=True)]
     return {
+        "answers": found,
+        "answers_markdown": "\n".join(markdown_answers(found)).strip(),
         "run_id": run.run_id,
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": metadata.get("command", ""),
@@ -178,8 +220,10 @@ def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, An
         "noise_floor": formats.noise_floor_text(result),
         "comparison_headers": list(formats.HEADERS),
         "comparisons": comparison_rows,
+        "comparison_notes": said,
         "skipped": result.skipped,
         "decisions": _decisions(metadata),
+        "findings": _findings(run),
         "distributed": distributed_section(run),
         "statistics_headers": STATISTICS_HEADERS,
         "statistics": _statistics_rows(run),
@@ -208,6 +252,7 @@ def write_report(
     ValueError when the run has nothing measured, ComparisonError for an unknown baseline."""
     baseline = baseline or default_baseline(run)
     result = compare_to_baseline(run, baseline, history=history, margins=margins)
+    result = with_decisions(result, stored_decisions(run.metadata))  # one answer per question
     plots = _plots(run, result, baseline)
     context = _context(run, result, baseline)
     figure_dir = out_dir / "figures"

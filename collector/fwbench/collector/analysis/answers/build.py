@@ -1,0 +1,245 @@
+"""The answers of a comparison set: with_decisions makes a run's sequential decisions the
+verdicts of the comparisons they cover; answers says what was decided, then what was not,
+grouped (reasons.py); run_answers does both for a stored run, as the end of `collector run`
+shows it."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from fwbench.collector.analysis.answers.found import (
+    FIXED_LEVEL,
+    SEQUENTIAL,
+    Answers,
+    Found,
+    answers_title,
+)
+from fwbench.collector.analysis.answers.reasons import Groups, comparison_reason, decision_reason
+from fwbench.collector.analysis.compare import compare_to_baseline
+from fwbench.collector.analysis.comparison import Comparison, ComparisonSet
+from fwbench.collector.analysis.contenders import (
+    CellKey,
+    ComparisonError,
+    contenders,
+    key_label,
+    load_run,
+    varying_params,
+)
+from fwbench.collector.analysis.decisions import decision_note, stored_decisions
+from fwbench.collector.analysis.history import host_history, margin_histories
+from fwbench.collector.stats.significance import FASTER, SLOWER, UNDECIDED
+from fwbench.collector.store import PersistenceError, ResultStore
+
+_Namer = Callable[[CellKey], str]
+
+
+def with_decisions(result: ComparisonSet, decided: dict[str, Any] | None) -> ComparisonSet:
+    """`result` (one run, pooled, fixed-level) with the run's sequential decisions as the
+    verdicts of the comparisons they cover (either way round: tf-mkl against tf-eigen is
+    tf-eigen against tf-mkl inverted): the decision's verdict, no Holm-adjusted p (the
+    fixed-level test calls nothing there), and the decision's figures and notes in the notes.
+    The others are labelled FIXED_LEVEL. Unchanged for a run measured a fixed number of
+    times."""
+    if decided is None:
+        return result
+    done = []
+    for comparison in result.comparisons:
+        found = _decision_for(comparison, decided["decisions"])
+        if found is None:
+            done.append(replace(comparison, verdict_from=FIXED_LEVEL))
+            continue
+        q, inverted = found
+        verdict, speedup, low, high = _oriented(q, inverted)
+        notes = f"{SEQUENTIAL}: {_ratio(speedup, low, high, 3)}, {q['repetitions']} processes "
+        notes += "a side" + (f"; {said}" if (said := decision_note(q)) else "")
+        done.append(
+            replace(
+                comparison,
+                verdict=verdict,
+                p_adjusted=math.nan,
+                p_equivalent_adjusted=math.nan,
+                notes=notes,
+                verdict_from=SEQUENTIAL,
+            )
+        )
+    return replace(result, comparisons=done)
+
+
+def answers(
+    result: ComparisonSet,
+    title: str,
+    decided: dict[str, Any] | None = None,
+    command: str = "",
+    runs: tuple[str, str] | None = None,
+) -> Answers:
+    """What `result` found (after with_decisions, for a run measured until decided: then
+    every decision is an answer, the comparisons it does not cover follow, labelled).
+    `command`: the run's own (run.json), from which the commands that would decide the
+    undecided are made; `runs`: (before, after) when `result` compares two runs."""
+    record = decided or {}
+    questions = list(record.get("decisions", []))
+    cell = _cell_namer([c.key for c in result.comparisons] + [tuple(q["key"]) for q in questions])
+    modes: dict[str, set[str]] = {}
+    for comparison in result.comparisons:
+        modes.setdefault(comparison.agent, set()).add(comparison.mode)
+    # The comparisons a decision answered are said by it.
+    # A run measured until decided answers with its decisions alone: the comparisons it did
+    # not ask (an A/A twin against the baseline) stay in the tables, labelled fixed-level.
+    rest = [] if decided is not None else list(result.comparisons)
+    found = [_decided_line(q, record, cell) for q in questions if q["verdict"] != UNDECIDED]
+    found += [
+        _comparison_line(c, cell, runs, len(modes[c.agent]) > 1)
+        for c in rest
+        if c.verdict != UNDECIDED
+    ]
+    groups = Groups()
+    for q in questions:
+        if q["verdict"] == UNDECIDED:
+            groups.add(*decision_reason(q, record, command), q)
+    for comparison in rest:
+        if comparison.verdict == UNDECIDED:
+            groups.add(*comparison_reason(comparison, command, runs), comparison)
+    return Answers(title, found, groups.said(record, command))
+
+
+def _decided_line(q: dict[str, Any], decided: dict[str, Any], cell: _Namer) -> Found:
+    """A stored decision's one line."""
+    margin = q.get("margin") if q.get("margin") is not None else decided.get("margin")
+    within = max(margin, decided.get("floor", 0.0)) if margin is not None else None
+    agent = q["agent"] + (f" ({q['mode']})" if q["mode"] else "")
+    against = q["against"] + (f" ({q['against_mode']})" if q["against_mode"] else "")
+    where = cell(tuple(q["key"]))
+    text = _sentence(agent, against, q["verdict"], where, within)
+    text += ": " + _ratio(q["speedup"], q["ci_low"], q["ci_high"])
+    return Found(q["verdict"], text, agent, against, where, q["speedup"], q["ci_low"],
+                 q["ci_high"], SEQUENTIAL)  # fmt: skip
+
+
+def _comparison_line(
+    comparison: Comparison, cell: _Namer, runs: tuple[str, str] | None, modes: bool
+) -> Found:
+    """A decided fixed-level comparison's one line; `modes`: its agent ran in several."""
+    agent = comparison.agent + (f" ({comparison.mode})" if modes else "")
+    where = cell(comparison.key)
+    within = max(comparison.margin, comparison.noise_floor)
+    text = _sentence(agent, comparison.baseline, comparison.verdict, where, within, runs)
+    text += ": " + _ratio(comparison.speedup, comparison.ci_low, comparison.ci_high)
+    if comparison.verdict_from == FIXED_LEVEL:
+        text += " (fixed-level test of the pooled rounds: not a question the run asked)"
+    return Found(comparison.verdict, text, agent, comparison.baseline, where, comparison.speedup,
+                 comparison.ci_low, comparison.ci_high, comparison.verdict_from)  # fmt: skip
+
+
+def run_answers(
+    store: ResultStore, run_id: str, baseline: str | None = None, use_history: bool = True
+) -> Answers | None:
+    """What a run found, as `collector compare RUN --baseline BASELINE` with its defaults
+    would say it (the host's history and margins included): for the end of `collector run`.
+    `baseline`: the run's --baseline, else the first agent that measured. None when there is
+    nothing to compare (one agent, nothing measured)."""
+    try:
+        run = load_run(store, run_id)
+    except ComparisonError:
+        return None
+    decided = stored_decisions(run.metadata)
+    cells = contenders(run)
+    if not cells:
+        return None
+    baseline = baseline or min(cells, key=lambda c: c.first_cell).agent
+    try:
+        history = host_history(store, run) if use_history else None
+        margins = margin_histories(store, [run])[0] if use_history else None
+    except (PersistenceError, sqlite3.Error, ValueError, KeyError, TypeError):
+        history = margins = None  # an unreadable history: the comparisons without it
+    try:
+        result = compare_to_baseline(run, baseline, history=history, margins=margins)
+    except ComparisonError:
+        return None
+    if not result.comparisons and decided is None:
+        return None
+    result = with_decisions(result, decided)
+    command = str(run.metadata.get("command") or "")
+    return answers(result, answers_title(run_id, baseline, decided), decided, command)
+
+
+def _decision_for(
+    comparison: Comparison, decisions: Sequence[dict[str, Any]]
+) -> tuple[dict[str, Any], bool] | None:
+    """The stored decision of the same question as `comparison`, and whether it is the other
+    way round. A decision's mode is the one asked ("" for the agent's default), a
+    comparison's the one that ran, so "" matches any."""
+    key = _key(comparison.key)
+    sides = ((comparison.agent, comparison.mode), (comparison.baseline, comparison.baseline_mode))
+    for q in decisions:
+        if _key(q["key"]) != key:
+            continue
+        ours = ((q["agent"], q["mode"]), (q["against"], q["against_mode"]))
+        for inverted, (mine, theirs) in enumerate((ours, ours[::-1])):
+            if all(
+                name == side[0] and mode in ("", side[1])
+                for (name, mode), side in zip((mine, theirs), sides, strict=True)
+            ):
+                return q, bool(inverted)
+    return None
+
+
+def _key(key: Sequence[Any]) -> tuple[Any, ...]:
+    """A cell key as both a stored decision (run/questions.py) and a row (contenders.py) give
+    it: missing thread counts and strategies as 0 and "", shape parameters as sorted JSON."""
+    workload, phase, batch, dtype, threads, params, strategy = key
+    shape = json.dumps(json.loads(params or "{}"), sort_keys=True)
+    return workload, phase, int(batch), dtype, int(threads or 0), shape, strategy or ""
+
+
+def _oriented(
+    q: dict[str, Any], inverted: bool
+) -> tuple[str, float | None, float | None, float | None]:
+    speedup, low, high = q["speedup"], q["ci_low"], q["ci_high"]
+    if not inverted:
+        return q["verdict"], speedup, low, high
+    verdict = {FASTER: SLOWER, SLOWER: FASTER}.get(q["verdict"], q["verdict"])
+    flip = [None if v is None or v <= 0 else 1 / v for v in (speedup, high, low)]
+    return verdict, flip[0], flip[1], flip[2]
+
+
+def _ratio(speedup: float | None, low: float | None, high: float | None, places: int = 2) -> str:
+    def one(value: float | None) -> str:
+        if value is None or math.isnan(value):
+            return "-"
+        return f"{value:.{places}f}" if value >= 10 ** (1 - places) else f"{value:.2g}"
+
+    return f"{one(speedup)}x [{one(low)}, {one(high)}]"
+
+
+def _sentence(
+    agent: str,
+    against: str,
+    verdict: str,
+    cell: str,
+    within: float | None,
+    runs: tuple[str, str] | None = None,
+) -> str:
+    margin = f" within ±{within:.1%}" if within is not None else ""
+    if runs is not None:  # `against` is the earlier run
+        how = {FASTER: "faster in", SLOWER: "slower in"}.get(verdict)
+        said = f"{how} run {runs[1]} than in" if how else f"the same{margin} in run {runs[1]} as in"
+        return f"{agent} is {said} run {runs[0]} in {cell}"
+    relation = {FASTER: "faster than", SLOWER: "slower than"}.get(verdict, f"equivalent{margin} to")
+    return f"{agent} is {relation} {against} in {cell}"
+
+
+def _cell_namer(keys: Sequence[CellKey]) -> _Namer:
+    """Names cells as tables do, without the dtype where every cell has the same one."""
+    shown = varying_params(keys)
+    one_dtype = len({key[3] for key in keys}) <= 1
+
+    def name(key: CellKey) -> str:
+        label = key_label(key, shown)
+        return label.replace(f" bs={key[2]} {key[3]}", f" bs={key[2]}", 1) if one_dtype else label
+
+    return name

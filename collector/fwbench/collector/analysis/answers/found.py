@@ -1,0 +1,124 @@
+"""What a run found, as data (Found, Undecided, Answers) and as it is shown: a terminal's
+lines, Markdown's, and the numbered notes that say a repeated note once under a table."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rich.text import Text
+
+from fwbench.collector.analysis.comparison import NEVER_CALLED
+from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
+
+# Comparison.verdict_from in a run measured until decided.
+SEQUENTIAL, FIXED_LEVEL = "sequential", "fixed-level"
+STYLES = {FASTER: "green", SLOWER: "red", EQUIVALENT: "cyan", UNDECIDED: "yellow"}
+
+
+@dataclass(frozen=True)
+class Found:
+    """A decided comparison: `text` is its one line."""
+
+    verdict: str
+    text: str
+    agent: str
+    against: str
+    cell: str
+    speedup: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict_from: str = ""  # SEQUENTIAL, FIXED_LEVEL, or "" (a run of fixed repetitions)
+
+
+@dataclass(frozen=True)
+class Undecided:
+    """Comparisons left undecided for one reason, and what would likely decide them ("" where
+    no command can: a failure to look into, settings to fix)."""
+
+    count: int
+    reason: str
+    command: str = ""
+
+    @property
+    def text(self) -> str:
+        return f"{self.count} comparison{'s' if self.count != 1 else ''} undecided: {self.reason}"
+
+    @property
+    def them(self) -> str:
+        return "them" if self.count != 1 else "it"
+
+    @property
+    def then(self) -> str:
+        return f"to decide {self.them}: {self.command}" if self.command else ""
+
+
+@dataclass(frozen=True)
+class Answers:
+    title: str
+    decided: list[Found] = field(default_factory=list)
+    undecided: list[Undecided] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "title": self.title,
+            "decided": [asdict(found) for found in self.decided],
+            "undecided": [{**asdict(group), "text": group.text} for group in self.undecided],
+        }
+
+
+def answers_title(run_id: str, baseline: str, decided: dict[str, Any] | None) -> str:
+    if decided is not None:
+        return f"What run {run_id} found (measured until decided, against {decided['baseline']})"
+    return f"What run {run_id} found (every agent against {baseline})"
+
+
+def rich_answers(found: Answers) -> Text:
+    """The answers for a terminal: decided lines in their verdict's colour, then each reason
+    once with its command."""
+    text = Text(found.title, style="bold")
+    for line in found.decided:
+        text.append("\n  ")
+        text.append(line.text, style=STYLES.get(line.verdict, ""))
+    if not found.decided:
+        text.append("\n  Nothing decided.")
+    for group in found.undecided:
+        text.append("\n  ")
+        text.append(group.text, style=STYLES[UNDECIDED])
+        if group.then:
+            text.append(f"\n    {group.then}")
+    return text
+
+
+def markdown_answers(found: Answers) -> list[str]:
+    lines = [f"## {found.title}", ""]
+    lines += [f"- **{line.verdict}**: {line.text}" for line in found.decided]
+    if not found.decided:
+        lines.append("- Nothing decided.")
+    for group in found.undecided:
+        then = f"; to decide {group.them}: `{group.command}`" if group.command else ""
+        lines.append(f"- {group.text}{then}")
+    return [*lines, ""]
+
+
+def footnoted(notes: Sequence[str], phrases: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Each of `phrases` found in two or more of `notes` said once, as a numbered note under
+    the table: each note it was in names it ("note 1") instead; returns the notes and the
+    numbered notes."""
+    shown, said = list(notes), list[str]()
+    for phrase in dict.fromkeys(p for p in phrases if p):
+        rows = [i for i, note in enumerate(shown) if phrase in note]
+        if len(rows) < 2:
+            continue
+        mark = f"note {len(said) + 1}"
+        said.append(f"{mark} ({len(rows)} comparisons): {phrase}")
+        for i in rows:
+            shown[i] = shown[i].replace(phrase, mark)
+    return shown, said
+
+
+def repeated_phrases(decided: dict[str, Any] | None = None) -> list[str]:
+    """The long notes a table repeats: what cannot be called and why, and why measuring
+    until decided stopped."""
+    return [*NEVER_CALLED.values(), (decided or {}).get("stopped", "")]

@@ -1,0 +1,184 @@
+"""Why comparisons stayed undecided, in words every comparison undecided for that reason
+shares, and the command that would likely decide them: the run's own, changed where it must."""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from fwbench.collector.analysis.answers.found import Undecided
+from fwbench.collector.analysis.comparison import (
+    AA_FLOOR,
+    FAILED_PROCESSES,
+    HOST_HISTORY,
+    NEVER_CALLED,
+    ONE_PROCESS,
+    OTHER_SETTINGS,
+    PROCESSES,
+    Comparison,
+)
+from fwbench.collector.stats.failures import FAILED_NOTE, OTHERWISE_NOTE
+from fwbench.collector.stats.significance import DEFAULT_MARGIN, RatioEstimate, repetitions_needed
+
+ONE_PROCESS_REASON = "one process a side, nothing measures how much processes differ"
+MEASURED_REASON = (
+    "measured, but the interval neither clears the noise floor nor lies within the margin "
+    "(each row's note: about how many repetitions a side)"
+)
+_REASONS = {
+    ONE_PROCESS: ONE_PROCESS_REASON,
+    FAILED_PROCESSES: "a process failed in the cell, and the ones that finished cannot stand "
+    "for it (the rows' notes name it; its log is in the run folder)",
+    OTHER_SETTINGS: "a side ran otherwise than asked (the rows' settings_mismatch): a verdict "
+    "would answer another question",
+}
+# Options a command that would decide something replaces (with a value, unless given as
+# --name=value), and those it never repeats: the folder already holds the run.
+_VALUED = {"--out", "--budget", "--repeat", "--baseline", "--resume", "--margin"}
+_NEVER_REPEATED = {"--out", "--resume"}
+
+
+class Groups:
+    """The undecided, by reason, in the order first met, each reason with its command (None:
+    more processes would decide them, and how many depends on the whole group)."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, list[Any]] = {}
+        self.commands: dict[str, str | None] = {}
+
+    def add(self, reason: str, command: str | None, item: Any) -> None:
+        self.held.setdefault(reason, []).append(item)
+        self.commands.setdefault(reason, command)
+
+    def said(self, decided: dict[str, Any], command: str) -> list[Undecided]:
+        groups = []
+        for reason, held in self.held.items():
+            then = self.commands[reason]
+            if then is None:
+                reason, then = _more_processes(reason, held, decided, command)
+            groups.append(Undecided(len(held), reason, then))
+        return groups
+
+
+def rerun(command: str, add: Sequence[str], drop: Iterable[str] = ()) -> str:
+    """`command` (a run's own, from run.json) with `add`'s options instead of any it had of
+    those names (and of `drop`), without --out and --resume; "" without a command."""
+    if not command:
+        return ""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return ""
+    names = {*drop, *_NEVER_REPEATED, *(w for w in add if w.startswith("--"))}
+    kept, skip = [], False
+    for word in words:
+        if skip:
+            skip = False
+            continue
+        name = word.partition("=")[0]
+        if name in names:
+            skip = name in _VALUED and "=" not in word
+            continue
+        kept.append(word)
+    return shlex.join([*kept, *add])
+
+
+def comparison_reason(
+    comparison: Comparison, command: str, runs: tuple[str, str] | None
+) -> tuple[str, str]:
+    """Why a fixed-level comparison stayed undecided, in words shared by every comparison
+    undecided for that reason, and the command that would likely decide them."""
+    if comparison.evidence in (PROCESSES, HOST_HISTORY, AA_FLOOR):
+        reason = MEASURED_REASON
+    elif comparison.evidence in _REASONS:
+        reason = _REASONS[comparison.evidence]
+    else:  # one the rules of compare.py added (interfered processes, ...): its own note
+        reason = NEVER_CALLED.get(comparison.evidence) or comparison.notes
+    if runs is not None:
+        if comparison.evidence == ONE_PROCESS:
+            reason = (
+                "one process a run, nothing measures how much processes differ (measure each "
+                "run with --repeat 3 or more)"
+            )
+        return reason, ""
+    if comparison.evidence in (ONE_PROCESS, PROCESSES, HOST_HISTORY, AA_FLOOR):
+        return reason, rerun(command, ["--until-decided", "--baseline", comparison.baseline])
+    return reason, ""
+
+
+def decision_reason(
+    q: dict[str, Any], decided: dict[str, Any], command: str
+) -> tuple[str, str | None]:
+    """Why a sequential comparison stayed undecided, in words its group shares (its own
+    figures are in the decisions table), and the command that would likely decide the group:
+    None where more processes would (_more_processes says how many, for the whole group)."""
+    why = str(q.get("why") or "")
+    if FAILED_NOTE in why:
+        return "a process failed in its cell, so measuring it stopped (the table says which)", ""
+    if OTHERWISE_NOTE in why:
+        return (
+            "a process ran otherwise than asked, so measuring it stopped (the table says which)",
+            "",
+        )
+    if why.startswith("budget"):
+        return f"the budget ({_duration(decided.get('budget_seconds', 0))}) ended first", None
+    if why.startswith("--repeat"):
+        return f"the round limit (--repeat {decided.get('max_rounds')}) came first", None
+    if "error budget is spent" in why:
+        return "its share of the error budget was spent: every look it was allowed was made", None
+    if not why:
+        return "measuring stopped before it was decided (interrupted)", rerun(command, [])
+    return why.partition(";")[0], ""
+
+
+def _more_processes(
+    reason: str, held: Sequence[dict[str, Any]], decided: dict[str, Any], command: str
+) -> tuple[str, str]:
+    """`reason` with about how many processes a side would likely decide the furthest of
+    `held`, and the run's command with the budget and rounds that takes."""
+    needed = _processes_needed(held, decided)
+    if needed is None:
+        return reason + "; more processes may not decide them (at the edge of the floor)", ""
+    said = (
+        f"; about {needed} processes a side would likely decide {'them' if len(held) > 1 else 'it'}"
+    )
+    return reason + said, _longer(command, decided, needed)
+
+
+def _processes_needed(held: Sequence[dict[str, Any]], decided: dict[str, Any]) -> int | None:
+    """About how many processes a side would likely decide the furthest of `held`, if their
+    speedups stay where they are (significance.repetitions_needed)."""
+    needs = []
+    for q in held:
+        if (q.get("repetitions") or 0) < 2 or q.get("ci_low") is None or q.get("ci_high") is None:
+            continue
+        estimate = RatioEstimate(q["speedup"], q["ci_low"], q["ci_high"], math.nan)
+        margin = q.get("margin") or decided.get("margin") or DEFAULT_MARGIN
+        needed = repetitions_needed(
+            estimate, q["repetitions"], decided.get("floor", 0.03), margin, q.get("level")
+        )
+        if needed is not None:
+            needs.append(needed)
+    return max(needs) if needs else None
+
+
+def _longer(command: str, decided: dict[str, Any], needed: int) -> str:
+    """The run's command with the budget and rounds `needed` processes a side would likely
+    take: the run's own rounds again, then one round (as long as its last) per process more."""
+    rounds = int(decided.get("rounds") or 0)
+    seconds = list(decided.get("round_seconds") or [])
+    last = seconds[-1] if seconds else float(decided.get("seconds") or 0) / max(rounds, 1)
+    more = max(needed - rounds, 1)
+    budget = max(float(decided.get("seconds") or 0) + more * last * 1.1, 60.0)
+    add = ["--budget", _duration(budget)]
+    if rounds + more > int(decided.get("max_rounds") or 0):
+        add += ["--repeat", str(rounds + more)]
+    return rerun(command, add)
+
+
+def _duration(seconds: float) -> str:
+    """A --budget: whole minutes, or hours from two on."""
+    minutes = math.ceil(seconds / 60)
+    return f"{math.ceil(minutes / 60)}h" if minutes >= 120 else f"{max(minutes, 1)}m"
