@@ -18,6 +18,7 @@ from fwbench.collector.run.interference import (
 )
 from fwbench.collector.run.telemetry import Scrape, summarize
 from fwbench.collector.run.world_telemetry import WorldScraper
+from fwbench.collector.store.database import ResultStore
 
 AFFINITY = "fwbench_affinity_cpu_seconds_total"
 PROCESS = "fwbench_process_cpu_seconds_total"
@@ -88,8 +89,27 @@ def test_without_the_affinity_series_interference_is_unknown() -> None:
     """An agent of an older runtime: the columns are empty and the row is not judged."""
     old = [Scrape(t, {(PROCESS, "user"): t, (PROCESS, "system"): 0.0}) for t in (0.0, 1.0, 2.0)]
     columns = summarize(old, 0.5, 1.5)
-    assert columns["agent_cpus"] is pd.NA and math.isnan(columns["others_cpu_percent"])
+    assert columns["agent_cpus"] is None and math.isnan(columns["others_cpu_percent"])
     assert judge(columns, 10.0) == {"interfered": None, "interference": None}
+
+
+def test_a_row_of_unknown_interference_is_stored_with_its_columns_empty(tmp_path) -> None:
+    """An agent of an older runtime (no affinity series): its row stores, the interference
+    columns empty, the row neither interfered nor clean (CI found such an image's run
+    stopped by the store refusing pandas' missing value)."""
+    old = [Scrape(t, {(PROCESS, "user"): t, (PROCESS, "system"): 0.0}) for t in (0.0, 1.0, 2.0)]
+    columns = summarize(old, 0.5, 1.5)
+    row = {
+        "schema_version": 10, "run_id": "r", "cell": 0, "agent": "old", "workload": "gemm",
+        "phase": "infer", "batch_size": 1, "dtype": "float32", "status": "ok",
+        **columns, **judge(columns, 10.0), "agent_cpus": pd.NA,
+    }  # fmt: skip
+    store = ResultStore(tmp_path / "store.sqlite")
+    store.start_run("r", tmp_path / "r", "2026-11-28T00:00:00+00:00", {"run_id": "r"})
+    store.add_result("r", row, [1000, 1100])
+    stored = store.results("r").iloc[0]
+    assert stored["agent_cpus"] is pd.NA and pd.isna(stored["others_cpu_percent"])
+    assert stored["interfered"] is pd.NA
 
 
 def test_ranks_on_the_same_cpus_are_not_each_others_interference() -> None:

@@ -10,8 +10,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
 from fwbench.collector.run.scrapes import Scrape, Window, mean
 
 # Interference is judged over the timed phase widened to at least this long around its middle:
@@ -90,7 +88,7 @@ def load_columns(loads: Sequence[CpuLoad]) -> dict[str, Any]:
     one kernel's /proc/stat for the same CPUs share them: their busy time is counted once and
     all their own CPU time taken from it; ranks on other CPUs or kernels add theirs."""
     columns: dict[str, Any] = {
-        "agent_cpus": pd.NA,
+        "agent_cpus": None,
         "others_cpu_percent": math.nan,
         "steal_percent": math.nan,
         "cpu_pressure_percent": math.nan,

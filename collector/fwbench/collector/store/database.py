@@ -68,6 +68,8 @@ def json_default(value: object) -> object:
         return value.isoformat()
     if isinstance(value, np.integer | np.floating | np.bool_):
         return value.item()
+    if value is pd.NA:  # pandas' missing value: stored as missing, like None
+        return None
     raise TypeError(f"cannot store {type(value).__name__}")
 
 
