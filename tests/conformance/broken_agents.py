@@ -97,8 +97,28 @@ class WrongDtype(Honest):
             yield event
 
 
+class ReasonForOffered(Honest):
+    """Gives a reason for not offering gemm, which it offers."""
+
+    def Describe(self, request, context) -> agent_pb2.DescribeResponse:  # noqa: N802
+        reply = super().Describe(request, context)
+        reply.unsupported_reasons["gemm"] = "no gemm here"
+        return reply
+
+
+class OwnFamily(Honest):
+    """Names its own framework as its family."""
+
+    def Describe(self, request, context) -> agent_pb2.DescribeResponse:  # noqa: N802
+        reply = super().Describe(request, context)
+        reply.identity.family = reply.identity.framework
+        return reply
+
+
 AGENTS = {
     "honest": Honest,
+    "reason-for-offered": ReasonForOffered,
+    "own-family": OwnFamily,
     "no-result": NoResult,
     "unknown-workload-ok": UnknownWorkloadOk,
     "unknown-workload-internal": UnknownWorkloadInternal,

@@ -102,6 +102,12 @@ def test_an_agent_that_keeps_the_protocol_passes(agent) -> None:
             "Cancel of the running run's id answered cancelled = false",
         ),
         (
+            "reason-for-offered",
+            "unsupported reasons name what is not offered",
+            "unsupported_reasons['gemm']: yet gemm is offered",
+        ),
+        ("own-family", "identity", "identity.family 'fake' must be lower-case letters"),
+        (
             "wrong-dtype",
             "run gemm train float32 eager",
             "settings.dtype is float64, the request asked for float32",

@@ -1,5 +1,6 @@
-"""The same model is the same in every framework: every catalogue model is built by the torch,
-TensorFlow and JAX plugins, each in its own agent environment and process, and compared.
+"""The same model is the same in every framework: every catalogue model is built by each
+plugin that declares "equivalence", in the environment of every agent that represents it (Keras
+once per backend), each in its own process, and compared with PyTorch's.
 
 1. Architecture: the canonical weight names and shapes each framework exports for a freshly
    initialised model equal PyTorch's (so parameter counts agree too), and match the checked-in
@@ -41,12 +42,13 @@ MODELS = (
     "efficientnet_b0",
     "lstm",
 )
-# plugin -> the agent whose environment runs it: every plugin's representative ([tests] in the
-# manifests). Those whose plugin declares the "equivalence" capability are compared; torch is
-# the reference the others must match.
+# Every agent that represents its plugin in the tests ([tests] in the manifests), by name;
+# those whose plugin declares the "equivalence" capability are compared, on the models it
+# covers (`fwbench-reference covers`). torch-cpu is the reference the others must match.
 MANIFESTS = discover_manifests(manifest_dirs())
-AGENTS = {m.plugin: m.name for m in MANIFESTS.values() if m.representative and not m.requires_gpu}
-OTHERS = tuple(plugin for plugin in AGENTS if plugin != "torch")
+AGENTS = tuple(m.name for m in MANIFESTS.values() if m.representative and not m.requires_gpu)
+REFERENCE = "torch-cpu"
+OTHERS = tuple(agent for agent in AGENTS if agent != REFERENCE)
 DECLARES = (
     "import sys; from importlib.metadata import entry_points; "
     "entry = next(e for e in entry_points(group='fwbench.plugins') if e.name == sys.argv[1]); "
@@ -62,35 +64,49 @@ DELTA_RTOL = 2e-2  # of the loss change one step makes; measured: at most 5e-3 .
 DELTA_RTOL_BY_MODEL = {"resnet152": 0.1}
 
 
-def _python(plugin: str) -> Path:
-    env = environment_for(MANIFESTS[AGENTS[plugin]])
+def _python(agent: str) -> Path:
+    env = environment_for(MANIFESTS[agent])
     env.ensure()
     return env.python
 
 
 @functools.cache
-def _declares_equivalence(plugin: str) -> bool:
+def _declares_equivalence(agent: str) -> bool:
     """Asked of the plugin in its own environment: declared, never probed."""
-    done = subprocess.run(
-        [str(_python(plugin)), "-c", DECLARES, plugin], capture_output=True, text=True, timeout=300
-    )
+    command = [str(_python(agent)), "-c", DECLARES, MANIFESTS[agent].plugin]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip() == "True"
 
 
+@functools.cache
+def _covers(agent: str) -> tuple[frozenset[str], bool]:
+    """The models the agent's plugin builds for equivalence, and whether it trains."""
+    done = _reference(agent, "covers")
+    covered = json.loads(done.stdout)
+    return frozenset(covered["models"]) & set(MODELS), bool(covered["trains"])
+
+
 def _compared() -> list[str]:
-    return [plugin for plugin in AGENTS if _declares_equivalence(plugin)]
+    return [agent for agent in AGENTS if _declares_equivalence(agent)]
 
 
-def _require_equivalence(plugin: str) -> None:
-    if not _declares_equivalence(plugin):
-        pytest.skip(f"plugin {plugin} does not declare the equivalence capability")
+def _require(agent: str, model: str | None = None, trains: bool = False) -> None:
+    if not _declares_equivalence(agent):
+        pytest.skip(f"{agent}'s plugin does not declare the equivalence capability")
+    covered, trained = _covers(agent)
+    if model is not None and model not in covered:
+        pytest.skip(f"{agent}'s plugin declares no {model} for equivalence (equivalence_models)")
+    if trains and not trained:
+        pytest.skip(f"{agent}'s plugin runs inference only (equivalence_trains = False)")
 
 
-def _reference(plugin: str, *args: str) -> None:
-    command = [str(_python(plugin)), "-m", "fwbench.runtime.reference_cli", "--plugin", plugin]
+def _reference(agent: str, *args: str) -> subprocess.CompletedProcess[str]:
+    plugin = MANIFESTS[agent].plugin
+    command = [str(_python(agent)), "-m", "fwbench.runtime.reference_cli", "--plugin", plugin]
     completed = subprocess.run([*command, *args], capture_output=True, text=True, timeout=1200)
     assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed
 
 
 def _inputs(model: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -117,19 +133,20 @@ def _perturb_batch_norm(weights: dict[str, np.ndarray], rng: np.random.Generator
 def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     folder = tmp_path_factory.mktemp("shapes")
     found = {}
-    for plugin in _compared():
-        _reference(plugin, "shapes", "--models", ",".join(MODELS), "--out", str(folder / plugin))
-        found[plugin] = json.loads((folder / plugin).read_text())
+    for agent in _compared():
+        models = ",".join(m for m in MODELS if m in _covers(agent)[0])
+        _reference(agent, "shapes", "--models", models, "--out", str(folder / agent))
+        found[agent] = json.loads((folder / agent).read_text())
     return found
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    """{plugin: {model: EquivalenceResult}} from one case per model."""
+    """{agent: {model: EquivalenceResult}} from one case per model."""
     root = tmp_path_factory.mktemp("equivalence")
-    _reference("torch", "export", "--models", ",".join(MODELS), "--out-dir", str(root / "w"))
+    _reference(REFERENCE, "export", "--models", ",".join(MODELS), "--out-dir", str(root / "w"))
     rng = np.random.default_rng(2024)
-    cases = []
+    cases = {}
     for model in MODELS:
         with np.load(root / "w" / f"{model}.npz") as data:
             weights = {k: data[k] for k in data.files}
@@ -137,47 +154,52 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         inputs, labels = _inputs(model, rng)
         case = root / f"{model}.npz"
         write_case(case, EquivalenceCase(model, weights, inputs, labels, OPTIMIZER))
-        cases.append(str(case))
+        cases[model] = str(case)
         (root / "w" / f"{model}.npz").unlink()
     found = {}
-    for plugin in _compared():
-        _reference(plugin, "check", *cases, "--out-dir", str(root / plugin))
-        found[plugin] = {m: read_result(root / plugin / f"{m}.npz") for m in MODELS}
+    for agent in _compared():
+        covered = [m for m in MODELS if m in _covers(agent)[0]]
+        _reference(agent, "check", *(cases[m] for m in covered), "--out-dir", str(root / agent))
+        found[agent] = {m: read_result(root / agent / f"{m}.npz") for m in covered}
     return found
 
 
-@pytest.mark.parametrize("plugin", AGENTS)
-def test_canonical_shapes_match_the_checked_in_reference(shapes, plugin):
-    _require_equivalence(plugin)
+def test_the_reference_covers_every_model_and_trains():
+    assert _covers(REFERENCE) == (frozenset(MODELS), True)
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_canonical_shapes_match_the_checked_in_reference(shapes, agent):
+    _require(agent)
     reference = json.loads((HERE / "canonical_shapes.json").read_text())
-    for model in MODELS:
-        assert shapes[plugin][model] == reference[model], f"{plugin} {model}"
+    for model in shapes[agent]:
+        assert shapes[agent][model] == reference[model], f"{agent} {model}"
 
 
-@pytest.mark.parametrize("plugin", OTHERS)
+@pytest.mark.parametrize("agent", OTHERS)
 @pytest.mark.parametrize("model", MODELS)
-def test_same_parameter_count_and_output_shape(results, plugin, model):
-    _require_equivalence(plugin)
-    torch_result, other = results["torch"][model], results[plugin][model]
+def test_same_parameter_count_and_output_shape(results, agent, model):
+    _require(agent, model)
+    torch_result, other = results[REFERENCE][model], results[agent][model]
     assert other.param_count == torch_result.param_count
     assert other.eval_logits.shape == torch_result.eval_logits.shape
 
 
-@pytest.mark.parametrize("plugin", OTHERS)
+@pytest.mark.parametrize("agent", OTHERS)
 @pytest.mark.parametrize("model", MODELS)
-def test_same_weights_give_the_same_inference_logits(results, plugin, model):
-    _require_equivalence(plugin)
-    expected, actual = results["torch"][model].eval_logits, results[plugin][model].eval_logits
+def test_same_weights_give_the_same_inference_logits(results, agent, model):
+    _require(agent, model)
+    expected, actual = results[REFERENCE][model].eval_logits, results[agent][model].eval_logits
     scale = float(np.abs(expected).max())
     error = float(np.abs(actual - expected).max())
     assert error <= LOGIT_RTOL * scale, f"max |diff| {error:.3g} vs logit scale {scale:.3g}"
 
 
-@pytest.mark.parametrize("plugin", OTHERS)
+@pytest.mark.parametrize("agent", OTHERS)
 @pytest.mark.parametrize("model", MODELS)
-def test_one_training_step_moves_the_loss_the_same_way(results, plugin, model):
-    _require_equivalence(plugin)
-    expected, actual = results["torch"][model], results[plugin][model]
+def test_one_training_step_moves_the_loss_the_same_way(results, agent, model):
+    _require(agent, model, trains=True)
+    expected, actual = results[REFERENCE][model], results[agent][model]
     assert actual.loss_before == pytest.approx(expected.loss_before, rel=LOSS_RTOL)
     expected_delta = expected.loss_after - expected.loss_before
     actual_delta = actual.loss_after - actual.loss_before

@@ -3,13 +3,17 @@ has, in values the protocol knows (docs/plugins.md, "describe")."""
 
 from __future__ import annotations
 
+import re
+
 from fwbench.runtime.plugin import (
     OPTIONAL_CAPABILITIES,
     Capability,
     DeviceInfo,
     PluginDescription,
 )
-from fwbench.spec.catalogue import DTYPES
+from fwbench.spec.catalogue import DTYPES, PHASES
+
+NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")  # the protocol's rule for names (AgentIdentity)
 
 
 def test_describe_names_framework_and_versions(plugin):
@@ -52,3 +56,33 @@ def test_each_capability_lists_valid_phases_dtypes_and_modes(plugin, catalogue, 
 def test_optional_capabilities_are_declared_from_the_known_ones(plugin):
     assert isinstance(plugin.optional_capabilities, frozenset)
     assert plugin.optional_capabilities <= set(OPTIONAL_CAPABILITIES)
+
+
+def test_family_is_a_name_with_its_version_or_empty(plugin):
+    description = plugin.describe()
+    assert isinstance(description.family, str) and isinstance(description.family_version, str)
+    if description.family:
+        assert NAME.fullmatch(description.family), description.family
+        assert description.family != description.framework, "empty when it is its own family"
+    else:
+        assert not description.family_version, "a family_version needs a family"
+
+
+def test_unsupported_reasons_name_what_is_not_offered(plugin, catalogue):
+    """Keys: a workload it does not offer, WORKLOAD/PHASE for a phase it does not offer of one
+    it does, */PHASE for a phase it never runs; each reason one non-empty line."""
+    description = plugin.describe()
+    for key, reason in description.unsupported_reasons.items():
+        assert isinstance(reason, str) and reason.strip() and "\n" not in reason, key
+        workload, _, phase = key.partition("/")
+        if workload == "*":
+            assert phase in PHASES, key
+            assert all(phase not in c.phases for c in description.capabilities.values()), key
+            continue
+        assert workload in catalogue.workloads, key
+        offered = description.capabilities.get(workload)
+        if phase:
+            assert phase in catalogue.get(workload).phases, key
+            assert offered is not None and phase not in offered.phases, key
+        else:
+            assert offered is None, f"{key} is offered, yet has a reason not to be"

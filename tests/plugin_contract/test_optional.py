@@ -11,7 +11,12 @@ from fwbench.runtime import digits
 from fwbench.runtime.accuracy import OPTIMIZER
 from fwbench.runtime.architectures import NUM_CLASSES
 from fwbench.runtime.plugin import ACCURACY, EQUIVALENCE
-from fwbench.runtime.reference import EquivalenceCase, param_count
+from fwbench.runtime.reference import (
+    EquivalenceCase,
+    equivalence_models,
+    equivalence_trains,
+    param_count,
+)
 
 MODEL = "lenet"  # the smallest model, and the one the catalogue's accuracy workload trains
 BATCH = 4
@@ -38,6 +43,12 @@ def _check_canonical(weights: object) -> None:
         assert array.dtype == np.float32 and np.isfinite(array).all()
 
 
+def test_equivalence_declares_the_models_it_covers(plugin):
+    _declared(plugin, EQUIVALENCE)
+    assert MODEL in equivalence_models(plugin), "equivalence covers at least LeNet"
+    assert isinstance(getattr(plugin, "equivalence_trains", True), bool)
+
+
 def test_equivalence_exports_seeded_canonical_weights(plugin):
     _declared(plugin, EQUIVALENCE)
     weights = plugin.canonical_weights(MODEL, 0)
@@ -55,7 +66,10 @@ def test_equivalence_runs_one_case(plugin):
     assert result.param_count == param_count(weights)
     assert result.eval_logits.shape == (BATCH, NUM_CLASSES[MODEL])
     assert result.eval_logits.dtype == np.float32 and np.isfinite(result.eval_logits).all()
-    assert np.isfinite([result.loss_before, result.loss_after]).all()
+    if equivalence_trains(plugin):
+        assert np.isfinite([result.loss_before, result.loss_after]).all()
+    else:
+        assert result.loss_before is None and result.loss_after is None
 
 
 def _accuracy_workloads(plugin, catalogue) -> list[str]:

@@ -69,8 +69,15 @@ class FakePlugin:
         }
 
     def describe(self) -> PluginDescription:
+        # FAKE_FRAMEWORK, FAKE_FAMILY, FAKE_FAMILY_VERSION: another framework's name, and the
+        # family it says it stands beside (agents/families.py); FAKE_UNSUPPORTED=KEY=REASON;...
+        # its unsupported_reasons.
+        reasons = os.environ.get("FAKE_UNSUPPORTED", "")
         return PluginDescription(
-            framework="fake",
+            framework=os.environ.get("FAKE_FRAMEWORK", "fake"),
+            family=os.environ.get("FAKE_FAMILY", ""),
+            family_version=os.environ.get("FAKE_FAMILY_VERSION", ""),
+            unsupported_reasons=dict(r.split("=", 1) for r in reasons.split(";") if r),
             framework_version="1.2.3",
             plugin_version="0.0.1",
             libraries={"blas": "none"},

@@ -46,7 +46,7 @@ def test_the_suite_passes_against_the_fake_plugins(suite, name):
 def test_the_reference_fake_exercises_both_optional_capabilities(suite):
     done = suite("--plugin", "fake-reference", "-k", "equivalence or accuracy")
     assert done.returncode == 0, done.stdout[-4000:]
-    assert "\n3 passed, " in done.stdout and "skipped" not in done.stdout
+    assert "\n4 passed, " in done.stdout and "skipped" not in done.stdout
 
 
 def test_the_suite_fails_a_plugin_that_breaks_the_contract(suite):

@@ -1,7 +1,7 @@
 """Protocol version. The major number is the proto package version (fwbench.agent.v1); the
 minor number grows with backward-compatible additions."""
 
-SPEC_VERSION = "1.5"
+SPEC_VERSION = "1.6"
 
 
 def spec_major(version: str) -> int:

@@ -286,6 +286,14 @@ class PluginDescription:
     # different thread count then needs a new agent process started with FWBENCH_THREADS=N,
     # and build() raises UnsupportedWorkload for any other nonzero `WorkloadSpec.threads`.
     threads_fixed_at_startup: bool = False
+    # The native framework this one's results stand beside (Keras: its backend's name;
+    # ONNX Runtime: the framework whose definitions its graphs reproduce) and that framework's
+    # version as this process runs it; "" when the framework is its own family.
+    family: str = ""
+    family_version: str = ""
+    # Why something is not offered, one line each, keyed "WORKLOAD", "WORKLOAD/PHASE" or
+    # "*/PHASE"; the collector records it on the cell's unsupported row.
+    unsupported_reasons: Mapping[str, str] = field(default_factory=dict)
 
 
 @runtime_checkable

@@ -42,6 +42,7 @@ from typing import Protocol
 
 import numpy as np
 
+from fwbench.runtime.architectures import MODEL_NAMES, TRANSFORMER_NAMES
 from fwbench.runtime.plugin import Settings, WorkloadSpec
 
 Weights = Mapping[str, np.ndarray]
@@ -84,8 +85,9 @@ class EquivalenceCase:
 class EquivalenceResult:
     param_count: int  # trainable parameters (BatchNorm running statistics excluded)
     eval_logits: np.ndarray  # (batch, classes) float32; a transformer's (batch, seq, vocab)
-    loss_before: float
-    loss_after: float
+    # None where the plugin's equivalence does not train (equivalence_trains False).
+    loss_before: float | None
+    loss_after: float | None
     # With EquivalenceCase.new_tokens: the tokens generated, (batch, new_tokens) int64, and at
     # each step the top-1 minus top-2 logit (batch, new_tokens) float32 that chose them.
     generated: np.ndarray | None = None
@@ -123,7 +125,9 @@ class AccuracyPlugin(Protocol):
 
 
 class EquivalencePlugin(Protocol):
-    """The methods of optional capability "equivalence" (what fwbench-reference calls)."""
+    """The methods of optional capability "equivalence" (what fwbench-reference calls). A
+    plugin that builds only some models says which in `equivalence_models`, and one that cannot
+    train sets `equivalence_trains = False` (see the functions of those names)."""
 
     def canonical_weights(
         self, model: str, seed: int, params: Mapping[str, int] | None = None
@@ -135,6 +139,23 @@ class EquivalencePlugin(Protocol):
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
         """Runs the steps documented on `EquivalenceCase`."""
         ...
+
+
+def equivalence_models(plugin: object) -> frozenset[str]:
+    """The models an equivalence plugin builds: its class attribute `equivalence_models`, a
+    frozenset of catalogue model names; absent, every image, sequence and transformer model."""
+    declared = getattr(plugin, "equivalence_models", None)
+    if declared is None:
+        return frozenset((*MODEL_NAMES, *TRANSFORMER_NAMES))
+    if not isinstance(declared, frozenset) or not declared <= {*MODEL_NAMES, *TRANSFORMER_NAMES}:
+        raise TypeError(f"equivalence_models must be a frozenset of model names, not {declared!r}")
+    return declared
+
+
+def equivalence_trains(plugin: object) -> bool:
+    """Whether `equivalence` runs the training step (class attribute `equivalence_trains`,
+    default True); an inference-only framework (ONNX Runtime) returns None for both losses."""
+    return bool(getattr(plugin, "equivalence_trains", True))
 
 
 def param_count(weights: Weights) -> int:

@@ -6,6 +6,10 @@ share a process:
     fwbench-reference --plugin jax shapes --models lenet,resnet18 --out shapes.json
     fwbench-reference --plugin jax check CASE.npz [CASE.npz ...] --out-dir R
     fwbench-reference --plugin tensorflow shapes --models gpt --param layers=2 --out S
+    fwbench-reference --plugin onnxruntime covers
+
+covers prints {"models": [...], "trains": bool}: the models the plugin's equivalence builds
+and whether it runs the training step (reference.equivalence_models / equivalence_trains).
 
 export writes W/<model>.npz; check writes R/<case file name>; shapes writes
 {model: {canonical name: shape}} of freshly initialised models. --param NAME=VALUE (repeated)
@@ -14,7 +18,8 @@ shapes the transformers, over their catalogue defaults.
 A case file holds ``model`` (string), ``inputs``, ``labels``, ``learning_rate``, ``momentum``,
 ``new_tokens``, one ``params/<name>`` integer per shape parameter and one
 ``weights/<canonical name>`` array per weight. A result file holds ``param_count``,
-``eval_logits``, ``loss_before``, ``loss_after`` and, for a generation, ``generated`` and
+``eval_logits``, ``loss_before``, ``loss_after`` (NaN where the plugin does not train) and,
+for a generation, ``generated`` and
 ``generated_gaps``.
 """
 
@@ -36,6 +41,8 @@ from fwbench.runtime.reference import (
     EquivalencePlugin,
     EquivalenceResult,
     OptimizerSpec,
+    equivalence_models,
+    equivalence_trains,
 )
 from fwbench.runtime.registry import load_plugin
 from fwbench.spec import load_catalogue
@@ -87,8 +94,8 @@ def write_result(path: Path, result: EquivalenceResult) -> None:
     arrays = {
         "param_count": np.array(result.param_count),
         "eval_logits": np.asarray(result.eval_logits, dtype=np.float32),
-        "loss_before": np.array(result.loss_before),
-        "loss_after": np.array(result.loss_after),
+        "loss_before": np.array(np.nan if result.loss_before is None else result.loss_before),
+        "loss_after": np.array(np.nan if result.loss_after is None else result.loss_after),
     }
     if result.generated is not None and result.generated_gaps is not None:
         arrays["generated"] = np.asarray(result.generated, dtype=np.int64)
@@ -102,11 +109,16 @@ def read_result(path: Path) -> EquivalenceResult:
         return EquivalenceResult(
             param_count=int(data["param_count"]),
             eval_logits=data["eval_logits"],
-            loss_before=float(data["loss_before"]),
-            loss_after=float(data["loss_after"]),
+            loss_before=_loss(data["loss_before"]),
+            loss_after=_loss(data["loss_after"]),
             generated=data["generated"] if generated else None,
             generated_gaps=data["generated_gaps"] if generated else None,
         )
+
+
+def _loss(value: np.ndarray) -> float | None:
+    loss = float(value)
+    return None if np.isnan(loss) else loss
 
 
 def parse_params(items: list[str]) -> dict[str, int]:
@@ -147,6 +159,7 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="run equivalence cases")
     check.add_argument("cases", type=Path, nargs="+")
     check.add_argument("--out-dir", type=Path, required=True)
+    sub.add_parser("covers", help="print the models equivalence covers and whether it trains")
     return p
 
 
@@ -158,6 +171,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     plugin = cast(EquivalencePlugin, loaded)  # the registry checked the declaration
     given = parse_params(getattr(args, "param", []))
+    covered = equivalence_models(plugin)
+    if args.command == "covers":
+        trains = equivalence_trains(plugin)
+        print(json.dumps({"models": sorted(covered), "trains": trains}))
+        return 0
+    asked = args.models.split(",") if args.command != "check" else []
+    asked += [read_case(case).model for case in getattr(args, "cases", [])]
+    if uncovered := [model for model in asked if model not in covered]:
+        names = ", ".join(uncovered)
+        print(f"fwbench-reference: plugin {args.plugin!r} covers no {names}", file=sys.stderr)
+        return 2
 
     def weights(model: str, seed: int) -> dict[str, np.ndarray]:
         params = model_params(model, given)

@@ -71,6 +71,8 @@ def create_server(
         plugin_version=description.plugin_version,
         runtime_version=__version__,
         python_version=platform.python_version(),
+        family=description.family,
+        family_version=description.family_version,
     )
     metrics = AgentMetrics(
         {

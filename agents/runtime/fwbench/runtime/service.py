@@ -119,6 +119,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             metrics_port=self.metrics_port,
             pid=os.getpid(),
             world=_world_message(self._world),
+            unsupported_reasons=dict(d.unsupported_reasons),
         )
 
     def _workload_support(self) -> list[agent_pb2.WorkloadSupport]:

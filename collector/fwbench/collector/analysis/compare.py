@@ -15,6 +15,7 @@ import math
 from dataclasses import replace
 
 from fwbench.collector.agents import arithmetic, kernel_time
+from fwbench.collector.agents.families import FAMILY, family_baselines, left_out, result_triples
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.changes import run_changes
@@ -176,7 +177,9 @@ def compare_to_baseline(
     thing being tested."""
     cells = contenders(run)
     agents = list(dict.fromkeys(c.agent for c in cells))
-    if baseline not in agents:
+    triples = result_triples(run.results) if baseline == FAMILY else []
+    against = family_baselines(triples) if baseline == FAMILY else dict.fromkeys(agents, baseline)
+    if baseline != FAMILY and baseline not in agents:
         raise ComparisonError(
             f"baseline {baseline!r} has no measured cells in run {run.run_id}; "
             f"agents with results: {', '.join(agents) or 'none'}"
@@ -186,40 +189,45 @@ def compare_to_baseline(
     for measurement in noise:
         per_key[measurement.key] = max(per_key.get(measurement.key, 0.0), measurement.difference)
     run_floor = max(per_key.values(), default=0.0)
-    bases: dict[CellKey, Contender] = {}
-    for cell in cells:
-        if cell.agent == baseline:
-            bases.setdefault(cell.key, cell)  # first executed: the default mode comes first
+    bases: dict[tuple[str, CellKey], Contender] = {}
+    for cell in cells:  # first executed: the default mode comes first
+        bases.setdefault((cell.agent, cell.key), cell)
     comparisons, settings = [], arithmetic.by_cell(run.results)
-    skipped = every_process_failed(run, cells)
+    skipped = every_process_failed(run, cells) + left_out(triples)
     kernel = kernel_time.by_cell(run.results)
     for cell in cells:
-        base = bases.get(cell.key)
+        base_agent = aa_base(cell.agent) if baseline == FAMILY else against.get(cell.agent)
+        if baseline == FAMILY and base_agent == cell.agent:
+            base_agent = against.get(cell.agent)  # not an A/A twin: its family's native
+        if base_agent is None:
+            continue  # a native agent, or one whose family has none in the run (left_out)
+        base = bases.get((base_agent, cell.key))
         if cell is base:
             continue
         if base is None:
-            skipped.append(f"{cell.agent} {key_label(cell.key)}: {baseline} has no result")
+            skipped.append(f"{cell.agent} {key_label(cell.key)}: {base_agent} has no result")
             continue
         notes = [
             arithmetic.between(
-                cell.agent, settings, cell.first_cell, baseline, settings, base.first_cell
+                cell.agent, settings, cell.first_cell, base_agent, settings, base.first_cell
             ),
-            kernel_time.between(cell.agent, kernel, cell.cells, baseline, kernel, base.cells),
+            kernel_time.between(cell.agent, kernel, cell.cells, base_agent, kernel, base.cells),
         ]
         floor = max(default_floor, per_key.get(cell.key, run_floor))
         aa_floor = bool(noise)
-        if aa_base(cell.agent) == aa_base(baseline) and cell.mode == base.mode:
+        if aa_base(cell.agent) == aa_base(base_agent) and cell.mode == base.mode:
             notes.insert(0, "A/A")
             floor, aa_floor = default_floor, False  # its own difference is being tested
         leaned = prior_of(history.spread(run, base), history.spread(run, cell)) if history else None
         notes = [n for n in notes if n]
-        sides = (cell.agent, run, cell, margins), (baseline, run, base, margins)
+        sides = (cell.agent, run, cell, margins), (base_agent, run, base, margins)
         within = comparison_margin(margin, *sides, EARLIER_RUNS)
-        comparisons.append(_compare(base, cell, baseline, floor, notes, within, aa_floor, leaned))
+        comparisons.append(_compare(base, cell, base_agent, floor, notes, within, aa_floor, leaned))
     keys, order = list(dict.fromkeys(c.key for c in cells)), list(agents)
     comparisons.sort(key=lambda c: (keys.index(c.key), order.index(c.agent)))
     return ComparisonSet(
-        f"run {run.run_id}: speedup over {baseline}",
+        f"run {run.run_id}: speedup over "
+        + ("each agent's family's native agent" if baseline == FAMILY else baseline),
         _adjusted(comparisons),
         noise,
         default_floor,

@@ -70,7 +70,12 @@ def compare(
         ),
     ],
     baseline: Annotated[
-        str | None, typer.Option(help="Agent the others are compared with (one run).")
+        str | None,
+        typer.Option(
+            help="Agent the others are compared with (one run), or 'family': each agent "
+            "against its family's native agent (Keras on X against X, ONNX Runtime against "
+            "the framework its graphs reproduce)."
+        ),
     ] = None,
     threshold: Annotated[
         float,

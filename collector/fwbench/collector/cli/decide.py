@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from fwbench.collector.agents.families import FAMILY
 from fwbench.collector.analysis.decisions import DECISION_HEADERS, decision_rows, decisions_caption
 from fwbench.collector.analysis.history import earlier_history
 from fwbench.collector.run.plan import SelectionError
@@ -65,7 +66,11 @@ Budget = Annotated[
 ]
 Baseline = Annotated[
     str,
-    typer.Option(help="With --until-decided: the agent the others are compared with (first)."),
+    typer.Option(
+        help="With --until-decided: the agent the others are compared with (first), or "
+        "'family': each agent against its family's native agent (keras-torch against "
+        "torch-cpu, onnxruntime-cpu against torch-cpu)."
+    ),
 ]
 Margin = Annotated[
     float | None,
@@ -125,8 +130,11 @@ def decide_options(
         )
     if not fresh_process:
         raise SelectionError("--until-decided needs a fresh process a round; drop --same-process")
-    if baseline and baseline not in agents:
-        raise SelectionError(f"--baseline {baseline!r} is not among {', '.join(agents)}")
+    if baseline and baseline != FAMILY and baseline not in agents:
+        raise SelectionError(
+            f"--baseline {baseline!r} is not among {', '.join(agents)} (or {FAMILY!r}: each "
+            "agent against its family's native agent, Keras on torch against torch)"
+        )
     if margin is not None and not 0 < margin < 1:
         raise SelectionError("--margin is a fraction in (0, 1), e.g. 0.05 for 5%")
     return {

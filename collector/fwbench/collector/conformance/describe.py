@@ -48,6 +48,15 @@ def _identity(target: Target) -> None:
         raise Failed(f"identity.{empty[0]} is empty (required: {', '.join(REQUIRED_IDENTITY)})")
     if not NAME.match(identity.name):
         raise Failed(f"identity.name {identity.name!r} is not lower-case letters, digits, ._-")
+    if identity.family and (
+        not NAME.match(identity.family) or identity.family == identity.framework
+    ):
+        raise Failed(
+            f"identity.family {identity.family!r} must be lower-case letters, digits, ._- and "
+            "another framework than the agent's own (empty when it is its own family)"
+        )
+    if identity.family_version and not identity.family:
+        raise Failed("identity.family_version is set without identity.family")
     if identity.python_version and not PYTHON_VERSION.match(identity.python_version):
         raise Failed(f"identity.python_version {identity.python_version!r} is no version")
     if target.expected_name and identity.name != target.expected_name:
@@ -148,6 +157,36 @@ def _threads_and_host(target: Target) -> str:
     )
 
 
+def _reasons(target: Target) -> str:
+    """unsupported_reasons: keys "WORKLOAD" (not offered), "WORKLOAD/PHASE" (a catalogue phase
+    of an offered workload, not offered) or "*/PHASE"; each reason one non-empty line."""
+    d = target.described()
+    offered = {w.name: {p for p in w.phases} for w in d.workloads}
+    for key, reason in d.unsupported_reasons.items():
+        workload, slash, phase = key.partition("/")
+        known = target.catalogue.workloads.get(workload)
+        if not reason.strip() or "\n" in reason:
+            raise Failed(f"unsupported_reasons[{key!r}] must be one non-empty line")
+        if workload == "*" and slash and phase in PHASE_VALUES:
+            if any(PHASE_VALUES[phase] in phases for phases in offered.values()):
+                raise Failed(f"unsupported_reasons[{key!r}]: yet a workload offers {phase}")
+            continue
+        if known is None:
+            raise Failed(f"unsupported_reasons[{key!r}]: {workload!r} is no catalogue workload")
+        if not slash and workload in offered:
+            raise Failed(f"unsupported_reasons[{key!r}]: yet {workload} is offered")
+        if slash and (
+            phase not in known.phases
+            or workload not in offered
+            or PHASE_VALUES[phase] in offered[workload]
+        ):
+            raise Failed(
+                f"unsupported_reasons[{key!r}]: must name a catalogue phase of an offered "
+                "workload that is not offered"
+            )
+    return f"{len(d.unsupported_reasons)} reasons" if d.unsupported_reasons else "none given"
+
+
 def describe_checks() -> list[Check]:
     return [
         ("Describe answers", _call),
@@ -157,4 +196,5 @@ def describe_checks() -> list[Check]:
         ("phases, dtypes, modes", _enums),
         ("batch and param limits within the catalogue's", _limits),
         ("threads, host, devices", _threads_and_host),
+        ("unsupported reasons name what is not offered", _reasons),
     ]

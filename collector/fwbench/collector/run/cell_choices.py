@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from fwbench.agent.v1 import agent_pb2
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
+
+MAX_REASON = 300
 
 
 def cell_modes(
@@ -25,15 +29,32 @@ def cell_modes(
 
 
 def unsupported(
-    support: agent_pb2.WorkloadSupport | None, workload: str, phase: str, dtype: str
+    support: agent_pb2.WorkloadSupport | None,
+    workload: str,
+    phase: str,
+    dtype: str,
+    reasons: Mapping[str, str] | None = None,
 ) -> str:
+    """Why the agent cannot run the cell ("" when it can), with the agent's own reason when its
+    Describe gives one (unsupported_reasons: "WORKLOAD", "WORKLOAD/PHASE" or "*/PHASE")."""
+    reasons = reasons or {}
     if support is None:
-        return f"agent does not implement {workload}"
+        return _because(f"agent does not implement {workload}", reasons.get(workload))
     if PHASE_VALUES[phase] not in support.phases:
-        return f"agent does not support phase {phase} for {workload}"
+        why = reasons.get(f"{workload}/{phase}") or reasons.get(f"*/{phase}")
+        return _because(f"agent does not support phase {phase} for {workload}", why)
     if DTYPE_VALUES[dtype] not in support.dtypes:
         return f"agent does not support dtype {dtype} for {workload}"
     return ""
+
+
+def _because(what: str, why: str | None) -> str:
+    """`what`, and the agent's reason after it: one line, at most MAX_REASON characters (an
+    agent's text goes into the row as it is only after it is made one bounded line)."""
+    line = " ".join((why or "").split())
+    if len(line) > MAX_REASON:
+        line = line[: MAX_REASON - 1] + "…"
+    return f"{what}: {line}" if line else what
 
 
 def cell_strategies(

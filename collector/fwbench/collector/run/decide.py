@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from fwbench.collector.agents.arithmetic import arithmetic, difference
+from fwbench.collector.agents.families import FAMILY, describe_triples, family_baselines
 from fwbench.collector.agents.kernel_time import compared, kernel_lead, kernel_share
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.run.execute import RunContext, run_all
@@ -57,17 +58,21 @@ __all__ = ["DecideSettings", "Decisions", "Question", "run_until_decided"]
 
 
 def questions_for(work: Sequence[AgentWork], baseline: str) -> list[Question]:
-    """Every agent's cell (in each mode it runs) against the baseline's cell of the same key,
-    an A/A twin's against its own agent's; the baseline's twins against the baseline."""
+    """Every agent's cell (in each mode it runs) against the baseline's (with `--baseline
+    family`, its family's native agent's: agents/families.py) cell of the same key, an A/A
+    twin's against its own agent's; the baseline's twins against the baseline."""
     first_modes: dict[tuple[str, Key], str] = {}
     for item in work:
         for cell in item.cells:
             if not cell.unsupported_reason:
                 first_modes.setdefault((item.handle.name, cell_key(cell)), cell.mode)
     found = []
+    natives = family_baselines(describe_triples({w.handle.name: w.describe for w in work}))
     for item in work:
         name = item.handle.name
-        against = aa_base(name) if aa_base(name) != name else baseline
+        base = natives.get(name) if baseline == FAMILY else baseline
+        if (against := aa_base(name) if aa_base(name) != name else base) is None:
+            continue  # family view: a native agent, or one whose family has none here
         for cell in item.cells:
             key = cell_key(cell)
             mode = first_modes.get((against, key))
@@ -86,15 +91,13 @@ def run_until_decided(
 ) -> None:
     """Measures rounds until decided, filling `decisions` as it goes (so an interrupt keeps
     what was decided); `new_round(round, cells per agent)` resets the display; `spread_of`:
-    this host's earlier spreads, for the margins when --margin is not given
-    (stats/margins.py)."""
+    this host's earlier spreads, for the margins when --margin is not given (margins.py)."""
     settings = decisions.settings
     planned = {id(item): list(item.cells) for item in work}
     decisions.questions = questions_for(work, settings.baseline)
     groups: dict[tuple[str, str, Key], list[np.ndarray]] = {}
     ran: dict[tuple[str, str, Key], dict[str, str]] = {}  # each side's float32 arithmetic
     kernel: dict[tuple[str, str, Key], list[float]] = {}  # each side's processes' kernel shares
-    # before this run (stats/margins.py)
     spreads: dict[tuple[str, str, Key], ProcessSpread | None] = {}
     # Each side's processes that cannot stand in a verdict (stats/failures.py): what happened,
     # and why that stops its comparisons.

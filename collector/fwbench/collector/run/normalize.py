@@ -45,6 +45,8 @@ def identity_columns(
         **handle.identity(),
         "framework": describe.identity.framework,
         "framework_version": describe.identity.framework_version,
+        "family": describe.identity.family or describe.identity.framework,
+        "family_version": describe.identity.family_version,
         "variant": describe.identity.variant,
         "plugin_version": describe.identity.plugin_version,
         "libraries": json.dumps(dict(sorted(describe.libraries.items()))),

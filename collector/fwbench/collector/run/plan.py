@@ -255,7 +255,7 @@ def _cells_of(
 ) -> list[Cell]:
     """One shape's cells: one per mode and strategy the selection names and the agent has."""
     workload, phase, batch, dtype, threads = what
-    reason = unsupported(found, workload, phase, dtype)
+    reason = unsupported(found, workload, phase, dtype, describe.unsupported_reasons)
     cells = []
     for (mode, mode_reason), (strategy, strategy_reason) in itertools.product(
         cell_modes(found, workload, selection.modes),

@@ -80,6 +80,19 @@ COLUMNS: tuple[Column, ...] = (
     ),
     Column("framework", "string", "Framework the agent runs (torch, tensorflow, jax)"),
     Column("framework_version", "string", "Framework version as the agent reports it"),
+    Column(
+        "family",
+        "string",
+        "The native framework the agent's results stand beside: Keras' backend (torch, jax, "
+        "tensorflow), ONNX Runtime's exporter (torch); the framework itself when it is its own "
+        "(schema 11; empty before)",
+    ),
+    Column(
+        "family_version",
+        "string",
+        "That framework's version as the agent runs it (Keras: its backend's); empty where the "
+        "agent does not load it",
+    ),
     Column("variant", "string", "Build variant (cpu, cu12, mkl, eigen, ...)"),
     Column("plugin_version", "string", "Version of the agent's framework plugin"),
     Column("libraries", "string", "JSON object of library versions (BLAS, oneDNN, CUDA, cuDNN)"),

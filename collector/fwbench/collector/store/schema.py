@@ -31,8 +31,10 @@ from fwbench.collector.store.columns import COLUMNS, Column
 #   and the raw prefill and decode-step samples.
 # 10 (fwbench 0.10): interference (docs/telemetry.md): agent_cpus, others_cpu_percent,
 #   steal_percent, cpu and memory pressure, cpu_frequency_mean_hertz, interfered, interference.
+# 11 (fwbench 0.11): family and family_version, the native framework a Keras backend or an
+#   ONNX Runtime export stands beside (docs/frameworks.md).
 # Rows of an older version load with the newer columns empty.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 STATUSES = ("ok", "failed", "unsupported", "cancelled")
 __all__ = ["COLUMNS", "COLUMN_NAMES", "SCHEMA_VERSION", "STATUSES", "Column"]
 

@@ -56,7 +56,7 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("spec_version", "identity", "libraries", "environment", "devices", "host", "threads", "workloads", "metrics_port", "pid", "world")
+    __slots__ = ("spec_version", "identity", "libraries", "environment", "devices", "host", "threads", "workloads", "metrics_port", "pid", "world", "unsupported_reasons")
     class LibrariesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +65,13 @@ class DescribeResponse(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     class EnvironmentEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class UnsupportedReasonsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +89,7 @@ class DescribeResponse(_message.Message):
     METRICS_PORT_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
     WORLD_FIELD_NUMBER: _ClassVar[int]
+    UNSUPPORTED_REASONS_FIELD_NUMBER: _ClassVar[int]
     spec_version: str
     identity: AgentIdentity
     libraries: _containers.ScalarMap[str, str]
@@ -93,7 +101,8 @@ class DescribeResponse(_message.Message):
     metrics_port: int
     pid: int
     world: WorldInfo
-    def __init__(self, spec_version: _Optional[str] = ..., identity: _Optional[_Union[AgentIdentity, _Mapping]] = ..., libraries: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., host: _Optional[_Union[HostInfo, _Mapping]] = ..., threads: _Optional[_Union[ThreadSettings, _Mapping]] = ..., workloads: _Optional[_Iterable[_Union[WorkloadSupport, _Mapping]]] = ..., metrics_port: _Optional[int] = ..., pid: _Optional[int] = ..., world: _Optional[_Union[WorldInfo, _Mapping]] = ...) -> None: ...
+    unsupported_reasons: _containers.ScalarMap[str, str]
+    def __init__(self, spec_version: _Optional[str] = ..., identity: _Optional[_Union[AgentIdentity, _Mapping]] = ..., libraries: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., host: _Optional[_Union[HostInfo, _Mapping]] = ..., threads: _Optional[_Union[ThreadSettings, _Mapping]] = ..., workloads: _Optional[_Iterable[_Union[WorkloadSupport, _Mapping]]] = ..., metrics_port: _Optional[int] = ..., pid: _Optional[int] = ..., world: _Optional[_Union[WorldInfo, _Mapping]] = ..., unsupported_reasons: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class WorldInfo(_message.Message):
     __slots__ = ("world_size", "rank", "local_rank", "rendezvous", "backend", "local_devices")
@@ -112,7 +121,7 @@ class WorldInfo(_message.Message):
     def __init__(self, world_size: _Optional[int] = ..., rank: _Optional[int] = ..., local_rank: _Optional[int] = ..., rendezvous: _Optional[str] = ..., backend: _Optional[str] = ..., local_devices: _Optional[int] = ...) -> None: ...
 
 class AgentIdentity(_message.Message):
-    __slots__ = ("name", "framework", "framework_version", "variant", "plugin_version", "runtime_version", "python_version")
+    __slots__ = ("name", "framework", "framework_version", "variant", "plugin_version", "runtime_version", "python_version", "family", "family_version")
     NAME_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_VERSION_FIELD_NUMBER: _ClassVar[int]
@@ -120,6 +129,8 @@ class AgentIdentity(_message.Message):
     PLUGIN_VERSION_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_VERSION_FIELD_NUMBER: _ClassVar[int]
     PYTHON_VERSION_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_VERSION_FIELD_NUMBER: _ClassVar[int]
     name: str
     framework: str
     framework_version: str
@@ -127,7 +138,9 @@ class AgentIdentity(_message.Message):
     plugin_version: str
     runtime_version: str
     python_version: str
-    def __init__(self, name: _Optional[str] = ..., framework: _Optional[str] = ..., framework_version: _Optional[str] = ..., variant: _Optional[str] = ..., plugin_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., python_version: _Optional[str] = ...) -> None: ...
+    family: str
+    family_version: str
+    def __init__(self, name: _Optional[str] = ..., framework: _Optional[str] = ..., framework_version: _Optional[str] = ..., variant: _Optional[str] = ..., plugin_version: _Optional[str] = ..., runtime_version: _Optional[str] = ..., python_version: _Optional[str] = ..., family: _Optional[str] = ..., family_version: _Optional[str] = ...) -> None: ...
 
 class Device(_message.Message):
     __slots__ = ("kind", "index", "name", "memory_total_bytes")

@@ -150,7 +150,8 @@ def run_answers(
     cells = contenders(run)
     if not cells:
         return None
-    baseline = baseline or min(cells, key=lambda c: c.first_cell).agent
+    earliest = min(cells, key=lambda c: c.first_cell).agent
+    baseline = baseline or (decided or {}).get("baseline") or earliest
     try:
         history = host_history(store, run) if use_history else None
         margins = margin_histories(store, [run])[0] if use_history else None

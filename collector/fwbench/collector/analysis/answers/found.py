@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
+from fwbench.collector.agents.families import FAMILY
 from fwbench.collector.analysis.comparison import NEVER_CALLED
 from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
 
@@ -69,9 +70,12 @@ class Answers:
 
 
 def answers_title(run_id: str, baseline: str, decided: dict[str, Any] | None) -> str:
+    against = decided["baseline"] if decided is not None else baseline
+    if against == FAMILY:
+        against = "its family's native agent"
     if decided is not None:
-        return f"What run {run_id} found (measured until decided, against {decided['baseline']})"
-    return f"What run {run_id} found (every agent against {baseline})"
+        return f"What run {run_id} found (measured until decided, against {against})"
+    return f"What run {run_id} found (every agent against {against})"
 
 
 def rich_answers(found: Answers) -> Text:

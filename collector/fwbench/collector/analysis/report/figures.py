@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from fwbench.collector.agents.families import FAMILY
 from fwbench.collector.analysis.comparison import ComparisonSet
 from fwbench.collector.analysis.contenders import (
     RunData,
@@ -69,8 +70,9 @@ def grid(panels: int, width: float = 5.0, height: float = 3.4) -> tuple[Figure, 
 def relative_time(result: ComparisonSet, baseline: str, palette: dict[str, str]) -> Plot:
     """Bars: each agent's time relative to the baseline's (1/speedup) per cell and phase."""
     title, name = "Time relative to the baseline", "relative_time"
+    whose = "its family's native agent" if baseline == FAMILY else baseline
     caption = (
-        f"Median step time divided by {baseline}'s in the same cell (below 1 = faster), with "
+        f"Median step time divided by {whose}'s in the same cell (below 1 = faster), with "
         "the speedup's 95% interval; the grey band is the noise floor; * marks a significant "
         "difference (verdict faster or slower)."
     )
@@ -128,10 +130,10 @@ def relative_time(result: ComparisonSet, baseline: str, palette: dict[str, str])
             )
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_xticks(np.arange(len(cells)), cells, rotation=20, ha="right", fontsize=8)
-        ax.set_ylabel(f"time / {baseline}")
+        ax.set_ylabel(f"time / {'family native' if baseline == FAMILY else baseline}")
         ax.set_title(f"{phase}")
         ax.legend(fontsize=8)
-    figure.suptitle(f"Step time relative to {baseline}")
+    figure.suptitle(f"Step time relative to {whose}")
     return Plot(name, title, caption, png(figure))
 
 

@@ -59,10 +59,14 @@ class ReportFiles:
 
 
 def default_baseline(run: RunData) -> str:
-    """The first agent that measured anything (in execution order)."""
+    """The baseline the run was measured until decided against (an agent, or "family"), else
+    the first agent that measured anything (in execution order)."""
     cells = contenders(run)
     if not cells:
         raise ValueError(f"run {run.run_id} has no measured cells to report on")
+    decided = stored_decisions(run.metadata)
+    if decided is not None and decided.get("baseline"):
+        return str(decided["baseline"])
     return min(cells, key=lambda c: c.first_cell).agent
 
 
