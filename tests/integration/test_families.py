@@ -75,3 +75,18 @@ def test_the_agents_own_reason_reaches_the_unsupported_row(tmp_path: Path, isola
         "agent does not support phase train for lenet: the fake infers LeNet only"
     )
     assert rows.loc["bert", "error"] == "agent does not implement bert: the fake has no transformer"
+
+
+def test_a_run_with_a_family_agent_points_to_the_family_view(tmp_path: Path, isolated_store):
+    agents = {name: AGENTS[name] for name in ("native", "wrapper")}
+    manifests = write_fake_agents(tmp_path / "agents", agents)
+    out = tmp_path / "run"
+    done = collector(
+        "run", "--manifests", str(manifests), "--agents", "native,wrapper", "--workloads",
+        "gemm", "--phases", "infer", "--batch-sizes", "1", "--param", "m=300",
+        "--scrape-interval", "0", "--out", str(out),
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"collector compare {out} --baseline native" in done.stdout
+    assert f"collector compare {out} --baseline family" in done.stdout

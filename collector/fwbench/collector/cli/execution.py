@@ -11,6 +11,7 @@ from pathlib import Path
 
 import typer
 
+from fwbench.collector.agents.families import FAMILY, family_baselines, result_triples
 from fwbench.collector.agents.image_labels import images_by_id
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
@@ -142,9 +143,12 @@ def execute(
     console.print(f"results: {summary.out_dir}/results.parquet ({counts})", highlight=False)
     if summary.statuses.get("ok") and len(results):
         baseline = options.baseline or str(results["agent"].iloc[0])  # as the rows name it
+        # Agents that stand beside another framework (Keras on X, ONNX Runtime): their view too.
+        families = baseline != FAMILY and any(family_baselines(result_triples(results)).values())
         console.print(
             f"next: collector report {summary.out_dir}  |  collector compare "
-            f"{summary.out_dir} --baseline {baseline}",
+            f"{summary.out_dir} --baseline {baseline}"
+            + (f"  |  collector compare {summary.out_dir} --baseline {FAMILY}" if families else ""),
             highlight=False,
             soft_wrap=True,
         )
