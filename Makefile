@@ -94,7 +94,8 @@ test-plugins: setup system-deps
 		python=$$($(BIN)/collector env $$agent); \
 		$$python -m pip install --quiet pytest pytest-timeout; \
 		echo "== $$folders and the plugin contract ($$plugin) in the $$agent environment"; \
-		$$python -m pytest -p no:cacheprovider $$folders tests/plugin_contract --plugin $$plugin; \
+		env $$($(PLUGIN_MATRIX) --env $$agent) \
+			$$python -m pytest -p no:cacheprovider $$folders tests/plugin_contract --plugin $$plugin; \
 	done
 
 # docker-deps made sure an engine runs: a Docker test that cannot reach it fails, not skips.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -74,7 +75,7 @@ def _python(agent: str) -> Path:
 def _declares_equivalence(agent: str) -> bool:
     """Asked of the plugin in its own environment: declared, never probed."""
     command = [str(_python(agent)), "-c", DECLARES, MANIFESTS[agent].plugin]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=_env(agent))
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip() == "True"
 
@@ -104,9 +105,16 @@ def _require(agent: str, model: str | None = None, trains: bool = False) -> None
 def _reference(agent: str, *args: str) -> subprocess.CompletedProcess[str]:
     plugin = MANIFESTS[agent].plugin
     command = [str(_python(agent)), "-m", "fwbench.runtime.reference_cli", "--plugin", plugin]
-    completed = subprocess.run([*command, *args], capture_output=True, text=True, timeout=1200)
+    completed = subprocess.run(
+        [*command, *args], capture_output=True, text=True, timeout=1200, env=_env(agent)
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return completed
+
+
+def _env(agent: str) -> dict[str, str]:
+    """The agent's switches ([env] of its manifest: Keras' backend), as its agent runs."""
+    return {**os.environ, **MANIFESTS[agent].env}
 
 
 def _inputs(model: str, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
