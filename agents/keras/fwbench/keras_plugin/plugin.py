@@ -1,0 +1,63 @@
+"""KerasPlugin: Keras 3 on the backend its agent's KERAS_BACKEND names (torch, jax or
+tensorflow), for the catalogue's ops (gemm, conv2d in keras.ops) and models (Keras layers,
+compile + train_on_batch / predict_on_batch), with the "equivalence" capability.
+
+This module is what the registry imports, before the plugin is constructed, so it imports
+neither Keras nor a backend: Keras decides its backend for good when it is first imported.
+The constructor checks KERAS_BACKEND, sizes the backend's thread pools and imports Keras
+(environment.py), then hands the work to agent.py; a bad backend stops the agent with one
+line (InvalidContext)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fwbench.keras_plugin import environment
+from fwbench.runtime.architectures import MODEL_NAMES
+from fwbench.runtime.plugin import (
+    EQUIVALENCE,
+    BuiltStep,
+    PluginContext,
+    PluginDescription,
+    WorkloadSpec,
+)
+from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult
+
+if TYPE_CHECKING:
+    from fwbench.keras_plugin.agent import KerasAgent
+
+
+class KerasPlugin:
+    optional_capabilities = frozenset({EQUIVALENCE})
+    equivalence_models = frozenset(MODEL_NAMES)  # every image and sequence model, no transformer
+    equivalence_trains = True
+
+    def __init__(self, context: PluginContext) -> None:
+        backend, threads = environment.start(context)
+        from fwbench.keras_plugin.agent import KerasAgent  # imports Keras: after the check
+
+        self._agent: KerasAgent = KerasAgent(context, backend, threads)
+
+    def describe(self) -> PluginDescription:
+        return self._agent.describe()
+
+    def build(self, spec: WorkloadSpec) -> BuiltStep:
+        return self._agent.build(spec)
+
+    def synchronize(self, output: object) -> None:
+        self._agent.synchronize(output)
+
+    def canonical_weights(
+        self, model: str, seed: int, params: Mapping[str, int] | None = None
+    ) -> dict[str, np.ndarray]:
+        if model not in self.equivalence_models:
+            raise ValueError(f"the keras plugin builds no {model!r}")
+        return self._agent.canonical_weights(model, seed)
+
+    def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
+        if case.model not in self.equivalence_models:
+            raise ValueError(f"the keras plugin builds no {case.model!r}")
+        return self._agent.equivalence(case)
