@@ -1,0 +1,291 @@
+"""OnnxRuntimePlugin: inference of the catalogue's models and operators with ONNX Runtime, on
+the CPU or one NVIDIA GPU (the CUDA execution provider).
+
+The graphs are built by this plugin (models.py, graphs.py), not exported from another
+framework: none is installed beside ONNX Runtime. They reproduce PyTorch's definitions and
+layouts, so the results stand beside torch's (family "torch"). Each build makes a new session
+(optimisation level = the cell's mode, the cell's threads) over a graph cached per model,
+shape parameters and seed; session.py binds the inputs once. Only inference: ORT's inference
+sessions run no backward pass, and onnxruntime-training's artifacts are not shipped.
+
+At construction the plugin builds, checks and runs the smallest graph (lenet) on its device
+and refuses to start, with one line, when that fails or when FWBENCH_DEVICE=cuda finds no CUDA
+execution provider that works."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from collections.abc import Callable, Mapping
+from typing import ParamSpec, TypeVar
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import psutil
+
+from fwbench.onnxruntime_plugin import models, session
+from fwbench.onnxruntime_plugin.graphs import OPSET, PLUGIN_VERSION
+from fwbench.onnxruntime_plugin.session import MODES, Device
+from fwbench.runtime import architectures as arch
+from fwbench.runtime.hostinfo import cpu_model
+from fwbench.runtime.plugin import (
+    EQUIVALENCE,
+    BuiltStep,
+    Capability,
+    DeviceInfo,
+    InvalidContext,
+    PluginContext,
+    PluginDescription,
+    Settings,
+    UnsupportedWorkload,
+    WorkloadSpec,
+    float32_arithmetic,
+    translate_out_of_memory,
+)
+from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, param_count
+
+DTYPES = ("float32",)
+TRAIN_REASON = (
+    "ONNX Runtime's inference sessions run no backward pass (onnxruntime-training's "
+    "artifacts are not shipped): inference only"
+)
+_TRANSFORMER_REASON = (
+    "not offered by the onnxruntime plugin: its graphs are built by hand from the "
+    "architecture tables, which cover the image and sequence models and the gemm/conv2d ops"
+)
+UNSUPPORTED_REASONS: Mapping[str, str] = {
+    "*/train": TRAIN_REASON,
+    **dict.fromkeys(("attention", *arch.TRANSFORMER_NAMES, "generate"), _TRANSFORMER_REASON),
+}
+# Variables that change what ONNX Runtime does; reported in describe() when set.
+_ORT_VARIABLES = ("ORT_DISABLE_ALL_OPTIONAL_OPS", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class StartupRefused(InvalidContext, RuntimeError):
+    """The agent cannot start (one line, exit 2): no working CUDA provider where one is
+    required, or the smallest graph failed to build or run."""
+
+
+def _translated(function: Callable[P, T]) -> Callable[P, T]:
+    return translate_out_of_memory(session.is_out_of_memory, function)
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
+
+
+@functools.lru_cache(maxsize=2)
+def cached_model(model: str, params: tuple[tuple[str, int], ...], seed: int) -> models.Graph:
+    """A model's graph with seeded weights, kept for the next build of the same cell (the
+    serialised graph only: the session reads its weights from there)."""
+    return dataclasses.replace(models.build_model(model, dict(params), None, seed), weights={})
+
+
+def _select_device(requested: str, tf32: bool | None) -> Device:
+    """PluginContext.device: "cpu"; "cuda" (refuse without the CUDA provider); "auto". On
+    CUDA, FWBENCH_TF32 (when set) becomes the provider's use_tf32."""
+    available = ort.get_available_providers()
+    has_cuda = session.CUDA_PROVIDER in available
+    if requested == "cuda" and not has_cuda:
+        raise StartupRefused(
+            "FWBENCH_DEVICE=cuda but ONNX Runtime has no CUDAExecutionProvider "
+            f"(available: {', '.join(available)})"
+        )
+    if requested == "cpu" or not has_cuda:
+        return session.CPU
+    if hasattr(ort, "preload_dlls"):
+        # The CUDA and cuDNN libraries pip installed (nvidia-* wheels); where they are missing
+        # the self-check's session says so.
+        ort.preload_dlls()
+    options = () if tf32 is None else (("use_tf32", "1" if tf32 else "0"),)
+    return dataclasses.replace(session.CUDA, cuda_options=options)
+
+
+def _self_check(device: Device) -> Device:
+    """Builds, checks and runs lenet once on `device`; returns the device it really ran on
+    ("auto" falls back to the CPU when the CUDA provider cannot run it)."""
+    try:
+        graph = models.build_model("lenet", {}, None, 0)
+        run = session.create(graph.serialized, device, "all")
+        logits = run.run(None, {models.INPUT: np.zeros((1, 1, 28, 28), np.float32)})[0]
+        if logits.shape != (1, arch.NUM_CLASSES["lenet"]) or not np.isfinite(logits).all():
+            raise RuntimeError(f"lenet's logits came out {logits.shape}, not finite 1x10")
+    except Exception as error:
+        message = f"onnxruntime plugin: lenet self-check failed: {_first_line(error)}"
+        raise StartupRefused(message) from error
+    if device.cuda and session.CUDA_PROVIDER not in run.get_providers():
+        return session.CPU
+    return device
+
+
+class OnnxRuntimePlugin:
+    optional_capabilities = frozenset({EQUIVALENCE})
+    equivalence_models = frozenset(models.MODELS)
+    equivalence_trains = False
+
+    def __init__(self, context: PluginContext) -> None:
+        if context.world is not None:
+            raise StartupRefused("the onnxruntime plugin runs alone: it has no distributed mode")
+        device = _select_device(context.device, context.tf32)
+        try:
+            device = _self_check(device)
+        except StartupRefused:
+            if context.device != "auto" or not device.cuda:
+                raise
+            device = _self_check(session.CPU)  # "auto": a CUDA provider with no usable GPU
+        if context.device == "cuda" and not device.cuda:
+            raise StartupRefused("FWBENCH_DEVICE=cuda but ONNX Runtime's CUDA provider fell back")
+        self.device = device
+        self.threads = context.threads
+        self.interop_threads = context.interop_threads
+
+    # ----------------------------------------------------------------------- FrameworkPlugin
+
+    def describe(self) -> PluginDescription:
+        capability = Capability(phases=("infer",), dtypes=DTYPES, modes=MODES)
+        return PluginDescription(
+            framework="onnxruntime",
+            framework_version=ort.__version__,
+            plugin_version=PLUGIN_VERSION,
+            libraries=self._libraries(),
+            environment={k: os.environ[k] for k in _ORT_VARIABLES if k in os.environ},
+            devices=self._devices(),
+            intra_op_threads=self.threads or session.default_intra_op_threads(),
+            inter_op_threads=1,  # sequential execution: the inter-op pool is never used
+            capabilities=dict.fromkeys((*models.OPS, *models.MODELS), capability),
+            family="torch",  # its graphs reproduce PyTorch's definitions; torch never loads
+            family_version="",
+            unsupported_reasons=UNSUPPORTED_REASONS,
+        )
+
+    def _libraries(self) -> dict[str, str]:
+        libraries = {
+            "onnx": onnx.__version__,
+            "opset": str(OPSET),
+            "numpy": np.__version__,
+            "providers": ",".join(ort.get_available_providers()),
+            "build_info": " ".join(ort.get_build_info().split()),
+        }
+        if self.device.cuda:
+            libraries["cuda"] = str(getattr(ort, "cuda_version", "") or "")
+        return libraries
+
+    def _devices(self) -> tuple[DeviceInfo, ...]:
+        devices = [DeviceInfo("cpu", 0, cpu_model(), psutil.virtual_memory().total)]
+        if self.device.cuda:
+            devices.append(_gpu_info(self.device.index))
+        return tuple(devices)
+
+    def _check(self, spec: WorkloadSpec) -> None:
+        name = spec.workload.name
+        if name not in (*models.OPS, *models.MODELS):
+            reason = UNSUPPORTED_REASONS.get(name, "not offered by the onnxruntime plugin")
+            raise UnsupportedWorkload(f"{name}: {reason}")
+        if spec.phase != "infer":
+            raise UnsupportedWorkload(f"phase {spec.phase} for {name}: {TRAIN_REASON}")
+        if spec.dtype not in DTYPES:
+            raise UnsupportedWorkload(f"onnxruntime plugin: no {spec.dtype}; offered: float32")
+        if spec.mode not in MODES:
+            raise UnsupportedWorkload(
+                f"onnxruntime plugin has no mode {spec.mode!r}; modes (graph optimisation "
+                f"levels): {', '.join(MODES)}"
+            )
+
+    def build(self, spec: WorkloadSpec) -> BuiltStep:
+        self._check(spec)
+        return _translated(self._build)(spec)
+
+    def _build(self, spec: WorkloadSpec) -> BuiltStep:
+        name = spec.workload.name
+        rng = np.random.default_rng([spec.seed, 1])  # data; weights come from spec.seed itself
+        if name in models.OPS:
+            graph = models.build_op(name, spec.params, spec.batch_size)
+            shape = tuple(int(d) for d in graph.output_shape)
+        else:
+            graph = cached_model(name, tuple(sorted(spec.params.items())), spec.seed)
+            shape = (spec.batch_size, arch.NUM_CLASSES[name])
+        inputs = {
+            input_name: _synthetic(rng, spec.batch_size, item_shape, dtype)
+            for input_name, (item_shape, dtype) in graph.inputs.items()
+        }
+        intra = spec.threads or self.threads
+        sess = session.create(graph.serialized, self.device, spec.mode, intra, self.interop_threads)
+        bound = session.BoundRun(sess, self.device, inputs, graph.output, shape)
+        extra = session.session_settings(sess, intra, self.interop_threads)
+        extra |= models.describe_graph()
+        if self.device.cuda:
+            tf32 = extra.get("cuda_use_tf32", "1") != "0"
+            kind = "tf32" if tf32 else "float32"
+            extra |= float32_arithmetic(kind, kind, spec.dtype)
+        settings = Settings(
+            dtype=spec.dtype,
+            intra_op_threads=intra or session.default_intra_op_threads(),
+            inter_op_threads=1,
+            mode=spec.mode,
+            layout="" if name in ("gemm", "lstm") else "NCHW",
+            device=f"cuda:{self.device.index}" if self.device.cuda else "cpu",
+            extra=extra,
+        )
+        return BuiltStep(_translated(bound.step), settings)
+
+    def synchronize(self, output: object) -> None:
+        _translated(session.synchronize)(output, self.device)
+
+    # ---------------------------------------------------------------------- equivalence
+
+    def canonical_weights(
+        self, model: str, seed: int, params: Mapping[str, int] | None = None
+    ) -> dict[str, np.ndarray]:
+        if model not in models.MODELS:
+            raise ValueError(f"onnxruntime plugin builds no {model}")
+        return models.canonical_weights(model, seed)
+
+    def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
+        """Inference logits only (equivalence_trains is False): the losses are None."""
+        inputs = np.asarray(case.inputs)
+        if case.model == "lstm":
+            params, feed = {"seq_len": inputs.shape[1]}, inputs.astype(np.int64)
+        else:
+            params, feed = {"image_size": inputs.shape[-1]}, inputs.astype(np.float32)
+        graph = models.build_model(case.model, params, case.weights)
+        sess = session.create(graph.serialized, self.device, "all", self.threads)
+        logits = sess.run([graph.output], {models.INPUT: feed})[0]
+        return EquivalenceResult(
+            param_count=param_count(case.weights),
+            eval_logits=np.asarray(logits, np.float32),
+            loss_before=None,
+            loss_after=None,
+        )
+
+
+def _synthetic(
+    rng: np.random.Generator, batch: int, shape: tuple[int | str, ...], dtype: type
+) -> np.ndarray:
+    """A model's batch (the symbolic batch axis = `batch`) or an operator's operand: standard
+    normal floats, or token ids below the LSTM's vocabulary."""
+    full = tuple(batch if isinstance(d, str) else d for d in shape)
+    if dtype is np.int64:
+        return rng.integers(0, arch.LSTM_VOCAB_SIZE, full, dtype=np.int64)
+    return rng.standard_normal(full, dtype=np.float32)
+
+
+def _gpu_info(index: int) -> DeviceInfo:
+    """The GPU's name and memory from NVML (the runtime's dependency), as far as it tells."""
+    unknown = DeviceInfo("gpu", index, "CUDA device", 0)
+    try:
+        import pynvml
+    except ImportError:
+        return unknown
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        name = pynvml.nvmlDeviceGetName(handle)
+        memory = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+    except pynvml.NVMLError:  # no driver library: the GPU is still the one ORT runs on
+        return unknown
+    return DeviceInfo("gpu", index, name if isinstance(name, str) else name.decode(), memory)
