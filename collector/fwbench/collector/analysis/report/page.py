@@ -13,6 +13,7 @@ from typing import Any
 import jinja2
 import pandas as pd
 
+from fwbench.collector.agents.families import FAMILY
 from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.answers import (
     answers,
@@ -219,7 +220,7 @@ def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, An
         "status": metadata.get("status", ""),
         "host": metadata.get("host", {}),
         "repeat": _repetitions(metadata),
-        "baseline": baseline,
+        "baseline": "each agent's family's native agent" if baseline == FAMILY else baseline,
         "title": result.title,
         "noise_floor": formats.noise_floor_text(result),
         "comparison_headers": list(formats.HEADERS),
