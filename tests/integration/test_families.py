@@ -57,6 +57,16 @@ def test_each_agent_is_decided_against_its_familys_native_agent(tmp_path: Path, 
     found = json.loads(compared.stdout)
     assert {(c["agent"], c["baseline"]) for c in found["comparisons"]} == {("wrapper", "native")}
     assert any("orphan: no absent agent in the run" in s for s in found["skipped"]), found
+    # Tables name each row's own baseline: there is no one agent the heading could name.
+    table = collector(
+        "compare", run_id, "--baseline", "family", "--format", "markdown", cwd=tmp_path
+    )
+    assert table.returncode == 0 and "| wrapper vs native |" in table.stdout, table.stdout
+    reported = collector("report", run_id, "--out", str(tmp_path / "report"), cwd=tmp_path)
+    assert reported.returncode == 0, reported.stderr
+    html = (tmp_path / "report" / "report.html").read_text()
+    assert '<td class="">wrapper vs native</td>' in html
+    assert "Comparison with each agent's family's native agent" in html
 
 
 def test_the_agents_own_reason_reaches_the_unsupported_row(tmp_path: Path, isolated_store):

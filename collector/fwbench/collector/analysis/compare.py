@@ -233,6 +233,7 @@ def compare_to_baseline(
         default_floor,
         skipped,
         margin=margin,
+        per_row_baseline=baseline == FAMILY,
     )
 
 

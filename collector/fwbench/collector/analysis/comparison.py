@@ -130,6 +130,8 @@ class ComparisonSet:
     basis: str = hosts.SECONDS  # what two runs' speedups are of: seconds, or peak fractions
     run_hosts: list[dict[str, Any]] = field(default_factory=list)  # two runs: hosts.host_of
     changes: list[str] = field(default_factory=list)  # two runs: changes.run_changes
+    # Each row against its own baseline (--baseline family): tables name it in the row.
+    per_row_baseline: bool = False
 
     @property
     def measured_floor(self) -> float | None:

@@ -119,14 +119,17 @@ def _p(value: float) -> str:
     return "-" if math.isnan(value) else (f"{value:.2g}" if value >= 1e-4 else "<1e-4")
 
 
-def row_cells(comparison: Comparison, shown: Collection[str] = ()) -> list[str]:
-    """One comparison's table row; `shown`: the swept shape parameters its cell names."""
+def row_cells(
+    comparison: Comparison, shown: Collection[str] = (), against: bool = False
+) -> list[str]:
+    """One comparison's table row; `shown`: the swept shape parameters its cell names;
+    `against`: the row names its baseline (a set whose rows each have their own)."""
     mode = comparison.mode
     if comparison.baseline_mode and comparison.baseline_mode != mode:
         mode = f"{mode} (vs {comparison.baseline_mode})"
     return [
         key_label(comparison.key, shown),
-        comparison.agent,
+        f"{comparison.agent} vs {comparison.baseline}" if against else comparison.agent,
         mode,
         f"{comparison.median_seconds * 1e3:.3f}",
         f"{comparison.baseline_median_seconds * 1e3:.3f}",
@@ -172,7 +175,7 @@ def rich_table(result: ComparisonSet) -> Table:
     notes, said = footnoted([_terminal_notes(c.notes) for c in result.comparisons],
                             repeated_phrases())  # fmt: skip
     for comparison, note in zip(result.comparisons, notes, strict=True):
-        cells: list[str | Text] = list(row_cells(comparison, shown))
+        cells: list[str | Text] = list(row_cells(comparison, shown, result.per_row_baseline))
         verdict_at = HEADERS.index("verdict")
         cells[verdict_at] = Text(_verdict(comparison), style=_STYLES.get(comparison.verdict, ""))
         # On a terminal the caption says it once ("Verdicts need repetitions ..."): a row of
@@ -210,7 +213,7 @@ def markdown(
     lines += [f"## {result.title}", "", noise_floor_text(result), ""]
     lines += ["| " + " | ".join(HEADERS) + " |", "|" + " --- |" * len(HEADERS)]
     shown = varying_params(c.key for c in result.comparisons)
-    rows = [row_cells(c, shown) for c in result.comparisons]
+    rows = [row_cells(c, shown, result.per_row_baseline) for c in result.comparisons]
     notes, said = footnoted([row[-1] for row in rows], repeated_phrases(decided))
     for row, note in zip(rows, notes, strict=True):
         lines.append("| " + " | ".join([*row[:-1], note]) + " |")

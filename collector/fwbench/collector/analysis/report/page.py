@@ -202,7 +202,9 @@ def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, An
     metadata = run.metadata
     environments = data.environments(run)
     shown = varying_params(c.key for c in result.comparisons)
-    comparison_rows = [formats.row_cells(c, shown) for c in result.comparisons]
+    comparison_rows = [
+        formats.row_cells(c, shown, result.per_row_baseline) for c in result.comparisons
+    ]
     # What the run found opens the page; a long note of many rows is said once, under them.
     decided = stored_decisions(metadata)
     title = answers_title(run.run_id, baseline, decided)
