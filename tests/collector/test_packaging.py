@@ -31,6 +31,9 @@ def test_wheel_carries_templates_and_entry_point(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "fwbench/collector/analysis/report/templates/report.html.j2" in names
     assert "fwbench/collector/py.typed" in names
+    # The scripts the collector runs in other Pythons (agents/probes/).
+    assert "fwbench/collector/agents/probes/plugin_check.py" in names
+    assert "fwbench/collector/agents/probes/environment_probe.py" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "collector = fwbench.collector.cli:app" in text

@@ -2,7 +2,15 @@
 and cached. With a lock (locks.py) the environment is exactly the lock's, installed with
 hashes checked, and the cache key is the lock's content; without one, the key covers what pip
 would install (requirements, pip arguments). The Python version is in both. The agent's own
-packages are rebuilt when their sources change."""
+packages are rebuilt when their sources change.
+
+Every Python here runs isolated (`-I`) in the environment's own folder (pythons.py), so that
+nothing in the caller's folder (a pip.py, a venv.py) runs instead. An environment is marked
+ready (its marker, fwbench-env.json) only after pip succeeded and the environment imports the
+agent runtime and loads the plugin's entry point (probes/plugin_check.py). A build that failed
+leaves a note (fwbench-env.failed) that `collector agents` shows; a marker written before
+these checks existed is checked again (without importing the framework) before it counts, and
+an environment that fails that check is made again."""
 
 from __future__ import annotations
 
@@ -10,6 +18,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -18,9 +27,14 @@ from pathlib import Path
 
 from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.pythons import isolated, run_python
 
 ENV_DIR_VARIABLE = "FWBENCH_ENV_DIR"
 _MARKER = "fwbench-env.json"
+_FAILED = "fwbench-env.failed"  # the one line of the last build's failure
+CHECK = Path(__file__).with_name("probes") / "plugin_check.py"
+CHECK_VERSION = 1  # recorded in the marker: the environment passed plugin_check.py
+CHECK_TIMEOUT_SECONDS = 600.0  # a framework's first import on a cold file system can be slow
 _SKIP_PARTS = {"__pycache__", "build", ".egg-info", ".mypy_cache", ".pytest_cache"}
 
 
@@ -30,7 +44,7 @@ class EnvironmentBuildError(RuntimeError):
 
 def env_root() -> Path:
     default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fwbench" / "envs"
-    return Path(os.environ.get(ENV_DIR_VARIABLE, default))
+    return Path(os.environ.get(ENV_DIR_VARIABLE, default)).absolute()  # Pythons run elsewhere
 
 
 def requirements_key(manifest: AgentManifest) -> str:
@@ -67,13 +81,54 @@ class AgentEnvironment:
     def log(self) -> Path:
         return self.path / "install.log"
 
+    @property
+    def folder(self) -> Path:
+        """The working folder of every Python run in it, the agent's too: its own."""
+        return self.path
+
     def state(self) -> str:
-        """ "ready", "stale" (agent sources changed) or "missing"."""
+        """ "ready", "stale" (agent sources changed), "missing", "failed" (the last build
+        failed) or "broken" (made before its import was checked, and it does not import)."""
+        return self.status()[0]
+
+    def status(self) -> tuple[str, str]:
+        """(state, why: the failure or the check's line, else "")."""
+        failed = self.path / _FAILED
+        if failed.is_file():
+            return "failed", failed.read_text(errors="replace").strip()
         marker = self.path / _MARKER
         if not marker.is_file() or not self.python.exists():
-            return "missing"
+            return "missing", ""
         recorded = json.loads(marker.read_text())
-        return "ready" if recorded.get("sources") == sources_key(self.manifest) else "stale"
+        if recorded.get("sources") != sources_key(self.manifest):
+            return "stale", ""
+        if recorded.get("checked") != CHECK_VERSION:
+            problem = self.check(locate=True)
+            if problem:
+                return "broken", problem
+        return "ready", ""
+
+    def check(self, locate: bool = False) -> str:
+        """What this environment lacks to run its agent ("" when nothing): the runtime and the
+        plugin imported there (`locate`: only found, importing no framework)."""
+        command = isolated(self.python, str(CHECK), self.manifest.plugin)
+        command += ["--locate"] if locate else []
+        variables = {**os.environ, **self.manifest.env}  # the agent's own switches
+        try:
+            done = run_python(
+                command,
+                self.path,
+                env=variables,
+                capture_output=True,
+                text=True,
+                timeout=CHECK_TIMEOUT_SECONDS,
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            return str(error)
+        if done.returncode == 0:
+            return ""
+        lines = (done.stdout or done.stderr).strip().splitlines()
+        return lines[-1] if lines else f"the check exited {done.returncode}"
 
     def ensure(self, report: Callable[[str], None] = lambda _: None) -> None:
         """Creates or refreshes the environment; blocks (minutes on first use). Safe to call
@@ -83,30 +138,64 @@ class AgentEnvironment:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(f"{self.path}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            if self.state() == "ready":
+            if self.state() == "ready" and not self._recheck():
                 return
             with open(self.path.parent / ".builds.lock", "w") as builds:
                 fcntl.flock(builds, fcntl.LOCK_EX)
-                self._ensure_locked(report)
+                try:
+                    self._ensure_locked(report)
+                except EnvironmentBuildError as error:
+                    if self.path.is_dir():
+                        (self.path / _FAILED).write_text(f"{error}\n")
+                    raise
+
+    def _recheck(self) -> str:
+        """ "" when the marker records the full check; a marker from before that check is
+        checked now (importing the plugin) and, when it passes, recorded; else what fails."""
+        marker = self.path / _MARKER
+        record = json.loads(marker.read_text())
+        if record.get("checked") == CHECK_VERSION:
+            return ""
+        problem = self.check()
+        if not problem:
+            self._mark({**record, "checked": CHECK_VERSION})
+        return problem
+
+    def _mark(self, record: dict[str, object]) -> None:
+        """Writes the marker whole, then renames it: others read it without the lock."""
+        partial = self.path / f"{_MARKER}.{os.getpid()}.tmp"
+        partial.write_text(json.dumps(record))
+        partial.replace(self.path / _MARKER)
 
     def _ensure_locked(self, report: Callable[[str], None]) -> None:
-        state = self.state()
+        state, why = self.status()
         if state == "ready":
-            return
+            why = self._recheck()
+            if not why:
+                return
+            state = "broken"
         local = [str(p) for p in self.manifest.local_packages]
-        pip = [str(self.python), "-m", "pip", "install", "--no-build-isolation"]
+        pip = isolated(self.python, "-m", "pip", "install", "--no-build-isolation")
         lock = current_lock(self.manifest)
-        if state == "missing":
-            report(f"creating the {self.manifest.name} environment (first use, minutes)")
-            self._run([sys.executable, "-m", "venv", "--clear", str(self.path)])
-            self._run([str(self.python), "-m", "pip", "install", "setuptools>=68", "wheel"])
+        if state != "stale":
+            name = self.manifest.name
+            if state == "missing":
+                report(f"creating the {name} environment (first use, minutes)")
+            elif state == "failed":
+                report(f"building the {name} environment again (its last build failed)")
+            else:
+                report(f"making the {name} environment again: it cannot run its agent ({why})")
+            shutil.rmtree(self.path, ignore_errors=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._run(isolated(sys.executable, "-m", "venv", str(self.path)))
+            self._run(isolated(self.python, "-m", "pip", "install", "setuptools>=68", "wheel"))
             if lock is None:
                 self._run([*pip, *self.manifest.pip_args, *self.manifest.requirements, *local])
             else:
                 locked = ["--require-hashes", "--no-deps", "-r", str(lock)]
                 self._run([*pip, *self.manifest.pip_args, *locked])
                 self._run([*pip, "--no-deps", *local])
-                self._run([str(self.python), "-m", "pip", "check"])
+                self._run(isolated(self.python, "-m", "pip", "check"))
         elif lock is not None:
             report(f"reinstalling the {self.manifest.name} agent packages (sources changed)")
             self._run([*pip, "--force-reinstall", "--no-deps", *local])
@@ -114,21 +203,30 @@ class AgentEnvironment:
             report(f"reinstalling the {self.manifest.name} agent packages (sources changed)")
             self._run([*pip, "--force-reinstall", "--no-deps", *local])
             self._run([*pip, *self.manifest.pip_args, *local])  # picks up new dependencies
-        record: dict[str, str | None] = {"manifest": str(self.manifest.path)}
+        (self.path / _MARKER).unlink(missing_ok=True)  # not ready until checked
+        problem = self.check()
+        if problem:
+            raise EnvironmentBuildError(
+                f"the {self.manifest.name} environment was installed but cannot run its agent "
+                f"({problem}); see {self.log}"
+            )
+        record: dict[str, object] = {"manifest": str(self.manifest.path)}
         record["sources"] = sources_key(self.manifest)
         record["lock"] = str(lock) if lock else None
-        (self.path / _MARKER).write_text(json.dumps(record))
+        record["checked"] = CHECK_VERSION
+        self._mark(record)
 
     def _run(self, command: list[str]) -> None:
+        """One step of the build, logged, in the environment's own folder."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with self.log.open("a") as log:
             log.write(f"$ {' '.join(command)}\n")
             log.flush()
-            done = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False)
+            done = run_python(command, self.path, stdout=log, stderr=subprocess.STDOUT)
         if done.returncode != 0:
             raise EnvironmentBuildError(
                 f"building the {self.manifest.name} environment failed "
-                f"({command[2] if len(command) > 2 else command[0]} exited {done.returncode}); "
+                f"({command[3] if len(command) > 3 else command[0]} exited {done.returncode}); "
                 f"see {self.log}"
             )
 

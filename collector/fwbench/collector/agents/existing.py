@@ -9,7 +9,9 @@ runtime's dependencies: grpcio, protobuf, prometheus-client, ...) must already b
 Before an agent starts, a probe run with that interpreter (probes/environment_probe.py) checks
 the Python version, every dependency's installed version against the agent packages'
 requirements, and that the plugin constructs there (importing its framework); anything
-missing is refused with what to install and how."""
+missing is refused with what to install and how. The overlay's pip runs in the collector's
+interpreter, and the probe and the agent in the given one, with -P in a folder of their own
+(pythons.py): never importing from the folder the collector was started in."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from packaging.requirements import Requirement
 
 from fwbench.collector.agents.environments import EnvironmentBuildError, env_root, sources_key
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.pythons import run_python, safe_path
 from fwbench.collector.agents.specs import base_name, parse_attached
 
 PROBE = Path(__file__).with_name("probes") / "environment_probe.py"
@@ -71,6 +74,11 @@ class ExistingEnvironment:
         return self.python
 
     @property
+    def folder(self) -> Path:
+        """The working folder of the probe and the agent: the overlay, made by ensure()."""
+        return self.overlay
+
+    @property
     def overlay(self) -> Path:
         return env_root() / "overlays" / f"{self.manifest.name}-{sources_key(self.manifest)}"
 
@@ -97,10 +105,10 @@ class ExistingEnvironment:
             if marker.exists():
                 return
             report(f"building the {self.manifest.name} agent packages for an existing Python")
-            command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps"]
+            command = safe_path(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps")
             command += ["--no-build-isolation", "--upgrade", "--target", str(self.overlay)]
             command += [str(p) for p in self.manifest.local_packages]
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            done = run_python(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 raise EnvironmentBuildError(
                     f"building the {self.manifest.name} agent packages failed: "
@@ -141,8 +149,9 @@ def probe(
     variables = {**os.environ, **dict(switches), "PYTHONPATH": agent_pythonpath(overlay)}
     request = json.dumps({"distributions": names, "plugin": plugin})
     try:
-        done = subprocess.run(
-            [python, "-P", str(PROBE), request],
+        done = run_python(
+            safe_path(python, str(PROBE), request),
+            Path(overlay),
             capture_output=True,
             text=True,
             env=variables,

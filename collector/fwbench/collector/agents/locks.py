@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 import sys
 import tempfile
 import tomllib
@@ -23,6 +22,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.pythons import run_python, safe_path
 
 KEY_PREFIX = "# fwbench-lock-inputs: "
 LOCAL_PREFIX = "fwbench-"  # the project's own distributions: installed from source, unlocked
@@ -110,8 +110,9 @@ def write_lock(manifest: AgentManifest, report: Callable[[str], None] = lambda _
     with tempfile.TemporaryDirectory(prefix="fwbench-lock-") as folder:
         source, output = Path(folder) / f"{manifest.name}.in", Path(folder) / "out.lock"
         source.write_text("".join(f"{line}\n" for line in lock_inputs(manifest)))
-        done = subprocess.run(
+        done = run_python(  # in the lock's own temporary folder, not the caller's
             [*_compile_command(manifest), "--output-file", str(output), str(source)],
+            Path(folder),
             capture_output=True,
             text=True,
             check=False,
@@ -125,7 +126,8 @@ def write_lock(manifest: AgentManifest, report: Callable[[str], None] = lambda _
 
 
 def _compile_command(manifest: AgentManifest) -> list[str]:
-    command = [sys.executable, "-m", "piptools", "compile", "--quiet", "--generate-hashes"]
+    command = safe_path(sys.executable, "-m", "piptools", "compile", "--quiet")
+    command += ["--generate-hashes"]
     command += ["--allow-unsafe", "--strip-extras", "--no-emit-index-url"]
     command += ["--no-emit-find-links", "--no-emit-trusted-host", "--newline", "LF"]
     if manifest.pip_args:

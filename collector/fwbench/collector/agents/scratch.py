@@ -1,5 +1,6 @@
 """The collector's temporary folders: the agents' logs while a command runs (`fwbench-logs-`),
-the ports file an agent writes at start-up (`fwbench-ports-`). Every path of a command removes
+the ports file an agent writes at start-up (`fwbench-ports-`), the empty working folder of a
+Python the collector starts (`fwbench-cwd-`, pythons.py). Every path of a command removes
 its own (session.py, launchers/local.py, cli/agents.py); their names carry the collector's
 process id, so that the next command removes those of a collector that could not (SIGKILL, a
 power cut): folders of this user whose process no longer runs.
@@ -15,8 +16,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-KINDS = ("logs", "ports")
-_NAME = re.compile(r"fwbench-(logs|ports)-(\d+)-[^/]+")
+KINDS = ("logs", "ports", "cwd")
+_NAME = re.compile(r"fwbench-(logs|ports|cwd)-(\d+)-[^/]+")
 
 
 def scratch_folder(kind: str) -> Path:

@@ -2,7 +2,9 @@
 and at every logical CPU, with NumPy's BLAS in the collector's Python and with PyTorch in any
 other interpreter given (an agent environment), keeping the best per dtype and thread count;
 and STREAM-triad and read-only memory bandwidth at the same thread counts. Every figure keeps
-its method."""
+its method. Each interpreter runs with -P in an empty folder of its own (agents/pythons.py):
+a torch.py or numpy.py in the caller's folder is never imported; PYTHONPATH is honoured, as
+the agents started from those environments honour it."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fwbench.collector.agents.pythons import run_python, safe_path
 from fwbench.collector.calibration import probe
 
 PROBE = Path(probe.__file__)
@@ -78,8 +81,8 @@ def thread_counts() -> list[int]:
 
 def _probe(python: Path, threads: int, arguments: list[str]) -> dict[str, Any]:
     env = {**os.environ, **dict.fromkeys(BLAS_THREAD_VARIABLES, str(threads))}
-    command = [str(python), str(PROBE), *arguments, "--threads", str(threads)]
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    command = safe_path(python, str(PROBE), *arguments, "--threads", str(threads))
+    done = run_python(command, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         tail = " ".join(done.stderr.strip().splitlines()[-3:])
         raise CalibrationError(f"{' '.join(command)} failed ({done.returncode}): {tail}")
@@ -88,9 +91,11 @@ def _probe(python: Path, threads: int, arguments: list[str]) -> dict[str, Any]:
 
 
 def has_torch(python: Path) -> bool:
-    done = subprocess.run(
-        [str(python), "-c", "import torch"], capture_output=True, check=False, timeout=120
-    )
+    command = safe_path(python, "-c", "import torch")
+    try:
+        done = run_python(command, capture_output=True, check=False, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
     return done.returncode == 0
 
 

@@ -47,14 +47,16 @@ from fwbench.collector.run.plan import split_list
 
 def list_agents(manifests: ManifestDirs = None, as_json: JsonOutput = False) -> None:
     """List declared agents: those of manifest files, with whether their local environment
-    is ready, and images in the local Docker engine that declare an agent by their labels
-    (run them with `collector run --launcher docker --agents IMAGE`)."""
+    is ready (or missing, stale, failed or broken, and why), and images in the local Docker
+    engine that declare an agent by their labels (run them with `collector run --launcher
+    docker --agents IMAGE`)."""
     rows: list[dict[str, str]] = []
     for name, manifest in load_manifests(manifests).items():
         try:
             env = environment_for(manifest)
         except LockError:
             env = None
+        state, why = env.status() if env else ("needs `collector lock`", "")
         rows.append(
             {
                 "agent": name,
@@ -62,7 +64,8 @@ def list_agents(manifests: ManifestDirs = None, as_json: JsonOutput = False) -> 
                 "plugin": manifest.plugin,
                 "variant": manifest.variant,
                 "requires_gpu": str(manifest.requires_gpu).lower(),
-                "environment": env.state() if env else "needs `collector lock`",
+                "environment": state,
+                "environment_problem": why,  # a failed build's error, or what a check lacks
                 "lock": lock_state(manifest).value,
                 "environment_path": str(env.path) if env else "",
                 "description": manifest.description,
@@ -74,7 +77,8 @@ def list_agents(manifests: ManifestDirs = None, as_json: JsonOutput = False) -> 
         return
     table = Table("agent", "source", "plugin", "variant", "lock", "environment", "description")
     for row in rows:
-        environment = row.get("image") or f"{row['environment']} ({row['environment_path']})"
+        why = f": {row['environment_problem']}" if row.get("environment_problem") else ""
+        environment = row.get("image") or f"{row['environment']}{why} ({row['environment_path']})"
         cells = (row["agent"], row["source"], row["plugin"], row["variant"], row["lock"])
         table.add_row(*cells, environment, row["description"])
     console.print(table)

@@ -91,7 +91,8 @@ def calibrate(
     a torch-cpu environment is ready or --python has torch, PyTorch's BLAS and oneDNN: the best
     is kept) and its STREAM-triad memory bandwidth; cached per host, measured again with
     --force. Ceilings that runs' rows raised (faster than calibrated) are listed too."""
-    pythons = [*agent_pythons(load_manifests(manifests)), *(python or [])]
+    # Absolute: the probes run in a folder of their own, not this one.
+    pythons = [*agent_pythons(load_manifests(manifests)), *(p.absolute() for p in python or [])]
     for path in pythons:
         if not path.exists():
             fail(f"--python {path}: no such interpreter")

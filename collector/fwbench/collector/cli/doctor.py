@@ -65,13 +65,15 @@ def _local(manifest: AgentManifest, python: str | None) -> tuple[bool, str]:
             return False, str(error)
         return True, f"existing Python {python}: checked, runs"
     try:
-        state = environment_for(manifest).state()
+        state, why = environment_for(manifest).status()
     except LockError as error:
         return False, f"its lock does not fit: {error}"
     return True, {
         "ready": "environment ready",
         "stale": "environment ready; agent packages reinstalled on first use (seconds)",
         "missing": "environment made on first use (minutes; needs the package index)",
+        "failed": f"environment made again on first use; its last build failed: {why}",
+        "broken": f"environment made again on first use; it cannot run its agent: {why}",
     }[state]
 
 

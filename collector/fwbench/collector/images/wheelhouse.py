@@ -34,6 +34,7 @@ from pathlib import Path
 from fwbench.collector.agents.environments import sources_key
 from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.pythons import run_python, safe_path
 
 WHEELHOUSE_VARIABLE = "FWBENCH_WHEELHOUSE"
 IMAGE_PYTHON = (3, 11)  # the Python of every base image (bookworm's, python:3.11, deadsnakes)
@@ -48,7 +49,7 @@ class WheelhouseError(RuntimeError):
 
 def wheelhouse_root() -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return Path(os.environ.get(WHEELHOUSE_VARIABLE, cache / "fwbench" / "wheelhouse"))
+    return Path(os.environ.get(WHEELHOUSE_VARIABLE, cache / "fwbench" / "wheelhouse")).absolute()
 
 
 def distribution_name(package: Path) -> str:
@@ -106,12 +107,14 @@ def _pip_wheel(out: Path, arguments: list[str], report: Callable[[str], None]) -
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir()
         log = Path(f"{out}.log")
-        command = [sys.executable, "-m", "pip", "wheel", "--wheel-dir", str(out), *arguments]
+        command = safe_path(sys.executable, "-m", "pip", "wheel", "--wheel-dir", str(out))
+        command += arguments
         env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
         with log.open("w") as stream:
             stream.write(f"$ {' '.join(command)}\n")
             stream.flush()
-            done = subprocess.run(command, stdout=stream, stderr=subprocess.STDOUT, env=env)
+            # In the (new, empty) wheel folder: nothing of the caller's folder is imported.
+            done = run_python(command, out, stdout=stream, stderr=subprocess.STDOUT, env=env)
         if done.returncode != 0:
             raise WheelhouseError(f"pip wheel exited {done.returncode}; see {log}")
         (out / _DONE).write_text(json.dumps(arguments))

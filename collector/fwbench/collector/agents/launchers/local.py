@@ -29,6 +29,7 @@ from fwbench.collector.agents.launchers.base import (
     free_ports,
 )
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.pythons import safe_path
 from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.security import AGENT_VARIABLES
 
@@ -209,7 +210,8 @@ def start_local(
         existing=isinstance(env, ExistingEnvironment),
     )
     try:
-        handle.process = _spawn(_command(env.python, manifest, ports_dir), handle, variables)
+        command = _command(env.python, manifest, ports_dir)
+        handle.process = _spawn(command, handle, variables, env.folder)
         handle.host_pid = handle.process.pid
         ports = _wait_for_ports(handle, ports_dir / "ports.json", timeout_seconds, abandoned)
         handle.address = f"127.0.0.1:{ports['grpc']}"
@@ -230,12 +232,10 @@ def start_local(
 
 
 def _command(python: Path, manifest: AgentManifest, ports_dir: Path) -> list[str]:
-    # -P: the agent never imports from the caller's working directory (Python 3.11+).
+    # -P, and run in its environment's folder (_spawn): the agent never imports from the
+    # caller's working directory (agents/pythons.py).
     return [
-        str(python),
-        "-P",
-        "-m",
-        "fwbench.runtime.cli",
+        *safe_path(python, "-m", "fwbench.runtime.cli"),
         "--plugin",
         manifest.plugin,
         "--name",
@@ -256,12 +256,13 @@ def _command(python: Path, manifest: AgentManifest, ports_dir: Path) -> list[str
 
 
 def _spawn(
-    command: list[str], handle: ProcessAgent, variables: dict[str, str]
+    command: list[str], handle: ProcessAgent, variables: dict[str, str], folder: Path
 ) -> subprocess.Popen[bytes]:
     assert handle.log_path is not None
     with handle.log_path.open("ab") as log:
         return subprocess.Popen(
             command,
+            cwd=folder,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

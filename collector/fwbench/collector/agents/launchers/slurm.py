@@ -165,7 +165,7 @@ class SlurmLauncher:
             ports = scratch_folder("ports") / "ports.json"
             command = agent_command(env.python, manifest, ports, self._token_file)
             script = [*exports(variables), "exec " + shlex.join(command)]
-            job = self._submit(name, "\n".join(script) + "\n", log)
+            job = self._submit(name, "\n".join(script) + "\n", log, [f"--chdir={env.folder}"])
         handle = SlurmAgent(
             name=name,
             address="",
@@ -244,6 +244,7 @@ class SlurmLauncher:
         script = world_script(variables, agent, folder, port)
         log = self.settings.log_dir / f"{instance}.log"
         options = [f"--ntasks={size}", *([f"--cpus-per-task={threads}"] if threads else [])]
+        options.append(f"--chdir={env.folder}")  # not the caller's folder (agents/pythons.py)
         job = self._submit(instance, script, log, options)
         self._worlds[instance] = (job, folder, env)
         return Placement(

@@ -1,0 +1,137 @@
+"""An agent environment is ready only once pip succeeded and it imports its agent: an install
+that fails, or one that succeeds without the plugin, is never marked ready (`collector agents`
+says "failed" with the error, the next command says it builds it again, and fails in one line
+if it still cannot); an environment marked ready by a collector from before that check is
+checked again, kept when it imports its agent (and then marked checked), made again when it
+does not (a pip.py in the caller's folder once left one with nothing installed). Fake-plugin
+agents, environments in a folder of the test's own, the real commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fake_agent import write_fake_agents
+
+COLLECTOR = Path(sys.executable).with_name("collector")
+GEMM = ["--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1", "--min-seconds", "0.05"]
+
+
+@pytest.fixture
+def manifests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("FWBENCH_ENV_DIR", str(tmp_path / "envs"))
+    monkeypatch.setenv("FWBENCH_STORE", str(tmp_path / "store.sqlite"))
+    folder = write_fake_agents(tmp_path / "agents", {"good": {}, "bogus": {}, "nosuch": {}})
+    bogus = folder / "bogus.toml"  # offline: pip fails at once, without asking an index
+    bogus.write_text(
+        bogus.read_text().replace(
+            "requirements = []",
+            'requirements = ["fwbench-no-such-package"]\npip_args = ["--no-index"]',
+        )
+    )
+    nosuch = folder / "nosuch.toml"  # installs, but its packages have no plugin of that name
+    nosuch.write_text(nosuch.read_text().replace('plugin = "fake"', 'plugin = "nosuch"'))
+    return folder
+
+
+def collector(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(COLLECTOR), *args],
+        cwd=tmp_path,
+        env={**os.environ, "COLUMNS": "300"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def listed(tmp_path: Path, manifests: Path, name: str) -> dict[str, str]:
+    done = collector(tmp_path, "agents", "--manifests", str(manifests), "--json")
+    assert done.returncode == 0, done.stderr
+    (row,) = [row for row in json.loads(done.stdout) if row["agent"] == name]
+    return row
+
+
+def error_lines(done: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in done.stderr.splitlines() if line.startswith("error:")]
+
+
+def test_a_failed_install_is_never_ready_and_the_next_command_says_so(
+    tmp_path: Path, manifests: Path
+) -> None:
+    done = collector(tmp_path, "env", "bogus", "--manifests", str(manifests))
+    assert done.returncode == 2
+    (line,) = error_lines(done)
+    assert "building the bogus environment failed (pip exited 1); see " in line, done.stderr
+    assert line.endswith("install.log")
+    row = listed(tmp_path, manifests, "bogus")
+    assert row["environment"] == "failed"
+    assert row["environment_problem"] == line.removeprefix("error: ")
+    # The next command says the last build failed, tries again, and fails in one line.
+    done = collector(
+        tmp_path, "run", "--manifests", str(manifests), "--agents", "bogus", *GEMM,
+        "--out", str(tmp_path / "run"),
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "building the bogus environment again (its last build failed)" in done.stderr
+    (line,) = error_lines(done)
+    assert "building the bogus environment failed (pip exited 1)" in line
+    assert listed(tmp_path, manifests, "bogus")["environment"] == "failed"
+
+
+def test_an_install_whose_agent_does_not_import_is_never_ready(
+    tmp_path: Path, manifests: Path
+) -> None:
+    done = collector(tmp_path, "env", "nosuch", "--manifests", str(manifests))
+    assert done.returncode == 2
+    (line,) = error_lines(done)
+    assert (
+        "the nosuch environment was installed but cannot run its agent (LookupError: no "
+        "fwbench.plugins entry point named 'nosuch')"
+    ) in line, done.stderr
+    row = listed(tmp_path, manifests, "nosuch")
+    assert row["environment"] == "failed" and "cannot run its agent" in row["environment_problem"]
+
+
+def test_an_environment_marked_ready_before_the_check_is_checked_again(
+    tmp_path: Path, manifests: Path
+) -> None:
+    done = collector(tmp_path, "env", "good", "--manifests", str(manifests))
+    assert done.returncode == 0, done.stderr
+    python = Path(done.stdout.split()[-1])
+    marker = python.parents[1] / "fwbench-env.json"
+    record = json.loads(marker.read_text())
+    assert record["checked"] == 1
+    assert listed(tmp_path, manifests, "good")["environment"] == "ready"
+
+    # A marker written before the check: a good environment is checked and kept.
+    marker.write_text(json.dumps({k: v for k, v in record.items() if k != "checked"}))
+    assert listed(tmp_path, manifests, "good")["environment"] == "ready"
+    done = collector(tmp_path, "env", "good", "--manifests", str(manifests))
+    assert done.returncode == 0 and done.stderr == "", done.stderr  # nothing made again
+    assert json.loads(marker.read_text())["checked"] == 1
+
+    # Such a marker on an environment with nothing of the agent in it (what a pip.py in the
+    # caller's folder left): not ready, and made again by the next command that needs it.
+    marker.write_text(json.dumps({k: v for k, v in record.items() if k != "checked"}))
+    subprocess.run(
+        [str(python), "-I", "-m", "pip", "uninstall", "--yes", "--quiet", "fwbench-agent-runtime"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    row = listed(tmp_path, manifests, "good")
+    assert row["environment"] == "broken"
+    assert row["environment_problem"] == "ModuleNotFoundError: No module named 'fwbench.runtime'"
+    done = collector(tmp_path, "env", "good", "--manifests", str(manifests))
+    assert done.returncode == 0, done.stderr
+    assert (
+        "making the good environment again: it cannot run its agent (ModuleNotFoundError: No "
+        "module named 'fwbench.runtime')"
+    ) in done.stderr
+    assert listed(tmp_path, manifests, "good")["environment"] == "ready"
