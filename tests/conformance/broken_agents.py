@@ -6,7 +6,9 @@ assert that the suite fails that agent on that defect, with its reason, and on n
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
+import time
 from collections.abc import Iterator
 from concurrent import futures
 from pathlib import Path
@@ -16,6 +18,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.runtime.handlers import SERVICE, add_agent_service
+from fwbench.runtime.hostinfo import REPORT_VARIABLE
 from fwbench.runtime.metrics import AgentMetrics
 from fwbench.runtime.plugin import BuiltStep, WorkloadSpec
 from fwbench.runtime.service import AgentServicer
@@ -36,6 +39,8 @@ class ThreadedFake(FakePlugin):
 
 
 class Honest(AgentServicer):
+    health = True  # serves grpc.health.v1
+
     def __init__(self) -> None:
         identity = agent_pb2.AgentIdentity(
             name="fake-cpu", framework="fake", framework_version="1.2.3", variant="cpu"
@@ -115,6 +120,77 @@ class OwnFamily(Honest):
         return reply
 
 
+class NoHeartbeat(Honest):
+    """Sends a Progress only as a stage begins: nothing during a stage however long it lasts
+    (no heartbeat, no progress within the timed loop)."""
+
+    def Run(self, request, context) -> Iterator[agent_pb2.RunResponse]:  # noqa: N802
+        stage = None
+        for event in super().Run(request, context):
+            if event.HasField("progress") and event.progress.stage == stage:
+                continue
+            stage = event.progress.stage if event.HasField("progress") else stage
+            yield event
+
+
+class CancelsAnyCaller(Honest):
+    """A Cancel without run id stops the active run, whoever sends it."""
+
+    def Cancel(self, request, context) -> agent_pb2.CancelResponse:  # noqa: N802
+        active = self._active
+        if not request.run_id and active is not None:
+            active.cancel.set()
+            return agent_pb2.CancelResponse(cancelled=True, run_id=active.run_id)
+        return super().Cancel(request, context)
+
+
+class RevealsRunId(Honest):
+    """Names the active run's id in its busy refusal, to any caller."""
+
+    def _busy_with(self, context) -> str:
+        active = self._active
+        return f"run {active.run_id}" if active else "another run"
+
+
+class SkipsReportedVariables(Honest):
+    """Leaves out of Describe.environment the variables FWBENCH_REPORT_VARIABLES names."""
+
+    def Describe(self, request, context) -> agent_pb2.DescribeResponse:  # noqa: N802
+        reply = super().Describe(request, context)
+        named = os.environ.get(REPORT_VARIABLE, "").split(",")
+        for name in named:
+            reply.environment.pop(name.strip(), None)
+        return reply
+
+
+class BusyBeforeValidity(Honest):
+    """Refuses any Run while busy with FAILED_PRECONDITION, before checking the request."""
+
+    def Run(self, request, context) -> Iterator[agent_pb2.RunResponse]:  # noqa: N802
+        if self.busy():
+            context.abort(grpc.StatusCode.FAILED_PRECONDITION, "agent is busy with another run")
+        yield from super().Run(request, context)
+
+
+class Hangs(Honest):
+    """Refuses a bad request as it should, then sends nothing: its Run never ends until the
+    client gives up (a deadlocked agent)."""
+
+    def Run(self, request, context) -> Iterator[agent_pb2.RunResponse]:  # noqa: N802
+        events = super().Run(request, context)
+        next(events)  # the request's checks (a refusal aborts here); the run starts
+        while context.is_active():
+            time.sleep(0.1)
+        events.close()
+        yield from ()
+
+
+class NoHealth(Honest):
+    """Serves AgentService alone: no grpc.health.v1."""
+
+    health = False
+
+
 AGENTS = {
     "honest": Honest,
     "reason-for-offered": ReasonForOffered,
@@ -125,18 +201,26 @@ AGENTS = {
     "next-major": NextMajor,
     "ignores-cancel": IgnoresCancel,
     "wrong-dtype": WrongDtype,
+    "no-heartbeat": NoHeartbeat,
+    "cancels-any-caller": CancelsAnyCaller,
+    "reveals-run-id": RevealsRunId,
+    "skips-reported-variables": SkipsReportedVariables,
+    "busy-before-validity": BusyBeforeValidity,
+    "hangs": Hangs,
+    "no-health": NoHealth,
 }
 
 
-def serve(kind: str) -> tuple[grpc.Server, AgentServicer, int]:
+def serve(kind: str) -> tuple[grpc.Server, Honest, int]:
     """Starts the agent `kind` on a free loopback port: (server, servicer, port)."""
     servicer = AGENTS[kind]()
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     add_agent_service(servicer, server)
-    checker = health.HealthServicer()
-    for service in ("", SERVICE):
-        checker.set(service, health_pb2.HealthCheckResponse.SERVING)
-    health_pb2_grpc.add_HealthServicer_to_server(checker, server)
+    if servicer.health:
+        checker = health.HealthServicer()
+        for service in ("", SERVICE):
+            checker.set(service, health_pb2.HealthCheckResponse.SERVING)
+        health_pb2_grpc.add_HealthServicer_to_server(checker, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     return server, servicer, port

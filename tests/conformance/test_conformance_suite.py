@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from broken_agents import ThreadedFake, serve
 
 from fwbench.collector.cli.common import ExitCode
+from fwbench.collector.conformance.plan import GROUPS
 from fwbench.runtime.security import ServerSecurity
 from fwbench.runtime.server import create_server
 
@@ -60,11 +61,31 @@ def failures(report: dict) -> dict[str, str]:
     return {c["check"]: c["reason"] for c in report["checks"] if c["result"] == "fail"}
 
 
-def test_an_agent_that_keeps_the_protocol_passes(agent) -> None:
-    done, report = conformance(agent("honest"), "--cells", "all")
+# The variable an agent served here runs with and reports (FWBENCH_REPORT_VARIABLES names it:
+# the runtime reads its process's environment, this test process's), given to the suite as
+# what the agent was started with.
+REPORTED = {"FWBENCH_REPORT_VARIABLES": "CONFORMANCE_SWITCH", "CONFORMANCE_SWITCH": "on"}
+AGENT_ENV = ("--agent-env", "CONFORMANCE_SWITCH=on")
+# Every group but the heartbeat's, which watches a run for 17 s: the defects below are not
+# the heartbeat's (the honest agent, the no-heartbeat one and the hung one run all groups).
+NO_HEARTBEAT_CHECK = ("--checks", ",".join(g for g in GROUPS if g != "heartbeat"))
+
+
+def test_an_agent_that_keeps_the_protocol_passes(agent, monkeypatch) -> None:
+    for name, value in REPORTED.items():
+        monkeypatch.setenv(name, value)
+    done, report = conformance(agent("honest"), "--cells", "all", *AGENT_ENV)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert report["failed"] == 0 and report["passed"] >= 30
     results = {c["check"]: c["result"] for c in report["checks"]}
+    for check in (
+        "environment reports FWBENCH_REPORT_VARIABLES",
+        "heartbeat: a Progress every 2 s for 17 s",
+        "busy refusal to another caller: no run id",
+        "bad request while busy: its own status, not FAILED_PRECONDITION",
+        "Cancel without run id from another caller: cancelled false",
+    ):
+        assert results[check] == "pass", check
     # The fake declares gemm (train, infer; float32, float64) and lenet (infer; two modes):
     # cells of both run, the undeclared train phase of lenet is refused UNIMPLEMENTED.
     assert results["run lenet infer float32 eager"] == "pass"
@@ -115,11 +136,87 @@ def test_an_agent_that_keeps_the_protocol_passes(agent) -> None:
     ],
 )
 def test_a_broken_agent_fails_with_the_reason(agent, kind: str, check: str, reason: str) -> None:
-    done, report = conformance(agent(kind), "--cells", "one")
+    done, report = conformance(agent(kind), "--cells", "one", *NO_HEARTBEAT_CHECK)
     assert done.returncode == ExitCode.NONCONFORMING == 3, done.stderr[-3000:]
     failed = failures(report)
     assert check in failed, failed
     assert reason in failed[check]
+
+
+@pytest.mark.parametrize(
+    ("kind", "check", "reason", "args"),
+    [
+        (
+            "no-heartbeat",
+            "heartbeat: a Progress every 2 s for 17 s",
+            "the long run sent nothing for 1",  # 16.x s, from its first STAGE_MEASURE
+            (),
+        ),
+        (
+            "cancels-any-caller",
+            "Cancel without run id from another caller: cancelled false",
+            "answered cancelled = true, and the run ended: it ended with CANCELLED",
+            NO_HEARTBEAT_CHECK,
+        ),
+        (
+            "reveals-run-id",
+            "busy refusal to another caller: no run id",
+            "the busy refusal to another caller names the active run's id",
+            NO_HEARTBEAT_CHECK,
+        ),
+        (
+            "skips-reported-variables",
+            "environment reports FWBENCH_REPORT_VARIABLES",
+            "Describe.environment has CONFORMANCE_SWITCH='(absent)', not 'on'",
+            (*NO_HEARTBEAT_CHECK, *AGENT_ENV),
+        ),
+        (
+            "busy-before-validity",
+            "bad request while busy: its own status, not FAILED_PRECONDITION",
+            "batch_size 0 while another run is on: expected INVALID_ARGUMENT, got "
+            "FAILED_PRECONDITION",
+            NO_HEARTBEAT_CHECK,
+        ),
+        (
+            "no-health",
+            "health: SERVING",
+            "health Check(''): UNIMPLEMENTED (Method not found!): the agent serves no "
+            "grpc.health.v1",
+            NO_HEARTBEAT_CHECK,
+        ),
+    ],
+)
+def test_a_broken_agent_fails_that_check_alone(
+    agent, monkeypatch, kind: str, check: str, reason: str, args: tuple[str, ...]
+) -> None:
+    """Each defect the suite missed before, on an agent otherwise honest: exit 3, that one
+    check failed with its reason, every other check passed or skipped."""
+    for name, value in REPORTED.items():
+        monkeypatch.setenv(name, value)
+    done, report = conformance(agent(kind), "--cells", "one", *args)
+    assert done.returncode == ExitCode.NONCONFORMING == 3, done.stderr[-3000:]
+    failed = failures(report)
+    assert list(failed) == [check], failed
+    assert reason in failed[check]
+
+
+def test_a_hung_agent_fails_in_a_minute_naming_where_it_hung(agent) -> None:
+    """An agent whose Run never sends anything: the first check that runs a cell fails once
+    the stream has been silent for the collector's stall limit (15 s), and the checks after it
+    are not run, instead of each waiting out its own deadline (the cell timeout, 300 s)."""
+    done, report = conformance(agent("hangs"), "--cells", "one")
+    assert done.returncode == ExitCode.NONCONFORMING, done.stderr[-3000:]
+    first = "run gemm train float32 eager"
+    assert list(failures(report)) == [first]
+    assert (
+        "the Run call sent nothing for 15 s (after 0 progress events): hung"
+        in (failures(report)[first])
+    )
+    results = [c["check"] for c in report["checks"]]
+    after = report["checks"][results.index(first) + 1 :]
+    assert after and all(c["result"] == "skip" for c in after)
+    assert {c["reason"] for c in after} == {f"not run: the agent hung in {first!r}"}
+    assert report["seconds"] < 60  # the done-when: under 2 minutes
 
 
 def test_the_table_names_the_failing_check_and_why(agent) -> None:
@@ -168,7 +265,8 @@ def test_a_token_agent_is_checked_with_the_run_command_s_token_option(tmp_path: 
         security=ServerSecurity(token="conformance-s3cret"),
     )
     try:
-        done, report = conformance(agent.port, "--cells", "one", "--agent-token-file", str(token))
+        token_file = ("--agent-token-file", str(token))
+        done, report = conformance(agent.port, "--cells", "one", *token_file, *NO_HEARTBEAT_CHECK)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         results = {c["check"]: c["result"] for c in report["checks"]}
         assert results["/metrics has the collector's series"] == "pass"

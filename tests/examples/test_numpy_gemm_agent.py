@@ -5,6 +5,7 @@ scoped to its caller, one run at a time. tests/docker/test_image_agents.py runs 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -24,6 +25,9 @@ from fwbench.spec import SPEC_VERSION, load_catalogue
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "agents" / "examples" / "numpy-gemm"
 PROTO = REPO / "proto" / "fwbench" / "agent" / "v1"
+# What the agent is started with beside its own switches, as `collector run --agent-env` would
+# start it: a variable, and FWBENCH_REPORT_VARIABLES naming it (Describe must report it).
+STARTED_WITH = {"EXAMPLE_SWITCH": "on", "FWBENCH_REPORT_VARIABLES": "EXAMPLE_SWITCH"}
 
 
 def _free_port() -> int:
@@ -46,7 +50,7 @@ def address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     assert made.returncode == 0, made.stderr
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(stubs), "GRPC_PORT": str(port)}
-    env.update(FWBENCH_THREADS="1", NUMPY_GEMM_CHECK="1")
+    env.update(FWBENCH_THREADS="1", NUMPY_GEMM_CHECK="1", **STARTED_WITH)
     process = subprocess.Popen([sys.executable, str(EXAMPLE / "agent.py")], env=env)
     address = f"127.0.0.1:{port}"
     client = AgentClient("numpy-gemm", address)
@@ -162,3 +166,24 @@ def test_cancel_is_scoped_to_its_caller_and_one_run_at_a_time(address: str) -> N
         thread.join(30)
         owner.close()
         other.close()
+
+
+def test_the_example_passes_the_conformance_suite(address: str) -> None:
+    """`collector conformance` against the running example, every group: what an outsider
+    runs on their agent (docs/writing-an-agent.md), here without Docker."""
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "fwbench.collector.cli", "conformance", address),
+            *("--json", "--agent-env", "EXAMPLE_SWITCH=on"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    results = {c["check"]: c["result"] for c in json.loads(done.stdout)["checks"]}
+    assert results["environment reports FWBENCH_REPORT_VARIABLES"] == "pass"
+    assert results["heartbeat: a Progress every 2 s for 17 s"] == "pass"
+    assert results["busy refusal to another caller: no run id"] == "pass"
+    assert results["Cancel without run id from another caller: cancelled false"] == "pass"

@@ -48,6 +48,8 @@ DTYPES = {
     agent_pb2.DTYPE_FLOAT64: np.float64,
 }
 SWITCHES = ("NUMPY_GEMM_CHECK", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "FWBENCH_THREADS")
+# Describe also reports every variable this one names (what `collector run --agent-env` set).
+REPORT_VARIABLES = "FWBENCH_REPORT_VARIABLES"
 
 
 # Every workload name of the catalogue: a name outside it is NOT_FOUND, one in it that this
@@ -120,6 +122,11 @@ def _host() -> agent_pb2.HostInfo:
         cpu_governor=_read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor").strip(),
         in_container=os.path.exists("/.dockerenv"),
     )
+
+
+def _reported() -> list[str]:
+    named = [name.strip() for name in os.environ.get(REPORT_VARIABLES, "").split(",")]
+    return [*SWITCHES, *filter(None, named)]
 
 
 def _blas() -> str:
@@ -244,7 +251,7 @@ class Agent(agent_pb2_grpc.AgentServiceServicer):
                 python_version=platform.python_version(),
             ),
             libraries={"numpy": np.__version__, "blas": _blas()},
-            environment={k: os.environ[k] for k in SWITCHES if k in os.environ},
+            environment={k: os.environ[k] for k in _reported() if k in os.environ},
             devices=[agent_pb2.Device(kind=agent_pb2.DEVICE_KIND_CPU, index=0, name="cpu")],
             host=_host(),
             threads=agent_pb2.ThreadSettings(

@@ -8,9 +8,15 @@ from fwbench.spec.catalogue import (
     WorkloadDef,
     load_catalogue,
 )
-from fwbench.spec.version import SPEC_VERSION, spec_major, versions_compatible
+from fwbench.spec.version import (
+    HEARTBEAT_SECONDS,
+    SPEC_VERSION,
+    spec_major,
+    versions_compatible,
+)
 
 __all__ = [
+    "HEARTBEAT_SECONDS",
     "SPEC_VERSION",
     "Catalogue",
     "CatalogueError",

@@ -41,7 +41,7 @@ from fwbench.runtime.requests import loop_plan, workload_spec
 from fwbench.runtime.security import caller
 from fwbench.runtime.timing import LoopPlan, Measurement, measure
 from fwbench.runtime.world import WHOLE_BATCH_STRATEGIES, World
-from fwbench.spec import SPEC_VERSION, Catalogue
+from fwbench.spec import HEARTBEAT_SECONDS, SPEC_VERSION, Catalogue
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
 _STAGES = {
@@ -53,8 +53,8 @@ _STAGES = {
 _DEVICE_KINDS = {"cpu": agent_pb2.DEVICE_KIND_CPU, "gpu": agent_pb2.DEVICE_KIND_GPU}
 
 
-# While a run is active the agent sends a Progress at least this often (agent.proto, Run).
-HEARTBEAT_SECONDS = 2.0
+# HEARTBEAT_SECONDS (fwbench.spec, agent.proto's "Heartbeat interval"): while a run is active
+# the agent sends a Progress at least this often; _relay reads it from this module.
 
 
 @dataclass

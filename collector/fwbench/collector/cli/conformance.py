@@ -46,6 +46,7 @@ from fwbench.collector.cli.security import (
 )
 from fwbench.collector.conformance.cells import CellSet
 from fwbench.collector.conformance.plan import GROUPS, UnknownGroup, check_groups, run_suite
+from fwbench.collector.conformance.reach import attach_for_suite, suite_variables
 from fwbench.collector.conformance.suite import FAIL, PASS, SKIP, Outcome, Target
 from fwbench.collector.run.launch import launch_all, make_launcher
 from fwbench.collector.run.options import RunOptions
@@ -54,6 +55,17 @@ from fwbench.spec import load_catalogue
 
 _COLOURS = {PASS: "green", FAIL: "red", SKIP: "yellow"}
 ATTACHED_NAME = "agent"  # the name a bare HOST:PORT target goes by
+AgentEnv = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--agent-env",
+        metavar="NAME=VALUE",
+        help="A variable the agent must report back in Describe (repeatable): one the suite "
+        "starts gets it (as with `collector run --agent-env`; the suite adds a probe of its "
+        "own); for one running elsewhere, say what it was started with (with "
+        "FWBENCH_REPORT_VARIABLES naming it), or the check is skipped.",
+    ),
+]
 
 
 def agent_spec(target: str, declared: dict[str, AgentManifest]) -> str:
@@ -108,6 +120,7 @@ def conformance(
     start_timeout: Annotated[
         float, typer.Option(min=1.0, help="Seconds for the agent to become healthy.")
     ] = 180.0,
+    agent_env: AgentEnv = None,
     as_json: JsonOutput = False,
     agent_token_file: AgentTokenFile = None,
     tls_ca: TlsCa = None,
@@ -141,8 +154,14 @@ def conformance(
                 options = dataclasses.replace(options, agents=(spec,))
             resolve_agents([spec], declared)
             one_agent(spec)
+            started, reported = suite_variables(agent_env or [], spec, declared)
+            options = dataclasses.replace(options, agent_environment=started)
             agent_launcher = make_launcher(options, uuid.uuid4().hex[:12], logs, errors)
-            handle = launch_all([spec], declared, agent_launcher, start_timeout, security)[0]
+            attached = parse_attached(spec)
+            if attached is not None:  # one that serves no health is checked, not unreachable
+                handle = attach_for_suite(*attached, min(start_timeout, 10.0), security)
+            else:
+                handle = launch_all([spec], declared, agent_launcher, start_timeout, security)[0]
         except KNOWN_ERRORS as error:
             fail_with(error)
         suite = Target(
@@ -152,6 +171,7 @@ def conformance(
             expected_name=expected_name(target, spec),
             extras=frozenset(split_list(extra_workloads)),
             cell_timeout_seconds=cell_timeout,
+            reported_variables=reported,
         )
         outcomes = run_suite(suite, groups, cells, _progress)
     except KeyboardInterrupt:

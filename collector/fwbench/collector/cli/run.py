@@ -61,7 +61,7 @@ from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.options import RunOptions
 from fwbench.collector.run.plan import LoopSettings, SelectionError, build_selection, split_list
 from fwbench.collector.store import default_store_path
-from fwbench.spec import load_catalogue
+from fwbench.spec import HEARTBEAT_SECONDS, load_catalogue
 
 
 def run(
@@ -116,9 +116,9 @@ def run(
         float,
         typer.Option(
             min=0.0,
-            help="Seconds without a heartbeat (agents send one every 2 s) before an agent "
-            "counts as hung: the cell fails and an agent the collector started is restarted; "
-            "0 = only --cell-timeout.",
+            help=f"Seconds without a heartbeat (agents send one every {HEARTBEAT_SECONDS:g} s) "
+            "before an agent counts as hung: the cell fails and an agent the collector "
+            "started is restarted; 0 = only --cell-timeout.",
         ),
     ] = HANG_SECONDS,
     scrape_interval: ScrapeInterval = DEFAULT_INTERVAL_SECONDS,

@@ -9,7 +9,8 @@ import re
 import grpc
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.conformance.suite import Check, Failed, Target, status_text
+from fwbench.collector.agents.agent_environment import REPORT_VARIABLE
+from fwbench.collector.conformance.suite import Check, Failed, Skipped, Target, call_failed
 from fwbench.spec import SPEC_VERSION, spec_major
 from fwbench.spec.enums import PHASE_VALUES
 
@@ -23,7 +24,7 @@ def _call(target: Target) -> str:
     try:
         target.describe = target.client.describe_reply()
     except grpc.RpcError as error:
-        raise Failed(f"Describe failed: {status_text(error)}") from None
+        raise call_failed("Describe failed", error) from None
     identity = target.describe.identity
     return f"{identity.name} ({identity.framework} {identity.framework_version})"
 
@@ -187,6 +188,29 @@ def _reasons(target: Target) -> str:
     return f"{len(d.unsupported_reasons)} reasons" if d.unsupported_reasons else "none given"
 
 
+def _reported(target: Target) -> str:
+    """Describe.environment has every variable FWBENCH_REPORT_VARIABLES names, as the agent's
+    process has it: `collector run --agent-env` refuses an agent that does not report them."""
+    wanted = target.reported_variables
+    if not wanted:
+        raise Skipped(
+            "the agent runs elsewhere: give --agent-env NAME=VALUE for variables it was started "
+            f"with, {REPORT_VARIABLE} naming them, to check that it reports them"
+        )
+    environment = target.described().environment
+    wrong = {k: v for k, v in wanted.items() if environment.get(k) != v}
+    if wrong:
+        told = ", ".join(
+            f"{k}={environment.get(k, '(absent)')!r}, not {v!r}" for k, v in wrong.items()
+        )
+        raise Failed(
+            f"Describe.environment has {told}: agent.proto asks for every variable "
+            f"{REPORT_VARIABLE} names ({','.join(sorted(wanted))}) as the agent's process has "
+            "it, and `collector run --agent-env` refuses an agent that does not report them"
+        )
+    return f"{', '.join(sorted(wanted))} reported"
+
+
 def describe_checks() -> list[Check]:
     return [
         ("Describe answers", _call),
@@ -197,4 +221,5 @@ def describe_checks() -> list[Check]:
         ("batch and param limits within the catalogue's", _limits),
         ("threads, host, devices", _threads_and_host),
         ("unsupported reasons name what is not offered", _reasons),
+        (f"environment reports {REPORT_VARIABLE}", _reported),
     ]

@@ -1,17 +1,27 @@
-"""Runs that do not end on their own: the busy refusal, Cancel (of another id, then of the
-run), a deadline shorter than the work, and the agent ready again after each. The long run is
-the cheapest declared cell with min_seconds at the catalogue's maximum (an hour)."""
+"""Runs that do not end on their own: the busy refusal (to the run's own caller, and to another
+that must not learn the run's id), a bad request while busy (its own status first), Cancel
+(from another caller without an id, of another id, then of the run), a deadline shorter than
+the work, and the agent ready again after each. The long run is longrun.py's."""
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
 
 import grpc
 
-from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.conformance.callers import (
+    bad_request_while_busy,
+    busy_to_another_caller,
+    cancel_from_another_caller,
+)
 from fwbench.collector.conformance.cells import cell_request, cheapest, default_cell
+from fwbench.collector.conformance.longrun import (
+    STOP_SECONDS,
+    cancel,
+    forget_long_run,
+    long_run,
+    stop_long_run,
+)
 from fwbench.collector.conformance.suite import (
     Check,
     Failed,
@@ -22,75 +32,7 @@ from fwbench.collector.conformance.suite import (
     status_text,
 )
 
-STOP_SECONDS = 30.0  # for a cancelled or timed-out run to end, and the agent to take another
 DEADLINE_SECONDS = 2.0
-_LONG = "long run"
-
-
-class LongRun:
-    """The cheapest cell asked to run for an hour, consumed on a thread."""
-
-    def __init__(self, target: Target) -> None:
-        limits = target.catalogue.run_limits
-        self.request = cell_request(
-            target,
-            default_cell(cheapest(target)),
-            min_iterations=1,
-            max_iterations=limits["max_iterations"].max,
-            min_seconds=target.catalogue.min_seconds_max,
-        )
-        self.call: Iterator[agent_pb2.RunResponse] = target.client.run(self.request, None)
-        self.measuring = threading.Event()
-        self.done = threading.Event()
-        self.outcome = ""
-        self.code: grpc.StatusCode | None = None
-        threading.Thread(target=self._consume, daemon=True).start()
-
-    def _consume(self) -> None:
-        try:
-            for event in self.call:
-                if event.HasField("result"):
-                    self.outcome = "it finished with a RunResult"
-                elif event.progress.stage == agent_pb2.STAGE_MEASURE:
-                    self.measuring.set()
-            self.outcome = self.outcome or "its stream ended OK without a RunResult"
-        except grpc.RpcError as error:
-            self.code = error.code()
-            self.outcome = f"it ended with {status_text(error)}"
-        finally:
-            self.done.set()
-            self.measuring.set()
-
-    def running(self) -> bool:
-        return not self.done.is_set()
-
-    def stop(self) -> None:
-        cancel = getattr(self.call, "cancel", None)
-        if cancel is not None:
-            cancel()
-
-
-def long_run(target: Target) -> LongRun:
-    """The long run of the target, started now if none is under way; waits until it measures."""
-    run = target.notes.get(_LONG)
-    if not isinstance(run, LongRun) or not run.running():
-        run = LongRun(target)
-        target.notes[_LONG] = run
-    if not run.measuring.wait(target.cell_timeout_seconds):
-        raise Failed(
-            f"the long run sent no STAGE_MEASURE progress in {target.cell_timeout_seconds:.0f} s"
-        )
-    if not run.running():
-        raise Failed(
-            f"the long run (min_seconds {run.request.min_seconds:.0f}) stopped: {run.outcome}"
-        )
-    return run
-
-
-def stop_long_run(target: Target) -> None:
-    run = target.notes.pop(_LONG, None)
-    if isinstance(run, LongRun):
-        run.stop()
 
 
 def _busy(target: Target) -> str:
@@ -106,7 +48,7 @@ def _busy(target: Target) -> str:
 
 def _cancel_unknown(target: Target) -> str:
     run = long_run(target)
-    reply = target.client.cancel_reply(new_run_id())
+    reply = cancel(target.client, new_run_id())
     if reply.cancelled:
         raise Failed("Cancel of a run id nobody started answered cancelled = true")
     time.sleep(0.5)
@@ -118,12 +60,12 @@ def _cancel_unknown(target: Target) -> str:
 def _cancel(target: Target) -> str:
     run = long_run(target)
     start = time.monotonic()
-    reply = target.client.cancel_reply(run.request.run_id)
+    reply = cancel(target.client, run.request.run_id)
     if not reply.cancelled:
         raise Failed("Cancel of the running run's id answered cancelled = false")
     if not run.done.wait(STOP_SECONDS):
         raise Failed(f"the cancelled run's stream had not ended {STOP_SECONDS:.0f} s later")
-    target.notes.pop(_LONG, None)
+    forget_long_run(target, run)
     if run.code != grpc.StatusCode.CANCELLED:
         raise Failed(f"expected the cancelled stream to end with CANCELLED; {run.outcome}")
     return f"CANCELLED after {time.monotonic() - start:.2f} s"
@@ -163,6 +105,9 @@ def ready_again(target: Target) -> str:
 def lifecycle_checks() -> list[Check]:
     return [
         ("second Run while busy: FAILED_PRECONDITION", _busy),
+        ("busy refusal to another caller: no run id", busy_to_another_caller),
+        ("bad request while busy: its own status, not FAILED_PRECONDITION", bad_request_while_busy),
+        ("Cancel without run id from another caller: cancelled false", cancel_from_another_caller),
         ("Cancel of an unknown run id: cancelled false", _cancel_unknown),
         ("Cancel of the running run: CANCELLED", _cancel),
         ("ready after Cancel", ready_again),

@@ -1,7 +1,8 @@
 """The suite in its order: Describe first (every other check builds on it), then the services
-beside AgentService, refusals, cells, thread counts, runs that are stopped, and /metrics last
-(after runs, so the workload series exist). Groups can be picked (--checks); Describe's call
-runs whatever is picked."""
+beside AgentService, refusals, cells, thread counts, the heartbeat through a run past the
+collector's stall limit, runs that are stopped (and other callers' part in them), and /metrics
+last (after runs, so the workload series exist). Groups can be picked (--checks); Describe's
+call runs whatever is picked."""
 
 from __future__ import annotations
 
@@ -10,12 +11,23 @@ from collections.abc import Callable, Iterator, Sequence
 from fwbench.collector.conformance.cells import CellSet, cell_checks
 from fwbench.collector.conformance.describe import describe_checks
 from fwbench.collector.conformance.errors import error_checks
-from fwbench.collector.conformance.lifecycle import lifecycle_checks, stop_long_run
+from fwbench.collector.conformance.heartbeat import heartbeat_checks
+from fwbench.collector.conformance.lifecycle import lifecycle_checks
+from fwbench.collector.conformance.longrun import stop_long_run
 from fwbench.collector.conformance.services import metrics_checks, service_checks
 from fwbench.collector.conformance.suite import Check, Outcome, Target, run_checks
 from fwbench.collector.conformance.threads import thread_checks
 
-GROUPS = ("describe", "services", "errors", "cells", "threads", "lifecycle", "metrics")
+GROUPS = (
+    "describe",
+    "services",
+    "errors",
+    "cells",
+    "threads",
+    "heartbeat",
+    "lifecycle",
+    "metrics",
+)
 
 
 class UnknownGroup(ValueError):
@@ -40,6 +52,8 @@ def _checks(target: Target, groups: Sequence[str], cells: CellSet) -> Iterator[C
         yield from cell_checks(target, cells)
     if "threads" in groups:
         yield from thread_checks()
+    if "heartbeat" in groups:
+        yield from heartbeat_checks()
     if "lifecycle" in groups:
         yield from lifecycle_checks()
     if "metrics" in groups:
@@ -57,3 +71,4 @@ def run_suite(
         return run_checks(target, _checks(target, groups, cells), report)
     finally:
         stop_long_run(target)
+        target.close()

@@ -16,7 +16,14 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.conformance.suite import Check, Failed, Skipped, Target, status_text
+from fwbench.collector.conformance.suite import (
+    Check,
+    Failed,
+    Skipped,
+    Target,
+    call_failed,
+    status_text,
+)
 from fwbench.collector.run.telemetry import RSS
 
 SERVICE = agent_pb2.DESCRIPTOR.services_by_name["AgentService"].full_name
@@ -43,7 +50,13 @@ def _health(target: Target) -> str:
         try:
             reply = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=5)
         except grpc.RpcError as error:
-            raise Failed(f"health Check({service!r}): {status_text(error)}") from None
+            if error.code() == grpc.StatusCode.UNIMPLEMENTED:
+                raise Failed(
+                    f"health Check({service!r}): {status_text(error)}: the agent serves no "
+                    "grpc.health.v1 (agent.proto requires it: the collector waits on it for an "
+                    "agent it starts to be ready)"
+                ) from None
+            raise call_failed(f"health Check({service!r})", error) from None
         if reply.status != health_pb2.HealthCheckResponse.SERVING:
             status = health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
             raise Failed(f"health Check({service!r}) says {status}, not SERVING")
@@ -58,7 +71,7 @@ def _reflection(target: Target) -> str:
     except grpc.RpcError as error:
         if error.code() == grpc.StatusCode.UNIMPLEMENTED:
             raise Skipped("server reflection is not served (optional)") from None
-        raise Failed(f"reflection: {status_text(error)}") from None
+        raise call_failed("reflection", error) from None
     names = [s.name for r in replies for s in r.list_services_response.service]
     if SERVICE not in names:
         raise Failed(f"reflection lists {names}, not {SERVICE}")

@@ -18,13 +18,20 @@ import grpc
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.client import AgentClient
-from fwbench.spec import Catalogue
+from fwbench.collector.run.liveness import STALL_GAP_SECONDS, StallWatch, sends_heartbeats
+from fwbench.spec import HEARTBEAT_SECONDS, Catalogue
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
+# A refused request never starts work (agent.proto): its status comes at once, or never.
+REFUSAL_SECONDS = 30.0
 
 
 class Failed(Exception):
     """The agent broke the protocol; the message says how."""
+
+
+class Hung(Failed):
+    """The agent answered nothing within a check's deadline; the checks after it are not run."""
 
 
 class Skipped(Exception):
@@ -49,13 +56,41 @@ class Target:
     expected_name: str = ""  # a declared agent's name: Describe must say it
     extras: frozenset[str] = frozenset()  # workloads outside the catalogue the user allows
     cell_timeout_seconds: float = 300.0
+    # Variables the agent runs with and must report (FWBENCH_REPORT_VARIABLES names them).
+    reported_variables: dict[str, str] = field(default_factory=dict)
     describe: agent_pb2.DescribeResponse | None = None
     notes: dict[str, object] = field(default_factory=dict)
+    hung_in: str = ""  # the check in which the agent hung: the later ones are not run
+    other: AgentClient | None = None  # a second caller (its own client id and connection)
 
     def described(self) -> agent_pb2.DescribeResponse:
         if self.describe is None:
             raise Skipped("needs Describe, which failed")
         return self.describe
+
+    def silence_seconds(self) -> float | None:
+        """How long a Run stream may send nothing: the collector's stall limit for an agent
+        that sends heartbeats, else None (only the call's own deadline)."""
+        heartbeats = self.describe is not None and sends_heartbeats(self.describe)
+        return STALL_GAP_SECONDS if heartbeats else None
+
+    def authenticated_callers(self) -> bool:
+        """Whether this suite reaches the agent with a token or a client certificate: such an
+        agent may trust every caller (Cancel without an id, the busy refusal's run id)."""
+        security = self.client.security
+        return bool(security.token or security.cert)
+
+    def other_caller(self) -> AgentClient:
+        """A second client of the agent: another x-fwbench-client id, another connection."""
+        if self.other is None:
+            client = self.client
+            self.other = AgentClient(client.name, client.address, client.security)
+        return self.other
+
+    def close(self) -> None:
+        if self.other is not None:
+            self.other.close()
+            self.other = None
 
     def support(self, name: str) -> agent_pb2.WorkloadSupport:
         return next(w for w in self.described().workloads if w.name == name)
@@ -71,8 +106,13 @@ def run_checks(
     for name, check in checks:
         start = time.monotonic()
         try:
+            if target.hung_in:
+                raise Skipped(f"not run: the agent hung in {target.hung_in!r}")
             note = check(target)
             result, reason = PASS, note or ""
+        except Hung as hung:
+            result, reason = FAIL, f"{hung}; the checks after this one are not run"
+            target.hung_in = name
         except Failed as failure:
             result, reason = FAIL, str(failure)
         except Skipped as skip:
@@ -93,6 +133,12 @@ def status_text(error: grpc.RpcError) -> str:
     return f"{code.name if code else 'error'} ({details or 'no message'})"
 
 
+def call_failed(what: str, error: grpc.RpcError) -> Failed:
+    """The failure of a unary call: Hung when it ran past its deadline."""
+    kind = Hung if error.code() == grpc.StatusCode.DEADLINE_EXCEEDED else Failed
+    return kind(f"{what}: {status_text(error)}")
+
+
 def reraise(error: Exception) -> NoReturn:
     raise error
 
@@ -102,22 +148,36 @@ def new_run_id() -> str:
 
 
 def run_to_end(
-    target: Target, request: agent_pb2.RunRequest, timeout: float | None = None
+    target: Target,
+    request: agent_pb2.RunRequest,
+    timeout: float | None = None,
+    client: AgentClient | None = None,
 ) -> tuple[list[agent_pb2.Progress], agent_pb2.RunResult]:
     """The Run stream's progress events and its one RunResult; raises grpc.RpcError for a
-    status, Failed for a stream without exactly one RunResult at its end."""
+    status, Failed for a stream without exactly one RunResult at its end, Hung for one silent
+    for target.silence_seconds()."""
     progress: list[agent_pb2.Progress] = []
     results: list[agent_pb2.RunResult] = []
-    stream = target.client.run(request, timeout or target.cell_timeout_seconds)
-    for event in stream:
-        if results:
-            raise Failed("the Run stream went on after its RunResult")
-        if event.HasField("result"):
-            results.append(event.result)
-        elif event.HasField("progress"):
-            progress.append(event.progress)
-        else:
-            raise Failed("a RunResponse with neither progress nor result")
+    stream = (client or target.client).run(request, timeout or target.cell_timeout_seconds)
+    silence = target.silence_seconds()
+    watch = StallWatch(stream, silence)
+    try:
+        for event in stream:
+            watch.event()
+            if results:
+                raise Failed("the Run stream went on after its RunResult")
+            if event.HasField("result"):
+                results.append(event.result)
+            elif event.HasField("progress"):
+                progress.append(event.progress)
+            else:
+                raise Failed("a RunResponse with neither progress nor result")
+    except grpc.RpcError:
+        if watch.fired:
+            raise Hung(silent(silence or 0, len(progress))) from None
+        raise
+    finally:
+        watch.stop()
     if not results:
         raise Failed(
             f"the Run stream ended OK without a RunResult (after {len(progress)} progress events)"
@@ -125,16 +185,28 @@ def run_to_end(
     return progress, results[0]
 
 
+def silent(seconds: float, events: int) -> str:
+    """Why a Run call silent for `seconds` after `events` events counts as hung."""
+    return (
+        f"the Run call sent nothing for {seconds:g} s (after {events} progress events): hung "
+        "(agent.proto: a refusal comes at once, an active run sends a Progress at least every "
+        f"{HEARTBEAT_SECONDS:g} s; `collector run` fails a cell silent for "
+        f"{STALL_GAP_SECONDS:g} s)"
+    )
+
+
 def expect_status(
     target: Target,
     request: agent_pb2.RunRequest,
     code: grpc.StatusCode,
     naming: str = "",
-    timeout: float | None = None,
+    timeout: float | None = REFUSAL_SECONDS,
+    client: AgentClient | None = None,
 ) -> str:
-    """Runs `request` and requires the status `code` with `naming` in its message."""
+    """Runs `request` (as `client`, by default the suite's) and requires the status `code`
+    with `naming` in its message; returns the message."""
     try:
-        run_to_end(target, request, timeout)
+        run_to_end(target, request, timeout, client)
     except grpc.RpcError as error:
         got = error.code()
         if got != code:

@@ -12,6 +12,7 @@ from fwbench.collector.agents.launchers import AgentHandle
 from fwbench.collector.run.liveness import STALL_GAP_SECONDS, StallWatch, sends_heartbeats
 from fwbench.collector.run.validate import ProtocolViolation, check_result
 from fwbench.collector.run.work import AgentWork
+from fwbench.spec import HEARTBEAT_SECONDS
 
 if TYPE_CHECKING:
     from fwbench.collector.run.execute import RunContext
@@ -80,7 +81,8 @@ def stream_result(
         if watch.fired:
             raise AgentHung(
                 f"agent {handle.name} sent nothing for {ctx.hang_timeout_seconds:g} s (it "
-                "sends a heartbeat every 2 s while it runs): hung, stopped or frozen"
+                f"sends a heartbeat every {HEARTBEAT_SECONDS:g} s while it runs): hung, "
+                "stopped or frozen"
             ) from None
         raise
     finally:

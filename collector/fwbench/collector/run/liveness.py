@@ -1,6 +1,7 @@
 """Telling a hung agent from a long step, in bounded time that does not depend on the cell
-timeout. Agents of protocol 1.2 and later send a Progress at least every 2 s while a run is
-active (a heartbeat); a stopped or frozen process sends nothing. So, during a cell:
+timeout. Agents of protocol 1.2 and later send a Progress at least once per heartbeat interval
+(HEARTBEAT_SECONDS, agent.proto's header: 2 s) while a run is active; a stopped or frozen
+process sends nothing. So, during a cell:
 
 - no event for `hang_seconds` (default HANG_SECONDS): the agent is hung; the call is cancelled,
   the cell fails, and an agent the collector started is killed and started again so the rest
@@ -9,7 +10,8 @@ active (a heartbeat); a stopped or frozen process sends nothing. So, during a ce
   agent was stopped meanwhile (or the host froze it), so a sample may span the stall: the cell
   fails as stalled, never `ok`.
 
-Agents of older protocol versions send no heartbeat: only the cell timeout applies to them."""
+Agents of older protocol versions send no heartbeat: only the cell timeout applies to them.
+agent.proto's header states both limits; tests/spec/test_protocol_text.py holds them to it."""
 
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ from typing import Any
 
 from fwbench.agent.v1 import agent_pb2
 
-HANG_SECONDS = 60.0
-STALL_GAP_SECONDS = 15.0
+HANG_SECONDS = 60.0  # 30 heartbeat intervals
+STALL_GAP_SECONDS = 15.0  # 7.5 heartbeat intervals
 HEARTBEAT_SINCE = (1, 2)  # the protocol version that added the heartbeat
 
 

@@ -82,7 +82,11 @@ class AgentServiceServicer(object):
         count when ThreadSettings.fixed_at_startup is true
         RESOURCE_EXHAUSTED  the framework ran out of (device) memory
         FAILED_PRECONDITION another run is in progress (the agent never measures two at once);
-        the second Run is refused at once, the first goes on undisturbed
+        the second Run is refused at once, the first goes on undisturbed.
+        The message names the active run's id only to the caller that
+        started it, or to any caller when the agent authenticates every
+        caller (a token or mutual TLS): the id cancels the run (Cancel), so
+        to another caller it says no more than that another run is on
         CANCELLED           the run was cancelled (Cancel RPC, or the client cancelled the call)
         DEADLINE_EXCEEDED   the call's deadline passed (gRPC's own status, seen by the client)
         INTERNAL            the framework raised anything else (message carries the error)
@@ -94,9 +98,10 @@ class AgentServiceServicer(object):
         value per channel); clients store such a cell as unsupported, not failed.
         Cancelling the call or exceeding its deadline stops the work at the next iteration (a
         build or an iteration under way finishes first); the agent then accepts a new Run.
-        Heartbeat (since 1.2): while the run is active the agent sends a Progress at least every
-        2 s, repeating the last one when nothing new happened (a long step, a compilation), so a
-        client can tell a long step from a stopped or frozen agent, which sends nothing.
+        Heartbeat (since 1.2): while the run is active the agent sends a Progress at least once
+        per heartbeat interval (the header's), repeating the last one when nothing new happened
+        (a long step, a compilation, a long build), so a client can tell a long step from a
+        stopped or frozen agent, which sends nothing.
         Progress events carry the run id, go through the stages in order (a stage may be
         repeated by the heartbeat, never revisited after a later one), and their elapsed_seconds
         never decrease.
@@ -108,9 +113,12 @@ class AgentServiceServicer(object):
     def Cancel(self, request, context):
         """Asks the running workload to stop at its next iteration. Returns at once.
         Scoped to its caller: a request naming the run id cancels that run (the id is one only
-        its caller knows: choose it at random); an empty run id cancels the active run only when
-        the same caller (x-fwbench-client) started it, or when the agent authenticates every
-        caller (a token or mutual TLS). Otherwise nothing is cancelled (cancelled = false).
+        its caller knows: choose it at random, and never tell it to another caller: see
+        FAILED_PRECONDITION above); an empty run id cancels the active run only when the same
+        caller (x-fwbench-client, else the connection's peer address: the header) started it, or
+        when the agent authenticates every caller (a token or mutual TLS). Otherwise nothing is
+        cancelled (cancelled = false) and the run goes on: one client never stops another's run
+        without its id.
         A run id that is not running (unknown, or finished) is not an error: the reply is OK with
         cancelled = false. The cancelled run's stream then ends with CANCELLED.
         """

@@ -1,0 +1,65 @@
+"""The heartbeat (agent.proto, Run; protocol 1.2): while a run is active the agent sends a
+Progress at least once per heartbeat interval (HEARTBEAT_SECONDS), so that a client tells a
+long step from a stopped or frozen agent. `collector run` relies on it (run/liveness.py): a
+cell silent for STALL_GAP_SECONDS fails as stalled, one silent for HANG_SECONDS is cancelled as
+hung. So the check watches the long run (longrun.py) from its Run call until it has gone on
+past the stall limit (WINDOW_SECONDS), and fails any silence longer than LATE_SECONDS, two
+intervals: a heartbeat missed.
+
+What it cannot force is one long step: steps take what the hardware makes them, and the
+cheapest cell's are short. It catches an agent silent through a stage (nothing between the
+stage's first and last Progress, however long it lasts); an agent that reports every step
+but sends no heartbeat passes it, and fails only on a step longer than the stall limit."""
+
+from __future__ import annotations
+
+import time
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.conformance.longrun import long_run
+from fwbench.collector.conformance.suite import Check, Failed, Skipped, Target
+from fwbench.collector.run.liveness import (
+    HANG_SECONDS,
+    HEARTBEAT_SINCE,
+    STALL_GAP_SECONDS,
+    sends_heartbeats,
+)
+from fwbench.spec import HEARTBEAT_SECONDS
+
+LATE_SECONDS = 2 * HEARTBEAT_SECONDS
+WINDOW_SECONDS = STALL_GAP_SECONDS + 2.0
+
+
+def _heartbeat(target: Target) -> str:
+    version = target.described().spec_version
+    if not sends_heartbeats(target.described()):
+        since = ".".join(map(str, HEARTBEAT_SINCE))
+        raise Skipped(f"spec_version {version} predates the heartbeat (protocol {since})")
+    run = long_run(target)
+    end = run.started + WINDOW_SECONDS
+    while run.running() and time.monotonic() < end:
+        time.sleep(min(0.2, max(end - time.monotonic(), 0.0)))
+    gap, at, stage = run.longest_gap()
+    if gap > LATE_SECONDS:
+        after = agent_pb2.Stage.Name(stage) if stage else "the Run call"
+        raise Failed(
+            f"the long run sent nothing for {gap:.1f} s, from {at:.1f} s into it (after "
+            f"{after}): agent.proto asks for a Progress at least every {HEARTBEAT_SECONDS:g} s "
+            "while a run is active, the last one repeated through a long step; `collector "
+            f"run` fails a cell silent for {STALL_GAP_SECONDS:g} s as stalled and cancels one "
+            f"silent for {HANG_SECONDS:g} s as hung"
+        )
+    if not run.running():
+        raise Failed(
+            f"the long run (min_seconds {run.request.min_seconds:.0f}) stopped: {run.outcome}"
+        )
+    return f"longest silence {gap:.1f} s in {time.monotonic() - run.started:.0f} s"
+
+
+def heartbeat_checks() -> list[Check]:
+    return [
+        (
+            f"heartbeat: a Progress every {HEARTBEAT_SECONDS:g} s for {WINDOW_SECONDS:g} s",
+            _heartbeat,
+        )
+    ]
