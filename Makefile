@@ -32,7 +32,8 @@ proto: setup
 
 # Each plugin's own tests and the plugin contract suite run inside the environment of the agent
 # whose manifest says it represents the plugin ([tests] in agents/manifests/*.toml):
-# `AGENT PLUGIN FOLDER...` lines, derived from the manifests (tests/plugin_matrix.py).
+# `AGENT PLUGIN FOLDER...` lines, derived from the manifests (tests/plugin_matrix.py), which
+# also runs them (--run), two agents at a time.
 PLUGIN_MATRIX = $(BIN)/python tests/plugin_matrix.py
 
 # Host tools the tests use: g++ (torch.compile, the torch agents' "compile" mode),
@@ -90,13 +91,7 @@ images-deb: docker-deps
 	$(BIN)/python images/torch-deb/build.py
 
 test-plugins: setup system-deps
-	set -e; $(PLUGIN_MATRIX) | while read -r agent plugin folders; do \
-		python=$$($(BIN)/collector env $$agent); \
-		$$python -m pip install --quiet pytest pytest-timeout; \
-		echo "== $$folders and the plugin contract ($$plugin) in the $$agent environment"; \
-		env $$($(PLUGIN_MATRIX) --env $$agent) \
-			$$python -m pytest -p no:cacheprovider $$folders tests/plugin_contract --plugin $$plugin; \
-	done
+	$(PLUGIN_MATRIX) --run --jobs 2
 
 # docker-deps made sure an engine runs: a Docker test that cannot reach it fails, not skips.
 test-main: setup system-deps docker-deps slurm-deps

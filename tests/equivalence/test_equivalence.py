@@ -22,6 +22,8 @@ import functools
 import json
 import os
 import subprocess
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -92,6 +94,18 @@ def _compared() -> list[str]:
     return [agent for agent in AGENTS if _declares_equivalence(agent)]
 
 
+# Each agent's process builds and compiles its models (XLA's compilation, single-threaded,
+# is most of JAX's and Keras-on-JAX's time): two at once keep both CPUs of a small CI host
+# busy. Every agent is its own process, so they share nothing but the CPUs.
+PARALLEL_AGENTS = 2
+
+
+def _for_each_agent(work: Callable[[str], dict]) -> dict[str, dict]:
+    agents = _compared()
+    with ThreadPoolExecutor(PARALLEL_AGENTS) as pool:
+        return dict(zip(agents, pool.map(work, agents), strict=True))
+
+
 def _require(agent: str, model: str | None = None, trains: bool = False) -> None:
     if not _declares_equivalence(agent):
         pytest.skip(f"{agent}'s plugin does not declare the equivalence capability")
@@ -140,12 +154,13 @@ def _perturb_batch_norm(weights: dict[str, np.ndarray], rng: np.random.Generator
 @pytest.fixture(scope="module")
 def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     folder = tmp_path_factory.mktemp("shapes")
-    found = {}
-    for agent in _compared():
+
+    def shapes_of(agent: str) -> dict:
         models = ",".join(m for m in MODELS if m in _covers(agent)[0])
         _reference(agent, "shapes", "--models", models, "--out", str(folder / agent))
-        found[agent] = json.loads((folder / agent).read_text())
-    return found
+        return json.loads((folder / agent).read_text())
+
+    return _for_each_agent(shapes_of)
 
 
 @pytest.fixture(scope="module")
@@ -164,12 +179,13 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         write_case(case, EquivalenceCase(model, weights, inputs, labels, OPTIMIZER))
         cases[model] = str(case)
         (root / "w" / f"{model}.npz").unlink()
-    found = {}
-    for agent in _compared():
+
+    def check(agent: str) -> dict:
         covered = [m for m in MODELS if m in _covers(agent)[0]]
         _reference(agent, "check", *(cases[m] for m in covered), "--out-dir", str(root / agent))
-        found[agent] = {m: read_result(root / agent / f"{m}.npz") for m in covered}
-    return found
+        return {m: read_result(root / agent / f"{m}.npz") for m in covered}
+
+    return _for_each_agent(check)
 
 
 def test_the_reference_covers_every_model_and_trains():

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import pytest
 
-from fwbench.runtime.plugin import FrameworkPlugin, PluginContext, WorkloadSpec
+from fwbench.runtime.plugin import BuiltStep, FrameworkPlugin, PluginContext, WorkloadSpec
 from fwbench.runtime.registry import load_plugin
 from fwbench.spec import load_catalogue
 from fwbench.spec.catalogue import Catalogue, ParamSpec, WorkloadDef
@@ -72,7 +72,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     plugin = loaded_plugin(metafunc.config)
     missing = [pytest.param(None, marks=pytest.mark.skip(reason=NO_PLUGIN))]
     if "cell" in metafunc.fixturenames:
-        metafunc.parametrize("cell", _claimed_cells(plugin) if plugin else missing)
+        # Module scope: the tests of one cell run together, on one build (`built`).
+        cells = _claimed_cells(plugin) if plugin else missing
+        metafunc.parametrize("cell", cells, scope="module")
     if "workload" in metafunc.fixturenames:
         names = sorted(plugin.describe().capabilities) if plugin else []
         metafunc.parametrize("workload", names or missing)
@@ -84,6 +86,13 @@ def plugin(request: pytest.FixtureRequest) -> FrameworkPlugin:
     if loaded is None:
         pytest.skip(NO_PLUGIN)
     return loaded
+
+
+@pytest.fixture(scope="module")
+def built(plugin: FrameworkPlugin, cell: WorkloadSpec) -> BuiltStep:
+    """The cell built once for the tests that check it (a build is most of their time: a
+    model's initialisation, a JIT compilation); released when the next cell's tests begin."""
+    return plugin.build(cell)
 
 
 @pytest.fixture(scope="session")

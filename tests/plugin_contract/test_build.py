@@ -12,15 +12,13 @@ from fwbench.spec.catalogue import DTYPES
 NO_SUCH_MODE = "contract-suite-no-such-mode"
 
 
-def test_the_smallest_cell_builds_steps_twice_and_synchronizes(plugin, cell):
-    built = plugin.build(cell)
+def test_the_smallest_cell_builds_steps_twice_and_synchronizes(plugin, built):
     assert isinstance(built, BuiltStep) and callable(built.step)
     for _ in range(2):
         assert plugin.synchronize(built.step()) is None
 
 
-def test_a_generation_comes_in_its_parts_with_the_catalogues_decode_steps(plugin, cell):
-    built = plugin.build(cell)
+def test_a_generation_comes_in_its_parts_with_the_catalogues_decode_steps(plugin, cell, built):
     if cell.workload.kind != "generation":
         assert built.generation is None, "only a generation workload is built in parts"
         return
@@ -31,8 +29,8 @@ def test_a_generation_comes_in_its_parts_with_the_catalogues_decode_steps(plugin
         plugin.synchronize(built.generation.decode())
 
 
-def test_settings_echo_the_dtype_and_mode_asked_for(plugin, cell):
-    settings = plugin.build(cell).settings
+def test_settings_echo_the_dtype_and_mode_asked_for(cell, built):
+    settings = built.settings
     assert isinstance(settings, Settings)
     assert (settings.dtype, settings.mode) == (cell.dtype, cell.mode)
     assert settings.intra_op_threads >= 1 and settings.inter_op_threads >= 1
