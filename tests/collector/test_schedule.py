@@ -441,7 +441,7 @@ def test_a_cell_with_a_silent_gap_is_failed_as_stalled(monkeypatch: pytest.Monke
     sample may span the gap: the cell is failed, never ok."""
     from fwbench.collector.run import call
 
-    monkeypatch.setattr(call, "STALL_GAP_SECONDS", 0.05)
+    monkeypatch.setattr(call, "MEASURE_GAP_SECONDS", 0.05)
     selection = build_selection(CATALOGUE, workloads="gemm", phases="train", batch_sizes="8")
     log: list = []
     items = work_for(["a"], selection, log)
@@ -449,7 +449,9 @@ def test_a_cell_with_a_silent_gap_is_failed_as_stalled(monkeypatch: pytest.Monke
     real_run = client.run  # type: ignore[attr-defined]
 
     def slow_run(request: Any, timeout: Any) -> Iterator[Any]:
-        time.sleep(0.1)  # nothing sent for longer than the gap allows
+        measuring = agent_pb2.Progress(stage=agent_pb2.STAGE_MEASURE, elapsed_seconds=1.0)
+        yield agent_pb2.RunResponse(progress=measuring)
+        time.sleep(0.1)  # nothing sent while measuring for longer than the gap allows
         yield from real_run(request, timeout)
 
     client.run = slow_run  # type: ignore[attr-defined]
@@ -460,3 +462,4 @@ def test_a_cell_with_a_silent_gap_is_failed_as_stalled(monkeypatch: pytest.Monke
     [row] = recorder.rows
     assert row["status"] == "failed" and row["error_code"] == "STALLED"
     assert "a sample may span the stall" in row["error"]
+    assert "its 10 samples are kept with this row" in row["error"] and row["n"] == 10

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import threading
 import time
 
 from fwbench.runtime.plugin import (
@@ -167,10 +168,17 @@ class FakePlugin:
             except FileExistsError:
                 fault = 0 if not getattr(self, "faulting", False) else fault
 
+        # FAKE_STUCK=SIZE:STEP: that step of a cell of batch size SIZE blocks forever while the
+        # process lives (a measuring thread stuck on a lock, a device that never answers).
+        stuck_size, _, stuck_at = os.environ.get("FAKE_STUCK", "0:0").partition(":")
+        stuck_at = stuck_at if int(stuck_size) == spec.batch_size else "0"
+
         def step() -> object:
             steps[0] += 1
             if steps[0] == fail_at:
                 raise RuntimeError(f"rank failed at step {fail_at}")
+            if steps[0] == int(stuck_at):
+                threading.Event().wait()  # forever; heartbeats go on from another thread
             if spin:  # FAKE_SPIN: the step's time on the CPU, in user space, not asleep
                 until = time.perf_counter() + seconds
                 while time.perf_counter() < until:

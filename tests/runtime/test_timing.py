@@ -87,3 +87,18 @@ def test_measure_raises_when_cancelled():
     cancel.set()
     with pytest.raises(RunCancelled):
         run(LoopPlan(0, 3, 0.0, 100), [5], cancel)
+
+
+def test_a_long_warmup_reports_its_count_as_it_grows():
+    """The heartbeat repeats the last count; a count that stops growing for the collector's
+    hang timeout is taken as a stuck loop, so a warm-up of many long steps shows them."""
+    plan = LoopPlan(6, 2, 0.0, 100, progress_interval_seconds=0.5)
+    _, _, stages, _ = run(plan, [300_000_000])  # 0.3 s a step
+    warmup = [done for stage, done in stages if stage == "warmup"]
+    assert warmup[0] == 0 and warmup[-1] == 6
+    assert len(warmup) > 3 and warmup == sorted(set(warmup))
+
+
+def test_a_short_warmup_sends_no_more_events_than_before():
+    _, _, stages, _ = run(LoopPlan(50, 2, 0.0, 100), [1000])  # 1 µs steps
+    assert [done for stage, done in stages if stage == "warmup"] == [0, 50]

@@ -50,11 +50,15 @@ def test_the_limits_built_on_the_heartbeat_agree_with_it() -> None:
     prose = _prose()
     assert f"silent for {liveness.STALL_GAP_SECONDS:g} s as stalled" in prose
     assert f"silent for {liveness.HANG_SECONDS:g} s as hung" in prose
-    # A stall is several heartbeats missed in a row, a hang more than a stall.
+    assert f"silent for {liveness.MEASURE_GAP_SECONDS:g} s while it measures" in prose
+    assert f"without progress for {liveness.HANG_SECONDS:g} s as stuck" in prose
+    # A stall is several heartbeats missed in a row (three while measuring: no sample may span
+    # a longer gap), a hang more than a stall.
+    assert liveness.MEASURE_GAP_SECONDS == 3 * HEARTBEAT_SECONDS
     assert liveness.STALL_GAP_SECONDS >= 5 * HEARTBEAT_SECONDS
     assert liveness.HANG_SECONDS > liveness.STALL_GAP_SECONDS
     # The runtime beats at the protocol's interval; conformance fails a gap of two intervals
     # (a heartbeat missed) and watches a run past the collector's stall limit.
     assert service.HEARTBEAT_SECONDS == HEARTBEAT_SECONDS
-    assert heartbeat.LATE_SECONDS == 2 * HEARTBEAT_SECONDS < liveness.STALL_GAP_SECONDS
+    assert heartbeat.LATE_SECONDS == 2 * HEARTBEAT_SECONDS < liveness.MEASURE_GAP_SECONDS
     assert heartbeat.WINDOW_SECONDS > liveness.STALL_GAP_SECONDS

@@ -102,10 +102,18 @@ def measure(
     first_ns = clock() - start
     on_progress("first_iteration", 1)
 
+    # The count goes out as it grows (every progress_interval_seconds), as in the timed loop:
+    # the heartbeat repeats it, and a client takes a count that stops growing for its hang
+    # timeout as a stuck loop (agent.proto, Heartbeat), so a long warm-up must show its steps.
     on_progress("warmup", 0)
-    for _ in range(plan.warmup_iterations):
+    interval_ns = int(plan.progress_interval_seconds * 1e9)
+    next_report = clock() + interval_ns
+    for done in range(1, plan.warmup_iterations + 1):
         _check(cancel)
         synchronize(step())
+        if done < plan.warmup_iterations and clock() >= next_report:
+            on_progress("warmup", done)
+            next_report = clock() + interval_ns
     on_progress("warmup", plan.warmup_iterations)
 
     result = Measurement(built, build_ns, first_ns, plan.warmup_iterations)

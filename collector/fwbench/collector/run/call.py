@@ -9,28 +9,39 @@ import grpc
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
-from fwbench.collector.run.liveness import STALL_GAP_SECONDS, StallWatch, sends_heartbeats
+from fwbench.collector.run.liveness import (
+    MEASURE_GAP_SECONDS,
+    STAGE_NAMES,
+    STALL_GAP_SECONDS,
+    CellWatch,
+    sends_heartbeats,
+)
+from fwbench.collector.run.plan import Cell, loop_request
 from fwbench.collector.run.validate import ProtocolViolation, check_result
 from fwbench.collector.run.work import AgentWork
-from fwbench.spec import HEARTBEAT_SECONDS
+from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
 if TYPE_CHECKING:
     from fwbench.collector.run.execute import RunContext
-
-STAGE_NAMES = {
-    agent_pb2.STAGE_BUILD: "build",
-    agent_pb2.STAGE_FIRST_ITERATION: "first iteration",
-    agent_pb2.STAGE_WARMUP: "warm-up",
-    agent_pb2.STAGE_MEASURE: "measure",
-}
 
 
 class AgentCrashed(RuntimeError):
     """The agent process died or stopped answering during a cell."""
 
+    code = "UNAVAILABLE"
+
+    def why(self) -> str:
+        """The failed row's error."""
+        return f"agent crashed during this cell: {self}"
+
 
 class AgentHung(AgentCrashed):
-    """The agent sent no heartbeat for the hang timeout (liveness.py)."""
+    """The agent sent no heartbeat, or no progress, for the hang timeout (liveness.py)."""
+
+    code = "HUNG"
+
+    def why(self) -> str:
+        return str(self)
 
 
 AGENT_BUSY = "AGENT_BUSY"  # error_code of a cell not measured because another caller had it
@@ -48,42 +59,85 @@ class AgentBusy(RuntimeError):
 
 class AgentStalled(RuntimeError):
     """The agent went silent for a while during a cell that then finished: a sample may span
-    the stall, so the cell cannot be trusted."""
+    the stall, so the cell cannot be trusted. Its result's samples go with the failed row."""
 
-    def __init__(self, gap_seconds: float) -> None:
+    def __init__(self, watch: CellWatch, result: agent_pb2.RunResult) -> None:
+        self.samples = list(result.sample_nanoseconds)
+        if watch.longest_measure_gap > MEASURE_GAP_SECONDS:
+            gap, limit, what = watch.longest_measure_gap, MEASURE_GAP_SECONDS, "a sample"
+        else:
+            gap, limit, what = watch.longest_gap, STALL_GAP_SECONDS, "a time the row reports"
+        kept = ""
+        if self.samples:
+            seconds = sorted(self.samples)
+            kept = (
+                f"; its {len(seconds)} samples are kept with this row (longest "
+                f"{seconds[-1] / 1e9:.4g} s, median {seconds[len(seconds) // 2] / 1e9:.4g} s)"
+            )
         super().__init__(
-            f"the agent sent nothing for {gap_seconds:.1f} s during this cell (more than "
-            f"{STALL_GAP_SECONDS:g} s: it was stopped or frozen); a sample may span the stall"
+            f"the agent sent nothing for {gap:.1f} s during this cell (more than {limit:g} s: "
+            f"it was stopped or frozen); {what} may span the stall{kept}"
         )
+
+
+class CollectorFrozen(RuntimeError):
+    """The collector itself was frozen during the cell (liveness.py): not the agent's fault,
+    but the collector cannot vouch for what it did not watch."""
+
+    code = "COLLECTOR_FROZEN"
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(
+            f"the collector itself was stopped for {seconds:.1f} s during this cell (frozen: "
+            "it read nothing meanwhile); the agent is not blamed and was not stopped"
+        )
+
+
+def run_request(cell: Cell, run_id: str, ctx: RunContext) -> agent_pb2.RunRequest:
+    return agent_pb2.RunRequest(
+        run_id=run_id,
+        workload=cell.workload,
+        phase=PHASE_VALUES[cell.phase],
+        batch_size=cell.batch_size,
+        dtype=DTYPE_VALUES[cell.dtype],
+        params=dict(cell.params),
+        threads=cell.threads,
+        seed=ctx.selection.seed,
+        mode=cell.mode,
+        strategy=cell.strategy,
+        **loop_request(ctx.selection.loop),  # type: ignore[arg-type]
+    )
 
 
 def stream_result(
     item: AgentWork, request: agent_pb2.RunRequest, ctx: RunContext
 ) -> agent_pb2.RunResult:
     """The cell's checked RunResult; raises grpc.RpcError (the call failed), AgentHung (no
-    heartbeat for the hang timeout), AgentStalled (a gap in a finished cell) or
-    ProtocolViolation (the agent answered, wrongly)."""
+    heartbeat or no progress for the hang timeout), AgentStalled (a gap in a finished cell),
+    CollectorFrozen (the collector's own gap) or ProtocolViolation (the agent answered,
+    wrongly)."""
     handle = item.handle
     heartbeats = sends_heartbeats(item.describe)
     call = handle.client.run(request, ctx.cell_timeout_seconds)
-    watch = StallWatch(call, ctx.hang_timeout_seconds if heartbeats else None)
+    watch = CellWatch(call, ctx.hang_timeout_seconds if heartbeats else None)
     try:
-        for event in call:
-            watch.event()
+        for event in watch.events():
             if event.HasField("result"):
                 check_result(request, event.result, ctx.catalogue)
-                if heartbeats and watch.longest_gap > STALL_GAP_SECONDS:
-                    raise AgentStalled(watch.longest_gap)
+                watch.stop()
+                if heartbeats and (
+                    watch.longest_measure_gap > MEASURE_GAP_SECONDS
+                    or watch.longest_gap > STALL_GAP_SECONDS
+                ):
+                    raise AgentStalled(watch, event.result)
+                if heartbeats and watch.collector_frozen:
+                    raise CollectorFrozen(watch.collector_frozen)
                 return event.result
             stage = STAGE_NAMES.get(event.progress.stage, "?")
             ctx.display.cell_progress(handle.name, stage, event.progress.iterations_done)
     except grpc.RpcError:
         if watch.fired:
-            raise AgentHung(
-                f"agent {handle.name} sent nothing for {ctx.hang_timeout_seconds:g} s (it "
-                f"sends a heartbeat every {HEARTBEAT_SECONDS:g} s while it runs): hung, "
-                "stopped or frozen"
-            ) from None
+            raise AgentHung(f"agent {handle.name} {watch.fired}") from None
         raise
     finally:
         watch.stop()

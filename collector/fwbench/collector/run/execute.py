@@ -20,7 +20,9 @@ from fwbench.collector.run.call import (
     AgentBusy,
     AgentCrashed,
     AgentStalled,
+    CollectorFrozen,
     rpc_failure,
+    run_request,
     stream_result,
 )
 from fwbench.collector.run.combine import world_columns
@@ -29,18 +31,15 @@ from fwbench.collector.run.interference import (
     judge,
     quiet_before_cell,
 )
-from fwbench.collector.run.liveness import (
-    HANG_SECONDS,
-)
+from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.normalize import failure_row, identity_columns, result_row
-from fwbench.collector.run.plan import Cell, Selection, loop_request
+from fwbench.collector.run.plan import Cell, Selection
 from fwbench.collector.run.schedule import stretches
 from fwbench.collector.run.telemetry import Scraper
 from fwbench.collector.run.validate import ERROR_CODE, ProtocolViolation
 from fwbench.collector.run.work import AgentWork
 from fwbench.collector.run.world_telemetry import WorldScraper
 from fwbench.spec import Catalogue
-from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
 # How long a cell waits for the agent to stop this run's previous cell (one that timed out):
 # the agent stops at its next iteration. A run of another caller is not waited for (AgentBusy).
@@ -155,13 +154,15 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
             else:
                 try:
                     row, samples, telemetry = _scraped_cell(item, cell, identity, ctx)
-                except AgentCrashed as error:
+                except AgentCrashed as error:  # a crash or a hang
                     code, crashed = "UNAVAILABLE", _recover(item, error)
-                    why = f"agent crashed during this cell: {error}"
-                    row, samples = _failed(identity, ctx, "failed", "UNAVAILABLE", why), []
+                    row, samples = _failed(identity, ctx, "failed", error.code, error.why()), []
                 except AgentBusy as error:  # another caller's run: leave the agent to it
                     code, crashed = AGENT_BUSY, str(error)
                     row, samples = _failed(identity, ctx, "failed", code, f"{error}{LEFT}"), []
+                if row.get("error_code") == "DEADLINE_EXCEEDED" and item.restart is not None:
+                    # stopping at its next iteration may take long, or never come (stuck)
+                    code, crashed = "UNAVAILABLE", _recover(item, AgentCrashed(row["error"]))
             _finish(item.handle.name, row, samples, ctx, telemetry)
             if ctx.observe is not None:
                 ctx.observe(cell, row, samples)
@@ -198,22 +199,6 @@ def _failed(
     identity: dict[str, Any], ctx: RunContext, status: str, code: str, message: str
 ) -> dict[str, Any]:
     return failure_row(identity, ctx.selection.seed, status, code, message)
-
-
-def _request(cell: Cell, run_id: str, ctx: RunContext) -> agent_pb2.RunRequest:
-    return agent_pb2.RunRequest(
-        run_id=run_id,
-        workload=cell.workload,
-        phase=PHASE_VALUES[cell.phase],
-        batch_size=cell.batch_size,
-        dtype=DTYPE_VALUES[cell.dtype],
-        params=dict(cell.params),
-        threads=cell.threads,
-        seed=ctx.selection.seed,
-        mode=cell.mode,
-        strategy=cell.strategy,
-        **loop_request(ctx.selection.loop),  # type: ignore[arg-type]
-    )
 
 
 def _scraped_cell(
@@ -257,10 +242,14 @@ def _run_cell(
 ) -> tuple[dict[str, Any], list[int]]:
     if cell.unsupported_reason:
         return _failed(identity, ctx, "unsupported", "UNIMPLEMENTED", cell.unsupported_reason), []
+
     # Random too: an agent cancels a run for whoever names its id (agent.proto, Cancel).
-    request = _request(cell, f"{ctx.run_id}-{identity['cell']}-{secrets.token_hex(8)}", ctx)
-    handle = item.handle
+    def run_id() -> str:
+        return f"{ctx.run_id}-{identity['cell']}-{secrets.token_hex(8)}"
+
+    request, handle = run_request(cell, run_id(), ctx), item.handle
     busy_until = time.monotonic() + BUSY_GRACE_SECONDS
+    again = True  # measured again once after the collector's own freeze
     while True:
         try:
             result = stream_result(item, request, ctx)
@@ -287,8 +276,16 @@ def _run_cell(
             return _failed(identity, ctx, status, name, why), []
         except ProtocolViolation as error:
             return _failed(identity, ctx, "failed", ERROR_CODE, str(error)), []
-        except AgentStalled as error:
-            return _failed(identity, ctx, "failed", "STALLED", str(error)), []
+        except AgentStalled as error:  # its samples kept with the failed row, for inspection
+            row = _failed(identity, ctx, "failed", "STALLED", str(error))
+            return {**row, "n": len(error.samples)}, error.samples
+        except CollectorFrozen as error:
+            if again:
+                ctx.display.note(handle.name, f"{error}: measuring the cell again")
+                again, request = False, run_request(cell, run_id(), ctx)
+                continue
+            why = f"{error}; frozen again while the cell was measured a second time"
+            return _failed(identity, ctx, "failed", error.code, why), []
         row = result_row(identity, item.describe, ctx.selection.seed, result, ctx.catalogue)
         if isinstance(handle, WorldHandle):  # every rank's own figures, too
             ranks: list[agent_pb2.RunResult] = handle.client.last_results  # type: ignore[attr-defined]

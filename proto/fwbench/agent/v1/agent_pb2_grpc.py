@@ -101,7 +101,13 @@ class AgentServiceServicer(object):
         Heartbeat (since 1.2): while the run is active the agent sends a Progress at least once
         per heartbeat interval (the header's), repeating the last one when nothing new happened
         (a long step, a compilation, a long build), so a client can tell a long step from a
-        stopped or frozen agent, which sends nothing.
+        stopped or frozen agent, which sends nothing. Progress, not only life: iterations_done
+        (heartbeats included) is the count done in the stage so far, sent as it grows at least
+        once per heartbeat interval in a stage with iterations (warm-up, measure), so a client can
+        tell a measuring loop that stopped (a step that never returns, while the process and its
+        heartbeat live) from a long one: a client may take a run whose stage and count stay the
+        same for its hang timeout as stuck; a single step (the build, the first iteration with its
+        compilation, one iteration) must end within it.
         Progress events carry the run id, go through the stages in order (a stage may be
         repeated by the heartbeat, never revisited after a later one), and their elapsed_seconds
         never decrease.
