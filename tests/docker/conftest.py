@@ -20,7 +20,10 @@ from fwbench.collector.agents.docker_engine import DockerUnavailable, docker_cli
 from fwbench.collector.agents.manifest import AgentManifest, discover_manifests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/fake_agent.py
+from agent_guide import GuideBuild, build_as_the_guide_says
 from fake_agent import FAKE_AGENT, write_fake_agent
+
+EXAMPLE_TAG = "fwbench-test/numpy-gemm:latest"
 
 
 @pytest.fixture(scope="session")
@@ -31,6 +34,23 @@ def docker_daemon() -> docker.DockerClient:
         if os.environ.get("CI") or os.environ.get("FWBENCH_REQUIRE_DOCKER"):
             pytest.fail(f"CI needs a Docker daemon (make docker-deps): {error}")
         pytest.skip(str(error))
+
+
+@pytest.fixture(scope="session")
+def guide_build(
+    docker_daemon: docker.DockerClient, tmp_path_factory: pytest.TempPathFactory
+) -> GuideBuild:
+    """The example agent agents/examples/numpy-gemm built as docs/writing-an-agent.md says, its
+    commands and files run as written (tests/agent_guide.py): stubs, wheels downloaded on this
+    host (its pip configuration reaches an index), `docker build --network none`. Once a
+    session; Docker's layer cache makes a rebuild take seconds."""
+    return build_as_the_guide_says(tmp_path_factory.mktemp("numpy-gemm") / "context", EXAMPLE_TAG)
+
+
+@pytest.fixture(scope="session")
+def example_image(guide_build: GuideBuild) -> str:
+    """The tag of the example agent's image (guide_build)."""
+    return guide_build.tag
 
 
 @pytest.fixture(scope="session")

@@ -112,6 +112,11 @@ def test_describe_and_a_run_the_collector_accepts(address: str) -> None:
         ({"params": {"m": 0}}, grpc.StatusCode.INVALID_ARGUMENT),
         ({"params": {"image_size": 8}}, grpc.StatusCode.INVALID_ARGUMENT),
         ({"batch_size": 1025}, grpc.StatusCode.INVALID_ARGUMENT),
+        ({"phase": agent_pb2.PHASE_UNSPECIFIED}, grpc.StatusCode.INVALID_ARGUMENT),
+        ({"dtype": 99}, grpc.StatusCode.INVALID_ARGUMENT),
+        ({"threads": 1025}, grpc.StatusCode.INVALID_ARGUMENT),
+        ({"min_iterations": 5, "max_iterations": 4}, grpc.StatusCode.INVALID_ARGUMENT),
+        ({"strategy": "ddp"}, grpc.StatusCode.UNIMPLEMENTED),
     ],
 )
 def test_refusals_carry_the_status_agent_proto_prescribes(
@@ -124,6 +129,27 @@ def test_refusals_carry_the_status_agent_proto_prescribes(
     finally:
         client.close()
     assert error.value.code() == code
+
+
+def test_every_catalogue_workload_but_gemm_is_unimplemented_and_others_not_found(
+    address: str,
+) -> None:
+    """agent.proto: NOT_FOUND for a name in neither the catalogue nor Describe, UNIMPLEMENTED
+    for a catalogue workload the agent does not declare: the example's list of catalogue names
+    is the catalogue's (allreduce and the transformers included)."""
+    client = AgentClient("numpy-gemm", address)
+    codes = {}
+    try:
+        for workload in [*load_catalogue().workloads, "no-such-workload"]:
+            if workload != "gemm":
+                try:
+                    list(client.run(_request(workload=workload), timeout_seconds=30))
+                except grpc.RpcError as error:
+                    codes[workload] = error.code()
+    finally:
+        client.close()
+    assert codes.pop("no-such-workload") == grpc.StatusCode.NOT_FOUND
+    assert "allreduce" in codes and set(codes.values()) == {grpc.StatusCode.UNIMPLEMENTED}, codes
 
 
 def test_cancel_is_scoped_to_its_caller_and_one_run_at_a_time(address: str) -> None:

@@ -37,7 +37,7 @@ VARIANT = "example"
 VERSION = "1.0"
 SPEC_VERSION = "1.6"  # the protocol version this agent speaks (heartbeats included)
 HEARTBEAT_SECONDS = 1.0  # the protocol asks for a Progress at least every 2 s during a run
-PROGRESS_SECONDS = 0.5
+PROGRESS_SECONDS = 0.5  # how often a warm-up or measure loop reports its growing count
 # From the catalogue (proto/fwbench/spec/workloads.toml): gemm's limits and the run defaults.
 PARAMS = {"m": (2048, 1, 32768), "n": (2048, 1, 32768), "k": (2048, 1, 32768)}
 MAX_BATCH_SIZE = 1024
@@ -52,8 +52,9 @@ SWITCHES = ("NUMPY_GEMM_CHECK", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "FWBE
 REPORT_VARIABLES = "FWBENCH_REPORT_VARIABLES"
 
 
-# Every workload name of the catalogue: a name outside it is NOT_FOUND, one in it that this
-# agent does not run is UNIMPLEMENTED (agent.proto, Run's errors).
+# Every workload name of the catalogue (proto/fwbench/spec/workloads.toml): a name outside it is
+# NOT_FOUND, one in it that this agent does not run (all but gemm) is UNIMPLEMENTED (agent.proto,
+# Run's errors).
 CATALOGUE_WORKLOADS = frozenset(
     [
         "gemm",
@@ -66,6 +67,11 @@ CATALOGUE_WORKLOADS = frozenset(
         "mobilenet_v2",
         "efficientnet_b0",
         "lstm",
+        "attention",
+        "bert",
+        "gpt",
+        "generate",
+        "allreduce",
         "train_to_accuracy",
     ]
 )
@@ -204,6 +210,8 @@ class Gemm:
             raise Refused(grpc.StatusCode.UNIMPLEMENTED, "gemm: only float32 and float64")
         if request.mode not in ("", "eager"):
             raise Refused(grpc.StatusCode.UNIMPLEMENTED, f"gemm: no mode {request.mode!r}")
+        if request.strategy:  # an agent alone (no distributed world) runs no strategy
+            raise Refused(grpc.StatusCode.UNIMPLEMENTED, "strategy: this agent runs alone")
         if request.threads not in (0, _threads()):  # BLAS threads are set at start-up
             raise Refused(
                 grpc.StatusCode.UNIMPLEMENTED,
@@ -336,9 +344,13 @@ class Agent(agent_pb2_grpc.AgentServiceServicer):
             first_ns = clock() - start
             progress(agent_pb2.STAGE_FIRST_ITERATION, 1)
             progress(agent_pb2.STAGE_WARMUP, 0)
-            for _ in range(warmup):
+            next_report = clock() + int(PROGRESS_SECONDS * 1e9)
+            for done in range(1, warmup + 1):  # the count as it grows (agent.proto: stuck)
                 check()
                 gemm.step()
+                if clock() >= next_report:
+                    progress(agent_pb2.STAGE_WARMUP, done)
+                    next_report = clock() + int(PROGRESS_SECONDS * 1e9)
             progress(agent_pb2.STAGE_WARMUP, warmup)
             progress(agent_pb2.STAGE_MEASURE, 0)
             samples: list[int] = []
@@ -405,6 +417,8 @@ def main() -> None:
     checker.set("", health_pb2.HealthCheckResponse.SERVING)
     checker.set("fwbench.agent.v1.AgentService", health_pb2.HealthCheckResponse.SERVING)
     print(f"{NAME} {VERSION} serving on port {port} ({_threads()} BLAS threads)", flush=True)
+    # The container's PID 1 ignores SIGTERM unless it handles it (`docker stop` then kills it
+    # after 10 s): stop the server on SIGTERM and SIGINT, NOT_SERVING meanwhile, and exit 0.
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

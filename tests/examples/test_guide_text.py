@@ -1,0 +1,69 @@
+"""docs/writing-an-agent.md says what agent.proto and the example agent say (no Docker needed:
+tests/docker/test_writing_an_agent_guide.py runs its commands): its files are the example's,
+its line count is the example's, its version and heartbeat lines are the proto's header, and
+its table of Run's statuses names every status and case the proto lists."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/agent_guide.py
+from agent_guide import EXAMPLE, GUIDE, PROTO, guide_blocks
+
+from fwbench.spec import HEARTBEAT_SECONDS, SPEC_VERSION
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_the_guides_files_are_the_examples() -> None:
+    blocks = guide_blocks()
+    files = [marker.removeprefix("file=") for marker in blocks if marker.startswith("file=")]
+    assert sorted(files) == ["Dockerfile", "requirements.txt"]
+    for name in files:
+        assert blocks[f"file={name}"] == (EXAMPLE / name).read_text("utf-8"), name
+    assert {"run=stubs", "run=wheels", "run=build", "run=conformance"} <= set(blocks)
+
+
+def test_the_guides_stubs_command_makes_its_folder_first() -> None:
+    commands = [line for line in guide_blocks()["run=stubs"].splitlines() if line.strip()]
+    assert commands[0] == "mkdir -p app" and "python -m grpc_tools.protoc" in commands[1]
+
+
+def test_the_guide_says_how_long_the_example_is() -> None:
+    said = re.findall(r"about (\d+) lines", _words(GUIDE.read_text("utf-8")))
+    assert len(said) == 1
+    lines = len((EXAMPLE / "agent.py").read_text("utf-8").splitlines())
+    assert abs(int(said[0]) - lines) <= 0.05 * lines, (said[0], lines)
+
+
+def test_the_guide_quotes_the_protos_header() -> None:
+    guide = GUIDE.read_text("utf-8")
+    assert f"// Version: {SPEC_VERSION}\n// Heartbeat interval: {HEARTBEAT_SECONDS:g} s\n" in guide
+    assert f"(today `{SPEC_VERSION}`)" in guide
+    assert f"**every {HEARTBEAT_SECONDS:g} s**" in guide
+    example = (EXAMPLE / "agent.py").read_text("utf-8")
+    assert f'SPEC_VERSION = "{SPEC_VERSION}"' in example
+
+
+def test_the_guides_status_table_names_every_status_of_run() -> None:
+    proto = PROTO.read_text("utf-8")
+    run = proto[proto.index("// Errors (as gRPC status):") : proto.index("rpc Run(")]
+    statuses = re.findall(r"^\s*//   ([A-Z][A-Z_]+[A-Z]) ", run, flags=re.MULTILINE)
+    assert len(statuses) == 8, statuses
+    guide = GUIDE.read_text("utf-8")
+    table = guide[guide.index("### Every status `Run` answers") :].split("\n\n")[2]
+    listed = re.findall(r"^\| ([A-Z_]+) \|", table, flags=re.MULTILINE)
+    assert listed == statuses
+    # The cases the proto spells out, each in the row of its status.
+    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()}
+    for case in ("`PHASE_UNSPECIFIED`", "outside the `DType` enum", "`threads` above 1024",
+                 "a parameter name the workload does not have",
+                 "`max_iterations` below `min_iterations`"):  # fmt: skip
+        assert case in rows["INVALID_ARGUMENT"], case
+    for case in ("a catalogue workload you do not declare", "`allreduce`", "`threads`",
+                 "`strategy`"):  # fmt: skip
+        assert case in rows["UNIMPLEMENTED"], case
