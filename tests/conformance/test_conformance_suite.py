@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +18,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from broken_agents import ThreadedFake, serve
 
+from fwbench.collector.agents.client import AgentClient
 from fwbench.collector.cli.common import ExitCode
+from fwbench.collector.cli.conformance import interrupted
 from fwbench.collector.conformance.plan import GROUPS
 from fwbench.runtime.security import ServerSecurity
 from fwbench.runtime.server import create_server
@@ -278,3 +282,43 @@ def test_a_token_agent_is_checked_with_the_run_command_s_token_option(tmp_path: 
         assert "UNAUTHENTICATED" in failures(report)["Describe answers"]
     finally:
         agent.stop(0)
+
+
+def test_an_interrupt_leaves_an_agent_running_elsewhere_running() -> None:
+    """SIGINT mid-run against HOST:PORT: exit 130, and the message says the agent was left
+    running (the suite did not start it, and cannot stop it), not that it was stopped; the
+    agent still answers, its run cancelled as the suite's channel closed. An agent the suite
+    started is still said to be stopped."""
+    server, servicer, port = serve("honest")
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "fwbench.collector.cli", "conformance",
+             f"127.0.0.1:{port}", "--checks", "heartbeat"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            # A background shell (`make test &`) hands children SIGINT ignored; a terminal does not.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while servicer._active is None:  # the heartbeat check's run (17 s) has begun
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == ExitCode.INTERRUPTED, stderr
+        assert f"error: interrupted; the agent at 127.0.0.1:{port} was left running" in stderr
+        assert "was stopped" not in stderr and "Traceback" not in stderr
+        deadline = time.monotonic() + 20
+        while servicer._active is not None:  # the suite's run is cancelled, the agent idle
+            assert time.monotonic() < deadline, "the agent's run went on"
+            time.sleep(0.05)
+        client = AgentClient("agent", f"127.0.0.1:{port}", None)
+        try:
+            assert client.describe(5).identity.name == "fake-cpu"  # still running
+        finally:
+            client.close()
+    finally:
+        server.stop(0)
+    assert interrupted("numpy-cpu") == "interrupted; the agent was stopped"
+    assert interrupted("agent@10.0.0.5:50051").endswith("agent at 10.0.0.5:50051 was left running")

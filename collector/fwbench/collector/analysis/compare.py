@@ -51,6 +51,7 @@ from fwbench.collector.analysis.history import (
     prior_of,
 )
 from fwbench.collector.analysis.noise import noise_measurements
+from fwbench.collector.analysis.one_agent import NothingToCompare, only_agent
 from fwbench.collector.stats.margins import EARLIER_RUNS
 from fwbench.collector.stats.significance import (
     DEFAULT_NOISE_FLOOR,
@@ -98,12 +99,8 @@ def _compare(
         said = [note for note in (say(name, side) for name, side in sides) if note]
         if said:  # failures outrank: the last one found says how to decide
             notes, evidence = [*notes, *said], cannot
-    bound = 1 + max(margin[0], floor)
-    p_equivalent = (
-        math.nan
-        if evidence in NEVER_CALLED
-        else equivalence_p(base.groups, other.groups, bound, prior)
-    )
+    bound, never = 1 + max(margin[0], floor), evidence in NEVER_CALLED
+    p_equivalent = math.nan if never else equivalence_p(base.groups, other.groups, bound, prior)
     return Comparison(
         key=other.key,
         agent=other.agent,
@@ -174,7 +171,7 @@ def compare_to_baseline(
     a cell is the largest of `default_floor` and the A/A differences measured in that cell
     (the run's largest A/A difference for a cell no A/A pair measured). An A/A instance of
     the baseline itself is judged against `default_floor` alone: its own difference is the
-    thing being tested."""
+    thing being tested. Raises NothingToCompare for a run of one agent, one mode a cell."""
     cells = contenders(run)
     agents = list(dict.fromkeys(c.agent for c in cells))
     triples = result_triples(run.results) if baseline == FAMILY else []
@@ -184,6 +181,8 @@ def compare_to_baseline(
             f"baseline {baseline!r} has no measured cells in run {run.run_id}; "
             f"agents with results: {', '.join(agents) or 'none'}"
         )
+    if (alone := only_agent(run.results["agent"], ((c.mode, c.key) for c in cells))) is not None:
+        raise NothingToCompare(run.run_id, alone)  # not the agent against itself
     noise = noise_measurements(cells)
     per_key: dict[CellKey, float] = {}
     for measurement in noise:

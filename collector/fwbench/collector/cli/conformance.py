@@ -19,6 +19,7 @@ from fwbench.collector.agents.launchers import AgentHandle, Launcher, LauncherKi
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.specs import (
+    AgentSpecError,
     base_name,
     one_agent,
     parse_attached,
@@ -86,6 +87,19 @@ def expected_name(target: str, spec: str) -> str:
     if attached is None:
         return base_name(spec)
     return attached[0] if "@" in target else ""
+
+
+def interrupted(spec: str) -> str:
+    """What an interrupt says of the agent: one the suite started is stopped (its launcher's
+    handle); one running elsewhere (NAME@HOST:PORT, a bare HOST:PORT) is not the suite's to
+    stop: its channel is closed, the agent left running."""
+    try:
+        attached = parse_attached(spec)
+    except AgentSpecError:  # not an address after all: nothing reached
+        return "interrupted"
+    if attached is None:
+        return "interrupted; the agent was stopped"
+    return f"interrupted; the agent at {attached[1]} was left running"
 
 
 def conformance(
@@ -175,7 +189,7 @@ def conformance(
         )
         outcomes = run_suite(suite, groups, cells, _progress)
     except KeyboardInterrupt:
-        fail("interrupted; the agent was stopped", ExitCode.INTERRUPTED)
+        fail(interrupted(spec), ExitCode.INTERRUPTED)
     finally:
         if handle is not None:
             handle.stop()

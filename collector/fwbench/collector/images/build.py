@@ -15,8 +15,11 @@ import json
 import os
 import shutil
 import subprocess
+import threading
+import weakref
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import docker
 import docker.errors
@@ -57,43 +60,72 @@ def find_image(client: docker.DockerClient, tag: str) -> ImageInfo | None:
         return None
 
 
+# What each collector command found of its bases, per Docker client (one a command): {(the base
+# asked for, for a GPU agent?): (the reference to build on, its image id), or why there is
+# none}. Agents start again each --repeat round: asking again would inspect the base each
+# time, and try again to pull one that cannot be pulled (no registry) each time.
+_Found = tuple[str, str] | ImageBuildError
+_BASES: weakref.WeakKeyDictionary[Any, dict[tuple[str, bool], _Found]] = weakref.WeakKeyDictionary()
+_BASES_LOCK = threading.Lock()
+
+
 def resolve_base(
     client: docker.DockerClient, manifest: AgentManifest, report: Callable[[str], None]
 ) -> str:
     """The base to build on: $FWBENCH_BASE_IMAGE, else the Dockerfile's default, pulled when
-    missing; where it cannot be pulled, the local Debian base when there is one."""
-    wanted = os.environ.get(BASE_IMAGE_VARIABLE) or base_image(manifest)
-    if find_image(client, wanted):
-        return pinned(client, wanted)
-    try:
-        report(f"pulling {wanted}")
-        client.images.pull(wanted)
-        return pinned(client, wanted)
-    except docker.errors.DockerException as error:
-        if not manifest.requires_gpu and find_image(client, LOCAL_BASE_IMAGE):
+    missing; where it cannot be pulled, the local Debian base when there is one. Looked for
+    once per client (and so per collector command): later calls get the same answer."""
+    return _base(client, manifest, report)[0]
+
+
+def _base(
+    client: docker.DockerClient, manifest: AgentManifest, report: Callable[[str], None]
+) -> tuple[str, str]:
+    """(the base to build on, its image id), found once per client; raises ImageBuildError."""
+    asked = (os.environ.get(BASE_IMAGE_VARIABLE) or base_image(manifest), manifest.requires_gpu)
+    with _BASES_LOCK:  # agents starting side by side on one base: one pull, not one each
+        known = _BASES.setdefault(client, {})
+        if asked not in known:
+            try:
+                known[asked] = _find_base(client, *asked, report)
+            except ImageBuildError as error:
+                known[asked] = error
+        found = known[asked]
+    if isinstance(found, ImageBuildError):
+        raise ImageBuildError(str(found))
+    return found
+
+
+def _find_base(
+    client: docker.DockerClient, wanted: str, gpu: bool, report: Callable[[str], None]
+) -> tuple[str, str]:
+    found = find_image(client, wanted)
+    if found is None:
+        try:
+            report(f"pulling {wanted}")
+            client.images.pull(wanted)
+            found = find_image(client, wanted)
+        except docker.errors.DockerException as error:
+            local = None if gpu else find_image(client, LOCAL_BASE_IMAGE)
+            if local is None:
+                raise ImageBuildError(
+                    f"base image {wanted} is not here and cannot be pulled ({error}); on a "
+                    f"host without a registry make one with `collector images base` and set "
+                    f"{BASE_IMAGE_VARIABLE}={LOCAL_BASE_IMAGE}"
+                ) from None
             report(f"cannot pull {wanted}; building on {LOCAL_BASE_IMAGE}")
-            return LOCAL_BASE_IMAGE
-        raise ImageBuildError(
-            f"base image {wanted} is not here and cannot be pulled ({error}); on a host "
-            f"without a registry make one with `collector images base` and set "
-            f"{BASE_IMAGE_VARIABLE}={LOCAL_BASE_IMAGE}"
-        ) from None
+            return LOCAL_BASE_IMAGE, local.id
+    # By registry digest where it came from a registry (pinned): the build uses what was checked.
+    return (found.digest or wanted, found.id) if found else (wanted, "")
 
 
-def pinned(client: docker.DockerClient, reference: str) -> str:
-    """The reference by registry digest (name@sha256:...) when the image came from a registry,
-    so a build uses exactly the base that was checked; a locally made base keeps its tag."""
-    found = find_image(client, reference)
-    return found.digest if found and found.digest else reference
-
-
-def build_key(client: docker.DockerClient, manifest: AgentManifest, base: str) -> str:
+def build_key(manifest: AgentManifest, base: str, base_id: str) -> str:
     """What decides the image's content, short of the wheels' own bytes."""
     text, folder = dockerfile_for(manifest)
     parts = [
         text,
         base,
-        getattr(find_image(client, base), "id", ""),
+        base_id,
         manifest.requirements,
         manifest.pip_args,
         lock.read_text("utf-8") if (lock := current_lock(manifest)) else "",
@@ -117,8 +149,8 @@ def ensure_image(
     contexts.mkdir(parents=True, exist_ok=True)
     with open(contexts / f"{manifest.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        base = resolve_base(client, manifest, report)
-        key = build_key(client, manifest, base)
+        base, base_id = _base(client, manifest, report)
+        key = build_key(manifest, base, base_id)
         found = find_image(client, image_tag(manifest))
         if found and found.labels.get(BUILD_KEY_LABEL) == key and not force:
             return found

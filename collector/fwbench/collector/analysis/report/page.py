@@ -35,6 +35,7 @@ from fwbench.collector.analysis.decisions import (
 )
 from fwbench.collector.analysis.findings import EVIDENCE_HEADERS, evidence_cells, find
 from fwbench.collector.analysis.history import HostHistory
+from fwbench.collector.analysis.one_agent import NothingToCompare, to_compare
 from fwbench.collector.analysis.report import data, figures
 from fwbench.collector.analysis.report.distributed import distributed_section, scaling_plot
 from fwbench.collector.analysis.report.generation import generation_plots
@@ -198,7 +199,9 @@ def _findings(run: RunData) -> dict[str, Any]:
     }
 
 
-def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, Any]:
+def _context(
+    run: RunData, result: ComparisonSet, baseline: str, alone: NothingToCompare | None
+) -> dict[str, Any]:
     metadata = run.metadata
     environments = data.environments(run)
     shown = varying_params(c.key for c in result.comparisons)
@@ -208,12 +211,20 @@ def _context(run: RunData, result: ComparisonSet, baseline: str) -> dict[str, An
     # What the run found opens the page; a long note of many rows is said once, under them.
     decided = stored_decisions(metadata)
     title = answers_title(run.run_id, baseline, decided)
+    # One agent: the page says so where its comparisons would be, never compares it with itself.
+    nothing = ""
+    if alone is not None:
+        title = f"What run {run.run_id} found"
+        nothing = f"Nothing to compare: {alone.agent} is the only agent in this run; "
+        nothing += to_compare(alone.agent) + "."
     found = answers(result, title, decided, str(metadata.get("command") or ""))
+    opening = [f"## {title}", "", nothing] if nothing else markdown_answers(found)
     notes, said = footnoted([row[-1] for row in comparison_rows], repeated_phrases(decided))
     comparison_rows = [[*row[:-1], note] for row, note in zip(comparison_rows, notes, strict=True)]
     return {
         "answers": found,
-        "answers_markdown": "\n".join(markdown_answers(found)).strip(),
+        "answers_markdown": "\n".join(opening).strip(),
+        "nothing_to_compare": nothing,
         "run_id": run.run_id,
         "generated": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": metadata.get("command", ""),
@@ -258,10 +269,14 @@ def write_report(
     before the run, for the equivalence margins (compare.py). Raises
     ValueError when the run has nothing measured, ComparisonError for an unknown baseline."""
     baseline = baseline or default_baseline(run)
-    result = compare_to_baseline(run, baseline, history=history, margins=margins)
+    alone = None
+    try:
+        result = compare_to_baseline(run, baseline, history=history, margins=margins)
+    except NothingToCompare as error:
+        result, alone = ComparisonSet(f"run {run.run_id}", [], [], DEFAULT_NOISE_FLOOR, []), error
     result = with_decisions(result, stored_decisions(run.metadata))  # one answer per question
     plots = _plots(run, result, baseline)
-    context = _context(run, result, baseline)
+    context = _context(run, result, baseline, alone)
     figure_dir = out_dir / "figures"
     figure_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from fwbench.collector.analysis.contenders import RunData
 from fwbench.collector.analysis.report.figures import Plot, grid, png
@@ -60,8 +61,8 @@ def _host_label(run: RunData, calibration_id: str) -> str:
 
 
 def roofline(run: RunData, palette: dict[str, str]) -> Plot:
-    rows = roofline_rows(run)
-    if rows.empty:
+    figure = roofline_figure(run, palette)
+    if figure is None:
         return Plot(
             NAME,
             TITLE,
@@ -69,6 +70,15 @@ def roofline(run: RunData, palette: dict[str, str]) -> Plot:
             note="no cell with catalogue FLOPs and a calibrated host ceiling in this run "
             "(runs before schema 6, FWBENCH_CALIBRATION=off, or agents on other hosts)",
         )
+    return Plot(NAME, TITLE, CAPTION, png(figure))
+
+
+def roofline_figure(run: RunData, palette: dict[str, str]) -> Figure | None:
+    """One panel per calibrated host, its legend outside it, to its right (inside, it hid the
+    points in its corner: a run's lone point, often); None without a row to draw."""
+    rows = roofline_rows(run)
+    if rows.empty:
+        return None
     hosts = list(dict.fromkeys(rows["calibration_id"]))
     figure, axes = grid(len(hosts), width=9.0 if len(hosts) == 1 else 6.4, height=5.2)
     for ax, calibration_id in zip(axes, hosts, strict=True):
@@ -101,5 +111,5 @@ def roofline(run: RunData, palette: dict[str, str]) -> Plot:
         ax.set_ylabel("achieved FLOP/s")
         ax.set_title(_host_label(run, str(calibration_id)), fontsize=9)
         ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=7, loc="lower right")
-    return Plot(NAME, TITLE, CAPTION, png(figure))
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    return figure
