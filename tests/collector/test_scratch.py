@@ -52,3 +52,51 @@ def test_move_logs_moves_the_logs_and_removes_the_folder(tmp_path: Path) -> None
     empty.mkdir()
     assert scratch.move_logs(empty, tmp_path / "other" / "logs") == []
     assert not (tmp_path / "other").exists() and not empty.exists()
+
+
+def test_a_gone_collectors_logs_go_to_their_run_folder_never_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(scratch.tempfile, "tempdir", None)
+    gone = _gone_pid()
+    run = tmp_path / "run"
+    (run / "logs").mkdir(parents=True)
+    (run / "logs" / "a.log").write_text("first command")
+    resumed = tmp_path / f"fwbench-logs-{gone}-one"  # a resume killed (SIGKILL)
+    no_run = tmp_path / f"fwbench-logs-{gone}-two"  # killed before its run folder was made
+    for folder, target in ((resumed, run / "logs"), (no_run, tmp_path / "never" / "logs")):
+        folder.mkdir()
+        (folder / "a.log").write_text(folder.name)
+        scratch.mark_logs(folder, target, "resume-1")
+    scratch.scratch_folder("logs")
+    assert not resumed.exists() and not no_run.exists()
+    assert (run / "logs" / "a.log").read_text() == "first command"  # not overwritten
+    assert (run / "logs" / "a.resume-1.log").read_text() == resumed.name
+    assert not (tmp_path / "never").exists()  # an interrupted start keeps nothing
+
+
+def test_logs_whose_run_folder_cannot_take_them_stay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(scratch.tempfile, "tempdir", None)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "logs").write_text("a file where the logs folder goes")  # moving fails
+    left = tmp_path / f"fwbench-logs-{_gone_pid()}-abc"
+    left.mkdir()
+    (left / "a.log").write_text("kept")
+    scratch.mark_logs(left, run / "logs")
+    scratch.scratch_folder("logs")
+    assert (left / "a.log").read_text() == "kept"
+
+
+def test_log_names_never_overwrite_an_earlier_commands(tmp_path: Path) -> None:
+    for text in ("one", "two", "three"):
+        logs = tmp_path / text
+        logs.mkdir()
+        (logs / "a.log").write_text(text)
+        scratch.move_logs(logs, tmp_path / "run", "resume-1" if text != "one" else "")
+    found = {p.name: p.read_text() for p in (tmp_path / "run").iterdir()}
+    assert found == {"a.log": "one", "a.resume-1.log": "two", "a.resume-1.2.log": "three"}

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from fwbench.collector.store import PersistenceError, ResultStore, RunFolder
+from fwbench.collector.store.folder import RESERVE, RESERVE_BYTES
 from fwbench.collector.store.owner import ResumeRefused, this_collector
 from fwbench.collector.store.schema import COLUMN_NAMES, COLUMNS, to_frame
 
@@ -317,8 +318,10 @@ def test_run_folder_write_tables_round_trip(filled_store: ResultStore, tmp_path:
     samples = filled_store.samples(RUN_ID)
     folder = RunFolder(tmp_path / "runs" / RUN_ID)
     folder.create()
+    assert (folder.path / RESERVE).stat().st_size == RESERVE_BYTES  # room for the run's end
     folder.write_tables(results, samples)
     folder.write_tables(results, samples)  # rewritten in place
+    folder.release()
 
     assert sorted(p.name for p in folder.path.iterdir()) == [
         "results.csv",
@@ -361,7 +364,7 @@ def test_run_folder_writes_metadata_without_temporary_files(tmp_path: Path) -> N
     folder = RunFolder(tmp_path / "run")
     folder.create()
     folder.write_metadata({"run_id": RUN_ID, "started": STARTED, "cores": np.int64(4)})
-    assert [p.name for p in folder.path.iterdir()] == ["run.json"]
+    assert sorted(p.name for p in folder.path.iterdir()) == [RESERVE, "run.json"]
     assert json.loads((folder.path / "run.json").read_text()) == {
         "run_id": RUN_ID,
         "started": STARTED.isoformat(),

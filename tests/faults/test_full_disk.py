@@ -1,8 +1,9 @@
-"""A full disk under the store or under the run folder: the real collector command, a real local
-agent (the fake plugin), a small tmpfs filled to the last byte mid-run. The run must stop with
-the real cause (never "ok", never an unrelated SQLite message), keep every cell committed
-before, leave no partial file, and `--resume` must finish it once there is room. Mounting a
-tmpfs needs root, as CI runs."""
+"""A full disk under the store, under the run folder, or under both: the real collector command,
+a real local agent (the fake plugin), a small tmpfs filled to the last byte mid-run. The run
+must stop with the real cause (never "ok", never an unrelated SQLite message), keep every cell
+committed before, keep the measured cell the store could not save in the run folder (named in
+the error), end run.json in the run's real state, leave no partial file, and `--resume` must
+finish it once there is room. Mounting a tmpfs needs root, as CI runs."""
 
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs need
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     disk = tmp_path / "disk"
     disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(disk)], check=True)
+    # Room for the 16 MiB a run must find free before it starts (store/integrity.py).
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(disk)], check=True)
     try:
         yield disk
     finally:
@@ -77,6 +79,17 @@ def _run_and_fill(tmp_path: Path, store: Path, out: Path, disk: Path) -> tuple[i
     return process.returncode, stderr, filler
 
 
+def _unsaved_cell(stderr: str, out: Path, store: Path, run_id: str, cwd: Path) -> None:
+    """The cell the full store could not save is in the run folder, whole, and named."""
+    (unsaved,) = (out / "unsaved").iterdir()
+    assert f"writtento{unsaved}instead" in "".join(stderr.split()), stderr  # wrapped lines
+    kept = json.loads(unsaved.read_text())
+    assert kept["row"]["status"] == "ok" and len(kept["sample_nanoseconds"]) >= 10
+    assert "database or disk is full" in kept["why"]
+    stored = _collector(store, "results", run_id, "--json", cwd=cwd)
+    assert kept["row"]["cell"] not in {r["cell"] for r in json.loads(stored.stdout)}
+
+
 def _run_status(store: Path, run_id: str, cwd: Path) -> str:
     listed = _collector(store, "results", "--json", cwd=cwd)
     assert listed.returncode == 0, listed.stderr
@@ -99,6 +112,8 @@ def test_a_full_disk_under_the_store_stops_the_run_with_its_cause(
     recorded = json.loads(kept.stdout)
     assert 1 <= len(recorded) < CELLS and {r["status"] for r in recorded} == {"ok"}
     assert _run_status(store, run_id, tmp_path) in ("failed", "interrupted")  # never ok
+    _unsaved_cell(stderr, out, store, run_id, tmp_path)
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"
 
     resumed = _collector(store, "run", "--resume", run_id, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
@@ -119,7 +134,30 @@ def test_a_full_disk_under_the_run_folder_stops_the_run_and_keeps_the_store(
     stored = _collector(store, "results", run_id, "--json", cwd=tmp_path)
     rows = json.loads(stored.stdout)
     assert len(rows) >= 2  # the cell whose folder write failed was committed to the store
-    assert len(rows) > len(folder_rows(out))
+    # The run's end had room (the folder's reserve): run.json says how it ended, and the
+    # folder's tables were rewritten from the store.
+    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+    assert len(rows) == len(folder_rows(out)) and not (out / ".reserve").exists()
+
+    filler.unlink()
+    resumed = _collector(store, "run", "--resume", run_id, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted(folder_rows(out)["cell"]) == list(range(CELLS))
+    assert json.loads((out / "run.json").read_text())["status"] == "ok"
+
+
+def test_a_full_disk_under_both_keeps_the_unsaved_cell_and_ends_run_json(
+    tmp_path: Path, small_disk: Path
+) -> None:
+    store, out = small_disk / "store.sqlite", small_disk / "run"
+    code, stderr, filler = _run_and_fill(tmp_path, store, out, small_disk)
+    assert code == 1, stderr
+    assert "database or disk is full" in stderr and "Traceback" not in stderr, stderr
+    metadata = json.loads((out / "run.json").read_text())
+    assert metadata["status"] == "failed" and "disk is full" in metadata["error"]
+    assert not (out / ".reserve").exists() and not list(out.glob(".*.tmp"))
+    run_id = metadata["run_id"]
+    _unsaved_cell(stderr, out, store, run_id, tmp_path)
 
     filler.unlink()
     resumed = _collector(store, "run", "--resume", run_id, cwd=tmp_path)

@@ -5,11 +5,17 @@ its own (session.py, launchers/local.py, cli/agents.py); their names carry the c
 process id, so that the next command removes those of a collector that could not (SIGKILL, a
 power cut): folders of this user whose process no longer runs.
 
-An agent that fails to start is the one case whose log outlives the temporary folder: `collector
-run` moves it into the run folder (move_logs) and names it (docs/reliability.md)."""
+Agents' logs are the exception: `collector run` moves them into the run folder (move_logs), at
+its end and when an agent fails to start (and names them then); a later command on the same run
+folder (`--resume`) never overwrites an earlier one's, its logs named NAME.resume-N.log. The logs
+folder is marked with where its logs go (mark_logs): the folder of a collector that could not
+move them (SIGKILL, a full disk) is moved there by the next command, never deleted, once that
+run folder exists (docs/reliability.md)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import shutil
@@ -17,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 KINDS = ("logs", "ports", "cwd")
+DESTINATION = ".destination.json"  # in a logs folder: {"target": OUT/logs, "label": ...}
 _NAME = re.compile(r"fwbench-(logs|ports|cwd)-(\d+)-[^/]+")
 
 
@@ -49,19 +56,69 @@ def remove_stale(root: Path | None = None) -> list[Path]:
                 continue
         except OSError:
             continue
+        if match.group(1) == "logs" and not _logs_delivered(folder):
+            continue  # its logs stay where they are until their run folder takes them
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
     return removed
 
 
-def move_logs(log_dir: Path, target: Path) -> list[Path]:
-    """Moves the `*.log` files of `log_dir` into `target` (made when there are any) and
-    removes `log_dir`; returns the moved files' new paths."""
+def mark_logs(log_dir: Path, target: Path, label: str = "") -> None:
+    """Records where the logs of `log_dir` belong (`target`, a run folder's logs/) and the
+    label of their names there ("resume-2": NAME.resume-2.log)."""
+    record = {"target": str(target.absolute()), "label": label}
+    (log_dir / DESTINATION).write_text(json.dumps(record))
+
+
+def _logs_delivered(folder: Path) -> bool:
+    """Moves a gone collector's logs into their run folder; False when they must stay (that
+    run folder exists but cannot take them now). Logs with no run folder (a collector killed
+    while its first agents started) are not kept, as an interrupted start keeps nothing."""
+    try:
+        record = json.loads((folder / DESTINATION).read_text())
+        target, label = Path(record["target"]), str(record.get("label", ""))
+    except (OSError, ValueError, KeyError, TypeError):
+        return True
+    if not target.parent.is_dir() or not any(folder.glob("*.log")):
+        return True
+    try:
+        move_logs(folder, target, label)
+    except OSError:
+        return False
+    return True
+
+
+def log_path(target: Path, name: str, label: str = "") -> Path:
+    """Where the log `name` (NAME.log) goes in `target`: NAME.LABEL.log with a label, and a
+    number added to a name already there, so no earlier command's log is overwritten."""
+    stem = Path(name).stem + (f".{label}" if label else "")
+    path, number = target / f"{stem}.log", 1
+    while path.exists():
+        number += 1
+        path = target / f"{stem}.{number}.log"
+    return path
+
+
+def move_logs(log_dir: Path, target: Path, label: str = "") -> list[Path]:
+    """Moves the `*.log` files of `log_dir` into `target` (made when there are any; names by
+    log_path) and removes `log_dir`; returns the moved files' new paths. A move that fails
+    (OSError) leaves no partial copy, and `log_dir` with what was not moved."""
     logs = sorted(log_dir.glob("*.log"))
     moved = []
     if logs:
         target.mkdir(parents=True, exist_ok=True)
         for log in logs:
-            moved.append(Path(shutil.move(log, target / log.name)))
+            path = log_path(target, log.name, label)
+            try:
+                os.rename(log, path)
+            except OSError:  # another file system: copied, then removed
+                try:
+                    shutil.copy2(log, path)
+                except BaseException:
+                    with contextlib.suppress(OSError):
+                        path.unlink(missing_ok=True)
+                    raise
+                log.unlink()
+            moved.append(path)
     shutil.rmtree(log_dir, ignore_errors=True)
     return moved

@@ -1,9 +1,10 @@
 """Fair, reproducible comparisons of deep-learning frameworks and their build variants.
 
 Exit codes, for every command: 0 done; 1 some work failed (cells, image builds) or results
-could not be saved; 2 bad input, or agents, environments, images or Docker unavailable
-(nothing written); 3 `collector conformance`: the agent failed a check; 130 interrupted (what
-was measured is kept)."""
+could not be saved; 2 bad input, an unusable store or run folder, or agents, environments,
+images or Docker unavailable (nothing written but a failed start's agent log, OUT/logs); 3
+`collector conformance`: the agent failed a check; 130 interrupted (what was measured is
+kept)."""
 
 from __future__ import annotations
 
@@ -35,9 +36,10 @@ def main(
     """Fair, reproducible comparisons of deep-learning frameworks and their build variants.
 
     Exit codes, for every command: 0 done; 1 some work failed (cells, image builds) or results
-    could not be saved; 2 bad input, or agents, environments, images or Docker unavailable
-    (nothing written); 3 `collector conformance`: the agent failed a check; 130 interrupted
-    (what was measured is kept)."""
+    could not be saved; 2 bad input, an unusable store or run folder, or agents, environments,
+    images or Docker unavailable (nothing written but a failed start's agent log, OUT/logs); 3
+    `collector conformance`: the agent failed a check; 130 interrupted (what was measured is
+    kept)."""
 
 
 app.command()(run.run)

@@ -27,7 +27,7 @@ from fwbench.collector.analysis.history import (
     margin_histories,
 )
 from fwbench.collector.analysis.report import write_report
-from fwbench.collector.cli.common import StorePath, console, fail, fail_with
+from fwbench.collector.cli.common import StorePath, console, fail, fail_with, reads_store
 from fwbench.collector.cli.decide import decisions_table
 from fwbench.collector.stats.sequential import MAX_HISTORY_MARGIN
 from fwbench.collector.stats.significance import DEFAULT_MARGIN, DEFAULT_NOISE_FLOOR
@@ -62,6 +62,7 @@ def _margins(db: ResultStore, runs: list[RunData], wanted: bool) -> list[HostHis
     return margin_histories(db, runs) if wanted else None
 
 
+@reads_store
 def compare(
     runs: Annotated[
         list[str],
@@ -108,7 +109,7 @@ def compare(
         output_format = formats.OutputFormat.JSON
     if not 0 <= threshold < 1 or not 0 <= noise_floor < 1 or not 0 <= (margin or 0) < 1:
         fail("--threshold, --noise-floor and --margin are fractions in [0, 1), e.g. 0.05 for 5%")
-    db = ResultStore(store or default_store_path())
+    db = ResultStore(store or default_store_path(), create=False)
     loaded = [_load(db, run_id) for run_id in runs]
     try:
         if len(loaded) == 1:
@@ -181,6 +182,7 @@ def show_findings(found: Findings) -> None:
         console.print(f"run {found.run_id}: {found.none_line}", highlight=False)
 
 
+@reads_store
 def report(
     run_id: Annotated[str, typer.Argument(help="Run to report on: its ID or its folder.")],
     baseline: Annotated[
@@ -194,7 +196,7 @@ def report(
     store: StorePath = None,
 ) -> None:
     """Write report.html (self-contained: plots embedded) and report.md (with figures/*.png)."""
-    db = ResultStore(store or default_store_path())
+    db = ResultStore(store or default_store_path(), create=False)
     run = _load(db, run_id)
     runs = db.runs()
     folder = runs.loc[runs["run_id"] == run.run_id, "out_dir"].iloc[0]

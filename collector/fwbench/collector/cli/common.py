@@ -4,13 +4,16 @@ stderr), the options several commands take, and the one table from error to exit
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import signal
+import sqlite3
 import sys
+from collections.abc import Callable
 from enum import IntEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
@@ -32,7 +35,7 @@ from fwbench.collector.agents.specs import AgentSpecError
 from fwbench.collector.analysis.contenders import ComparisonError
 from fwbench.collector.images.build import ImageBuildError
 from fwbench.collector.run.plan import SelectionError
-from fwbench.collector.store import PersistenceError
+from fwbench.collector.store import PersistenceError, StorageUnusable, default_store_path
 from fwbench.collector.store.owner import ResumeRefused
 
 
@@ -41,7 +44,8 @@ class ExitCode(IntEnum):
 
     OK = 0  # everything asked for was done (cells unsupported by an agent included)
     FAILED = 1  # some of the work failed (cells, image builds) or results could not be saved
-    NOT_STARTED = 2  # bad input, or agents, environments, images or Docker unavailable
+    NOT_STARTED = 2  # bad input, an unusable store or run folder, or agents, environments,
+    # images or Docker unavailable
     NONCONFORMING = 3  # `collector conformance`: the agent failed a check of the protocol
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; what was measured is kept
 
@@ -61,6 +65,7 @@ EXIT_CODES: dict[type[Exception], ExitCode] = {
     DockerUnavailable: ExitCode.NOT_STARTED,
     ResumeRefused: ExitCode.NOT_STARTED,
     SecurityError: ExitCode.NOT_STARTED,
+    StorageUnusable: ExitCode.NOT_STARTED,
     PersistenceError: ExitCode.FAILED,
 }
 KNOWN_ERRORS = tuple(EXIT_CODES)
@@ -136,6 +141,28 @@ def fail_with(error: Exception, suffix: str = "") -> NoReturn:
     """Exits with the code EXIT_CODES gives the error's type."""
     code = next((EXIT_CODES[t] for t in type(error).__mro__ if t in EXIT_CODES), ExitCode.FAILED)
     fail(f"{error}{suffix}", code)
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def reads_store(command: Callable[P, R]) -> Callable[P, R]:
+    """A command that reads the store (its `store` option): a store that cannot be read
+    (damaged, not a store) ends it with one line that says so, naming the file and SQLite's
+    reason, exit 2; never a traceback."""
+
+    @functools.wraps(command)
+    def reading(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return command(*args, **kwargs)
+        except StorageUnusable as error:
+            fail_with(error)
+        except sqlite3.Error as error:
+            path = kwargs.get("store") or default_store_path()
+            fail(f"cannot read the results store {path}: SQLite says: {error}")
+
+    return reading
 
 
 def load_manifests(extra: list[Path] | None) -> dict[str, AgentManifest]:

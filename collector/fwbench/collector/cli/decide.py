@@ -62,7 +62,11 @@ UntilDecided = Annotated[
 ]
 Budget = Annotated[
     str,
-    typer.Option(help="With --until-decided: the most wall time to spend, e.g. 90s, 10m, 1h."),
+    typer.Option(
+        help="With --until-decided: the most wall time to spend, e.g. 90s, 10m, 1h "
+        f"(default {DEFAULT_BUDGET}).",
+        show_default=False,
+    ),
 ]
 Baseline = Annotated[
     str,
@@ -119,10 +123,19 @@ def decide_options(
     agents: Sequence[str],
     fresh_process: bool,
 ) -> dict[str, Any]:
-    """RunOptions fields for --until-decided (empty without it); SelectionError for bad input."""
+    """RunOptions fields for --until-decided (empty without it); SelectionError for bad input.
+    `budget` "" when not given (DEFAULT_BUDGET then): one given without --until-decided, even
+    the default's value, is refused."""
     if not until_decided:
-        if baseline or margin is not None or budget != DEFAULT_BUDGET:
-            raise SelectionError("--baseline, --margin and --budget go with --until-decided")
+        given = [
+            option for option, value in (("--budget", budget), ("--baseline", baseline)) if value
+        ] + (["--margin"] if margin is not None else [])
+        if given:
+            raise SelectionError(
+                f"{', '.join(given)} only go{'es' if len(given) == 1 else ''} with "
+                "--until-decided (measure until decided): add it, or drop "
+                f"{'it' if len(given) == 1 else 'them'}"
+            )
         return {}
     if len(agents) < 2:
         raise SelectionError(
@@ -138,7 +151,7 @@ def decide_options(
     if margin is not None and not 0 < margin < 1:
         raise SelectionError("--margin is a fraction in (0, 1), e.g. 0.05 for 5%")
     return {
-        "until_decided_seconds": parse_budget(budget),
+        "until_decided_seconds": parse_budget(budget or DEFAULT_BUDGET),
         "baseline": baseline or agents[0],
         "noise_floor": DEFAULT_NOISE_FLOOR,
         "margin": margin,

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import typer
 
-from fwbench.collector.agents.families import FAMILY, family_baselines, result_triples
 from fwbench.collector.agents.image_labels import images_by_id
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.analysis.answers import rich_answers, run_answers
 from fwbench.collector.analysis.contenders import load_run
 from fwbench.collector.analysis.findings import find, summary_lines
+from fwbench.collector.analysis.one_agent import next_steps
 from fwbench.collector.cli.calibrate import calibration_for_run
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
@@ -36,8 +36,14 @@ from fwbench.collector.run.options import RunOptions, options_from_record
 from fwbench.collector.run.plan import Selection
 from fwbench.collector.run.progress import summary_table
 from fwbench.collector.run.resume import ResumePoint, resume_point
-from fwbench.collector.run.session import execute_run
-from fwbench.collector.store import PersistenceError, ResultStore, default_store_path
+from fwbench.collector.run.session import DEFAULT_OUT, execute_run
+from fwbench.collector.store import (
+    PersistenceError,
+    ResultStore,
+    StorageUnusable,
+    default_store_path,
+)
+from fwbench.collector.store.integrity import check_folder, check_store
 from fwbench.collector.store.owner import ResumeRefused
 from fwbench.spec import load_catalogue
 
@@ -66,7 +72,7 @@ def resume_run(
         )
     store_path = store or default_store_path()
     try:
-        point = resume_point(ResultStore(store_path), run_id)
+        point = resume_point(ResultStore(store_path, create=False), run_id)
         options = options_from_record(
             point.options,
             point.out_dir,
@@ -74,7 +80,7 @@ def resume_run(
             shlex.join(["collector", *sys.argv[1:]]),
             security,
         )
-    except (ResumeRefused, PersistenceError) as error:
+    except (ResumeRefused, PersistenceError, StorageUnusable) as error:
         fail_with(error)
     extra = manifests or [Path(folder) for folder in options.manifest_dirs]
     declared = load_manifests(extra)
@@ -91,6 +97,12 @@ def execute(
     declared: dict[str, AgentManifest],
     resume: ResumePoint | None = None,
 ) -> None:
+    try:  # before any agent starts: the store and the run folder can take the run
+        check_store(options.store_path)
+        out = options.out_dir
+        check_folder(out or DEFAULT_OUT, f"--out {out}" if out else f"{DEFAULT_OUT}/ (no --out)")
+    except StorageUnusable as error:
+        fail_with(error)
     catalogue = load_catalogue()
     options = dataclasses.replace(
         options,
@@ -141,17 +153,9 @@ def execute(
         console.print(line, highlight=False, soft_wrap=True)
     counts = ", ".join(f"{n} {status}" for status, n in sorted(summary.statuses.items()))
     console.print(f"results: {summary.out_dir}/results.parquet ({counts})", highlight=False)
-    if summary.statuses.get("ok") and len(results):
-        baseline = options.baseline or str(results["agent"].iloc[0])  # as the rows name it
-        # Agents that stand beside another framework (Keras on X, ONNX Runtime): their view too.
-        families = baseline != FAMILY and any(family_baselines(result_triples(results)).values())
-        console.print(
-            f"next: collector report {summary.out_dir}  |  collector compare "
-            f"{summary.out_dir} --baseline {baseline}"
-            + (f"  |  collector compare {summary.out_dir} --baseline {FAMILY}" if families else ""),
-            highlight=False,
-            soft_wrap=True,
-        )
+    if summary.statuses.get("ok") and len(results):  # one agent: never against itself
+        hint = next_steps(results, summary.out_dir, options.baseline or None)
+        console.print(hint, highlight=False, soft_wrap=True)
     if summary.interrupted:
         fail("interrupted; results measured so far are saved", ExitCode.INTERRUPTED)
     if summary.status != "ok":

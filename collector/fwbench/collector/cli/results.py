@@ -10,7 +10,14 @@ import typer
 from rich.table import Table
 
 from fwbench.collector.analysis.contenders import ComparisonError, run_id_of
-from fwbench.collector.cli.common import StorePath, console, fail, fail_with, print_json
+from fwbench.collector.cli.common import (
+    StorePath,
+    console,
+    fail,
+    fail_with,
+    print_json,
+    reads_store,
+)
 from fwbench.collector.cli.worlds import world_table
 from fwbench.collector.run.progress import summary_table
 from fwbench.collector.store import ResultStore, default_store_path
@@ -36,6 +43,7 @@ def export_table(frame: pd.DataFrame, path: Path) -> None:
         path.write_text(str(frame.to_markdown(index=False)) + "\n")
 
 
+@reads_store
 def results(
     run_id: Annotated[
         str | None, typer.Argument(help="Run to show (its ID or folder); omit to list runs.")
@@ -56,7 +64,7 @@ def results(
     ] = False,
 ) -> None:
     """List past runs, show one, or export one."""
-    db = ResultStore(store or default_store_path())
+    db = ResultStore(store or default_store_path(), create=False)
     if run_id is None:
         runs = db.runs()
         if as_json:

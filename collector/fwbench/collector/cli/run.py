@@ -36,7 +36,6 @@ from fwbench.collector.cli.common import (
     load_manifests,
 )
 from fwbench.collector.cli.decide import (
-    DEFAULT_BUDGET,
     Baseline,
     Budget,
     Margin,
@@ -56,7 +55,12 @@ from fwbench.collector.cli.telemetry import (
     ScrapeInterval,
     check_interference,
 )
-from fwbench.collector.cli.worlds import DEFAULT_WORLD_ITERATIONS, has_worlds, parse_world_sizes
+from fwbench.collector.cli.worlds import (
+    DEFAULT_WORLD_ITERATIONS,
+    check_world_workloads,
+    has_worlds,
+    parse_world_sizes,
+)
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.options import RunOptions
 from fwbench.collector.run.plan import LoopSettings, SelectionError, build_selection, split_list
@@ -116,9 +120,9 @@ def run(
         float,
         typer.Option(
             min=0.0,
-            help=f"Seconds without a heartbeat (agents send one every {HEARTBEAT_SECONDS:g} s) "
-            "before an agent counts as hung: the cell fails and an agent the collector "
-            "started is restarted; 0 = only --cell-timeout.",
+            help=f"Seconds without a heartbeat (sent every {HEARTBEAT_SECONDS:g} s) or progress "
+            "(each build, compilation, step must end within it) before an agent counts as hung: "
+            "the cell fails, an agent the collector started is restarted; 0 = --cell-timeout only.",
         ),
     ] = HANG_SECONDS,
     scrape_interval: ScrapeInterval = DEFAULT_INTERVAL_SECONDS,
@@ -188,7 +192,7 @@ def run(
         int, typer.Option(min=64, help="docker: each container's process and thread limit.")
     ] = DEFAULT_PIDS_LIMIT,
     until_decided: UntilDecided = False,
-    budget: Budget = DEFAULT_BUDGET,
+    budget: Budget = "",
     baseline: Baseline = "",
     margin: Margin = None,
     # Attached agents' token and TLS (cli/security.py, docs/security.md).
@@ -232,7 +236,7 @@ def run(
         )
         sizes = parse_world_sizes(world_sizes, min_seconds, threads, strategies)
         agent_specs = with_worlds(expand_instances(names, aa_names), sizes)
-        if has_worlds(sizes, agent_specs, min_seconds, threads):  # every rank: the same steps
+        if worlds := has_worlds(sizes, agent_specs, min_seconds, threads):  # the same steps
             min_seconds, max_iterations = 0.0, iterations or DEFAULT_WORLD_ITERATIONS
         resolve_agents(agent_specs, declared)
         environment = agent_environment(agent_env or [], agent_specs, declared)
@@ -259,6 +263,7 @@ def run(
             fresh_process=fresh_process,
             strategies=strategies,
         )
+        check_world_workloads(catalogue, selection.workloads, worlds)
     except (
         SelectionError,
         AgentSpecError,

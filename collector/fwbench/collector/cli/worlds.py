@@ -3,6 +3,8 @@ starts (docs/distributed.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 from rich.table import Table
 
@@ -14,6 +16,10 @@ from fwbench.collector.agents.specs import (
 )
 from fwbench.collector.analysis.scaling import CAPTION, HEADERS, scaling_rows, scaling_table
 from fwbench.collector.run.plan import SelectionError, split_list
+from fwbench.spec import Catalogue
+
+# Workload kinds measured only across the ranks of a world (the catalogue's kinds).
+WORLD_KINDS = ("collective",)
 
 # Every rank of a world runs the same number of timed steps: --iterations, or this many.
 DEFAULT_WORLD_ITERATIONS = 10
@@ -72,6 +78,18 @@ def has_worlds(sizes: tuple[str, ...], specs: tuple[str, ...], min_seconds: floa
     if attached and not sizes:
         check_world_loop(min_seconds, threads)
     return bool(sizes) or attached
+
+
+def check_world_workloads(catalogue: Catalogue, workloads: Sequence[str], worlds: bool) -> None:
+    """A collective (allreduce) runs across the ranks of a world: refused without one, rather
+    than run as cells every agent says it does not implement."""
+    alone = [name for name in workloads if catalogue.get(name).kind in WORLD_KINDS]
+    if alone and not worlds:
+        raise SelectionError(
+            f"{', '.join(alone)} {'is a collective' if len(alone) == 1 else 'are collectives'}: "
+            "measured across the ranks of a distributed world, so it needs --world-sizes "
+            "(e.g. --world-sizes 1,2; docs/distributed.md)"
+        )
 
 
 def check_world_loop(min_seconds: float | None, threads: str) -> None:

@@ -1,20 +1,21 @@
 """Persisting a run as it goes: each cell committed to the store (the durable record), then the
-run folder refreshed; the agents' logs copied into the folder at the end."""
+run folder refreshed; the run's end recorded in both; the agents' logs moved into the folder."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from fwbench.collector.agents.scratch import move_logs
 from fwbench.collector.calibration.cache import remember_observed
+from fwbench.collector.run.metadata import now
 from fwbench.collector.run.normalize import RunCeilings
-from fwbench.collector.store.database import ResultStore
+from fwbench.collector.store.database import PersistenceError, ResultStore
 from fwbench.collector.store.folder import RunFolder
 
 # The run folder's raw tables (samples, telemetry) are rewritten at most this often during a
@@ -49,7 +50,11 @@ class Recorder:
             row = self.ceilings.annotate(row)
             if self.ceilings.raised_by(row, self.run_id):
                 row, raised = self.ceilings.annotate(row), True
-        self.store.add_result(self.run_id, row, samples_ns, telemetry)
+        try:
+            self.store.add_result(self.run_id, row, samples_ns, telemetry)
+        except PersistenceError as error:
+            kept = self._keep_unsaved(row, samples_ns, telemetry, str(error))
+            raise PersistenceError(f"{error}; {kept}") from error
         if raised:
             self._ceiling_raised()
         self.folder.write_results(self.store.results(self.run_id))
@@ -57,6 +62,30 @@ class Recorder:
             run_id = self.run_id
             self.folder.write_raw(self.store.samples(run_id), self.store.telemetry(run_id))
             self.raw_written = time.monotonic()
+
+    def _keep_unsaved(
+        self,
+        row: dict[str, Any],
+        samples_ns: Sequence[int],
+        telemetry: pd.DataFrame | None,
+        why: str,
+    ) -> str:
+        """Writes a measured cell the store could not save into the run folder (given its
+        reserve first: the same disk may be full); says where, or what is lost."""
+        self.folder.release()
+        cell, status = row["cell"], row["status"]
+        try:
+            path = self.folder.write_unsaved(row, samples_ns, telemetry, why)
+        except PersistenceError as failed:
+            median = row.get("median_seconds")
+            return (
+                f"cell {cell} ({status}, median {median} s, {len(samples_ns)} samples) could "
+                f"not be written to the run folder either: {failed}"
+            )
+        return (
+            f"cell {cell} ({status}, {len(samples_ns)} samples) was measured: its row, samples "
+            f"and telemetry are written to {path} instead"
+        )
 
     def _ceiling_raised(self) -> None:
         assert self.ceilings is not None and self.ceilings.calibration is not None
@@ -81,12 +110,69 @@ class Recorder:
         )
 
 
-def keep_logs(log_dir: Path, out_dir: Path) -> None:
-    target = out_dir / "logs"
+def run_status(statuses: dict[str, int], planned: int, interrupted: bool, escaped: str) -> str:
+    """What a run's status says, in the store, run.json and the exit code: `ok` only when every
+    planned cell was recorded ok or unsupported by its agent."""
+    if interrupted:
+        return "interrupted"
+    if escaped or statuses.get("failed", 0) or statuses.get("cancelled", 0):
+        return "failed"
+    return "incomplete" if sum(statuses.values()) < planned else "ok"
+
+
+def finish_run(
+    recorder: Recorder,
+    metadata: dict[str, Any],
+    statuses: dict[str, int],
+    planned: int,
+    interrupted: bool,
+    escaped: str,
+) -> None:
+    """Records the run's end in the store, then in run.json, then the folder's tables, each as
+    far as it can, with the folder's reserve given back first (folder.py: room on a disk that
+    filled). A write that fails here is reported on stderr, never in place of the error that
+    ended the run. A store that cannot record the end leaves the run `running`, which
+    `collector results` shows as interrupted once this collector is gone, and `--resume`
+    finishes; a run.json that cannot be written is named, the store's record standing."""
+    store, folder = recorder.store, recorder.folder
+    status = run_status(statuses, planned, interrupted, escaped)
+    metadata.update(finished_at=now(), statuses=dict(statuses), status=status)
+    if escaped:
+        metadata["error"] = escaped
+    if metadata.get("resumed"):  # this resume ended (one killed has no finished_at)
+        metadata["resumed"][-1].update(finished_at=metadata["finished_at"], status=status)
+    folder.release()
+    run_json = folder.path / "run.json"
+    stale = f"; {run_json} may still say `running`: `collector results` has the run's state"
+    run_id, finished = metadata["run_id"], metadata["finished_at"]
+    writes: list[tuple[str, Callable[[], None]]] = [
+        ("", lambda: store.finish_run(run_id, status, finished, metadata)),
+        (stale, lambda: folder.write_metadata(metadata)),
+        ("", recorder.sync),
+    ]
+    for said, write in writes:
+        try:
+            write()
+        except PersistenceError as error:
+            print(
+                f"warning: the end of the run could not be recorded: {error}{said}",
+                file=sys.stderr,
+            )
+    store.close()
+
+
+def keep_logs(
+    log_dir: Path, out_dir: Path, label: str = "", said: Callable[[Path], None] | None = None
+) -> None:
+    """Moves the agents' logs into the run folder's logs/ (names: agents/scratch.py), each
+    moved one `said`; one that cannot be moved (a full disk) is left for the next command."""
     try:
-        target.mkdir(exist_ok=True)
-        for log in log_dir.glob("*.log"):
-            shutil.copy2(log, target / log.name)
-        shutil.rmtree(log_dir, ignore_errors=True)
+        for log in move_logs(log_dir, out_dir / "logs", label):
+            if said is not None:
+                said(log)
     except OSError as error:
-        print(f"warning: agent logs left in {log_dir}: {error}", file=sys.stderr)
+        print(
+            f"warning: agent logs left in {log_dir} ({error}); the next collector command "
+            f"moves them into {out_dir / 'logs'}",
+            file=sys.stderr,
+        )

@@ -70,6 +70,12 @@ class ResumePoint:
         return options
 
     @property
+    def label(self) -> str:
+        """This resume's in the names of its agents' logs: resume-N, N counting resumes (one
+        killed too) of the run."""
+        return f"resume-{len(self.metadata.get('resumed', [])) + 1}"
+
+    @property
     def selection(self) -> Selection:
         return selection_from_record(self.metadata["selection"])
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +13,7 @@ from rich.console import Console
 
 from fwbench.collector.agents.launchers import Launcher
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.scratch import move_logs, scratch_folder
+from fwbench.collector.agents.scratch import mark_logs, scratch_folder
 from fwbench.collector.run.decide import DecideSettings, Decisions, run_until_decided
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.launch import adopt, launch_all, make_launcher
@@ -36,7 +34,7 @@ from fwbench.collector.run.plan import (
 )
 from fwbench.collector.run.progress import RichDisplay
 from fwbench.collector.run.prometheus_targets import TargetsFile
-from fwbench.collector.run.recording import Recorder, keep_logs
+from fwbench.collector.run.recording import Recorder, finish_run, keep_logs, run_status
 from fwbench.collector.run.resume import (
     ResumePoint,
     cells_to_skip,
@@ -51,7 +49,8 @@ from fwbench.collector.store.owner import this_collector
 from fwbench.collector.store.schema import SCHEMA_VERSION
 from fwbench.spec import Catalogue
 
-__all__ = ["RunOptions", "RunSummary", "execute_run", "run_status"]
+__all__ = ["DEFAULT_OUT", "RunOptions", "RunSummary", "execute_run", "run_status"]
+DEFAULT_OUT = Path("fwbench-results")  # the run folder's parent without --out: OUT/RUN_ID
 
 
 @dataclass
@@ -62,16 +61,6 @@ class RunSummary:
     interrupted: bool
     status: str = "ok"  # run_status(): ok, failed, incomplete or interrupted
     decisions: dict[str, Any] | None = None  # --until-decided: Decisions.record()
-
-
-def run_status(statuses: dict[str, int], planned: int, interrupted: bool, escaped: str) -> str:
-    """What a run's status says, in the store, run.json and the exit code: `ok` only when every
-    planned cell was recorded ok or unsupported by its agent."""
-    if interrupted:
-        return "interrupted"
-    if escaped or statuses.get("failed", 0) or statuses.get("cancelled", 0):
-        return "failed"
-    return "incomplete" if sum(statuses.values()) < planned else "ok"
 
 
 def execute_run(
@@ -85,12 +74,13 @@ def execute_run(
     """Runs it all (with `resume`: the missing cells of that run); no agent the run started
     outlives it (for Docker: no container)."""
     run_id = resume.run_id if resume else new_run_id()
-    out_dir = resume.out_dir if resume else options.out_dir or Path("fwbench-results") / run_id
+    out_dir = resume.out_dir if resume else options.out_dir or DEFAULT_OUT / run_id
     if resume is None and (out_dir / "run.json").exists():
         raise SelectionError(f"{out_dir} already holds a run; choose another --out")
     options = options.with_calibration(resume.metadata if resume else None)
     log_dir = scratch_folder("logs")
     try:
+        mark_logs(log_dir, out_dir / "logs", resume.label if resume else "")
         launcher = make_launcher(options, run_id, log_dir, console)
     except BaseException:
         shutil.rmtree(log_dir, ignore_errors=True)
@@ -125,16 +115,17 @@ def _execute(
     resume: ResumePoint | None,
 ) -> RunSummary:
     targets = TargetsFile.from_environment(run_id, report=console.print)  # unusable: bad input
+    label = resume.label if resume else ""  # of the logs' names in the run folder
     try:
         handles = launch_all(options.agents, manifests, launcher, options.start_timeout_seconds,
                              options.security, options)  # fmt: skip
     except BaseException as error:
         # A failed start keeps the agents' logs in the run folder (and says where); an
         # interrupted one keeps nothing.
-        kept = move_logs(log_dir, out_dir / "logs") if isinstance(error, Exception) else []
+        if isinstance(error, Exception):
+            keep_logs(log_dir, out_dir, label, lambda log: console.print(
+                f"agent log kept: {log}", highlight=False))  # fmt: skip
         shutil.rmtree(log_dir, ignore_errors=True)
-        for log in kept:
-            console.print(f"agent log kept: {log}", highlight=False)
         raise
     work: list[AgentWork] = []
     try:
@@ -149,7 +140,7 @@ def _execute(
         for handle in [*handles, *(item.handle for item in work)]:
             handle.stop()  # idempotent; restarted instances are in `work`
         if out_dir.exists():
-            keep_logs(log_dir, out_dir)
+            keep_logs(log_dir, out_dir, label)
         else:
             shutil.rmtree(log_dir, ignore_errors=True)
 
@@ -203,21 +194,21 @@ def _measure(
         }
         for node, names in metadata["shared_nodes"].items():
             console.print(f"node {node} holds {', '.join(names)}: one measures at a time")
-        folder.create()
-        store.start_run(run_id, out_dir.resolve(), metadata["started_at"], metadata)
     else:
         check_same_agents(resume, {name: meta["describe"] for name, meta in agents.items()})
         skip = cells_to_skip(resume, [(cell, repetition) for _, cell, repetition in order])
-        metadata = store.claim_run(run_id, this_collector())  # refuses a live collector's run
+        # Refuses a live collector's run; records this resume at once (kept if it is killed).
+        resumed = {"at": now(), "command": options.command_line, "agents": agents}
+        metadata = store.claim_run(run_id, this_collector(), resumed)
         store.forget_cells(run_id, resume.redo())
-        for stale in ("finished_at", "error", "statuses"):
-            metadata.pop(stale, None)
-        metadata["status"] = "running"
-        metadata.setdefault("resumed", []).append(
-            {"at": now(), "command": options.command_line, "agents": agents}
-        )
-        folder.create()
-    folder.write_metadata(metadata)
+    folder.create()  # with its reserve, given back at the end (store/folder.py)
+    try:
+        if resume is None:
+            store.start_run(run_id, out_dir.resolve(), metadata["started_at"], metadata)
+        folder.write_metadata(metadata)
+    except BaseException:
+        folder.release()
+        raise
     recorder = Recorder(run_id, store, folder, RunCeilings(catalogue, calibration), metadata)
     todo: dict[str, int] = {item.handle.name: 0 for item in work}
     for index, (name, _, _) in enumerate(order):
@@ -260,37 +251,6 @@ def _measure(
         if decisions is not None:
             metadata["until_decided"] = decisions.record()
             planned = ctx.next_index  # what the rounds scheduled
-        _finish_run(store, folder, recorder, metadata, ctx.statuses, planned, interrupted, escaped)
+        finish_run(recorder, metadata, ctx.statuses, planned, interrupted, escaped)
     decided = metadata.get("until_decided")
     return RunSummary(run_id, out_dir, ctx.statuses, interrupted, metadata["status"], decided)
-
-
-def _finish_run(
-    store: ResultStore,
-    folder: RunFolder,
-    recorder: Recorder,
-    metadata: dict[str, Any],
-    statuses: dict[str, int],
-    planned: int,
-    interrupted: bool,
-    escaped: str,
-) -> None:
-    """Records the run's end in the store and the folder, each as far as it can: a write that
-    fails here (a full disk) is reported on stderr, never in place of the error that ended the
-    run. A store that cannot record the end leaves the run `running`, which `collector results`
-    shows as interrupted once this collector is gone, and `--resume` finishes."""
-    status = run_status(statuses, planned, interrupted, escaped)
-    metadata.update(finished_at=now(), statuses=dict(statuses), status=status)
-    if escaped:
-        metadata["error"] = escaped
-    writes: list[Callable[[], None]] = [
-        lambda: store.finish_run(metadata["run_id"], status, metadata["finished_at"], metadata),
-        recorder.sync,
-        lambda: folder.write_metadata(metadata),
-    ]
-    for write in writes:
-        try:
-            write()
-        except PersistenceError as error:
-            print(f"warning: the end of the run could not be recorded: {error}", file=sys.stderr)
-    store.close()

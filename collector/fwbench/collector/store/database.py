@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
@@ -17,39 +16,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fwbench.collector.store.encoding import clean, json_default, telemetry_series
 from fwbench.collector.store.owner import ResumeRefused, collector_gone, owner_text
 from fwbench.collector.store.schema import SCHEMA_VERSION, to_frame
+from fwbench.collector.store.tables import (
+    TABLES,
+    StorageUnusable,
+    connect_existing,
+    create_store,
+)
 
 STORE_VARIABLE = "FWBENCH_STORE"
-_TABLES = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY,
-    schema_version INTEGER NOT NULL,
-    started_at TEXT NOT NULL,
-    finished_at TEXT,
-    status TEXT NOT NULL,
-    out_dir TEXT NOT NULL,
-    metadata_json TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS results (
-    run_id TEXT NOT NULL REFERENCES runs(run_id),
-    cell INTEGER NOT NULL,
-    row_json TEXT NOT NULL,
-    PRIMARY KEY (run_id, cell)
-);
-CREATE TABLE IF NOT EXISTS samples (
-    run_id TEXT NOT NULL,
-    cell INTEGER NOT NULL,
-    sample_nanoseconds BLOB NOT NULL,  -- little-endian int64 array
-    PRIMARY KEY (run_id, cell)
-);
-CREATE TABLE IF NOT EXISTS telemetry (
-    run_id TEXT NOT NULL,
-    cell INTEGER NOT NULL,
-    series_json TEXT NOT NULL,  -- {"time": [unix ns], "metric": [], "label": [], "value": []}
-    PRIMARY KEY (run_id, cell)
-);
-"""
 TELEMETRY_COLUMNS = ("cell", "time", "metric", "label", "value")
 
 
@@ -63,20 +40,6 @@ def default_store_path() -> Path:
     return Path(os.environ.get(STORE_VARIABLE, home / "fwbench" / "results.sqlite"))
 
 
-def json_default(value: object) -> object:
-    if isinstance(value, pd.Timestamp):
-        return value.isoformat()
-    if isinstance(value, np.integer | np.floating | np.bool_):
-        return value.item()
-    if value is pd.NA:  # pandas' missing value: stored as missing, like None
-        return None
-    raise TypeError(f"cannot store {type(value).__name__}")
-
-
-def _clean(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-
-
 @contextmanager
 def saving(where: str) -> Iterator[None]:
     try:
@@ -88,13 +51,34 @@ def saving(where: str) -> Iterator[None]:
 class ResultStore:
     """The embedded store of every run (SQLite, one file)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, create: bool = True) -> None:
+        """Opens the store at `path`: to write (`create`), made whole when missing; else to
+        read only, a missing store reading as empty with nothing made. A file that is not an
+        fwbench store (empty, another database, damaged) raises StorageUnusable either way."""
         self.path = path
+        what = f"cannot {'use' if create else 'read'} the results store {path}"
         with saving(str(path)):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.executescript(_TABLES)
+            if create and not path.exists():
+                create_store(path)
+        if create or path.exists():
+            self._db = connect_existing(path, what)
+        else:
+            self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+            self._db.executescript(TABLES)
+        if create:
+            with saving(str(path)):
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.executescript(TABLES)  # a store from before 0.3 gains its tables
+
+    def _json(self, text: str) -> Any:
+        """A stored JSON text; one that does not parse is a damaged store (StorageUnusable)."""
+        try:
+            return json.loads(text)
+        except (ValueError, TypeError) as error:
+            raise StorageUnusable(
+                f"cannot read the results store {self.path}: a stored record is not JSON "
+                f"({error}); the file is damaged"
+            ) from error
 
     def start_run(
         self, run_id: str, out_dir: Path, started_at: str, metadata: Mapping[str, Any]
@@ -115,17 +99,9 @@ class ResultStore:
         """Commits one row, its raw samples and its raw telemetry series (time, metric, label,
         value) in one transaction."""
         blob = np.asarray(samples_ns, dtype="<i8").tobytes()
-        text = json.dumps(_clean(row), default=json_default)
-        series = None
-        if telemetry is not None and len(telemetry):
-            series = json.dumps(
-                {
-                    "time": telemetry["time"].astype("int64").tolist(),
-                    "metric": telemetry["metric"].astype(str).tolist(),
-                    "label": telemetry["label"].astype(str).tolist(),
-                    "value": telemetry["value"].astype(float).tolist(),
-                }
-            )
+        text = json.dumps(clean(row), default=json_default)
+        found = telemetry_series(telemetry)
+        series = None if found is None else json.dumps(found)
         with saving(str(self.path)):
             self._db.execute("BEGIN")
             try:
@@ -173,9 +149,12 @@ class ResultStore:
                 (status, finished_at, json.dumps(metadata), run_id),
             )
 
-    def claim_run(self, run_id: str, owner: Mapping[str, Any]) -> dict[str, Any]:
+    def claim_run(
+        self, run_id: str, owner: Mapping[str, Any], resumed: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Takes over a run to resume it: refuses (ResumeRefused) a run that is unknown or
-        still measured by a live collector; otherwise marks it `running` under `owner` and
+        still measured by a live collector; otherwise marks it `running` under `owner`, adds
+        `resumed` to its metadata's `resumed` list (kept should this resume be killed too) and
         returns its metadata. Check and update happen in one write transaction, so two
         collectors cannot both claim it."""
         with saving(str(self.path)):
@@ -188,10 +167,14 @@ class ResultStore:
                     raise ResumeRefused(
                         f"no run {run_id!r} in {self.path}; `collector results` lists the runs"
                     )
-                metadata = json.loads(found[1])
+                metadata = self._json(found[1])
                 if found[0] == "running" and not collector_gone(metadata.get("collector")):
                     raise ResumeRefused(f"run {run_id} is {owner_text(metadata)}")
-                metadata["collector"] = dict(owner)
+                for stale in ("finished_at", "error", "statuses"):
+                    metadata.pop(stale, None)
+                metadata.update(collector=dict(owner), status="running")
+                if resumed is not None:
+                    metadata.setdefault("resumed", []).append(dict(resumed))
                 self._db.execute(
                     "UPDATE runs SET status = 'running', finished_at = NULL, metadata_json = ? "
                     "WHERE run_id = ?",
@@ -221,33 +204,34 @@ class ResultStore:
                           COUNT(s.cell) AS cells, r.metadata_json
                    FROM runs r LEFT JOIN results s ON s.run_id = r.run_id
                    GROUP BY r.run_id ORDER BY r.started_at"""
-        frame = pd.read_sql_query(query, self._db)
-        owners = [json.loads(text).get("collector") for text in frame["metadata_json"]]
+        columns = ["run_id", "started_at", "finished_at", "status", "out_dir", "cells", "meta"]
+        frame = pd.DataFrame(self._db.execute(query).fetchall(), columns=columns)
+        owners = [self._json(text).get("collector") for text in frame["meta"]]
         frame["status"] = [
             "interrupted" if status == "running" and collector_gone(owner) else status
             for status, owner in zip(frame["status"], owners, strict=True)
         ]
-        return frame.drop(columns="metadata_json")
+        return frame.drop(columns="meta")
 
     def run_metadata(self, run_id: str) -> dict[str, Any] | None:
         found = self._db.execute(
             "SELECT metadata_json FROM runs WHERE run_id = ?", (run_id,)
         ).fetchone()
-        return json.loads(found[0]) if found else None
+        return self._json(found[0]) if found else None
 
     def metadata_by_run(self) -> dict[str, dict[str, Any]]:
         """Every run's metadata, by run id, oldest first, in one query."""
         found = self._db.execute(
             "SELECT run_id, metadata_json FROM runs ORDER BY started_at"
         ).fetchall()
-        return {run_id: json.loads(text) for run_id, text in found}
+        return {run_id: self._json(text) for run_id, text in found}
 
     def rows(self, run_id: str) -> list[dict[str, Any]]:
         """The run's rows as stored (JSON), by cell."""
         rows = self._db.execute(
             "SELECT row_json FROM results WHERE run_id = ? ORDER BY cell", (run_id,)
         ).fetchall()
-        return [json.loads(text) for (text,) in rows]
+        return [self._json(text) for (text,) in rows]
 
     def results(self, run_id: str) -> pd.DataFrame:
         return to_frame(self.rows(run_id))
@@ -257,7 +241,7 @@ class ResultStore:
     ) -> None:
         """Rewrites rows of the run (by cell) and its metadata, in one transaction: derived
         columns recomputed (a raised ceiling, run/recording.py), never a measurement."""
-        texts = [json.dumps(_clean(row), default=json_default) for row in rows]
+        texts = [json.dumps(clean(row), default=json_default) for row in rows]
         with self._transaction():
             self._db.executemany(
                 "UPDATE results SET row_json = ? WHERE run_id = ? AND cell = ?",
@@ -288,7 +272,7 @@ class ResultStore:
         rows = self._db.execute(
             "SELECT cell, series_json FROM telemetry WHERE run_id = ? ORDER BY cell", (run_id,)
         ).fetchall()
-        frames = [pd.DataFrame({"cell": cell, **json.loads(text)}) for cell, text in rows]
+        frames = [pd.DataFrame({"cell": cell, **self._json(text)}) for cell, text in rows]
         frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         frame = frame.reindex(columns=list(TELEMETRY_COLUMNS))
         frame["time"] = pd.to_datetime(frame["time"].astype("int64"), unit="ns", utc=True)

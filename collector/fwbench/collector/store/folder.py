@@ -1,17 +1,31 @@
 """The run's output folder, an export of the store: results.parquet, results.csv,
 samples.parquet, telemetry.parquet and run.json, each rewritten atomically (run/recording.py
-says when)."""
+says when); and, when the store cannot save a measured cell (its disk full), that cell in
+unsaved/cell-N.json.
+
+While the run goes on the folder holds RESERVE_BYTES of its disk set aside (`.reserve`), given
+back at the run's end (release()): a disk that fills during the run still has room then for
+run.json's last state and the unsaved cell, so run.json never stays `running` for want of a
+few kilobytes. A collector killed outright leaves `.reserve` behind; `--resume` takes it over
+and gives it back."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from fwbench.collector.store.database import json_default, saving
+from fwbench.collector.store.database import saving
+from fwbench.collector.store.encoding import clean, json_default, telemetry_series
+
+RESERVE = ".reserve"
+RESERVE_BYTES = 4 * 2**20
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -33,8 +47,47 @@ class RunFolder:
         self.path = path
 
     def create(self) -> None:
+        """Makes the folder and sets its reserve aside."""
         with saving(str(self.path)):
             self.path.mkdir(parents=True, exist_ok=True)
+            reserve = self.path / RESERVE
+            try:
+                with reserve.open("wb") as sink:
+                    try:
+                        os.posix_fallocate(sink.fileno(), 0, RESERVE_BYTES)
+                    except OSError as error:  # a file system that cannot: written out
+                        if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                            raise
+                        sink.write(bytes(RESERVE_BYTES))
+            except BaseException:
+                reserve.unlink(missing_ok=True)
+                raise
+
+    def release(self) -> None:
+        """Gives the reserve back (the run is ending)."""
+        with contextlib.suppress(OSError):
+            (self.path / RESERVE).unlink(missing_ok=True)
+
+    def write_unsaved(
+        self,
+        row: Mapping[str, Any],
+        samples_ns: Sequence[int],
+        telemetry: pd.DataFrame | None,
+        why: str,
+    ) -> Path:
+        """A measured cell the store could not save, whole (its row, every sample, its raw
+        telemetry and why), as unsaved/cell-N.json; returns the path."""
+        target = self.path / "unsaved" / f"cell-{row['cell']}.json"
+        record = {
+            "why": why,
+            "row": clean(row),
+            "sample_nanoseconds": [int(ns) for ns in samples_ns],
+            "telemetry": telemetry_series(telemetry),
+        }
+        with saving(str(target)):
+            target.parent.mkdir(exist_ok=True)
+            write_atomic(target, json.dumps(record, default=json_default).encode())
+        return target
 
     def write_metadata(self, metadata: Mapping[str, Any]) -> None:
         with saving(str(self.path)):
