@@ -97,7 +97,9 @@ def serve(mode: str, port_file: Path) -> None:
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    port_file.write_text(json.dumps({"port": port}))
+    partial = port_file.with_suffix(".partial")  # renamed whole: never read half-written
+    partial.write_text(json.dumps({"port": port}))
+    partial.replace(port_file)
     server.wait_for_termination()
 
 
