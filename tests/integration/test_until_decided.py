@@ -191,7 +191,7 @@ def test_bad_until_decided_input_is_refused_before_anything_starts(
     lonely = collector("run", "--agents", "torch-cpu", "--until-decided", cwd=tmp_path)
     assert lonely.returncode == 2 and "two or more" in lonely.stderr
     stray = collector("run", "--agents", "torch-cpu", "--margin", "0.1", cwd=tmp_path)
-    assert stray.returncode == 2 and "go with --until-decided" in stray.stderr
+    assert stray.returncode == 2 and "--margin only goes with --until-decided" in stray.stderr
 
 
 def test_a_verdict_says_when_the_two_sides_ran_different_arithmetic(
