@@ -117,7 +117,8 @@ def test_another_agent_whose_every_process_failed_is_still_said_by_compare(
 
 def test_a_real_run_of_one_agent_ends_proposing_its_report_and_results(tmp_path: Path) -> None:
     """`collector run` of one agent (attached, served here) ends with a `next:` line of the
-    report and the results; `compare` of it with itself says there is nothing to compare."""
+    report and the results; `compare` of it, with itself as --baseline or none, says there is
+    nothing to compare."""
     server, _, port = serve("honest")
     env = {**os.environ, "FWBENCH_CALIBRATION": "off", "COLUMNS": "200"}
 
@@ -140,6 +141,7 @@ def test_a_real_run_of_one_agent_ends_proposing_its_report_and_results(tmp_path:
     (hint,) = [line for line in done.stdout.splitlines() if line.startswith("next:")]
     assert hint.startswith(f"next: collector report {out}  |  collector results {out}  ")
     assert "collector compare" not in hint and "--agents fake-cpu,OTHER" in hint
-    compared = collector("compare", str(out), "--baseline", "fake-cpu")
-    assert compared.returncode == ExitCode.NOT_STARTED and not compared.stdout
-    assert compared.stderr.startswith("error: nothing to compare against: fake-cpu is the only")
+    for baseline in (["--baseline", "fake-cpu"], []):  # the one agent is the baseline anyway
+        compared = collector("compare", str(out), *baseline)
+        assert compared.returncode == ExitCode.NOT_STARTED and not compared.stdout
+        assert compared.stderr.startswith("error: nothing to compare against: fake-cpu is the")

@@ -76,6 +76,22 @@ def test_a_gone_collectors_logs_go_to_their_run_folder_never_deleted(
     assert not (tmp_path / "never").exists()  # an interrupted start keeps nothing
 
 
+def test_a_gone_describes_logs_are_kept_where_it_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A command without a run folder (describe, conformance) killed: its logs' folder is
+    made for them (make=True), never deleted."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(scratch.tempfile, "tempdir", None)
+    folder = tmp_path / f"fwbench-logs-{_gone_pid()}-one"
+    folder.mkdir()
+    (folder / "a.log").write_text("described")
+    target = tmp_path / "fwbench-results" / "logs" / "describe-1"
+    scratch.mark_logs(folder, target, make=True)
+    scratch.scratch_folder("logs")
+    assert not folder.exists() and (target / "a.log").read_text() == "described"
+
+
 def test_logs_whose_run_folder_cannot_take_them_stay(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

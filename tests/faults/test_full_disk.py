@@ -3,7 +3,8 @@ a real local agent (the fake plugin), a small tmpfs filled to the last byte mid-
 must stop with the real cause (never "ok", never an unrelated SQLite message), keep every cell
 committed before, keep the measured cell the store could not save in the run folder (named in
 the error), end run.json in the run's real state, leave no partial file, and `--resume` must
-finish it once there is room. Mounting a tmpfs needs root, as CI runs."""
+finish it once there is room, storing the unsaved cell as it was measured. Mounting a tmpfs
+needs root, as CI runs."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def _run_and_fill(tmp_path: Path, store: Path, out: Path, disk: Path) -> tuple[i
     return process.returncode, stderr, filler
 
 
-def _unsaved_cell(stderr: str, out: Path, store: Path, run_id: str, cwd: Path) -> None:
+def _unsaved_cell(stderr: str, out: Path, store: Path, run_id: str, cwd: Path) -> Path:
     """The cell the full store could not save is in the run folder, whole, and named."""
     (unsaved,) = (out / "unsaved").iterdir()
     assert f"writtento{unsaved}instead" in "".join(stderr.split()), stderr  # wrapped lines
@@ -88,6 +89,23 @@ def _unsaved_cell(stderr: str, out: Path, store: Path, run_id: str, cwd: Path) -
     assert "database or disk is full" in kept["why"]
     stored = _collector(store, "results", run_id, "--json", cwd=cwd)
     assert kept["row"]["cell"] not in {r["cell"] for r in json.loads(stored.stdout)}
+    return unsaved
+
+
+def _resumed_with_the_unsaved_cell(unsaved: Path, store: Path, run_id: str, cwd: Path) -> None:
+    """`--resume` stores the unsaved cell as it was measured (not measured again), moves its
+    file to unsaved/stored/ and says so; the run then ends ok with every cell."""
+    kept = json.loads(unsaved.read_text())
+    cell = kept["row"]["cell"]
+    resumed = _collector(store, "run", "--resume", run_id, cwd=cwd)
+    assert resumed.returncode == 0, resumed.stderr
+    said = "".join((resumed.stdout + resumed.stderr).split())  # wrapped lines
+    assert f"cell{cell}:storedfrom{unsaved}" in said, resumed.stdout
+    assert not unsaved.exists() and (unsaved.parent / "stored" / unsaved.name).is_file()
+    assert _run_status(store, run_id, cwd) == "ok"
+    done = _collector(store, "results", run_id, "--json", cwd=cwd)
+    (row,) = [r for r in json.loads(done.stdout) if r["cell"] == cell]
+    assert row["median_seconds"] == kept["row"]["median_seconds"]  # the same measurement
 
 
 def _run_status(store: Path, run_id: str, cwd: Path) -> str:
@@ -112,12 +130,10 @@ def test_a_full_disk_under_the_store_stops_the_run_with_its_cause(
     recorded = json.loads(kept.stdout)
     assert 1 <= len(recorded) < CELLS and {r["status"] for r in recorded} == {"ok"}
     assert _run_status(store, run_id, tmp_path) in ("failed", "interrupted")  # never ok
-    _unsaved_cell(stderr, out, store, run_id, tmp_path)
+    unsaved = _unsaved_cell(stderr, out, store, run_id, tmp_path)
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
 
-    resumed = _collector(store, "run", "--resume", run_id, cwd=tmp_path)
-    assert resumed.returncode == 0, resumed.stderr
-    assert _run_status(store, run_id, tmp_path) == "ok"
+    _resumed_with_the_unsaved_cell(unsaved, store, run_id, tmp_path)
     assert sorted(folder_rows(out)["cell"]) == list(range(CELLS))
 
 
@@ -157,10 +173,9 @@ def test_a_full_disk_under_both_keeps_the_unsaved_cell_and_ends_run_json(
     assert metadata["status"] == "failed" and "disk is full" in metadata["error"]
     assert not (out / ".reserve").exists() and not list(out.glob(".*.tmp"))
     run_id = metadata["run_id"]
-    _unsaved_cell(stderr, out, store, run_id, tmp_path)
+    unsaved = _unsaved_cell(stderr, out, store, run_id, tmp_path)
 
     filler.unlink()
-    resumed = _collector(store, "run", "--resume", run_id, cwd=tmp_path)
-    assert resumed.returncode == 0, resumed.stderr
+    _resumed_with_the_unsaved_cell(unsaved, store, run_id, tmp_path)
     assert sorted(folder_rows(out)["cell"]) == list(range(CELLS))
     assert json.loads((out / "run.json").read_text())["status"] == "ok"

@@ -1,7 +1,8 @@
 """No temporary folder outlives a command: `collector run` (and `describe`) with TMPDIR set to
 a fresh folder leaves it empty after a success, a failed start, a start that times out, an
 agent killed mid-run, an interrupt (SIGTERM, SIGINT, several in a row) mid-cell or during
-start-up. The log of an agent that failed to start is kept in the run folder and named.
+start-up. The log of an agent that failed to start is kept in the run folder and named; describe
+and conformance keep theirs in fwbench-results/logs/.
 Real fake-plugin agents (tests/fake_agent.py), the real command."""
 
 from __future__ import annotations
@@ -157,10 +158,24 @@ def test_an_interrupt_during_start_up_leaves_nothing(
     assert not started.out.exists()
 
 
-def test_describe_of_an_agent_that_fails_to_start_leaves_nothing(
-    tmp_path: Path, manifests: Path
+@pytest.mark.parametrize("command", ["describe", "conformance"])
+def test_a_command_without_a_run_folder_keeps_the_log_of_an_agent_that_failed_to_start(
+    tmp_path: Path, manifests: Path, command: str
 ) -> None:
-    described = Command(tmp_path, manifests, "describe", "broken")
+    """describe and conformance have no run folder: the agent's log is kept in
+    fwbench-results/logs/COMMAND-STAMP/ and named; nothing is left in TMPDIR."""
+    described = Command(tmp_path, manifests, command, "broken")
     stderr = described.finish(2)
     assert "FWBENCH_DEVICE='bogus'" in stderr
+    assert described.leftovers() == []
+    (log,) = (tmp_path / "fwbench-results" / "logs").glob(f"{command}-*/broken.log")
+    assert "FWBENCH_DEVICE='bogus'" in log.read_text()
+    assert stderr.splitlines()[-1] == f"agent log kept: {log.relative_to(tmp_path)}"
+
+
+def test_describe_keeps_the_log_of_an_agent_that_served(tmp_path: Path, manifests: Path) -> None:
+    described = Command(tmp_path, manifests, "describe", "calm")
+    stderr = described.finish(0)
+    (log,) = (tmp_path / "fwbench-results" / "logs").glob("describe-*/calm.log")
+    assert f"agent log kept: {log.relative_to(tmp_path)}" in stderr
     assert described.leftovers() == []

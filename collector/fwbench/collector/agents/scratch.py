@@ -10,7 +10,9 @@ its end and when an agent fails to start (and names them then); a later command 
 folder (`--resume`) never overwrites an earlier one's, its logs named NAME.resume-N.log. The logs
 folder is marked with where its logs go (mark_logs): the folder of a collector that could not
 move them (SIGKILL, a full disk) is moved there by the next command, never deleted, once that
-run folder exists (docs/reliability.md)."""
+run folder exists (docs/reliability.md). Commands without a run folder (`describe`,
+`conformance`) keep theirs in fwbench-results/logs/COMMAND-STAMP/ (cli/common.py command_logs).
+"""
 
 from __future__ import annotations
 
@@ -63,10 +65,12 @@ def remove_stale(root: Path | None = None) -> list[Path]:
     return removed
 
 
-def mark_logs(log_dir: Path, target: Path, label: str = "") -> None:
+def mark_logs(log_dir: Path, target: Path, label: str = "", make: bool = False) -> None:
     """Records where the logs of `log_dir` belong (`target`, a run folder's logs/) and the
-    label of their names there ("resume-2": NAME.resume-2.log)."""
-    record = {"target": str(target.absolute()), "label": label}
+    label of their names there ("resume-2": NAME.resume-2.log); with `make`, `target` is made
+    for them (a command without a run folder: describe, conformance), else only moved into
+    a run folder that exists."""
+    record = {"target": str(target.absolute()), "label": label, "make": make}
     (log_dir / DESTINATION).write_text(json.dumps(record))
 
 
@@ -77,9 +81,10 @@ def _logs_delivered(folder: Path) -> bool:
     try:
         record = json.loads((folder / DESTINATION).read_text())
         target, label = Path(record["target"]), str(record.get("label", ""))
+        make = record.get("make") is True
     except (OSError, ValueError, KeyError, TypeError):
         return True
-    if not target.parent.is_dir() or not any(folder.glob("*.log")):
+    if not (make or target.parent.is_dir()) or not any(folder.glob("*.log")):
         return True
     try:
         move_logs(folder, target, label)

@@ -4,7 +4,6 @@ environments, and what a running agent says of itself."""
 from __future__ import annotations
 
 import json
-import shutil
 from contextlib import closing
 from typing import Annotated
 
@@ -19,13 +18,13 @@ from fwbench.collector.agents.image_labels import ImageLabelError, manifest_of
 from fwbench.collector.agents.launchers.attached import attach
 from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.locks import LockError, LockState, lock_state, write_lock
-from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.specs import one_agent, parse_attached, resolve_agents
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
     ExitCode,
     JsonOutput,
     ManifestDirs,
+    command_logs,
     console,
     errors,
     fail,
@@ -150,9 +149,8 @@ def describe(
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     declared = load_manifests(manifests)
     take_interrupts_once()
-    # Removed on every way out: a failed start's error carries the log's last line.
-    logs = scratch_folder("logs")
-    try:
+    # Kept on every way out (a failed start's error carries the log's last line).
+    with command_logs("describe") as logs:
         try:
             resolve_agents([agent], declared)
             one_agent(agent)
@@ -174,8 +172,6 @@ def describe(
             fail("interrupted", ExitCode.INTERRUPTED)
         finally:
             handle.stop()
-    finally:
-        shutil.rmtree(logs, ignore_errors=True)
     if as_json:
         print(json.dumps(reply, indent=2))
         return

@@ -113,9 +113,11 @@ def compare(
     loaded = [_load(db, run_id) for run_id in runs]
     try:
         if len(loaded) == 1:
+            named = list(dict.fromkeys(loaded[0].results["agent"].dropna()))
+            if baseline is None and len(named) == 1:
+                baseline = str(named[0])  # its modes against its first, or nothing to compare
             if baseline is None:
-                agents = ", ".join(dict.fromkeys(loaded[0].results["agent"].dropna()))
-                fail(f"one run needs --baseline AGENT; agents in {runs[0]}: {agents}")
+                fail(f"one run needs --baseline AGENT; agents in {runs[0]}: {', '.join(named)}")
             history = _history(db, loaded[0], use_history)
             margins = _margins(db, loaded, use_history and margin is None)
             result = compare_to_baseline(

@@ -4,13 +4,15 @@ stderr), the options several commands take, and the one table from error to exit
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import json
 import os
 import signal
 import sqlite3
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from enum import IntEnum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
@@ -30,11 +32,13 @@ from fwbench.collector.agents.manifest import (
     discover_manifests,
     manifest_dirs,
 )
+from fwbench.collector.agents.scratch import mark_logs, move_logs, scratch_folder
 from fwbench.collector.agents.security import SecurityError
 from fwbench.collector.agents.specs import AgentSpecError
 from fwbench.collector.analysis.contenders import ComparisonError
 from fwbench.collector.images.build import ImageBuildError
 from fwbench.collector.run.plan import SelectionError
+from fwbench.collector.run.session import DEFAULT_OUT
 from fwbench.collector.store import PersistenceError, StorageUnusable, default_store_path
 from fwbench.collector.store.owner import ResumeRefused
 
@@ -202,3 +206,23 @@ def take_interrupts_once() -> None:
 
     for taken_signal in taken:
         signal.signal(taken_signal, first)
+
+
+@contextlib.contextmanager
+def command_logs(command: str) -> Iterator[Path]:
+    """The agents' logs folder of `collector COMMAND` (describe, conformance: no run folder).
+    On every way out its logs are moved to fwbench-results/logs/COMMAND-STAMP/ and named on
+    stderr; a killed command's are moved there by the next command (agents/scratch.py); where
+    they cannot be moved (a read-only folder), where they stay is said. An attached agent
+    leaves no log: nothing is written."""
+    logs = scratch_folder("logs")
+    target = DEFAULT_OUT / "logs" / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}"
+    mark_logs(logs, target, make=True)
+    try:
+        yield logs
+    finally:
+        try:
+            for log in move_logs(logs, target):
+                errors.print(f"agent log kept: {escape(str(log))}", highlight=False)
+        except OSError as error:
+            errors.print(f"warning: agent logs left in {escape(str(logs))} ({error})")

@@ -5,7 +5,6 @@ run`) or a declared agent, started the way `collector run` starts it (--launcher
 from __future__ import annotations
 
 import dataclasses
-import shutil
 import uuid
 from pathlib import Path
 from typing import Annotated
@@ -17,7 +16,6 @@ from rich.table import Table
 from fwbench.collector.agents.image_labels import with_image_agents
 from fwbench.collector.agents.launchers import AgentHandle, Launcher, LauncherKind
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.specs import (
     AgentSpecError,
     base_name,
@@ -30,6 +28,7 @@ from fwbench.collector.cli.common import (
     ExitCode,
     JsonOutput,
     ManifestDirs,
+    command_logs,
     console,
     errors,
     fail,
@@ -152,50 +151,51 @@ def conformance(
         fail(str(error))
     spec = agent_spec(target, declared)
     take_interrupts_once()
-    logs = scratch_folder("logs")
     # What make_launcher reads of a run's options: the launcher and its start timeout (the
     # suite stores nothing: no output folder, no store).
     options = RunOptions((spec,), None, Path(), cell_timeout, start_timeout, "", launcher=launcher)
     agent_launcher: Launcher | None = None
     handle: AgentHandle | None = None
-    try:
+    with command_logs("conformance") as logs:
         try:
-            if parse_attached(spec) is None:  # a name or an image reference (--launcher docker)
-                names, _, declared = with_image_agents(
-                    [spec], [], declared, launcher == LauncherKind.DOCKER
-                )
-                spec = names[0]
-                options = dataclasses.replace(options, agents=(spec,))
-            resolve_agents([spec], declared)
-            one_agent(spec)
-            started, reported = suite_variables(agent_env or [], spec, declared)
-            options = dataclasses.replace(options, agent_environment=started)
-            agent_launcher = make_launcher(options, uuid.uuid4().hex[:12], logs, errors)
-            attached = parse_attached(spec)
-            if attached is not None:  # one that serves no health is checked, not unreachable
-                handle = attach_for_suite(*attached, min(start_timeout, 10.0), security)
-            else:
-                handle = launch_all([spec], declared, agent_launcher, start_timeout, security)[0]
-        except KNOWN_ERRORS as error:
-            fail_with(error)
-        suite = Target(
-            client=handle.client,
-            catalogue=load_catalogue(),
-            metrics_address=handle.metrics_address,
-            expected_name=expected_name(target, spec),
-            extras=frozenset(split_list(extra_workloads)),
-            cell_timeout_seconds=cell_timeout,
-            reported_variables=reported,
-        )
-        outcomes = run_suite(suite, groups, cells, _progress)
-    except KeyboardInterrupt:
-        fail(interrupted(spec), ExitCode.INTERRUPTED)
-    finally:
-        if handle is not None:
-            handle.stop()
-        if agent_launcher is not None:
-            agent_launcher.close()
-        shutil.rmtree(logs, ignore_errors=True)
+            try:
+                if parse_attached(spec) is None:  # a name or an image reference (--launcher docker)
+                    names, _, declared = with_image_agents(
+                        [spec], [], declared, launcher == LauncherKind.DOCKER
+                    )
+                    spec = names[0]
+                    options = dataclasses.replace(options, agents=(spec,))
+                resolve_agents([spec], declared)
+                one_agent(spec)
+                started, reported = suite_variables(agent_env or [], spec, declared)
+                options = dataclasses.replace(options, agent_environment=started)
+                agent_launcher = make_launcher(options, uuid.uuid4().hex[:12], logs, errors)
+                attached = parse_attached(spec)
+                if attached is not None:  # one that serves no health is checked, not unreachable
+                    handle = attach_for_suite(*attached, min(start_timeout, 10.0), security)
+                else:
+                    handle = launch_all([spec], declared, agent_launcher, start_timeout, security)[
+                        0
+                    ]
+            except KNOWN_ERRORS as error:
+                fail_with(error)
+            suite = Target(
+                client=handle.client,
+                catalogue=load_catalogue(),
+                metrics_address=handle.metrics_address,
+                expected_name=expected_name(target, spec),
+                extras=frozenset(split_list(extra_workloads)),
+                cell_timeout_seconds=cell_timeout,
+                reported_variables=reported,
+            )
+            outcomes = run_suite(suite, groups, cells, _progress)
+        except KeyboardInterrupt:
+            fail(interrupted(spec), ExitCode.INTERRUPTED)
+        finally:
+            if handle is not None:
+                handle.stop()
+            if agent_launcher is not None:
+                agent_launcher.close()
     _print(spec, outcomes, as_json)
     if any(o.result == FAIL for o in outcomes):
         raise typer.Exit(ExitCode.NONCONFORMING)

@@ -17,6 +17,8 @@ import pandas as pd
 
 from fwbench.collector.run.plan import Cell, LoopSettings, Selection
 from fwbench.collector.store import ResultStore
+from fwbench.collector.store.database import saving
+from fwbench.collector.store.folder import RunFolder
 from fwbench.collector.store.owner import ResumeRefused, collector_gone, owner_text
 
 # What identifies a cell in a plan and in a recorded row (mode and dtype are left out: a row
@@ -198,3 +200,24 @@ def kept_statuses(point: ResumePoint) -> dict[str, int]:
 
 def _records(frame: pd.DataFrame) -> Iterable[dict[str, Any]]:
     return [{str(k): v for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def store_unsaved(store: ResultStore, run_id: str, folder: RunFolder) -> list[str]:
+    """Stores the cells the run measured but could not save (its store's disk full: the run
+    folder's unsaved/), each then moved to unsaved/stored/; one the store already holds stays
+    where it is. Returns what was done, a line per cell."""
+    held = {int(cell) for cell in store.results(run_id).get("cell", [])}
+    said = []
+    for path, record in folder.unsaved():
+        cell = int(record["row"]["cell"])
+        if cell in held:
+            said.append(f"cell {cell}: {path} not stored, the store already holds that cell")
+            continue
+        samples = record["sample_nanoseconds"]
+        store.add_encoded(run_id, record["row"], samples, record["telemetry"])
+        held.add(cell)
+        with saving(str(path)):
+            (path.parent / "stored").mkdir(exist_ok=True)
+            path.rename(path.parent / "stored" / path.name)
+        said.append(f"cell {cell}: stored from {path} ({len(samples)} samples measured before)")
+    return said

@@ -41,6 +41,7 @@ from fwbench.collector.run.resume import (
     check_same_agents,
     kept_statuses,
     selection_record,
+    store_unsaved,
 )
 from fwbench.collector.run.schedule import stretches
 from fwbench.collector.run.work import AgentWork
@@ -196,11 +197,16 @@ def _measure(
             console.print(f"node {node} holds {', '.join(names)}: one measures at a time")
     else:
         check_same_agents(resume, {name: meta["describe"] for name, meta in agents.items()})
-        skip = cells_to_skip(resume, [(cell, repetition) for _, cell, repetition in order])
+        plan = [(cell, repetition) for _, cell, repetition in order]
+        cells_to_skip(resume, plan)  # refuses a changed plan before anything is written
         # Refuses a live collector's run; records this resume at once (kept if it is killed).
         resumed = {"at": now(), "command": options.command_line, "agents": agents}
         metadata = store.claim_run(run_id, this_collector(), resumed)
         store.forget_cells(run_id, resume.redo())
+        for line in store_unsaved(store, run_id, folder):  # measured, the store was full
+            console.print(line, highlight=False)
+        resume = dataclasses.replace(resume, rows=store.results(run_id))
+        skip = cells_to_skip(resume, plan)
     folder.create()  # with its reserve, given back at the end (store/folder.py)
     try:
         if resume is None:

@@ -98,9 +98,19 @@ class ResultStore:
     ) -> None:
         """Commits one row, its raw samples and its raw telemetry series (time, metric, label,
         value) in one transaction."""
+        self.add_encoded(run_id, row, samples_ns, telemetry_series(telemetry))
+
+    def add_encoded(
+        self,
+        run_id: str,
+        row: Mapping[str, Any],
+        samples_ns: Sequence[int],
+        found: Mapping[str, list[Any]] | None,
+    ) -> None:
+        """add_result with the telemetry already as stored (telemetry_series): a cell read back
+        from a run folder's unsaved/."""
         blob = np.asarray(samples_ns, dtype="<i8").tobytes()
         text = json.dumps(clean(row), default=json_default)
-        found = telemetry_series(telemetry)
         series = None if found is None else json.dumps(found)
         with saving(str(self.path)):
             self._db.execute("BEGIN")

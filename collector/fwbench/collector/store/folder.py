@@ -7,7 +7,8 @@ While the run goes on the folder holds RESERVE_BYTES of its disk set aside (`.re
 back at the run's end (release()): a disk that fills during the run still has room then for
 run.json's last state and the unsaved cell, so run.json never stays `running` for want of a
 few kilobytes. A collector killed outright leaves `.reserve` behind; `--resume` takes it over
-and gives it back."""
+and gives it back, and stores the unsaved cells (run/resume.py store_unsaved), moving each to
+unsaved/stored/."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from fwbench.collector.store.database import saving
+from fwbench.collector.store.database import PersistenceError, saving
 from fwbench.collector.store.encoding import clean, json_default, telemetry_series
 
 RESERVE = ".reserve"
@@ -88,6 +89,28 @@ class RunFolder:
             target.parent.mkdir(exist_ok=True)
             write_atomic(target, json.dumps(record, default=json_default).encode())
         return target
+
+    def unsaved(self) -> list[tuple[Path, dict[str, Any]]]:
+        """The unsaved cells written by write_unsaved (a resume stores them), each with its
+        file; a file that is not one whole unsaved cell raises PersistenceError naming it."""
+        found = []
+        for path in sorted((self.path / "unsaved").glob("cell-*.json")):
+            try:
+                record = json.loads(path.read_text())
+                row, samples = record["row"], record["sample_nanoseconds"]
+                series = record["telemetry"]
+                valid = (
+                    isinstance(row, dict)
+                    and isinstance(row.get("cell"), int)
+                    and all(isinstance(ns, int) for ns in samples)
+                    and (series is None or set(series) == {"time", "metric", "label", "value"})
+                )
+            except (OSError, ValueError, KeyError, TypeError) as error:
+                raise PersistenceError(f"cannot read the unsaved cell {path}: {error}") from error
+            if not valid:
+                raise PersistenceError(f"{path} is not an unsaved cell of fwbench")
+            found.append((path, record))
+        return found
 
     def write_metadata(self, metadata: Mapping[str, Any]) -> None:
         with saving(str(self.path)):
