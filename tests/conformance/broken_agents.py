@@ -133,6 +133,20 @@ class NoHeartbeat(Honest):
             yield event
 
 
+class StuckLoop(Honest):
+    """Its heartbeat goes on while its measuring loop stands still: every Progress of
+    STAGE_MEASURE says the count of the first (a step that never returns, on a thread of its
+    own, while another sends the heartbeat)."""
+
+    def Run(self, request, context) -> Iterator[agent_pb2.RunResponse]:  # noqa: N802
+        first = None
+        for event in super().Run(request, context):
+            if event.HasField("progress") and event.progress.stage == agent_pb2.STAGE_MEASURE:
+                first = event.progress.iterations_done if first is None else first
+                event.progress.iterations_done = first
+            yield event
+
+
 class CancelsAnyCaller(Honest):
     """A Cancel without run id stops the active run, whoever sends it."""
 
@@ -202,6 +216,7 @@ AGENTS = {
     "ignores-cancel": IgnoresCancel,
     "wrong-dtype": WrongDtype,
     "no-heartbeat": NoHeartbeat,
+    "stuck-loop": StuckLoop,
     "cancels-any-caller": CancelsAnyCaller,
     "reveals-run-id": RevealsRunId,
     "skips-reported-variables": SkipsReportedVariables,

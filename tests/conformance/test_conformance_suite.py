@@ -157,6 +157,12 @@ def test_a_broken_agent_fails_with_the_reason(agent, kind: str, check: str, reas
             (),
         ),
         (
+            "stuck-loop",
+            "heartbeat: a Progress every 2 s for 17 s",
+            "iterations_done stood at 0 for 1",  # 1x s of STAGE_MEASURE
+            (),
+        ),
+        (
             "cancels-any-caller",
             "Cancel without run id from another caller: cancelled false",
             "answered cancelled = true, and the run ended: it ended with CANCELLED",
@@ -322,3 +328,33 @@ def test_an_interrupt_leaves_an_agent_running_elsewhere_running() -> None:
         server.stop(0)
     assert interrupted("numpy-cpu") == "interrupted; the agent was stopped"
     assert interrupted("agent@10.0.0.5:50051").endswith("agent at 10.0.0.5:50051 was left running")
+
+
+def test_the_suite_frozen_itself_does_not_blame_the_agent() -> None:
+    """The suite's own process stopped (SIGSTOP) for 6 s in the heartbeat check, longer than
+    two heartbeat intervals: the honest agent's Progress waits unread meanwhile, and the check
+    still passes (the suite's own freeze is not the agent's silence, run/own_clock.py)."""
+    server, servicer, port = serve("honest")
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "fwbench.collector.cli", "conformance",
+             f"127.0.0.1:{port}", "--checks", "heartbeat", "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while servicer._active is None:  # the heartbeat check's run (17 s) has begun
+            assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+            time.sleep(0.05)
+        time.sleep(3)  # measuring
+        process.send_signal(signal.SIGSTOP)
+        time.sleep(6)
+        process.send_signal(signal.SIGCONT)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        server.stop(0)
+    assert process.returncode == 0, stdout + stderr
+    checks = {c["check"]: c for c in json.loads(stdout)["checks"]}
+    check = checks["heartbeat: a Progress every 2 s for 17 s"]
+    assert check["result"] == "pass", check

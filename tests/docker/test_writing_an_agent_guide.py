@@ -1,11 +1,13 @@
 """docs/writing-an-agent.md tested as written: the session's `guide_build` (conftest.py) ran its
 stubs, wheels and build steps on a copy of the example agent outside the repository tree
 (tests/agent_guide.py: the guide's Dockerfile and requirements.txt, `docker build --network
-none`); here the guide's conformance command passes on that image, and the image stops at
-once on `docker stop` (SIGTERM, as PID 1), as the guide says it must."""
+none`); here the guide's conformance commands pass on that image (as an image, and started
+by `docker run` and reached as HOST:PORT), and the image stops at once on `docker stop`
+(SIGTERM, as PID 1), as the guide says it must."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -40,6 +42,29 @@ def test_the_guides_conformance_command_passes_on_its_image(guide_build: GuideBu
     assert results["refuse undeclared catalogue workload: UNIMPLEMENTED"] == "pass"
     assert results["heartbeat: a Progress every 2 s for 17 s"] == "pass"
     print(f"conformance: {time.monotonic() - start:.1f} s")
+
+
+def test_the_guides_host_port_example_passes(
+    docker_daemon: docker.DockerClient, guide_build: GuideBuild
+) -> None:
+    """Step 5's other way, as written: the image started by `docker run -d -p`, `collector
+    conformance 127.0.0.1:50070` on it (exit 0, nothing failed: bash -e stops at a failure),
+    then `docker stop` (the container removed by --rm)."""
+    script = guide_blocks()["run=attached"]
+    name = script.split("--name ")[1].split()[0]
+    try:
+        done = run_step("attached", guide_build.context, guide_build.tag)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        assert " 0 failed" in done.stdout and "conformance of agent@127.0.0.1:50070" in done.stdout
+    finally:  # a failed check leaves the container running: bash -e stopped before docker stop
+        # The low-level list: the high-level one inspects each, racing --rm's removal.
+        for container in docker_daemon.api.containers(all=True, filters={"name": name}):
+            with contextlib.suppress(docker.errors.APIError):  # --rm may be removing it
+                docker_daemon.api.remove_container(container["Id"], force=True)
+    deadline = time.monotonic() + 30
+    while docker_daemon.api.containers(all=True, filters={"name": name}):
+        assert time.monotonic() < deadline, f"container {name} was not removed"
+        time.sleep(0.2)
 
 
 def test_the_image_stops_at_once_on_sigterm(

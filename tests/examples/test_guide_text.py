@@ -25,7 +25,8 @@ def test_the_guides_files_are_the_examples() -> None:
     assert sorted(files) == ["Dockerfile", "requirements.txt"]
     for name in files:
         assert blocks[f"file={name}"] == (EXAMPLE / name).read_text("utf-8"), name
-    assert {"run=stubs", "run=wheels", "run=build", "run=conformance"} <= set(blocks)
+    steps = {"run=stubs", "run=wheels", "run=build", "run=conformance", "run=attached"}
+    assert steps <= set(blocks)
 
 
 def test_the_guides_stubs_command_makes_its_folder_first() -> None:

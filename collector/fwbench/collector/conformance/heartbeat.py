@@ -4,7 +4,10 @@ long step from a stopped or frozen agent. `collector run` relies on it (run/live
 cell silent for STALL_GAP_SECONDS fails as stalled, one silent for HANG_SECONDS is cancelled as
 hung. So the check watches the long run (longrun.py) from its Run call until it has gone on
 past the stall limit (WINDOW_SECONDS), and fails any silence longer than LATE_SECONDS, two
-intervals: a heartbeat missed.
+intervals: a heartbeat missed. Progress, not only life (agent.proto, Run): a heartbeat whose
+iterations_done stands still through STANDSTILL_SECONDS of the long run's measuring (steps of
+microseconds) fails too, as `collector run` would cancel it as hung after HANG_SECONDS. Time
+the suite's own process was frozen (run/own_clock.py) is not counted against the agent.
 
 What it cannot force is one long step: steps take what the hardware makes them, and the
 cheapest cell's are short. It catches an agent silent through a stage (nothing between the
@@ -27,6 +30,9 @@ from fwbench.collector.run.liveness import (
 from fwbench.spec import HEARTBEAT_SECONDS
 
 LATE_SECONDS = 2 * HEARTBEAT_SECONDS
+# The long run's steps take microseconds to milliseconds: iterations_done still this long in
+# STAGE_MEASURE is a measuring loop that stopped while something else sends the heartbeat.
+STANDSTILL_SECONDS = 10.0
 WINDOW_SECONDS = STALL_GAP_SECONDS + 2.0
 
 
@@ -49,11 +55,22 @@ def _heartbeat(target: Target) -> str:
             f"run` fails a cell silent for {STALL_GAP_SECONDS:g} s as stalled and cancels one "
             f"silent for {HANG_SECONDS:g} s as hung"
         )
+    still, done = run.longest_standstill()
+    if still > STANDSTILL_SECONDS:
+        raise Failed(
+            f"iterations_done stood at {done} for {still:.1f} s of STAGE_MEASURE (the long "
+            "run's steps take microseconds): its Progress says the agent lives, not that it "
+            "measures; agent.proto asks for the measuring loop's count, and `collector run` "
+            f"cancels a cell whose progress stands still for {HANG_SECONDS:g} s as hung"
+        )
     if not run.running():
         raise Failed(
             f"the long run (min_seconds {run.request.min_seconds:.0f}) stopped: {run.outcome}"
         )
-    return f"longest silence {gap:.1f} s in {time.monotonic() - run.started:.0f} s"
+    return (
+        f"longest silence {gap:.1f} s, longest standstill {still:.1f} s, in "
+        f"{time.monotonic() - run.started:.0f} s"
+    )
 
 
 def heartbeat_checks() -> list[Check]:

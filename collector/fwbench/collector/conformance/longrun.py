@@ -27,6 +27,7 @@ from fwbench.collector.conformance.suite import (
     silent,
     status_text,
 )
+from fwbench.collector.run.own_clock import own_clock
 
 STOP_SECONDS = 30.0  # for a cancelled or timed-out run to end, and the agent to take another
 LONG_PARAM = 64  # gemm 64x64x64: microseconds a step, 10^7 steps well past a minute
@@ -58,9 +59,11 @@ class LongRun:
             max_iterations=limits["max_iterations"].max,
             min_seconds=target.catalogue.min_seconds_max,
         )
+        own_clock()  # ticking from now on: longest_gap and longest_standstill ask it
         self.started = time.monotonic()
         self.ended: float | None = None
-        self.events: list[tuple[float, int]] = []  # (monotonic time, stage) of each Progress
+        # (monotonic time, stage, iterations_done) of each Progress
+        self.events: list[tuple[float, int, int]] = []
         self.call: Iterator[agent_pb2.RunResponse] = target.client.run(self.request, None)
         self.measuring = threading.Event()
         self.done = threading.Event()
@@ -74,7 +77,8 @@ class LongRun:
                 if event.HasField("result"):
                     self.outcome = "it finished with a RunResult"
                     continue
-                self.events.append((time.monotonic(), event.progress.stage))
+                progress = event.progress
+                self.events.append((time.monotonic(), progress.stage, progress.iterations_done))
                 if event.progress.stage == agent_pb2.STAGE_MEASURE:
                     self.measuring.set()
             self.outcome = self.outcome or "its stream ended OK without a RunResult"
@@ -95,12 +99,36 @@ class LongRun:
 
     def longest_gap(self) -> tuple[float, float, int]:
         """(seconds, when it began in seconds since the start, the stage before it) of the
-        longest time without a Progress, from the Run call to its end or now."""
-        times = [self.started] + [t for t, _ in self.events]
-        stages = [agent_pb2.STAGE_UNSPECIFIED] + [s for _, s in self.events]
+        longest time without a Progress, from the Run call to its end or now, less the time
+        this process itself was frozen in it (run/own_clock.py: what arrived meanwhile is
+        read when it wakes, and its silence is not the agent's)."""
+        times = [self.started] + [t for t, _, _ in self.events]
+        stages = [agent_pb2.STAGE_UNSPECIFIED] + [s for _, s, _ in self.events]
         times.append(self.ended if self.ended is not None else time.monotonic())
-        gap, index = max((b - a, i) for i, (a, b) in enumerate(itertools.pairwise(times)))
+        clock = own_clock()
+        gap, index = max(
+            (b - a - clock.frozen_within(a, b), i)
+            for i, (a, b) in enumerate(itertools.pairwise(times))
+        )
         return gap, times[index] - self.started, stages[index]
+
+    def longest_standstill(self) -> tuple[float, int]:
+        """(seconds, iterations_done) of the longest stretch of STAGE_MEASURE in which
+        iterations_done did not change, less this process's own freezes in it; to its end or
+        now while measuring."""
+        measured = [(t, n) for t, stage, n in self.events if stage == agent_pb2.STAGE_MEASURE]
+        if not measured:
+            return 0.0, 0
+        clock, longest, (since, count) = own_clock(), (0.0, measured[0][1]), measured[0]
+        end = self.ended if self.ended is not None else time.monotonic()
+        ends: list[tuple[float, int | None]] = [*measured[1:], (end, None)]
+        for at, done in ends:
+            if done != count:
+                still = at - since - clock.frozen_within(since, at)
+                longest = max(longest, (still, count))
+                if done is not None:
+                    since, count = at, done
+        return longest
 
     def stop(self) -> None:
         cancel = getattr(self.call, "cancel", None)
