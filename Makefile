@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml proto/pyproject.toml agents/runtime/pyproject.toml
 
-.PHONY: setup system-deps docker-deps slurm-deps images images-deb run lint proto test test-fast test-plugins test-main bench clean
+.PHONY: setup system-deps docker-deps slurm-deps images images-deb run lint proto docs test test-fast test-plugins test-main bench clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,11 @@ lint: setup
 
 proto: setup
 	$(BIN)/python proto/generate.py
+
+# The generated reference pages (tests/docs and tests/collector/test_schema_docs.py check them).
+docs: setup
+	$(BIN)/collector schema > docs/results-schema.md
+	$(BIN)/typer fwbench.collector.cli utils docs --name collector --output docs/cli.md
 
 # Each plugin's own tests and the plugin contract suite run inside the environment of the agent
 # whose manifest says it represents the plugin ([tests] in agents/manifests/*.toml):
@@ -105,7 +110,7 @@ test: lint test-plugins test-main
 # Docker and no host tools (the collector against fakes, the runtime in-process, the spec,
 # the example agent as a process).
 test-fast: lint
-	$(BIN)/pytest -m "not agent and not docker" tests/collector tests/runtime tests/spec tests/faults \
+	$(BIN)/pytest -m "not agent and not docker" tests/collector tests/runtime tests/spec tests/faults tests/docs \
 		tests/conformance tests/examples tests/distributed tests/cluster
 
 bench: setup
