@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from fake_kube import FakeKube, Image, kubeconfig
+from pod_security import check_restricted
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 ORPHAN_SECONDS = 6  # the killed collector's agent ends itself this long after its last call
@@ -70,6 +71,7 @@ def test_agents_run_as_pods_and_nothing_outlives_the_run(
     (container,) = created["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "fwbench/fake:latest"
     assert container["resources"]["limits"]["cpu"] == "2"
+    assert check_restricted([created]) == []  # the "restricted" Pod Security level
     (env,) = kube.environments.values()
     assert env["FWBENCH_ORPHAN_SECONDS"] == "30"  # the agent ends itself if the collector dies
     # The pod's log went with it; the run folder kept a copy.
@@ -236,6 +238,7 @@ def test_a_world_is_one_indexed_job_whose_pods_are_its_ranks(
         log = (tmp_path / "run" / "logs" / f"fake~w2-rank{rank}-threads1.log").read_text()
         assert "fwbench-agent fake serving on" in log, log
     assert kube.left() == [] and kube.running() == []
+    assert check_restricted(kube.created("jobs")) == []  # the "restricted" Pod Security level
 
 
 def test_worlds_of_one_pod_are_worlds_too(

@@ -2,7 +2,9 @@
 against Kubernetes' own API schemas (kubernetes-validate bundles them; strict: no unknown
 field passes), and say what a rank needs: torchrun's variables with the rank from the Indexed
 Job's completion index, rank 0's stable hostname under the headless Service, whole-core CPU
-requests equal to limits, GPUs for CUDA agents, scrape annotations and the run's labels."""
+requests equal to limits, GPUs for CUDA agents, scrape annotations and the run's labels. Every
+pod meets the "restricted" Pod Security Standard (pod_security.py) and mounts no service-account
+token; names never collide, however long the run id."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
+from pod_security import check_restricted
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 KUBERNETES = "1.33.0"  # a current release; the schemas ship with kubernetes-validate
@@ -31,12 +34,53 @@ def _env(job: dict) -> dict[str, object]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
 
 
-@pytest.mark.parametrize("world_sizes", ["1", "2", "1,2"])
-def test_every_object_validates_strictly_offline(world_sizes: str) -> None:
-    objects = _render("--agents", "torch-cpu,tf-mkl", "--world-sizes", world_sizes,
-                      "--run-id", "r1", "--cpus", "2")  # fmt: skip
-    assert len(objects) == 2 * 2 * len(world_sizes.split(","))
+@pytest.mark.parametrize("world_sizes", ["", "1", "2", "1,2"])
+def test_every_object_validates_strictly_offline_and_is_restricted(world_sizes: str) -> None:
+    sizes = ("--world-sizes", world_sizes) if world_sizes else ()
+    objects = _render("--agents", "torch-cpu,tf-mkl,torch-cu12", *sizes, "--run-id", "r1",
+                      "--cpus", "2")  # fmt: skip
+    assert len(objects) == 3 * 2 * len(world_sizes.split(","))
     for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+    assert check_restricted(objects) == []
+
+
+def test_the_restricted_check_finds_what_the_profile_forbids() -> None:
+    """The check itself: a pod as Kubernetes' defaults leave it fails on each control."""
+    _, job = _render("--agents", "torch-cpu")
+    spec = job["spec"]["template"]["spec"]
+    del spec["securityContext"], spec["automountServiceAccountToken"]
+    spec["containers"][0]["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
+    spec["hostNetwork"] = True
+    spec["volumes"] = [{"name": "h", "hostPath": {"path": "/"}}]
+    found = "\n".join(check_restricted([job]))
+    for control in ("hostNetwork", "hostPath", "allowPrivilegeEscalation", "drop ALL",
+                    "SYS_ADMIN", "runAsNonRoot", "seccomp", "service-account token"):  # fmt: skip
+        assert control in found, (control, found)
+
+
+def test_alone_by_default_and_a_world_of_one_told_its_rank() -> None:
+    """Without --world-sizes each agent is alone, as `collector run` starts one; with
+    --world-sizes 1 its pod is rank 0 of a world of one, as in a run's world of one."""
+    _, alone = _render("--agents", "torch-cpu")
+    _, world = _render("--agents", "torch-cpu", "--world-sizes", "1")
+    assert "WORLD_SIZE" not in _env(alone) and "RANK" not in _env(alone)
+    assert _env(world)["WORLD_SIZE"] == "1" and "job-completion-index" in str(_env(world)["RANK"])
+    assert _env(alone)["HOME"] == _env(world)["HOME"] == "/tmp"  # a user with no home
+
+
+def test_names_never_collide_however_long_the_run_id() -> None:
+    """Two run ids that differ only past DNS's 63 characters: distinct names and run labels,
+    each a valid DNS label (they used to be cut to the same name, and one run's clean-up
+    selected the other's objects)."""
+    stem = "nightly-" + "x" * 70
+    first = _render("--agents", "torch-cpu", "--world-sizes", "2", "--run-id", stem + "-a")
+    second = _render("--agents", "torch-cpu", "--world-sizes", "2", "--run-id", stem + "-b")
+    names = {obj["metadata"]["name"] for obj in first} | {o["metadata"]["name"] for o in second}
+    assert len(names) == 2 and all(len(name) <= 56 for name in names), names
+    runs = {obj["metadata"]["labels"]["fwbench.io/run"] for obj in first + second}
+    assert len(runs) == 2 and all(len(label) <= 63 for label in runs), runs
+    for obj in first + second:
         kubernetes_validate.validate(obj, KUBERNETES, strict=True)
 
 

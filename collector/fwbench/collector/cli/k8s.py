@@ -35,8 +35,12 @@ def check_k8s_options(given: list[str], launcher: LauncherKind) -> tuple[str, ..
 def render_manifests(
     agents: Annotated[str, typer.Option(help="Comma-separated agent names.")],
     world_sizes: Annotated[
-        str, typer.Option(help="World sizes (pods per world), e.g. 1,2; default: 1.")
-    ] = "1",
+        str,
+        typer.Option(
+            help="World sizes (pods per world), e.g. 1,2 (a world of one is told WORLD_SIZE "
+            "and RANK); default: each agent alone, one pod."
+        ),
+    ] = "",
     cpus: Annotated[int, typer.Option(min=1, help="Whole CPUs per pod (requests = limits).")] = 1,
     memory: Annotated[str, typer.Option(help="Memory per pod (requests = limits).")] = "4Gi",
     registry: Annotated[
@@ -57,7 +61,7 @@ def render_manifests(
     if unknown:  # this host's GPUs do not matter: the pods run on the cluster's nodes
         fail(f"unknown agent {unknown[0]!r}; declared agents: {', '.join(declared)}")
     try:
-        parsed = parse_world_sizes(world_sizes, None, "0") or ("1",)
+        parsed = parse_world_sizes(world_sizes, None, "0") if world_sizes else ()
     except SelectionError as error:
         fail_with(error)
     if any(not size.isdigit() for size in parsed):

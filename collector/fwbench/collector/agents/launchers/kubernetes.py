@@ -180,7 +180,7 @@ class KubernetesLauncher:
         torchrun's variables, also a world of one; else one agent); returns the Job's name."""
         if self._closed.is_set():
             raise AgentUnavailable(f"not creating {instance}: the run is ending")
-        base = dns_name(f"fwbench-{self.settings.run_id}-{instance}")[:50].rstrip("-")
+        base = dns_name(f"fwbench-{self.settings.run_id}-{instance}", 50)
         name = f"{base}-{next(self._count)}"
         env = {**self.settings.environment, "FWBENCH_ORPHAN_SECONDS": f"{orphan_seconds():g}"}
         if threads:

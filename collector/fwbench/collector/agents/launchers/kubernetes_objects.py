@@ -9,10 +9,13 @@ MASTER_ADDR = rank 0's hostname; MASTER_PORT), FWBENCH_PEERS (every rank's hostn
 port, for TensorFlow's TF_CONFIG), FWBENCH_THREADS = its whole CPUs. CPU requests equal limits
 in whole cores (the kubelet's static CPU manager then gives the pod exclusive cores, in the
 Guaranteed QoS class: memory request = limit too); CUDA agents get `nvidia.com/gpu` limits.
-Labels name the run and agent, so a launcher can find and delete what it made."""
+Labels name the run and agent, so a launcher can find and delete what it made. Pods meet the
+"restricted" Pod Security Standard (POD_SECURITY, CONTAINER_SECURITY) and get no service-account
+token; names and labels longer than DNS allows end in a hash, never collide (dns_name)."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -30,6 +33,23 @@ INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 SECRET_KEY = "token"  # the key of the run's token in its Secret
 
 
+# The "restricted" Pod Security Standard: a non-root user (any: the images' files are readable
+# by all, and HOME is /tmp), the runtime's default seccomp profile, no capabilities, no
+# privilege escalation. tests/cluster/pod_security.py checks every object against it.
+AGENT_USER = 65532
+POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": AGENT_USER,
+    "runAsGroup": AGENT_USER,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+}
+
+
 @dataclass(frozen=True)
 class PodShape:
     """What each rank's pod asks for."""
@@ -39,10 +59,15 @@ class PodShape:
     gpus: int = 0  # nvidia.com/gpu per pod (CUDA agents: at least 1)
 
 
-def dns_name(text: str) -> str:
-    """A DNS-1123 label: lower-case letters, digits and '-', at most 63 characters."""
-    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return name[:63].rstrip("-") or "fwbench"
+def dns_name(text: str, most: int = 63) -> str:
+    """A DNS-1123 label of at most `most` characters: lower-case letters, digits and '-'. A
+    longer one keeps its start and ends in a hash of the whole text, so that two texts that
+    differ only past the limit (two long run ids) never share a name or a label."""
+    name = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-") or "fwbench"
+    if len(name) <= most:
+        return name
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{name[: most - 9].rstrip('-')}-{digest}"
 
 
 def world_objects(
@@ -64,7 +89,7 @@ def world_objects(
     `extra_env` added to (or replacing) the pod's variables. With `token_secret`, the agent
     demands the token that Secret holds (TOKEN_VARIABLE from its key, never a literal)."""
     # A pod's hostname is JOB-INDEX: leave room for the index within DNS's 63 characters.
-    name = dns_name(name or f"fwbench-{run_id}-{manifest.name}-w{world_size}")[:56].rstrip("-")
+    name = dns_name(name or f"fwbench-{run_id}-{manifest.name}-w{world_size}", 56)
     notes = dict(annotations or {})
     labels = {
         "app.kubernetes.io/name": "fwbench-agent",
@@ -105,9 +130,10 @@ def world_objects(
         {"name": "FWBENCH_PEERS", "value": peers},
         {"name": "FWBENCH_THREADS", "value": str(shape.cpus)},
         {"name": "FWBENCH_HOST", "value": "0.0.0.0"},
+        {"name": "HOME", "value": "/tmp"},  # the pod's user has no home of its own
     ]
     if world_size == 1 if alone is None else alone:  # no distributed runtime
-        env = [e for e in env if e["name"] in ("FWBENCH_THREADS", "FWBENCH_HOST")]
+        env = [e for e in env if e["name"] in ("FWBENCH_THREADS", "FWBENCH_HOST", "HOME")]
     extra = dict(extra_env or {})
     env = [e for e in env if e["name"] not in extra]
     env += [{"name": key, "value": value} for key, value in extra.items()]
@@ -125,7 +151,7 @@ def world_objects(
             "grpc": {"port": manifest.grpc_port},
             "periodSeconds": 5,
         },
-        "securityContext": {"allowPrivilegeEscalation": False},
+        "securityContext": CONTAINER_SECURITY,
     }
     job = {
         "apiVersion": "batch/v1",
@@ -154,6 +180,8 @@ def world_objects(
                 "spec": {
                     "subdomain": name,  # the headless Service: stable pod hostnames
                     "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,  # an agent never calls the API
+                    "securityContext": POD_SECURITY,
                     "containers": [container],
                 },
             },
@@ -203,12 +231,15 @@ def render(
     namespace: str = "default",
     monitor: bool = False,
 ) -> list[dict[str, Any]]:
-    """Every object for these agents (manifest, image) in every world size."""
-    sizes = list(world_sizes) or [1]
+    """Every object for these agents (manifest, image) in every world size; without world
+    sizes, each agent alone (one pod, no distributed runtime), as `collector run` starts an
+    agent. A world of one is a world, as `--world-sizes 1` makes it in a run: its pod is told
+    WORLD_SIZE and RANK."""
+    sizes = list(world_sizes)
     objects = []
     for manifest, image in agents:
         gpus = max(shape.gpus, 1) if manifest.requires_gpu else shape.gpus
         own = PodShape(shape.cpus, shape.memory, gpus)
-        for size in sizes:
-            objects += world_objects(manifest, image, run_id, size, own, namespace)
+        for size in sizes or [1]:
+            objects += world_objects(manifest, image, run_id, size, own, namespace, alone=not sizes)
     return [*objects, pod_monitor(run_id, namespace)] if monitor else objects
