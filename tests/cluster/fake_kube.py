@@ -12,7 +12,9 @@ and label, job-name labels, nodeName fake-node-1, each its own loopback address 
 its pod IP), and each pod's container RUNS as a local process: the test maps each image to an
 argv and the image's environment; the container's env is resolved (value, fieldRef to
 metadata.annotations[...], metadata.name, status.podIP, spec.nodeName, secretKeyRef: a missing
-Secret or key leaves the container waiting, CreateContainerConfigError), FWBENCH_HOST becomes
+Secret or key leaves the container waiting, CreateContainerConfigError; a Secret volume is a
+folder of this host holding its keys as files, and values naming a path under its mountPath
+name that folder instead: a mount namespace), FWBENCH_HOST becomes
 the pod IP (a pod has its own network namespace: a loopback address stands in for it), and
 pod hostnames JOB-INDEX.SUBDOMAIN in values become their IPs (a fake DNS). Phases: Pending,
 Running (with podIP) once the process starts, Succeeded/Failed when it exits; its output is the
@@ -218,6 +220,33 @@ class FakeKube:
                 target=self._run_pod, args=(namespace, pod, ip, dns), daemon=True
             ).start()
 
+    def _mount_secrets(
+        self, namespace: str, pod: dict[str, Any], container: dict[str, Any]
+    ) -> dict[str, str] | None:
+        """The container's Secret volumes as folders of this host, each key a file with the
+        volume's defaultMode: {mountPath: folder}; None (the container left waiting,
+        CreateContainerConfigError) when a Secret is missing."""
+        volumes = {v["name"]: v for v in pod["spec"].get("volumes", [])}
+        mounts = {}
+        for mount in container.get("volumeMounts", []):
+            secret = volumes[mount["name"]].get("secret")
+            if secret is None:
+                continue
+            with self.lock:
+                found = self.objects.get(("secrets", namespace, secret["secretName"]))
+            if found is None:
+                self._wait(namespace, pod["metadata"]["name"], container,
+                           "CreateContainerConfigError",
+                           f'secret "{secret["secretName"]}" not found')  # fmt: skip
+                return None
+            folder = self.logs / "volumes" / pod["metadata"]["name"] / mount["name"]
+            folder.mkdir(parents=True)
+            for key, value in found.get("data", {}).items():
+                (folder / key).write_bytes(base64.b64decode(value))
+                (folder / key).chmod(secret.get("defaultMode", 0o644))
+            mounts[mount["mountPath"]] = str(folder)
+        return mounts
+
     def _run_pod(self, namespace: str, pod: dict[str, Any], ip: str, dns: dict[str, str]) -> None:
         name = pod["metadata"]["name"]
         (container,) = pod["spec"]["containers"]
@@ -253,6 +282,13 @@ class FakeKube:
                 continue
             env[variable["name"]] = self._value(variable, pod, ip, dns)
         env["FWBENCH_HOST"] = ip
+        mounts = self._mount_secrets(namespace, pod, container)
+        if mounts is None:
+            return
+        for key, value in env.items():  # the container's view of its mounts, on this host
+            for inside, outside in mounts.items():
+                if value == inside or value.startswith(inside.rstrip("/") + "/"):
+                    env[key] = outside + value[len(inside.rstrip("/")) :]
         self.environments[name] = env
         log = (self.logs / f"{name}.log").open("ab")
         with self.lock:

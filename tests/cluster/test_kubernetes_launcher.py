@@ -283,13 +283,14 @@ def test_agent_pods_demand_the_runs_token_which_only_a_secret_holds(
     kube: FakeKube, fake_manifests: Path, tmp_path: Path
 ) -> None:
     """Agent pods listen on their pod's addresses: only the run's token opens them. It reaches
-    the pod through a Secret (secretKeyRef), never as a literal in a Job's spec."""
+    the pod through a Secret mounted as a file, never as a literal in a Job's spec or in a
+    variable."""
     from fwbench.collector.agents.client import AgentClient, AgentUnavailable
     from fwbench.collector.agents.launchers import LaunchSettings
     from fwbench.collector.agents.launchers.kubernetes import KubernetesLauncher
     from fwbench.collector.agents.manifest import discover_manifests
     from fwbench.collector.images.build import image_tag
-    from fwbench.spec.metadata import TOKEN_VARIABLE
+    from fwbench.spec.metadata import TOKEN_FILE_VARIABLE, TOKEN_VARIABLE
 
     manifest = discover_manifests([fake_manifests])["fake"]
     settings = LaunchSettings(run_id="tokens", log_dir=tmp_path, image_tag=image_tag)
@@ -303,14 +304,13 @@ def test_agent_pods_demand_the_runs_token_which_only_a_secret_holds(
         assert handle.client.describe().identity.name == "fake"
         (secret,) = kube.created("secrets")
         (job,) = kube.created("jobs")
-        (container,) = job["spec"]["template"]["spec"]["containers"]
-        (variable,) = [v for v in container["env"] if v["name"] == TOKEN_VARIABLE]
-        assert variable == {
-            "name": TOKEN_VARIABLE,
-            "valueFrom": {"secretKeyRef": {"name": secret["metadata"]["name"], "key": "token"}},
-        }
+        (volume,) = job["spec"]["template"]["spec"]["volumes"]
+        assert volume["secret"]["secretName"] == secret["metadata"]["name"]
         (env,) = kube.environments.values()
-        assert env[TOKEN_VARIABLE] and env[TOKEN_VARIABLE] not in json.dumps(job)
+        assert TOKEN_VARIABLE not in env  # the token is in no variable
+        token = Path(env[TOKEN_FILE_VARIABLE]).read_text()  # the fake kubelet's mount
+        assert token and token not in json.dumps(job)
+        assert oct(Path(env[TOKEN_FILE_VARIABLE]).stat().st_mode & 0o777) == "0o440"
     finally:
         launcher.close()
     assert kube.left() == []  # the Secret went with the run's other objects

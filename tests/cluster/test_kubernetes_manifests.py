@@ -130,8 +130,9 @@ def test_unknown_agents_and_sizes_are_refused() -> None:
 
 
 def test_the_launchers_token_secret_and_the_pods_reference_to_it_validate() -> None:
-    """What `--launcher kubernetes` adds to the rendered objects: the run's token Secret and
-    each agent container's secretKeyRef to it."""
+    """What `--launcher kubernetes` adds to the rendered objects: the run's token Secret,
+    mounted in each agent's pod as a file the pod's group alone reads, which the agent's
+    variable names; still restricted."""
     from fwbench.collector.agents.launchers.kubernetes_objects import (
         PodShape,
         token_secret,
@@ -145,6 +146,13 @@ def test_the_launchers_token_secret_and_the_pods_reference_to_it_validate() -> N
                             token_secret="fwbench-r1-token")  # fmt: skip
     for obj in (secret, *objects):
         kubernetes_validate.validate(obj, KUBERNETES, strict=True)
-    assert _env(objects[1])["FWBENCH_AGENT_TOKEN"] == {
-        "secretKeyRef": {"name": "fwbench-r1-token", "key": "token"}
-    }
+    env = _env(objects[1])
+    assert env["FWBENCH_AGENT_TOKEN_FILE"] == "/var/run/secrets/fwbench/token"
+    assert "FWBENCH_AGENT_TOKEN" not in env
+    spec = objects[1]["spec"]["template"]["spec"]
+    (volume,) = spec["volumes"]
+    assert volume["secret"] == {"secretName": "fwbench-r1-token", "defaultMode": 0o440}
+    (mount,) = spec["containers"][0]["volumeMounts"]
+    assert (mount["mountPath"], mount["readOnly"]) == ("/var/run/secrets/fwbench", True)
+    assert spec["securityContext"]["fsGroup"] == spec["securityContext"]["runAsUser"]
+    assert check_restricted(objects) == []

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.spec.metadata import TOKEN_VARIABLE
+from fwbench.spec.metadata import TOKEN_FILE_VARIABLE
 
 RUN_LABEL = "fwbench.io/run"
 AGENT_LABEL = "fwbench.io/agent"
@@ -31,6 +31,7 @@ RENDEZVOUS_PORT = 29500  # MASTER_PORT, on rank 0's pod
 PEER_PORT = 29501  # each rank's own (FWBENCH_PEERS)
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 SECRET_KEY = "token"  # the key of the run's token in its Secret
+TOKEN_FOLDER = "/var/run/secrets/fwbench"  # where the Secret is mounted: TOKEN_FOLDER/token
 
 
 # The "restricted" Pod Security Standard: a non-root user (any: the images' files are readable
@@ -41,6 +42,7 @@ POD_SECURITY = {
     "runAsNonRoot": True,
     "runAsUser": AGENT_USER,
     "runAsGroup": AGENT_USER,
+    "fsGroup": AGENT_USER,  # the token's file (mode 0440) is the pod group's
     "seccompProfile": {"type": "RuntimeDefault"},
 }
 CONTAINER_SECURITY = {
@@ -87,7 +89,8 @@ def world_objects(
     agent, without torchrun's variables; default: when there is one pod): named `name`
     (default: from the run, agent and size), with `annotations` on every object and pod, and
     `extra_env` added to (or replacing) the pod's variables. With `token_secret`, the agent
-    demands the token that Secret holds (TOKEN_VARIABLE from its key, never a literal)."""
+    demands the token that Secret holds, mounted as a file (TOKEN_FILE_VARIABLE names it):
+    the token is in no variable and no spec."""
     # A pod's hostname is JOB-INDEX: leave room for the index within DNS's 63 characters.
     name = dns_name(name or f"fwbench-{run_id}-{manifest.name}-w{world_size}", 56)
     notes = dict(annotations or {})
@@ -137,9 +140,13 @@ def world_objects(
     extra = dict(extra_env or {})
     env = [e for e in env if e["name"] not in extra]
     env += [{"name": key, "value": value} for key, value in extra.items()]
-    if token_secret:
-        reference = {"name": token_secret, "key": SECRET_KEY}
-        env.append({"name": TOKEN_VARIABLE, "valueFrom": {"secretKeyRef": reference}})
+    volumes, mounts = [], []
+    if token_secret:  # a file, readable by the pod's group only: in no variable, no spec
+        volumes.append(
+            {"name": "token", "secret": {"secretName": token_secret, "defaultMode": 0o440}}
+        )
+        mounts.append({"name": "token", "mountPath": TOKEN_FOLDER, "readOnly": True})
+        env.append({"name": TOKEN_FILE_VARIABLE, "value": f"{TOKEN_FOLDER}/{SECRET_KEY}"})
     container = {
         "name": "agent",
         "image": image,
@@ -152,6 +159,7 @@ def world_objects(
             "periodSeconds": 5,
         },
         "securityContext": CONTAINER_SECURITY,
+        **({"volumeMounts": mounts} if mounts else {}),
     }
     job = {
         "apiVersion": "batch/v1",
@@ -183,6 +191,7 @@ def world_objects(
                     "automountServiceAccountToken": False,  # an agent never calls the API
                     "securityContext": POD_SECURITY,
                     "containers": [container],
+                    **({"volumes": volumes} if volumes else {}),
                 },
             },
         },
