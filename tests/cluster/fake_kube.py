@@ -1,8 +1,9 @@
 """A fake Kubernetes API server with a fake kubelet, for the Kubernetes launcher's tests: a real
 HTTP server on 127.0.0.1 that the official `kubernetes` client talks to (no mock object).
 
-The API: create, get, list and delete v1 Services, Pods and Secrets and batch/v1 Jobs in any
-namespace (a Secret's stringData kept as base64 data, as the API server does),
+The API: create, get, list and delete v1 Services, Pods and Secrets, batch/v1 Jobs and
+networking.k8s.io/v1 NetworkPolicies (kept, not enforced) in any namespace (a Secret's
+stringData kept as base64 data, as the API server does),
 equality label selectors (a=b, a!=b, a), `?watch=true` streams (one JSON event per line,
 ADDED/MODIFIED/DELETED, from a resourceVersion or from the current state, until
 timeoutSeconds), 404/409 Status bodies.
@@ -48,14 +49,15 @@ INDEX = "batch.kubernetes.io/job-completion-index"
 NODE = "fake-node-1"
 NODE_CPUS = 64  # a pod asking for more is never scheduled (Unschedulable)
 _PATH = re.compile(
-    r"^/(?:api/v1|apis/batch/v1)/namespaces/(?P<ns>[^/]+)/(?P<kind>services|pods|jobs|secrets)"
-    r"(?:/(?P<name>[^/]+)(?P<log>/log)?)?$"
+    r"^/(?:api/v1|apis/batch/v1|apis/networking.k8s.io/v1)/namespaces/(?P<ns>[^/]+)/"
+    r"(?P<kind>services|pods|jobs|secrets|networkpolicies)(?:/(?P<name>[^/]+)(?P<log>/log)?)?$"
 )
 _KINDS = {
     "services": ("Service", "v1"),
     "pods": ("Pod", "v1"),
     "jobs": ("Job", "batch/v1"),
     "secrets": ("Secret", "v1"),
+    "networkpolicies": ("NetworkPolicy", "networking.k8s.io/v1"),
 }
 
 

@@ -72,6 +72,8 @@ def test_agents_run_as_pods_and_nothing_outlives_the_run(
     assert container["image"] == "fwbench/fake:latest"
     assert container["resources"]["limits"]["cpu"] == "2"
     assert check_restricted([created]) == []  # the "restricted" Pod Security level
+    (policy,) = kube.created("networkpolicies")  # the agent's ports: the world's, the collector's
+    assert policy["metadata"]["name"] == created["metadata"]["name"]
     (env,) = kube.environments.values()
     assert env["FWBENCH_ORPHAN_SECONDS"] == "30"  # the agent ends itself if the collector dies
     # The pod's log went with it; the run folder kept a copy.
@@ -114,7 +116,7 @@ def test_a_killed_collectors_agent_ends_itself_and_the_next_run_deletes_its_obje
     assert _gone(agents), "the agent outlived its collector"
     assert time.monotonic() - killed > ORPHAN_SECONDS / 2  # it ended itself, no one stopped it
     assert {name.partition("/")[0] for name in kube.left()} == {
-        "jobs", "services", "pods", "secrets"
+        "jobs", "services", "networkpolicies", "pods", "secrets"
     }  # fmt: skip
     (tmp_path / "again").mkdir()
     done = subprocess.run(_command(tmp_path / "again", fake_manifests), capture_output=True,

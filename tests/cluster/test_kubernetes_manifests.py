@@ -39,7 +39,7 @@ def test_every_object_validates_strictly_offline_and_is_restricted(world_sizes: 
     sizes = ("--world-sizes", world_sizes) if world_sizes else ()
     objects = _render("--agents", "torch-cpu,tf-mkl,torch-cu12", *sizes, "--run-id", "r1",
                       "--cpus", "2")  # fmt: skip
-    assert len(objects) == 3 * 2 * len(world_sizes.split(","))
+    assert len(objects) == 3 * 3 * len(world_sizes.split(","))
     for obj in objects:
         kubernetes_validate.validate(obj, KUBERNETES, strict=True)
     assert check_restricted(objects) == []
@@ -47,7 +47,7 @@ def test_every_object_validates_strictly_offline_and_is_restricted(world_sizes: 
 
 def test_the_restricted_check_finds_what_the_profile_forbids() -> None:
     """The check itself: a pod as Kubernetes' defaults leave it fails on each control."""
-    _, job = _render("--agents", "torch-cpu")
+    *_, job = _render("--agents", "torch-cpu")
     spec = job["spec"]["template"]["spec"]
     del spec["securityContext"], spec["automountServiceAccountToken"]
     spec["containers"][0]["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
@@ -62,8 +62,8 @@ def test_the_restricted_check_finds_what_the_profile_forbids() -> None:
 def test_alone_by_default_and_a_world_of_one_told_its_rank() -> None:
     """Without --world-sizes each agent is alone, as `collector run` starts one; with
     --world-sizes 1 its pod is rank 0 of a world of one, as in a run's world of one."""
-    _, alone = _render("--agents", "torch-cpu")
-    _, world = _render("--agents", "torch-cpu", "--world-sizes", "1")
+    *_, alone = _render("--agents", "torch-cpu")
+    *_, world = _render("--agents", "torch-cpu", "--world-sizes", "1")
     assert "WORLD_SIZE" not in _env(alone) and "RANK" not in _env(alone)
     assert _env(world)["WORLD_SIZE"] == "1" and "job-completion-index" in str(_env(world)["RANK"])
     assert _env(alone)["HOME"] == _env(world)["HOME"] == "/tmp"  # a user with no home
@@ -85,9 +85,17 @@ def test_names_never_collide_however_long_the_run_id() -> None:
 
 
 def test_a_world_meets_at_rank_zeros_stable_hostname() -> None:
-    service, job = _render("--agents", "torch-cpu", "--world-sizes", "2", "--run-id", "r1")
+    service, policy, job = _render("--agents", "torch-cpu", "--world-sizes", "2", "--run-id", "r1")
     name = job["metadata"]["name"]
     assert service["spec"]["clusterIP"] == "None" and service["metadata"]["name"] == name
+    # Its NetworkPolicy: the ranks reach each other on every port; anyone else only the agent's
+    # gRPC (token-guarded) and metrics ports (no collector CIDR given: any source).
+    assert (policy["kind"], policy["metadata"]["name"]) == ("NetworkPolicy", name)
+    ranks, collector = policy["spec"]["ingress"]
+    assert policy["spec"]["podSelector"] == ranks["from"][0]["podSelector"]
+    assert ranks["from"][0]["podSelector"]["matchLabels"] == {"job-name": name}
+    assert "ports" not in ranks and "from" not in collector
+    assert sorted(p["port"] for p in collector["ports"]) == [9101, 50051]
     spec = job["spec"]
     assert (spec["completionMode"], spec["completions"], spec["parallelism"]) == ("Indexed", 2, 2)
     assert spec["template"]["spec"]["subdomain"] == name
@@ -102,7 +110,7 @@ def test_a_world_meets_at_rank_zeros_stable_hostname() -> None:
 
 
 def test_resources_are_guaranteed_whole_cores_and_gpus_for_cuda_agents() -> None:
-    _, job = _render("--agents", "torch-cu12", "--cpus", "4", "--memory", "8Gi")
+    *_, job = _render("--agents", "torch-cu12", "--cpus", "4", "--memory", "8Gi")
     (container,) = job["spec"]["template"]["spec"]["containers"]
     resources = container["resources"]
     assert resources["requests"] == resources["limits"]  # Guaranteed QoS: static CPU manager
@@ -146,13 +154,55 @@ def test_the_launchers_token_secret_and_the_pods_reference_to_it_validate() -> N
                             token_secret="fwbench-r1-token")  # fmt: skip
     for obj in (secret, *objects):
         kubernetes_validate.validate(obj, KUBERNETES, strict=True)
-    env = _env(objects[1])
+    env = _env(objects[-1])
     assert env["FWBENCH_AGENT_TOKEN_FILE"] == "/var/run/secrets/fwbench/token"
     assert "FWBENCH_AGENT_TOKEN" not in env
-    spec = objects[1]["spec"]["template"]["spec"]
+    spec = objects[-1]["spec"]["template"]["spec"]
     (volume,) = spec["volumes"]
     assert volume["secret"] == {"secretName": "fwbench-r1-token", "defaultMode": 0o440}
     (mount,) = spec["containers"][0]["volumeMounts"]
     assert (mount["mountPath"], mount["readOnly"]) == ("/var/run/secrets/fwbench", True)
     assert spec["securityContext"]["fsGroup"] == spec["securityContext"]["runAsUser"]
     assert check_restricted(objects) == []
+
+
+def test_scheduling_network_and_queue_options_reach_every_world() -> None:
+    """`--k8s` of `collector run --launcher kubernetes`, also taken by render: node selector,
+    tolerations, pull secrets, /dev/shm, a Kueue queue (gang admission), the collector's CIDR;
+    everything still validates strictly and is restricted; a malformed one is refused."""
+    objects = _render(
+        "--agents", "torch-cpu", "--world-sizes", "2", "--run-id", "r1",
+        "--k8s", "node_selector=pool=bench,zone=a",
+        "--k8s", "tolerations=dedicated=bench:NoSchedule,gpu:NoExecute",
+        "--k8s", "pull_secrets=regcred", "--k8s", "shm=2Gi", "--k8s", "queue=bench-queue",
+        "--k8s", "collector_cidrs=10.0.0.5/32",
+    )  # fmt: skip
+    _, policy, job = objects
+    spec = job["spec"]["template"]["spec"]
+    assert spec["nodeSelector"] == {"pool": "bench", "zone": "a"}
+    assert spec["tolerations"] == [
+        {"key": "dedicated", "operator": "Equal", "value": "bench", "effect": "NoSchedule"},
+        {"key": "gpu", "operator": "Exists", "effect": "NoExecute"},
+    ]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    (shm,) = spec["volumes"]
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "2Gi"}
+    assert {"name": "shm", "mountPath": "/dev/shm"} in spec["containers"][0]["volumeMounts"]
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "bench-queue"
+    _, collector = policy["spec"]["ingress"]
+    assert collector["from"][0] == {"ipBlock": {"cidr": "10.0.0.5/32"}}
+    for obj in objects:
+        kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+    assert check_restricted(objects) == []
+    no_policy = _render("--agents", "torch-cpu", "--k8s", "network_policy=off")
+    assert [obj["kind"] for obj in no_policy] == ["Service", "Job"]
+    refused = {
+        "tolerations=gpu": "KEY[=VALUE]:EFFECT",
+        "node_selector=pool": "LABEL=VALUE",
+        "network_policy=maybe": "on or off",
+        "namespace=x": "--namespace",
+    }
+    for bad, said in refused.items():
+        command = [str(COLLECTOR), "k8s", "render", "--agents", "torch-cpu", "--k8s", bad]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2 and said in done.stderr, (bad, done.stderr)

@@ -51,6 +51,15 @@ def render_manifests(
     pod_monitor: Annotated[
         bool, typer.Option(help="Add a Prometheus Operator PodMonitor for the agents.")
     ] = False,
+    k8s: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--k8s",
+            help="Pod options of `collector run --k8s` (repeatable): node_selector=L=V[,L=V], "
+            "tolerations=KEY[=VALUE]:EFFECT[,...], pull_secrets=A[,B], shm=SIZE, queue=QUEUE "
+            "(Kueue), collector_cidrs=CIDR[,CIDR], network_policy=on|off (docs/cluster.md).",
+        ),
+    ] = None,
     out: Annotated[Path | None, typer.Option(help="YAML file (default: stdout).")] = None,
     manifests: ManifestDirs = None,
 ) -> None:
@@ -67,9 +76,18 @@ def render_manifests(
     if any(not size.isdigit() for size in parsed):
         fail("k8s render: a world of one process of several devices (1xD) is not rendered yet")
     sizes = tuple(int(size) for size in parsed)
+    given = k8s or []
+    own = [o for o in given if o.partition("=")[0] in ("namespace", "registry", "cpus", "memory")]
+    if own:
+        key = own[0].partition("=")[0]
+        fail(f"k8s render takes --{key}, not --k8s {key}=")
+    try:
+        options = parse_k8s_options(given).pods
+    except ValueError as error:
+        fail(str(error))
     chosen = [(declared[name], registry + image_tag(declared[name])) for name in names]
     objects = render(chosen, run_id or new_run_id(), sizes, PodShape(cpus, memory), namespace,
-                     pod_monitor)  # fmt: skip
+                     pod_monitor, options)  # fmt: skip
     import yaml  # only here: the collector's other commands run where PyYAML is not (a GPU host)
 
     text = yaml.safe_dump_all(objects, sort_keys=False)

@@ -39,6 +39,7 @@ from fwbench.collector.agents.launchers.kubernetes_objects import (
     token_secret,
     world_objects,
 )
+from fwbench.collector.agents.launchers.kubernetes_policy import PodOptions, parse_pod_option
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import local_devices_of
@@ -52,25 +53,30 @@ class K8sSettings:
     registry: str = ""  # prefix of the agents' image names: registry.example.org/
     cpus: int = 1  # whole CPUs per pod, requests = limits
     memory: str = "4Gi"  # per pod, requests = limits
+    pods: PodOptions = field(default_factory=PodOptions)  # scheduling, network policy
 
 
 def parse_k8s_options(given: tuple[str, ...] | list[str]) -> K8sSettings:
     """Raises ValueError (one line) for an unknown key, a missing value or a bad number."""
     values: dict[str, Any] = {}
-    known = K8sSettings.__dataclass_fields__
+    pods: dict[str, Any] = {}
+    known = [k for k in K8sSettings.__dataclass_fields__ if k != "pods"]
+    known += list(PodOptions.__dataclass_fields__)
     for option in given:
         key, equals, value = option.partition("=")
         if key not in known:
             raise ValueError(f"unknown --k8s key {key!r}; known: {', '.join(known)}")
         if not equals or not value:
             raise ValueError(f"--k8s {key} needs a value: {key}=VALUE")
-        if key == "cpus":
+        if key in PodOptions.__dataclass_fields__:
+            pods.update(parse_pod_option(key, value))
+        elif key == "cpus":
             if not value.isdigit() or int(value) < 1:
                 raise ValueError(f"--k8s cpus={value}: expected whole CPUs (1, 2, ...)")
             values[key] = int(value)
         else:
             values[key] = value
-    return K8sSettings(**values)
+    return K8sSettings(**values, pods=PodOptions(**pods))
 
 
 @dataclass
@@ -192,6 +198,7 @@ class KubernetesLauncher:
         objects = world_objects(
             manifest, self.image(manifest), self.settings.run_id, size, shape,
             self.options.namespace, name, self._notes(), env, self._secret, alone=not world,
+            options=self.options.pods,
         )  # fmt: skip
         pods = f"{size} pod{'s' if size > 1 else ''}"
         self.settings.report(f"creating Job {self.options.namespace}/{name} ({pods})")

@@ -62,16 +62,18 @@ class Cluster:
         api = client.ApiClient()
         self.core = client.CoreV1Api(api)
         self.batch = client.BatchV1Api(api)
+        self.networking = client.NetworkingV1Api(api)
         self.namespace = namespace
         self.host = str(api.configuration.host)
 
     def create(self, objects: list[dict[str, Any]]) -> None:
-        """Secrets, Services and Jobs, in order; raises AgentUnavailable with the API server's
-        reason."""
+        """Secrets, Services, NetworkPolicies and Jobs, in order; raises AgentUnavailable with
+        the API server's reason."""
         for obj in objects:
             create = {
                 "Secret": self.core.create_namespaced_secret,
                 "Service": self.core.create_namespaced_service,
+                "NetworkPolicy": self.networking.create_namespaced_network_policy,
                 "Job": self.batch.create_namespaced_job,
             }[obj["kind"]]
             try:
@@ -156,13 +158,18 @@ class Cluster:
             yield event["type"], event["object"]
 
     def delete_job(self, job: str, grace_seconds: float = 10.0) -> None:
-        """The Job, its pods and its Service (same name); waits until the pods are gone."""
+        """The Job, its pods, its Service and NetworkPolicy (same name); waits until the pods
+        are gone."""
         from kubernetes.client import V1DeleteOptions
 
         options = V1DeleteOptions(
             propagation_policy="Background", grace_period_seconds=int(grace_seconds)
         )
-        for delete in (self.batch.delete_namespaced_job, self.core.delete_namespaced_service):
+        for delete in (
+            self.batch.delete_namespaced_job,
+            self.core.delete_namespaced_service,
+            self.networking.delete_namespaced_network_policy,
+        ):
             _quietly(delete, job, self.namespace, body=options)
         selector = f"job-name={job}"
         deadline = time.monotonic() + grace_seconds + DELETE_WAIT_SECONDS
@@ -193,12 +200,16 @@ class Cluster:
         return list(listed.items)
 
     def delete_run(self, run_label: str) -> None:
-        """Every Job, Service, pod and Secret labelled with the run."""
+        """Every Job, Service, NetworkPolicy, pod and Secret labelled with the run."""
         selector = f"{RUN_LABEL}={run_label}"
         for job in self.jobs(selector):
             self.delete_job(job.metadata.name, grace_seconds=2.0)
         for listing, delete in (
             (self.core.list_namespaced_service, self.core.delete_namespaced_service),
+            (
+                self.networking.list_namespaced_network_policy,
+                self.networking.delete_namespaced_network_policy,
+            ),
             (self.core.list_namespaced_pod, self.core.delete_namespaced_pod),
             (self.core.list_namespaced_secret, self.core.delete_namespaced_secret),
         ):

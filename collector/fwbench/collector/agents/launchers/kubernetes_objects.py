@@ -2,7 +2,8 @@
 `collector run --launcher kubernetes` creates: launchers/kubernetes.py; docs/cluster.md): per
 agent and world size, an Indexed Job (one pod per rank; a single agent is a world of one) and
 the headless Service its pods' stable hostnames live under, so every rank reaches rank 0 at
-JOB-0.SERVICE; optionally a Prometheus Operator PodMonitor.
+JOB-0.SERVICE, and the NetworkPolicy and scheduling of kubernetes_policy.py; optionally a
+Prometheus Operator PodMonitor.
 
 What each pod is told: torchrun's variables (WORLD_SIZE; RANK from the Job's completion index;
 MASTER_ADDR = rank 0's hostname; MASTER_PORT), FWBENCH_PEERS (every rank's hostname and peer
@@ -21,6 +22,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fwbench.collector.agents.launchers.kubernetes_policy import (
+    PodOptions,
+    network_policy,
+    schedule,
+)
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.spec.metadata import TOKEN_FILE_VARIABLE
 
@@ -84,6 +90,7 @@ def world_objects(
     extra_env: Mapping[str, str] | None = None,
     token_secret: str = "",
     alone: bool | None = None,
+    options: PodOptions | None = None,
 ) -> list[dict[str, Any]]:
     """The Service and Indexed Job of one agent as a world of `world_size` pods (`alone`: one
     agent, without torchrun's variables; default: when there is one pod): named `name`
@@ -196,7 +203,12 @@ def world_objects(
             },
         },
     }
-    return [service, job]
+    options = options or PodOptions()
+    schedule(job, options)
+    if not options.network_policy:
+        return [service, job]
+    served = {"grpc": manifest.grpc_port, "metrics": manifest.metrics_port}
+    return [service, network_policy(name, namespace, labels, notes, served, options), job]
 
 
 def token_secret(
@@ -239,6 +251,7 @@ def render(
     shape: PodShape,
     namespace: str = "default",
     monitor: bool = False,
+    options: PodOptions | None = None,
 ) -> list[dict[str, Any]]:
     """Every object for these agents (manifest, image) in every world size; without world
     sizes, each agent alone (one pod, no distributed runtime), as `collector run` starts an
@@ -250,5 +263,7 @@ def render(
         gpus = max(shape.gpus, 1) if manifest.requires_gpu else shape.gpus
         own = PodShape(shape.cpus, shape.memory, gpus)
         for size in sizes or [1]:
-            objects += world_objects(manifest, image, run_id, size, own, namespace, alone=not sizes)
+            objects += world_objects(
+                manifest, image, run_id, size, own, namespace, alone=not sizes, options=options
+            )
     return [*objects, pod_monitor(run_id, namespace)] if monitor else objects
