@@ -18,7 +18,15 @@ import yaml
 from pod_security import check_restricted
 
 COLLECTOR = Path(sys.executable).with_name("collector")
-KUBERNETES = "1.33.0"  # a current release; the schemas ship with kubernetes-validate
+# The oldest release checked and the newest whose schemas ship with kubernetes-validate (a
+# newer kubernetes-validate brings the newer schemas in).
+KUBERNETES = ("1.33.0", kubernetes_validate.latest_version())
+
+
+def validate(obj: dict) -> None:
+    """Strictly (no unknown field passes), against every release of KUBERNETES, offline."""
+    for version in KUBERNETES:
+        kubernetes_validate.validate(obj, version, strict=True)
 
 
 def _render(*args: str) -> list[dict]:
@@ -41,7 +49,7 @@ def test_every_object_validates_strictly_offline_and_is_restricted(world_sizes: 
                       "--cpus", "2")  # fmt: skip
     assert len(objects) == 3 * 3 * len(world_sizes.split(","))
     for obj in objects:
-        kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+        validate(obj)
     assert check_restricted(objects) == []
 
 
@@ -81,7 +89,7 @@ def test_names_never_collide_however_long_the_run_id() -> None:
     runs = {obj["metadata"]["labels"]["fwbench.io/run"] for obj in first + second}
     assert len(runs) == 2 and all(len(label) <= 63 for label in runs), runs
     for obj in first + second:
-        kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+        validate(obj)
 
 
 def test_a_world_meets_at_rank_zeros_stable_hostname() -> None:
@@ -116,7 +124,7 @@ def test_resources_are_guaranteed_whole_cores_and_gpus_for_cuda_agents() -> None
     assert resources["requests"] == resources["limits"]  # Guaranteed QoS: static CPU manager
     assert resources["limits"] == {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "1"}
     assert "WORLD_SIZE" not in _env(job) and _env(job)["FWBENCH_THREADS"] == "4"
-    kubernetes_validate.validate(job, KUBERNETES, strict=True)
+    validate(job)
 
 
 def test_a_pod_monitor_selects_the_runs_agents() -> None:
@@ -153,7 +161,7 @@ def test_the_launchers_token_secret_and_the_pods_reference_to_it_validate() -> N
     objects = world_objects(manifest, "img", "r1", 2, PodShape(), "bench",
                             token_secret="fwbench-r1-token")  # fmt: skip
     for obj in (secret, *objects):
-        kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+        validate(obj)
     env = _env(objects[-1])
     assert env["FWBENCH_AGENT_TOKEN_FILE"] == "/var/run/secrets/fwbench/token"
     assert "FWBENCH_AGENT_TOKEN" not in env
@@ -192,7 +200,7 @@ def test_scheduling_network_and_queue_options_reach_every_world() -> None:
     _, collector = policy["spec"]["ingress"]
     assert collector["from"][0] == {"ipBlock": {"cidr": "10.0.0.5/32"}}
     for obj in objects:
-        kubernetes_validate.validate(obj, KUBERNETES, strict=True)
+        validate(obj)
     assert check_restricted(objects) == []
     no_policy = _render("--agents", "torch-cpu", "--k8s", "network_policy=off")
     assert [obj["kind"] for obj in no_policy] == ["Service", "Job"]

@@ -210,3 +210,42 @@ def test_image_is_rebuilt_when_the_agent_sources_change(
     assert second.id != first.id
     assert second.labels[BUILD_KEY_LABEL] != first.labels[BUILD_KEY_LABEL]
     docker_daemon.images.remove(second.id, force=True)
+
+
+def test_the_image_serves_as_a_restricted_pods_user(
+    docker_daemon: docker.DockerClient, fake_manifest: AgentManifest, fake_image: ImageInfo
+) -> None:
+    """What a pod at Kubernetes' "restricted" Pod Security level runs
+    (launchers/kubernetes_objects.py): the agent's image as a non-root user that has no home
+    (HOME=/tmp, as the pod sets it), without capabilities or new privileges. The agent starts
+    and answers Describe."""
+    from fwbench.collector.agents.client import AgentClient
+    from fwbench.collector.agents.launchers.kubernetes_objects import AGENT_USER
+
+    port = f"{fake_manifest.grpc_port}/tcp"
+    container = docker_daemon.containers.run(
+        fake_image.id,
+        detach=True,
+        user=f"{AGENT_USER}:{AGENT_USER}",
+        environment={"HOME": "/tmp", "FWBENCH_HOST": "0.0.0.0"},
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        ports={port: ("127.0.0.1", None)},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while b"serving on" not in container.logs():
+            container.reload()
+            assert container.status == "running", container.logs()[-2000:]
+            assert time.monotonic() < deadline, container.logs()[-2000:]
+            time.sleep(0.1)
+        container.reload()
+        host_port = container.attrs["NetworkSettings"]["Ports"][port][0]["HostPort"]
+        client = AgentClient("fake", f"127.0.0.1:{host_port}")
+        try:
+            assert client.describe(10).identity.name == "test-fake"
+        finally:
+            client.close()
+        assert container.exec_run("id -u").output.decode().strip() == str(AGENT_USER)
+    finally:
+        container.remove(force=True)
