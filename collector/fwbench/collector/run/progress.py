@@ -21,6 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from fwbench.collector.run.plan import Cell
+from fwbench.collector.run.reasons import reason_lines
 
 
 def _cell_label(cell: Cell, swept: Collection[str] = ()) -> str:
@@ -215,6 +216,7 @@ def summary_table(results: pd.DataFrame, title: str) -> Table:
         results["gpu_utilization_mean_percent"].notna().any()
     )
     telemetry = (*_TELEMETRY, *(_GPU_TELEMETRY if gpu else ()))
+    strategies = "strategy" in results and bool(results["strategy"].notna().any())
     for header in (
         "agent",
         "workload",
@@ -222,6 +224,7 @@ def summary_table(results: pd.DataFrame, title: str) -> Table:
         "bs",
         "dtype",
         "mode",
+        *(("strategy",) if strategies else ()),
         "thr",
         "median",
         "CV",
@@ -232,7 +235,7 @@ def summary_table(results: pd.DataFrame, title: str) -> Table:
         *(name for name, _ in telemetry),
         "status",
     ):
-        left = ("agent", "workload", "phase", "dtype", "mode", "status")
+        left = ("agent", "workload", "phase", "dtype", "mode", "strategy", "status")
         justify = "left" if header in left else "right"
         table.add_column(header, justify=justify)  # type: ignore[arg-type]
     for row in results.to_dict("records"):
@@ -244,6 +247,7 @@ def summary_table(results: pd.DataFrame, title: str) -> Table:
             str(row["batch_size"]),
             row["dtype"],
             row["mode"] if not _missing(row["mode"]) else "",
+            *((_number(row.get("strategy"), "{}"),) if strategies else ()),
             _number(row["intra_op_threads"], "{}"),
             _seconds(row["median_seconds"]) if ok else "-",
             _number(row["cv"] * 100 if ok else None, "{:.1f}%"),
@@ -269,8 +273,10 @@ def summary_table(results: pd.DataFrame, title: str) -> Table:
             "than --interference-threshold allows while they were timed (interference "
             "column): kept, and no verdict is made from them"
         )
+    captions += reason_lines(records, title.removeprefix("run "))
     if captions:
         table.caption = "\n".join(captions)
+        table.caption_justify = "left"
     return table
 
 

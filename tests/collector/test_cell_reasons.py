@@ -1,0 +1,72 @@
+"""The run's table (`collector run`, `collector results RUN`) says why every cell that did not
+measure did not, in full under the table however narrow the terminal, and shows the strategy
+of a run's worlds in a column of its own (issue 39: unsupported cells read `unsupp…`, and
+a world's strategy was nowhere in the table)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from rich.console import Console
+
+from fwbench.collector.run.progress import summary_table
+from fwbench.collector.run.reasons import MOST_LINES, reason_lines
+
+
+def _row(agent: str, status: str = "ok", **extra: Any) -> dict[str, Any]:
+    measured = status == "ok"
+    return {
+        "agent": agent,
+        "workload": "lenet",
+        "phase": "train",
+        "batch_size": 8,
+        "dtype": "float32",
+        "mode": "eager",
+        "intra_op_threads": 1,
+        "median_seconds": 0.01 if measured else None,
+        "cv": 0.02 if measured else None,
+        "items_per_second": 800.0 if measured else None,
+        "gflops_per_second": 1.0 if measured else None,
+        "first_iteration_seconds": 0.05 if measured else None,
+        "status": status,
+        "error_code": None if measured else "UNIMPLEMENTED",
+        "error": None,
+        **extra,
+    }
+
+
+def _shown(results: pd.DataFrame, width: int = 80) -> str:
+    console = Console(width=width, record=True, force_terminal=False)
+    console.print(summary_table(results, "run r1"))
+    return console.export_text()
+
+
+def test_an_unsupported_cells_reason_is_read_in_full_under_a_narrow_table() -> None:
+    why = "torch-cpu does not offer pipeline parallelism for lenet: it has 2 stages, not 4"
+    results = pd.DataFrame(
+        [
+            _row("torch-cpu~w2", strategy="ddp"),
+            _row("torch-cpu~w2", "unsupported", strategy="pipeline", error=why),
+            _row("tf-eigen~w2", "failed", strategy="mirrored", error_code="INTERNAL"),
+        ]
+    )
+    text = " ".join(_shown(results).split())  # the caption wraps at 80 columns
+    assert f"unsupported: torch-cpu~w2 lenet train bs=8 eager pipeline: {why}" in text
+    assert "failed: tf-eigen~w2 lenet train bs=8 eager mirrored: INTERNAL" in text
+    wide = _shown(results, width=250)
+    header = next(line for line in wide.splitlines() if "workload" in line)
+    assert "strategy" in header  # a column of its own, between mode and threads
+    assert header.index("mode") < header.index("strategy") < header.index("thr")
+
+
+def test_no_strategy_column_without_worlds_and_no_caption_when_all_measured() -> None:
+    text = _shown(pd.DataFrame([_row("torch-cpu"), _row("jax-cpu")]), width=200)
+    assert "strategy" not in text and "unsupported:" not in text
+
+
+def test_many_reasons_end_with_how_many_more_and_where() -> None:
+    rows = [_row(f"a{i}", "unsupported", error=f"reason {i}") for i in range(MOST_LINES + 3)]
+    lines = reason_lines(rows, "r1")
+    assert len(lines) == MOST_LINES + 1 and lines[0].endswith(": reason 0")
+    assert lines[-1] == "... and 3 more: collector results r1 --json"
