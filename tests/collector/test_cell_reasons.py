@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from rich.console import Console
 
 from fwbench.collector.run.progress import summary_table
-from fwbench.collector.run.reasons import MOST_LINES, reason_lines
+from fwbench.collector.store.reasons import MOST_LINES, reason_lines
 
 
 def _row(agent: str, status: str = "ok", **extra: Any) -> dict[str, Any]:
@@ -70,3 +71,25 @@ def test_many_reasons_end_with_how_many_more_and_where() -> None:
     lines = reason_lines(rows, "r1")
     assert len(lines) == MOST_LINES + 1 and lines[0].endswith(": reason 0")
     assert lines[-1] == "... and 3 more: collector results r1 --json"
+
+
+def test_the_report_lists_the_cells_not_measured_with_their_reasons(
+    make_run: Any, store: Any, tmp_path: Any
+) -> None:
+    from fwbench.collector.analysis.contenders import load_run
+    from fwbench.collector.analysis.report import write_report
+
+    key = ("gemm", "infer", 8)
+    rng = np.random.default_rng(0)
+    make_run("r2", {"a": {key: [0.01 * rng.lognormal(0, 0.01, 20)]},
+                    "b": {key: [0.02 * rng.lognormal(0, 0.01, 20)]}})  # fmt: skip
+    why = "b cannot run gemm in float64 here"
+    measured = store.results("r2").to_dict("records")[1]  # b's row: every column, as stored
+    measured = {k: v for k, v in measured.items() if v is not pd.NaT}
+    row = {**measured, "cell": 2, "phase": "train", "status": "unsupported", "error": why}
+    store.add_result("r2", row, [])
+    files = write_report(load_run(store, "r2"), tmp_path / "report", "a")
+    page = files.markdown.read_text()
+    assert "## Cells not measured" in page
+    assert f"- unsupported: b gemm train bs=8 function: {why}" in page
+    assert f"unsupported: b gemm train bs=8 function: {why}" in files.html.read_text()

@@ -21,7 +21,7 @@ from rich.progress import (
 from rich.table import Table
 
 from fwbench.collector.run.plan import Cell
-from fwbench.collector.run.reasons import reason_lines
+from fwbench.collector.store.reasons import reason_lines
 
 
 def _cell_label(cell: Cell, swept: Collection[str] = ()) -> str:

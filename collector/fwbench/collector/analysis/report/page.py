@@ -42,6 +42,7 @@ from fwbench.collector.analysis.report.generation import generation_plots
 from fwbench.collector.analysis.report.roofline import roofline
 from fwbench.collector.stats.samples import MIN_SAMPLES, NOISY_CV, TUKEY_K
 from fwbench.collector.stats.significance import ALPHA, DEFAULT_NOISE_FLOOR
+from fwbench.collector.store.reasons import reason_lines
 
 _TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("fwbench.collector.analysis.report", "templates"),
@@ -245,6 +246,7 @@ def _context(
         "distributed": distributed_section(run),
         "statistics_headers": STATISTICS_HEADERS,
         "statistics": _statistics_rows(run),
+        "not_measured": reason_lines(run.results.to_dict("records"), run.run_id),
         "environment_headers": list(environments.columns),
         "environments": environments.astype(str).values.tolist(),
         "rules": {
