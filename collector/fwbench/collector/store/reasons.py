@@ -1,7 +1,7 @@
 """Why each cell that did not measure did not: one line per such row under the run's table
-(`collector run`, `collector results RUN`) and in the report's "Cells not measured", so that an unsupported or failed cell's reason is
-read in full where its status column is cut to fit the terminal, and no such cell is shown
-without it."""
+(`collector run`, `collector results RUN`) and in the report's "Cells not measured", so that
+an unsupported or failed cell's reason is read in full where its status column is cut to fit
+the terminal, and no such cell is shown without it."""
 
 from __future__ import annotations
 
