@@ -165,7 +165,9 @@ def test_ctrl_c_deletes_the_runs_objects(
     )  # fmt: skip
     deadline = time.monotonic() + 60
     while not (tmp_path / "run" / "run.json").exists():
-        assert process.poll() is None and time.monotonic() < deadline
+        if process.poll() is not None or time.monotonic() > deadline:
+            _, stderr = process.communicate(timeout=60)  # read and closed: said, not leaked
+            pytest.fail(f"the run ended ({process.returncode}) before it began:\n{stderr}")
         time.sleep(0.2)
     time.sleep(1.0)
     assert kube.running()

@@ -105,7 +105,10 @@ def _resumed_with_the_unsaved_cell(unsaved: Path, store: Path, run_id: str, cwd:
     assert _run_status(store, run_id, cwd) == "ok"
     done = _collector(store, "results", run_id, "--json", cwd=cwd)
     (row,) = [r for r in json.loads(done.stdout) if r["cell"] == cell]
-    assert row["median_seconds"] == kept["row"]["median_seconds"]  # the same measurement
+    # The same measurement (its JSON's float, read back through the store's, to the last bit
+    # but one).
+    assert row["median_seconds"] == pytest.approx(kept["row"]["median_seconds"], rel=1e-12)
+    assert row["n"] == len(kept["sample_nanoseconds"])
 
 
 def _run_status(store: Path, run_id: str, cwd: Path) -> str:
