@@ -234,18 +234,25 @@ def test_the_image_serves_as_a_restricted_pods_user(
     )
     try:
         deadline = time.monotonic() + 60
-        while b"serving on" not in container.logs():
-            container.reload()
-            assert container.status == "running", container.logs()[-2000:]
+        while not container.attrs["NetworkSettings"]["Ports"].get(port):
+            assert container.status in ("created", "running"), container.logs()[-2000:]
             assert time.monotonic() < deadline, container.logs()[-2000:]
             time.sleep(0.1)
-        container.reload()
+            container.reload()
         host_port = container.attrs["NetworkSettings"]["Ports"][port][0]["HostPort"]
         client = AgentClient("fake", f"127.0.0.1:{host_port}")
         try:
+            # Readiness through the health service, as the launchers wait: the agent's log
+            # may log a start-up warning before its server listens.
+            client.wait_healthy(60, alive=lambda: _running(container))
             assert client.describe(10).identity.name == "test-fake"
         finally:
             client.close()
         assert container.exec_run("id -u").output.decode().strip() == str(AGENT_USER)
     finally:
         container.remove(force=True)
+
+
+def _running(container: docker.models.containers.Container) -> bool:
+    container.reload()
+    return bool(container.status == "running")

@@ -125,6 +125,7 @@ def test_an_empty_token_file_is_refused(tmp_path: Path) -> None:
 
 def test_serving_beyond_loopback_unguarded_warns(start_agent: StartAgent) -> None:
     open_agent = start_agent("--host", "0.0.0.0")
-    assert "warning: serving on 0.0.0.0 with neither a token nor TLS" in open_agent.log.read_text()
+    warning = "warning: listening on 0.0.0.0 with neither a token nor TLS"
+    assert warning in open_agent.log.read_text()
     local = start_agent()  # loopback, the default: no warning
     assert "warning" not in local.log.read_text()

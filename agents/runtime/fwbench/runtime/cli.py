@@ -115,7 +115,7 @@ def _security(args: argparse.Namespace) -> ServerSecurity:
     security = server_security(token, args.tls_cert, args.tls_key, args.tls_client_ca)
     if not (security.token or security.tls) and not is_loopback(args.host):
         print(
-            f"fwbench-agent: warning: serving on {args.host} with neither a token nor TLS: "
+            f"fwbench-agent: warning: listening on {args.host} with neither a token nor TLS: "
             "whoever reaches this port can run and cancel workloads (docs/security.md)",
             file=sys.stderr,
             flush=True,
