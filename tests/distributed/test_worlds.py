@@ -76,6 +76,48 @@ def test_a_world_is_one_agent_as_slow_as_its_slowest_rank(tmp_path: Path) -> Non
     assert "gemm train bs=4 float32 ddp" in markdown  # the strategy names the compared cell
 
 
+def test_efficiency_has_an_interval_and_a_verdict_everywhere_a_world_is_shown(
+    tmp_path: Path,
+) -> None:
+    """Three processes of each world (--repeat 3), rank 1 three times as slow: efficiency
+    about 1/3 with its interval, called sub-linear in the world table, in `collector
+    results`, in `compare` (efficiency, not "speedup 0.33x") and in the report."""
+    # The test checks the verdicts, not the machine: nothing is left out as interfered.
+    extra = ["--batch-sizes", "4", "--repeat", "3", "--interference-threshold", "100"]
+    done, out = _run(tmp_path, {"FAKE_RANK1_SCALE": "3"}, *extra)
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(out / "results.parquet")
+    assert sorted(rows["agent"]) == ["fake~w1"] * 3 + ["fake~w2"] * 3
+    store = ["--store", str(tmp_path / "store.sqlite")]
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    assert "sub-linear │" in done.stdout and "efficiency" in done.stdout
+    wide = {**os.environ, "COLUMNS": "250"}
+    shown = subprocess.run([str(COLLECTOR), "results", run_id, *store],
+                           capture_output=True, text=True, timeout=120, env=wide)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    line = next(x for x in shown.stdout.splitlines() if "sub-linear │" in x)
+    assert "% [" in line  # the interval beside the efficiency
+    compared = subprocess.run(
+        [str(COLLECTOR), "compare", run_id, *store, "--format", "json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert compared.returncode == 0, compared.stderr
+    (comparison,) = json.loads(compared.stdout)["comparisons"]
+    assert comparison["measure"] == "efficiency" and comparison["agent"] == "fake~w2"
+    assert 0.2 < comparison["speedup"] < 0.45 and comparison["speedup_ci_high"] < 0.5
+    assert comparison["verdict"] == "slower" and comparison["scaling_verdict"] == "sub-linear"
+    table = subprocess.run([str(COLLECTOR), "compare", run_id, *store],
+                           capture_output=True, text=True, timeout=120, env=wide)  # fmt: skip
+    assert "eff 3" in table.stdout and "scales sub-linearly from fake~w1" in table.stdout
+    report = subprocess.run(
+        [str(COLLECTOR), "report", run_id, *store, "--out", str(tmp_path / "report")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "| sub-linear |" in markdown and "scales sub-linearly" in markdown
+
+
 def test_a_failing_rank_fails_its_cell_and_a_fresh_world_measures_the_rest(
     tmp_path: Path,
 ) -> None:

@@ -12,7 +12,6 @@ comparison of one process a side may lean on, history.py."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 from fwbench.collector.agents import arithmetic, kernel_time
 from fwbench.collector.agents.families import FAMILY, family_baselines, left_out, result_triples
@@ -30,7 +29,7 @@ from fwbench.collector.analysis.comparison import (
     PROCESSES,
     Comparison,
     ComparisonSet,
-    how_to_decide,
+    adjusted,
 )
 from fwbench.collector.analysis.contenders import (
     CellKey,
@@ -44,6 +43,7 @@ from fwbench.collector.analysis.contenders import (
     key_label,
     otherwise_note,
 )
+from fwbench.collector.analysis.efficiency import scaling_factor
 from fwbench.collector.analysis.history import (
     HostHistory,
     comparison_margin,
@@ -55,15 +55,10 @@ from fwbench.collector.analysis.one_agent import NothingToCompare, only_agent
 from fwbench.collector.stats.margins import EARLIER_RUNS
 from fwbench.collector.stats.significance import (
     DEFAULT_NOISE_FLOOR,
-    FASTER,
     HISTORY,
-    SLOWER,
-    UNDECIDED,
     Prior,
     equivalence_p,
     estimate_speedup,
-    holm,
-    verdict,
 )
 
 
@@ -76,10 +71,16 @@ def _compare(
     margin: tuple[float, str],
     aa_floor: bool = False,
     prior: Prior | None = None,
+    scaling: float | None = None,
 ) -> Comparison:
     """`aa_floor`: the floor comes from an A/A pair of the run (a measured prior); `prior`:
-    the host's history of both sides, used where a side ran in one process."""
-    estimate = estimate_speedup(base.groups, other.groups, prior)
+    the host's history of both sides, used where a side ran in one process; `scaling`: one
+    agent's worlds of two shapes (efficiency.scaling_factor), whose speedup is then the
+    efficiency: the contender's step times are divided by the factor."""
+    groups = other.groups if scaling is None else tuple(g / scaling for g in other.groups)
+    if scaling is not None:
+        notes = [*notes, f"efficiency: items/s per replica over {base.agent}'s"]
+    estimate = estimate_speedup(base.groups, groups, prior)
     if base.noisy or other.noisy:
         notes = [*notes, "noisy"]
     evidence = {PROCESSES: PROCESSES, HISTORY: HOST_HISTORY}.get(estimate.method, ONE_PROCESS)
@@ -100,7 +101,7 @@ def _compare(
         if said:  # failures outrank: the last one found says how to decide
             notes, evidence = [*notes, *said], cannot
     bound, never = 1 + max(margin[0], floor), evidence in NEVER_CALLED
-    p_equivalent = math.nan if never else equivalence_p(base.groups, other.groups, bound, prior)
+    p_equivalent = math.nan if never else equivalence_p(base.groups, groups, bound, prior)
     return Comparison(
         key=other.key,
         agent=other.agent,
@@ -127,33 +128,8 @@ def _compare(
         baseline_repetitions=len(base.groups),
         p_equivalent=p_equivalent,
         prior_sd=math.hypot(*(side.sd for side in leaned)) if leaned else math.nan,
+        scaling=math.nan if scaling is None else scaling,
     )
-
-
-def _adjusted(comparisons: list[Comparison]) -> list[Comparison]:
-    """Holm over every comparison shown together that can be called, for differences and for
-    equivalences (each family held at its level), then the verdicts. A comparison of one
-    process a side with nothing to account for process variation is never called, so it is
-    not counted (its p_adjusted is NaN)."""
-    adjusted = holm([math.nan if c.evidence in NEVER_CALLED else c.p_value for c in comparisons])
-    equivalences = holm([c.p_equivalent for c in comparisons])
-    done = []
-    for comparison, p, p_same in zip(comparisons, adjusted, equivalences, strict=True):
-        estimate = comparison.estimate()
-        accounted = comparison.evidence not in NEVER_CALLED
-        floor, margin = comparison.noise_floor, comparison.margin
-        called = verdict(
-            estimate, p, floor, margin, accounted, 1.0 if math.isnan(p_same) else p_same
-        )
-        notes = [comparison.notes] if comparison.notes else []
-        if notes and notes[0].startswith("A/A") and called in (FASTER, SLOWER):
-            notes[0] = notes[0].replace("A/A", "A/A: the same agent differs from itself", 1)
-        if called == UNDECIDED:
-            notes.append(how_to_decide(comparison))
-        said = ", ".join(notes)
-        done.append(replace(comparison, p_adjusted=p, p_equivalent_adjusted=p_same, verdict=called,
-                            notes=said))  # fmt: skip
-    return done
 
 
 def compare_to_baseline(
@@ -193,7 +169,7 @@ def compare_to_baseline(
         bases.setdefault((cell.agent, cell.key), cell)
     comparisons, settings = [], arithmetic.by_cell(run.results)
     skipped = every_process_failed(run, cells) + left_out(triples)
-    kernel = kernel_time.by_cell(run.results)
+    kernel, by_cell = kernel_time.by_cell(run.results), run.results.set_index("cell")
     for cell in cells:
         base_agent = aa_base(cell.agent) if baseline == FAMILY else against.get(cell.agent)
         if baseline == FAMILY and base_agent == cell.agent:
@@ -221,13 +197,19 @@ def compare_to_baseline(
         notes = [n for n in notes if n]
         sides = (cell.agent, run, cell, margins), (base_agent, run, base, margins)
         within = comparison_margin(margin, *sides, EARLIER_RUNS)
-        comparisons.append(_compare(base, cell, base_agent, floor, notes, within, aa_floor, leaned))
+        scaling = scaling_factor(by_cell, base.first_cell, cell.first_cell)
+        comparisons.append(
+            _compare(base, cell, base_agent, floor, notes, within, aa_floor, leaned, scaling)
+        )
     keys, order = list(dict.fromkeys(c.key for c in cells)), list(agents)
     comparisons.sort(key=lambda c: (keys.index(c.key), order.index(c.agent)))
+    scaling = any(c.is_scaling for c in comparisons)
+    worlds = " (worlds of other shapes: efficiency)" if scaling else ""
     return ComparisonSet(
         f"run {run.run_id}: speedup over "
-        + ("each agent's family's native agent" if baseline == FAMILY else baseline),
-        _adjusted(comparisons),
+        + ("each agent's family's native agent" if baseline == FAMILY else baseline)
+        + worlds,
+        adjusted(comparisons),
         noise,
         default_floor,
         skipped,
@@ -292,7 +274,7 @@ def compare_runs(
     return ComparisonSet(
         f"run {after.run_id} against run {before.run_id} (speedup above 1: {after.run_id} "
         f"is faster{on})",
-        *(_adjusted(comparisons), [], threshold, skipped, "--threshold", margin),
+        *(adjusted(comparisons), [], threshold, skipped, "--threshold", margin),
         basis=basis,
         run_hosts=[hosts.host_of(before), hosts.host_of(after)],
         changes=run_changes(before, after),

@@ -12,14 +12,20 @@ from scipy.stats import t as student_t
 
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.contenders import KEY_COLUMNS, CellKey
+from fwbench.collector.analysis.efficiency import SCALING_VERDICTS
 from fwbench.collector.analysis.noise import NoiseMeasurement
 from fwbench.collector.stats.failures import FAILED_NOTE, INTERFERED_NOTE, OTHERWISE_NOTE
 from fwbench.collector.stats.significance import (
     ALPHA,
     DEFAULT_MARGIN,
+    FASTER,
     HISTORY,
+    SLOWER,
+    UNDECIDED,
     RatioEstimate,
+    holm,
     repetitions_needed,
+    verdict,
 )
 
 # What accounts for process-to-process variation in a comparison (significance.py).
@@ -85,6 +91,19 @@ class Comparison:
     # Where the verdict came from in a run measured until decided (analysis/answers.py): its
     # sequential decision, or (a comparison it did not ask) this fixed-level test; "" else.
     verdict_from: str = ""
+    # One agent's world against its world of another shape (analysis/efficiency.py): the
+    # factor c of efficiency = c x t_baseline / t, and `speedup` with its interval is then
+    # the efficiency (per replica, against the baseline's); NaN for any other comparison.
+    scaling: float = math.nan
+
+    @property
+    def is_scaling(self) -> bool:
+        return not math.isnan(self.scaling)
+
+    @property
+    def shown_verdict(self) -> str:
+        """The verdict in the words of its measure: a scaling's is linear, sub-linear, ..."""
+        return SCALING_VERDICTS.get(self.verdict, self.verdict) if self.is_scaling else self.verdict
 
     def key_dict(self) -> dict[str, Any]:
         return dict(zip(KEY_COLUMNS, self.key, strict=True))
@@ -137,3 +156,29 @@ class ComparisonSet:
     def measured_floor(self) -> float | None:
         """The largest A/A difference in the run, None without A/A pairs."""
         return max((m.difference for m in self.noise), default=None)
+
+
+def adjusted(comparisons: list[Comparison]) -> list[Comparison]:
+    """Holm over every comparison shown together that can be called, for differences and for
+    equivalences (each family held at its level), then the verdicts. A comparison of one
+    process a side with nothing to account for process variation is never called, so it is
+    not counted (its p_adjusted is NaN)."""
+    adjusted = holm([math.nan if c.evidence in NEVER_CALLED else c.p_value for c in comparisons])
+    equivalences = holm([c.p_equivalent for c in comparisons])
+    done = []
+    for comparison, p, p_same in zip(comparisons, adjusted, equivalences, strict=True):
+        estimate = comparison.estimate()
+        accounted = comparison.evidence not in NEVER_CALLED
+        floor, margin = comparison.noise_floor, comparison.margin
+        called = verdict(
+            estimate, p, floor, margin, accounted, 1.0 if math.isnan(p_same) else p_same
+        )
+        notes = [comparison.notes] if comparison.notes else []
+        if notes and notes[0].startswith("A/A") and called in (FASTER, SLOWER):
+            notes[0] = notes[0].replace("A/A", "A/A: the same agent differs from itself", 1)
+        if called == UNDECIDED:
+            notes.append(how_to_decide(comparison))
+        said = ", ".join(notes)
+        done.append(replace(comparison, p_adjusted=p, p_equivalent_adjusted=p_same, verdict=called,
+                            notes=said))  # fmt: skip
+    return done

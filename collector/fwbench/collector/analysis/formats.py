@@ -28,6 +28,7 @@ from fwbench.collector.analysis.decisions import (
     decision_rows,
     decisions_caption,
 )
+from fwbench.collector.analysis.efficiency import percent_interval
 from fwbench.collector.analysis.findings import Findings, markdown_lines
 from fwbench.collector.analysis.history import HISTORY_NOTE
 from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
@@ -72,6 +73,9 @@ def record(comparison: Comparison) -> dict[str, Any]:
         "equivalence_margin": max(comparison.margin, comparison.noise_floor),
         "equivalence_margin_from": comparison.margin_from,
         "verdict": comparison.verdict,
+        # one agent's worlds of two shapes: the speedup is the efficiency (analysis/efficiency.py)
+        "measure": "efficiency" if comparison.is_scaling else "speedup",
+        "scaling_verdict": comparison.shown_verdict if comparison.is_scaling else None,
         # a run measured until decided: "sequential" (its decision) or "fixed-level" (not asked)
         "verdict_from": comparison.verdict_from or FIXED_LEVEL,
         "notes": comparison.notes,
@@ -133,8 +137,7 @@ def row_cells(
         mode,
         f"{comparison.median_seconds * 1e3:.3f}",
         f"{comparison.baseline_median_seconds * 1e3:.3f}",
-        f"{comparison.speedup:.3f}x",
-        f"[{comparison.ci_low:.3f}, {comparison.ci_high:.3f}]",
+        *_ratio_cells(comparison),
         _p(comparison.p_adjusted),
         f"{comparison.noise_floor:.1%} / ±{comparison.margin:.1%}",
         f"{comparison.repetitions}/{comparison.baseline_repetitions}",
@@ -143,10 +146,19 @@ def row_cells(
     ]
 
 
+def _ratio_cells(comparison: Comparison) -> list[str]:
+    """The speedup and its interval; a scaling's efficiency as percentages."""
+    low, high = comparison.ci_low, comparison.ci_high
+    if comparison.is_scaling:
+        value, _, interval = percent_interval(comparison.speedup, low, high).partition(" ")
+        return [f"eff {value}", interval]
+    return [f"{comparison.speedup:.3f}x", f"[{low:.3f}, {high:.3f}]"]
+
+
 def _verdict(comparison: Comparison) -> str:
     """The verdict, and in a run measured until decided where it came from (answers.py)."""
-    source = comparison.verdict_from
-    return f"{comparison.verdict} ({source})" if source else comparison.verdict
+    source, said = comparison.verdict_from, comparison.shown_verdict
+    return f"{said} ({source})" if source else said
 
 
 HEADERS = (

@@ -19,6 +19,7 @@ from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
 from fwbench.collector.analysis.comparison import ComparisonSet
 from fwbench.collector.analysis.contenders import ComparisonError, RunData, load_run
 from fwbench.collector.analysis.decisions import SEQUENTIAL_NOTE, stored_decisions
+from fwbench.collector.analysis.efficiency import one_replica_world
 from fwbench.collector.analysis.findings import Findings, find, rich_table
 from fwbench.collector.analysis.history import (
     HostHistory,
@@ -116,6 +117,8 @@ def compare(
             named = list(dict.fromkeys(loaded[0].results["agent"].dropna()))
             if baseline is None and len(named) == 1:
                 baseline = str(named[0])  # its modes against its first, or nothing to compare
+            if baseline is None:  # one agent's worlds: each scales from its 1-replica world
+                baseline = one_replica_world(loaded[0].results)
             if baseline is None:
                 fail(f"one run needs --baseline AGENT; agents in {runs[0]}: {', '.join(named)}")
             history = _history(db, loaded[0], use_history)

@@ -143,7 +143,9 @@ def execute(
         console.print(rich_answers(answered), highlight=False, soft_wrap=True)
     if summary.decisions is None:
         console.print(summary_table(results, f"run {summary.run_id}"))
-        worlds = world_table(results, f"run {summary.run_id}: distributed")
+        worlds = world_table(
+            results, f"run {summary.run_id}: distributed", store.samples(summary.run_id)
+        )
         if worlds is not None:
             console.print(worlds)
     else:

@@ -95,7 +95,7 @@ def results(
         return
     if export is None:
         console.print(summary_table(frame, f"run {run_id}"))
-        worlds = world_table(frame, f"run {run_id}: distributed")
+        worlds = world_table(frame, f"run {run_id}: distributed", db.samples(run_id))
         if worlds is not None:
             console.print(worlds)
         return

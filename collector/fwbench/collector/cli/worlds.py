@@ -106,9 +106,12 @@ def check_world_loop(min_seconds: float | None, threads: str) -> None:
         )
 
 
-def world_table(results: pd.DataFrame, title: str) -> Table | None:
-    """The run's distributed figures (analysis/scaling.py); None for a run without worlds."""
-    table = scaling_table(results)
+def world_table(
+    results: pd.DataFrame, title: str, samples: pd.DataFrame | None = None
+) -> Table | None:
+    """The run's distributed figures (analysis/scaling.py; with the run's samples, efficiency
+    with its interval and verdict); None for a run without worlds."""
+    table = scaling_table(results, samples)
     if table.empty:
         return None
     shown = Table(title=title, caption=CAPTION)

@@ -31,6 +31,7 @@ from fwbench.collector.analysis.contenders import (
     varying_params,
 )
 from fwbench.collector.analysis.decisions import decision_note, stored_decisions
+from fwbench.collector.analysis.efficiency import percent_interval
 from fwbench.collector.analysis.history import host_history, margin_histories
 from fwbench.collector.stats.significance import FASTER, SLOWER, UNDECIDED
 from fwbench.collector.store import PersistenceError, ResultStore
@@ -127,8 +128,14 @@ def _comparison_line(
     agent = comparison.agent + (f" ({comparison.mode})" if modes else "")
     where = cell(comparison.key)
     within = max(comparison.margin, comparison.noise_floor)
-    text = _sentence(agent, comparison.baseline, comparison.verdict, where, within, runs)
-    text += ": " + _ratio(comparison.speedup, comparison.ci_low, comparison.ci_high)
+    if comparison.is_scaling:  # one agent's worlds: efficiency, per replica
+        text = f"{agent} scales {comparison.shown_verdict}ly from {comparison.baseline} in {where}"
+        text += ": efficiency " + percent_interval(
+            comparison.speedup, comparison.ci_low, comparison.ci_high
+        )
+    else:
+        text = _sentence(agent, comparison.baseline, comparison.verdict, where, within, runs)
+        text += ": " + _ratio(comparison.speedup, comparison.ci_low, comparison.ci_high)
     if comparison.verdict_from == FIXED_LEVEL:
         text += " (fixed-level test of the pooled rounds: not a question the run asked)"
     return Found(comparison.verdict, text, agent, comparison.baseline, where, comparison.speedup,

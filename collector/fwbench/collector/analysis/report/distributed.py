@@ -16,7 +16,7 @@ MAX_PANELS = 8
 
 def distributed_section(run: RunData) -> dict[str, Any] | None:
     """Headers, rows and caption of the run's distributed table; None without worlds."""
-    table = scaling_table(run.results)
+    table = scaling_table(run.results, run.samples)
     if table.empty:
         return None
     return {"headers": list(HEADERS), "rows": scaling_rows(table), "caption": CAPTION}
