@@ -398,3 +398,39 @@ def test_plan_cells_groups_threads_outermost_for_agents_with_fixed_pools(
         (2, "train"),
         (1, "train"),
     ]
+
+
+def _world_agent() -> agent_pb2.DescribeResponse:
+    """A rank of a world that offers ddp for gemm and lenet, pipeline for lenet only."""
+    support = [("gemm", ["ddp"]), ("lenet", ["ddp", "pipeline"])]
+    return agent_pb2.DescribeResponse(
+        spec_version="1.4",
+        threads=agent_pb2.ThreadSettings(intra_op_threads=1),
+        world=agent_pb2.WorldInfo(world_size=2, rank=0),
+        workloads=[
+            agent_pb2.WorkloadSupport(
+                name=name,
+                phases=[agent_pb2.PHASE_TRAIN],
+                dtypes=[agent_pb2.DTYPE_FLOAT32],
+                strategies=strategies,
+                max_batch_size=1024,
+            )
+            for name, strategies in support
+        ],
+    )
+
+
+def test_a_named_strategy_offered_for_other_workloads_is_an_unsupported_cell(
+    catalogue: Catalogue,
+) -> None:
+    """--strategies pipeline,ddp,mirrored: gemm's pipeline is a row saying why (the agent
+    offers it for lenet), never dropped; mirrored (another framework's) is left out."""
+    chosen = select(
+        catalogue, workloads="gemm,lenet", phases="train", strategies="pipeline,ddp,mirrored"
+    )
+    cells = plan_cells("a", _world_agent(), catalogue, chosen)
+    found = {(c.workload, c.strategy): c.unsupported_reason for c in cells}
+    assert set(found) == {("gemm", "ddp"), ("gemm", "pipeline"), ("lenet", "ddp"),
+                          ("lenet", "pipeline")}  # fmt: skip
+    assert found[("gemm", "ddp")] == found[("lenet", "pipeline")] == ""
+    assert "offers pipeline for other workloads, not for gemm" in found[("gemm", "pipeline")]

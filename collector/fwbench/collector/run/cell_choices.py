@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
@@ -62,16 +62,26 @@ def cell_strategies(
     workload: str,
     strategies: tuple[str, ...],
     in_world: bool,
+    known: Collection[str] = (),
 ) -> list[tuple[str, str]]:
     """(strategy, unsupported reason) pairs, as cell_modes does for modes: "" is the agent's
-    default; an agent alone runs every cell with none."""
+    default; an agent alone runs every cell with none. `known`: the strategies the agent
+    offers for any workload. A named strategy it offers elsewhere but not for this workload
+    is an unsupported cell with the reason, never dropped (torch's pipeline for lenet); one it
+    never offers is another framework's name (tf's mirrored for torch) and is left out."""
     offered = list(support.strategies) if support else []
     if not in_world or strategies == ("default",) or not offered:
         return [("", "")]
     if strategies == ("all",):
         return [(strategy, "") for strategy in offered]
-    chosen = [strategy for strategy in strategies if strategy in offered]
+    chosen = [(strategy, "") for strategy in strategies if strategy in offered]
+    because = f"(it offers {', '.join(offered)})"
+    chosen += [
+        (strategy, f"agent offers {strategy} for other workloads, not for {workload} {because}")
+        for strategy in strategies
+        if strategy not in offered and strategy in known
+    ]
     if chosen:
-        return [(strategy, "") for strategy in chosen]
+        return chosen
     reason = f"agent offers none of the strategies {', '.join(strategies)} for {workload}"
-    return [(strategies[0], f"{reason} (it offers {', '.join(offered)})")]
+    return [(strategies[0], f"{reason} {because}")]

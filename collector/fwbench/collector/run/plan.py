@@ -259,13 +259,20 @@ def _cells_of(
     cells = []
     for (mode, mode_reason), (strategy, strategy_reason) in itertools.product(
         cell_modes(found, workload, selection.modes),
-        cell_strategies(found, workload, selection.strategies, describe.HasField("world")),
+        cell_strategies(
+            found, workload, selection.strategies, describe.HasField("world"), _known(describe)
+        ),
     ):
         why = reason or mode_reason or strategy_reason
         cells.append(
             Cell(agent, workload, phase, batch, dtype, threads, params, why, mode, strategy)
         )
     return cells
+
+
+def _known(describe: agent_pb2.DescribeResponse) -> set[str]:
+    """The strategies an agent offers for any of its workloads."""
+    return {strategy for found in describe.workloads for strategy in found.strategies}
 
 
 def check_offered(
