@@ -16,6 +16,7 @@ from fwbench.collector import __version__
 from fwbench.collector.cli import agents, analysis, calibrate, conformance, doctor, results, run
 from fwbench.collector.cli.images import images_app
 from fwbench.collector.cli.k8s import k8s_app
+from fwbench.collector.cli.panels import RUN_PANELS, in_panels
 
 app = typer.Typer(no_args_is_help=True, help=__doc__)
 
@@ -42,7 +43,7 @@ def main(
     kept)."""
 
 
-app.command()(run.run)
+app.command()(in_panels(RUN_PANELS)(run.run))
 app.command("agents")(agents.list_agents)
 app.command()(agents.env)
 app.command()(agents.lock)
