@@ -61,9 +61,15 @@ def test_agents_run_as_slurm_jobs_and_none_outlives_the_run(
     assert our_jobs() == []
     meta = json.loads((tmp_path / "run" / "run.json").read_text())
     assert meta["agents"]["fake"]["slurm_job"] == jobs["fake"].removeprefix("slurm:")
+    assert meta["agents"]["fake"]["partition"] == "debug"
     # One node held both agents: the run says so (they never measured at the same time).
     assert meta["shared_nodes"] == {node: ["fake", "fake#2"]}
     assert f"node {node} holds fake, fake#2: one measures at a time" in done.stderr
+    # Agents that finished end their jobs as finished programs do, not cancelled.
+    for job in jobs.values():
+        shown = subprocess.run(["scontrol", "-o", "show", "job", job[6:]],
+                               capture_output=True, text=True).stdout  # fmt: skip
+        assert "JobState=COMPLETED" in shown, shown
 
 
 def test_a_killed_collectors_jobs_are_cancelled_by_the_next_run(
@@ -130,6 +136,9 @@ def test_ctrl_c_cancels_the_runs_jobs(slurm_cluster: Path, manifests: Path, tmp_
     [
         (("--slurm", "output=/tmp/x"), "--output is the launcher's own"),
         (("--slurm", "partition=nowhere"), "Slurm refused fake"),
+        (("--slurm", "ntasks=1"), "--ntasks is what the world size says"),
+        # Held in the queue past --start-timeout: the error says why, in Slurm's words.
+        (("--slurm", "begin=now+1hour", "--start-timeout", "5"), "PENDING (BeginTime)"),
     ],
 )
 def test_bad_slurm_options_are_refused_with_the_reason(
@@ -157,6 +166,9 @@ def test_a_world_is_one_allocation_whose_tasks_are_its_ranks(
     meta = json.loads((tmp_path / "run" / "run.json").read_text())["agents"]["fake~w2"]
     assert len({rank["address"] for rank in meta["ranks"]}) == 2
     assert our_jobs() == []
+    shown = subprocess.run(["scontrol", "-o", "show", "job", row["scheduler_job"][6:]],
+                           capture_output=True, text=True).stdout  # fmt: skip
+    assert "JobState=COMPLETED" in shown, shown  # srun's ranks ended on SIGTERM, exit 0
 
 
 def test_a_process_of_two_devices_is_one_task_told_so(

@@ -19,11 +19,9 @@ file exits 2 with one line. Serving beyond loopback with neither warns on stderr
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import signal
-import socket
 import sys
 import threading
 from pathlib import Path
@@ -39,24 +37,27 @@ from fwbench.runtime.security import (
 )
 from fwbench.runtime.server import create_server
 from fwbench.runtime.world import pin_cpus
+from fwbench.spec import startup
 from fwbench.spec.metadata import TokenError, read_token
 
 
 def build_parser() -> argparse.ArgumentParser:
     env = os.environ.get
     p = argparse.ArgumentParser(prog="fwbench-agent", description=__doc__)
-    plugin = env("FWBENCH_PLUGIN")
+    plugin = env(startup.PLUGIN)
     p.add_argument("--plugin", required=not plugin, default=plugin, help="entry-point name")
-    p.add_argument("--name", default=env("FWBENCH_AGENT_NAME"), help="default: the plugin")
-    p.add_argument("--variant", default=env("FWBENCH_VARIANT", ""), help="e.g. cpu, cu12, mkl")
-    p.add_argument("--host", default=env("FWBENCH_HOST", "127.0.0.1"), help="address to bind")
+    p.add_argument("--name", default=env(startup.AGENT_NAME), help="default: the plugin")
+    p.add_argument("--variant", default=env(startup.VARIANT, ""), help="e.g. cpu, cu12, mkl")
     p.add_argument(
-        "--port", type=int, default=env("FWBENCH_GRPC_PORT", "0"), help="gRPC port, 0 = any"
+        "--host", default=env(startup.HOST, startup.DEFAULT_HOST), help="address to bind"
+    )
+    p.add_argument(
+        "--port", type=int, default=env(startup.GRPC_PORT, "0"), help="gRPC port, 0 = any"
     )
     p.add_argument(
         "--metrics-port",
         type=int,
-        default=env("FWBENCH_METRICS_PORT", "0"),
+        default=env(startup.METRICS_PORT, "0"),
         help="/metrics port, 0 = any",
     )
     p.add_argument("--no-metrics", action="store_true", help="disable the /metrics endpoint")
@@ -77,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--orphan-seconds",
         type=float,
-        default=float(env("FWBENCH_ORPHAN_SECONDS", "0") or 0),
+        default=float(env(startup.ORPHAN_SECONDS, "0") or 0),
         metavar="N",
         help="exit when no call has arrived for N seconds and no run is active (its collector "
         "is gone: agents a scheduler started elsewhere); 0 = never",
@@ -99,9 +100,9 @@ def _security_options(p: argparse.ArgumentParser) -> None:
         "Bearer TOKEN' (default: $FWBENCH_AGENT_TOKEN_FILE, else $FWBENCH_AGENT_TOKEN itself)",
     )
     tls = (
-        ("--tls-cert", "FWBENCH_TLS_CERT", "the server's PEM certificate (chain): serve TLS"),
-        ("--tls-key", "FWBENCH_TLS_KEY", "the PEM private key of --tls-cert"),
-        ("--tls-client-ca", "FWBENCH_TLS_CLIENT_CA", "PEM CA: require client certificates it "
+        ("--tls-cert", startup.TLS_CERT, "the server's PEM certificate (chain): serve TLS"),
+        ("--tls-key", startup.TLS_KEY, "the PEM private key of --tls-cert"),
+        ("--tls-client-ca", startup.TLS_CLIENT_CA, "PEM CA: require client certificates it "
          "signed (mutual TLS)"),
     )  # fmt: skip
     for flag, variable, text in tls:
@@ -127,13 +128,6 @@ def _watch_parent(pid: int, stop: threading.Event) -> None:
     while not stop.wait(1.0):
         if os.getppid() != pid:
             stop.set()
-
-
-def _write_ports(path: Path, grpc_port: int, metrics_port: int) -> None:
-    tmp = path.with_suffix(".tmp")
-    found = {"grpc": grpc_port, "metrics": metrics_port, "pid": os.getpid()}
-    tmp.write_text(json.dumps({**found, "host": socket.gethostname()}))
-    tmp.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             daemon=True,
         ).start()
     if args.ports_file:
-        _write_ports(args.ports_file, agent.port, agent.metrics_port)
+        startup.write_ports(args.ports_file, agent.port, agent.metrics_port)
     print(
         f"fwbench-agent {args.name or args.plugin} serving on {args.host}:{agent.port} "
         f"(metrics {agent.metrics_port}; {security.summary()})",

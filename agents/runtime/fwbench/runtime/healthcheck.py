@@ -21,6 +21,7 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fwbench.runtime.security import SecurityConfigError, client_tls
+from fwbench.spec import startup
 
 
 def check(
@@ -49,7 +50,7 @@ def check(
 
 
 def main(argv: list[str] | None = None) -> int:
-    port = os.environ.get("FWBENCH_GRPC_PORT", "50051")
+    port = os.environ.get(startup.GRPC_PORT, "50051")
     parser = argparse.ArgumentParser(prog="fwbench-healthcheck", description=__doc__)
     parser.add_argument("--address", default=f"127.0.0.1:{port}", help="agent HOST:PORT")
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds to wait")

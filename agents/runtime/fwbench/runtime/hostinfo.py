@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.spec import startup
 
 # Variables that change how frameworks thread, which devices they see, or how memory is
 # allocated (glibc malloc tunables, a preloaded allocator such as jemalloc: tf-eigen's conv2d
@@ -27,7 +28,7 @@ THREAD_AND_DEVICE_VARIABLES = (
     "CUDA_VISIBLE_DEVICES",
     "NVIDIA_VISIBLE_DEVICES",
     "FWBENCH_DEVICE",  # these reach the plugin as its PluginContext
-    "FWBENCH_THREADS",
+    startup.THREADS,
     "FWBENCH_INTEROP_THREADS",
     "FWBENCH_TF32",
     "FWBENCH_CUDNN_BENCHMARK",
@@ -80,7 +81,7 @@ def host_info() -> agent_pb2.HostInfo:
 
 # Names (comma-separated) of further variables to report: the collector lists there what its
 # `--agent-env` set, and refuses an agent whose process does not report them as set.
-REPORT_VARIABLE = "FWBENCH_REPORT_VARIABLES"
+REPORT_VARIABLE = startup.REPORT_VARIABLES
 
 
 def environment_switches() -> dict[str, str]:

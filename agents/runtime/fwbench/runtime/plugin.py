@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar, runtime_checkable
 
+from fwbench.spec import startup
 from fwbench.spec.catalogue import WorkloadDef
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 DEVICES = ("cpu", "cuda", "auto")
 DEVICE_VARIABLE = "FWBENCH_DEVICE"
-THREADS_VARIABLE = "FWBENCH_THREADS"
+THREADS_VARIABLE = startup.THREADS
 INTEROP_THREADS_VARIABLE = "FWBENCH_INTEROP_THREADS"
 # GPU math switches (docs/gpu.md): on or off; unset leaves the framework's default.
 TF32_VARIABLE = "FWBENCH_TF32"  # TF32 for float32 matmuls and convolutions

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from fwbench.spec import startup
 from fwbench.spec.metadata import AUTHORIZATION, BEARER, CLIENT_ID
 
 # Services every caller may use without a token: readiness probes and the public schema.
@@ -176,13 +177,15 @@ def client_tls(environ: Mapping[str, str]) -> tuple[grpc.ChannelCredentials | No
     $FWBENCH_TLS_KEY (the pair to present: in an agent's container, its own) and
     $FWBENCH_TLS_SERVER_NAME (the name to check instead of the address's host). None:
     plaintext, when neither a CA nor a certificate is set. Raises SecurityConfigError."""
-    ca, cert, key = (environ.get(f"FWBENCH_TLS_{name}") for name in ("CA", "CERT", "KEY"))
+    ca, cert, key = (
+        environ.get(name) for name in (startup.TLS_CA, startup.TLS_CERT, startup.TLS_KEY)
+    )
     if not (ca or cert):
         return None, []
     credentials = grpc.ssl_channel_credentials(
-        read_pem(Path(ca), "$FWBENCH_TLS_CA", "CERTIFICATE") if ca else None,
-        read_pem(Path(key), "$FWBENCH_TLS_KEY", "PRIVATE KEY") if cert and key else None,
-        read_pem(Path(cert), "$FWBENCH_TLS_CERT", "CERTIFICATE") if cert and key else None,
+        read_pem(Path(ca), f"${startup.TLS_CA}", "CERTIFICATE") if ca else None,
+        read_pem(Path(key), f"${startup.TLS_KEY}", "PRIVATE KEY") if cert and key else None,
+        read_pem(Path(cert), f"${startup.TLS_CERT}", "CERTIFICATE") if cert and key else None,
     )
-    name = environ.get("FWBENCH_TLS_SERVER_NAME")
+    name = environ.get(startup.TLS_SERVER_NAME)
     return credentials, [("grpc.ssl_target_name_override", name)] if name else []

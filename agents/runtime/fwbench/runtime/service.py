@@ -41,7 +41,7 @@ from fwbench.runtime.requests import loop_plan, workload_spec
 from fwbench.runtime.security import caller
 from fwbench.runtime.timing import LoopPlan, Measurement, measure
 from fwbench.runtime.world import WHOLE_BATCH_STRATEGIES, World
-from fwbench.spec import HEARTBEAT_SECONDS, SPEC_VERSION, Catalogue
+from fwbench.spec import HEARTBEAT_SECONDS, SPEC_VERSION, Catalogue, startup
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
 _STAGES = {
@@ -425,7 +425,7 @@ def _checked(built: BuiltStep, spec: WorkloadSpec, world: World | None) -> Built
         if replicas != world.local_devices:
             raise RuntimeError(
                 f"the {spec.strategy!r} step ran on {replicas} device(s), but this process was "
-                f"started with FWBENCH_LOCAL_DEVICES={world.local_devices}: the plugin does not "
+                f"started with {startup.LOCAL_DEVICES}={world.local_devices}: the plugin does not "
                 "spread it over its devices"
             )
     return built

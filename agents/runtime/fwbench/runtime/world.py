@@ -18,13 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fwbench.runtime.plugin import InvalidContext
+from fwbench.spec import startup
 
 WORLD_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
-BACKEND_VARIABLE = "FWBENCH_DIST_BACKEND"
-PEERS_VARIABLE = "FWBENCH_PEERS"
+BACKEND_VARIABLE = startup.DIST_BACKEND
+PEERS_VARIABLE = startup.PEERS
 # Devices of this one process that its strategy spreads each step over (TensorFlow's
 # MirroredStrategy over logical CPUs, a JAX mesh over forced host devices); 1 by default.
-LOCAL_DEVICES_VARIABLE = "FWBENCH_LOCAL_DEVICES"
+LOCAL_DEVICES_VARIABLE = startup.LOCAL_DEVICES
 MAX_WORLD_SIZE = 4096
 # Model-parallel strategies, whose batch_size is the world's (every replica works on the same
 # batch), not each replica's: a step covers batch_size items however many devices it spans.
@@ -33,7 +34,7 @@ MAX_LOCAL_DEVICES = 64
 # How long a rank waits for its peers (joining, and in a collective) before it raises instead
 # of blocking for good (a rank died or hung): the collector then fails the cell and restarts
 # the world. Every plugin's engine is given it.
-TIMEOUT_VARIABLE = "FWBENCH_DIST_TIMEOUT_SECONDS"
+TIMEOUT_VARIABLE = startup.DIST_TIMEOUT_SECONDS
 DEFAULT_TIMEOUT_SECONDS = 120
 
 
@@ -105,7 +106,7 @@ def world_from_environment(environ: Mapping[str, str] = os.environ) -> World | N
     return World(size, rank, local_rank, address, port, backend, peers, devices, timeout)
 
 
-CPUS_VARIABLE = "FWBENCH_CPUS"
+CPUS_VARIABLE = startup.CPUS
 
 
 def pin_cpus(environ: Mapping[str, str] = os.environ) -> None:

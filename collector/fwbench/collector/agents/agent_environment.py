@@ -16,31 +16,32 @@ from collections.abc import Iterable, Mapping
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import AGENT_VARIABLES
 from fwbench.collector.agents.specs import AgentSpecError, base_name, parse_attached
+from fwbench.spec import startup
 
-REPORT_VARIABLE = "FWBENCH_REPORT_VARIABLES"  # runtime/hostinfo.py reads it
+REPORT_VARIABLE = startup.REPORT_VARIABLES  # runtime/hostinfo.py reads it
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # What the collector or the agent's own start sets, with the option a user sets it by.
 RESERVED = {
-    "FWBENCH_THREADS": "--threads",
-    "FWBENCH_CPUS": "--world-sizes (each rank's CPUs) or --cpuset",
-    "FWBENCH_LOCAL_DEVICES": "--world-sizes 1xD",
-    "FWBENCH_PEERS": "--world-sizes",
-    "FWBENCH_DIST_BACKEND": "--world-sizes",
-    "FWBENCH_DIST_TIMEOUT_SECONDS": "--world-sizes",
+    startup.THREADS: "--threads",
+    startup.CPUS: "--world-sizes (each rank's CPUs) or --cpuset",
+    startup.LOCAL_DEVICES: "--world-sizes 1xD",
+    startup.PEERS: "--world-sizes",
+    startup.DIST_BACKEND: "--world-sizes",
+    startup.DIST_TIMEOUT_SECONDS: "--world-sizes",
     "RANK": "--world-sizes",
     "LOCAL_RANK": "--world-sizes",
     "WORLD_SIZE": "--world-sizes",
     "MASTER_ADDR": "--world-sizes",
     "MASTER_PORT": "--world-sizes",
-    "FWBENCH_HOST": "the launcher",
-    "FWBENCH_GRPC_PORT": "the launcher",
-    "FWBENCH_METRICS_PORT": "the launcher",
-    "FWBENCH_ORPHAN_SECONDS": "the collector's own environment",
-    "FWBENCH_AGENT_NAME": "the agent's manifest (its identity)",
-    "FWBENCH_PLUGIN": "the agent's manifest (its identity)",
-    "FWBENCH_VARIANT": "the agent's manifest (its identity)",
+    startup.HOST: "the launcher",
+    startup.GRPC_PORT: "the launcher",
+    startup.METRICS_PORT: "the launcher",
+    startup.ORPHAN_SECONDS: "the collector's own environment",
+    startup.AGENT_NAME: "the agent's manifest (its identity)",
+    startup.PLUGIN: "the agent's manifest (its identity)",
+    startup.VARIANT: "the agent's manifest (its identity)",
     REPORT_VARIABLE: "--agent-env itself",
-    "FWBENCH_TLS_SERVER_NAME": "--tls-* (docs/security.md)",
+    startup.TLS_SERVER_NAME: "--tls-* (docs/security.md)",
     **{name: "--agent-token-file and --tls-* (docs/security.md)" for name in AGENT_VARIABLES},
 }
 

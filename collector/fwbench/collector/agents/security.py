@@ -19,6 +19,7 @@ from typing import Any
 
 import grpc
 
+from fwbench.spec import startup
 from fwbench.spec.metadata import (
     AUTHORIZATION,
     BEARER,
@@ -32,9 +33,9 @@ from fwbench.spec.metadata import (
 AGENT_VARIABLES = (
     TOKEN_FILE_VARIABLE,
     TOKEN_VARIABLE,
-    "FWBENCH_TLS_CERT",
-    "FWBENCH_TLS_KEY",
-    "FWBENCH_TLS_CLIENT_CA",
+    startup.TLS_CERT,
+    startup.TLS_KEY,
+    startup.TLS_CLIENT_CA,
 )
 # Failures of a TLS handshake that no retry mends: fail at once instead of waiting.
 _TLS_REFUSALS = ("CERTIFICATE_VERIFY_FAILED", "Hostname Verification", "WRONG_VERSION_NUMBER")
@@ -112,9 +113,9 @@ def channel_security(
         return value or (Path(env[variable]) if env.get(variable) else None)
 
     ca, cert, key = (
-        given(ca, "FWBENCH_TLS_CA"),
-        given(cert, "FWBENCH_TLS_CERT"),
-        given(key, "FWBENCH_TLS_KEY"),
+        given(ca, startup.TLS_CA),
+        given(cert, startup.TLS_CERT),
+        given(key, startup.TLS_KEY),
     )
     if bool(cert) != bool(key):
         raise SecurityError("a client certificate needs its key: give --tls-cert and --tls-key")
@@ -127,5 +128,5 @@ def channel_security(
         ca=_pem(ca, "--tls-ca", "CERTIFICATE") if ca else None,
         cert=_pem(cert, "--tls-cert", "CERTIFICATE") if cert else None,
         key=_pem(key, "--tls-key", "PRIVATE KEY") if key else None,
-        server_name=server_name or env.get("FWBENCH_TLS_SERVER_NAME", ""),
+        server_name=server_name or env.get(startup.TLS_SERVER_NAME, ""),
     )

@@ -24,10 +24,11 @@ from fwbench.collector.agents.launchers.base import AgentHandle, Launcher, Place
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.specs import local_devices_of
 from fwbench.collector.agents.world_call import WorldCall
+from fwbench.spec import startup
 
-CPUS_VARIABLE = "FWBENCH_CPUS"  # the CPUs a rank pins itself to (runtime/cli.py)
-PEERS_VARIABLE = "FWBENCH_PEERS"  # every rank's HOST:PORT, for TensorFlow's TF_CONFIG
-DEVICES_VARIABLE = "FWBENCH_LOCAL_DEVICES"  # NAME~w1xD: the devices of the one process
+CPUS_VARIABLE = startup.CPUS  # the CPUs a rank pins itself to (runtime/cli.py)
+PEERS_VARIABLE = startup.PEERS  # every rank's HOST:PORT, for TensorFlow's TF_CONFIG
+DEVICES_VARIABLE = startup.LOCAL_DEVICES  # NAME~w1xD: the devices of the one process
 
 
 def rank_cpus(world_size: int, per_rank: int, usable: Sequence[int]) -> list[list[int]]:

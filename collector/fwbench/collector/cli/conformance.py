@@ -51,7 +51,7 @@ from fwbench.collector.conformance.suite import FAIL, PASS, SKIP, Outcome, Targe
 from fwbench.collector.run.launch import launch_all, make_launcher
 from fwbench.collector.run.options import RunOptions
 from fwbench.collector.run.plan import split_list
-from fwbench.spec import load_catalogue
+from fwbench.spec import load_catalogue, startup
 
 _COLOURS = {PASS: "green", FAIL: "red", SKIP: "yellow"}
 ATTACHED_NAME = "agent"  # the name a bare HOST:PORT target goes by
@@ -63,7 +63,7 @@ AgentEnv = Annotated[
         help="A variable the agent must report back in Describe (repeatable): one the suite "
         "starts gets it (as with `collector run --agent-env`; the suite adds a probe of its "
         "own); for one running elsewhere, say what it was started with (with "
-        "FWBENCH_REPORT_VARIABLES naming it), or the check is skipped.",
+        f"{startup.REPORT_VARIABLES} naming it), or the check is skipped.",
     ),
 ]
 

@@ -11,6 +11,7 @@ import typer
 
 from fwbench.collector.agents.security import ChannelSecurity, SecurityError, channel_security
 from fwbench.collector.cli.common import fail_with
+from fwbench.spec import startup
 
 AgentTokenFile = Annotated[
     Path | None,
@@ -25,8 +26,8 @@ TlsCa = Annotated[
     typer.Option(
         "--tls-ca",
         help="PEM CA certificate that signed attached agents' certificates: reach them over "
-        "TLS (default: $FWBENCH_TLS_CA; the name checked: $FWBENCH_TLS_SERVER_NAME, else the "
-        "address's host).",
+        f"TLS (default: ${startup.TLS_CA}; the name checked: ${startup.TLS_SERVER_NAME}, else "
+        "the address's host).",
     ),
 ]
 TlsCert = Annotated[
@@ -34,12 +35,12 @@ TlsCert = Annotated[
     typer.Option(
         "--tls-cert",
         help="PEM client certificate for attached agents that demand one (mutual TLS; "
-        "default: $FWBENCH_TLS_CERT).",
+        f"default: ${startup.TLS_CERT}).",
     ),
 ]
 TlsKey = Annotated[
     Path | None,
-    typer.Option("--tls-key", help="PEM private key of --tls-cert (default: $FWBENCH_TLS_KEY)."),
+    typer.Option("--tls-key", help=f"PEM private key of --tls-cert (default: ${startup.TLS_KEY})."),
 ]
 
 

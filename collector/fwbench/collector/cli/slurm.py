@@ -8,6 +8,10 @@ import typer
 from fwbench.collector.agents.launchers import LauncherKind
 from fwbench.collector.agents.launchers.slurm import RESERVED
 
+# sbatch options that the shape of what runs sets: one would contradict it (--slurm ntasks=1
+# once silently made a world of 2 one task).
+SHAPED = {"ntasks": "is what the world size says (--world-sizes; an agent alone is one task)"}
+
 
 def check_slurm_options(given: list[str], launcher: LauncherKind) -> tuple[str, ...]:
     """--slurm options: sbatch long options without their dashes; not the launcher's own."""
@@ -18,6 +22,10 @@ def check_slurm_options(given: list[str], launcher: LauncherKind) -> tuple[str, 
         if not name or not name.replace("-", "").isalnum():
             raise typer.BadParameter(
                 f"{option!r}: expected NAME or NAME=VALUE", param_hint="--slurm"
+            )
+        if name in SHAPED:
+            raise typer.BadParameter(
+                f"--{name} {SHAPED[name]}, so it cannot be given", param_hint="--slurm"
             )
         if name in RESERVED:
             raise typer.BadParameter(

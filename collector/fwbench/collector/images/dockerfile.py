@@ -23,6 +23,7 @@ from pathlib import Path
 from fwbench.collector.agents.image_labels import schema_labels
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.checkout import project_dir
+from fwbench.spec import startup
 
 CPU_BASE_IMAGE = "python:3.11-slim-bookworm"
 CUDA_BASE_IMAGE = "nvidia/cuda:12.8.1-cudnn-runtime-ubuntu22.04"
@@ -102,12 +103,12 @@ def agent_env(manifest: AgentManifest) -> dict[str, str]:
     """What the agent process finds in its environment: the runtime CLI's deployment facts
     (see fwbench.runtime.cli), then the manifest's own switches."""
     env = {
-        "FWBENCH_PLUGIN": manifest.plugin,
-        "FWBENCH_AGENT_NAME": manifest.name,
-        "FWBENCH_VARIANT": manifest.variant,
-        "FWBENCH_HOST": "0.0.0.0",  # inside the container; the launcher publishes the ports
-        "FWBENCH_GRPC_PORT": str(manifest.grpc_port),
-        "FWBENCH_METRICS_PORT": str(manifest.metrics_port),
+        startup.PLUGIN: manifest.plugin,
+        startup.AGENT_NAME: manifest.name,
+        startup.VARIANT: manifest.variant,
+        startup.HOST: startup.ANY_HOST,  # inside the container; the launcher publishes ports
+        startup.GRPC_PORT: str(manifest.grpc_port),
+        startup.METRICS_PORT: str(manifest.metrics_port),
     }
     if manifest.requires_gpu:
         env["NVIDIA_DRIVER_CAPABILITIES"] = "compute,utility"

@@ -10,6 +10,7 @@ from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
 from fwbench.collector.agents.specs import world_size_of
 from fwbench.collector.run.plan import Cell
+from fwbench.spec import startup
 
 
 @dataclass
@@ -62,7 +63,7 @@ class AgentWork:
         if self.restart is None:
             return (
                 f"{self.handle.name} sizes its thread pools at start-up and was not started "
-                f"by the collector; start it with FWBENCH_THREADS={threads}"
+                f"by the collector; start it with {startup.THREADS}={threads}"
             )
         self._swap(threads)
         return ""

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Protocol
 from fwbench.collector.agents.client import AgentClient
 from fwbench.collector.agents.docker_engine import ImageInfo
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.spec import startup
 
 START_TIMEOUT_SECONDS = 180.0
 DEFAULT_PIDS_LIMIT = 4096  # processes and threads of one container; XLA and torch need hundreds
@@ -213,7 +214,7 @@ KEEPALIVE_SECONDS = 5.0
 
 
 def orphan_seconds() -> float:
-    return float(os.environ.get("FWBENCH_ORPHAN_SECONDS") or ORPHAN_SECONDS)
+    return float(os.environ.get(startup.ORPHAN_SECONDS) or ORPHAN_SECONDS)
 
 
 def keepalive_seconds() -> float:

@@ -47,6 +47,7 @@ from fwbench.collector.agents.launchers.docker_sweep import (
     run_labels,
 )
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.spec import startup
 
 # Inside a world's network each rank has its own namespace: the same ports in every container.
 RENDEZVOUS_PORT = 29500  # MASTER_PORT on rank 0
@@ -152,7 +153,7 @@ class DockerLauncher:
             self.settings.log_dir,
             timeout_seconds=self.settings.start_timeout_seconds,
             threads=threads,
-            cpuset=extra.get("FWBENCH_CPUS") or self.settings.cpuset,  # a rank: its own CPUs
+            cpuset=extra.get(startup.CPUS) or self.settings.cpuset,  # a rank: its own CPUs
             instance=instance,
             limits=ContainerLimits(self.settings.memory, self.settings.pids_limit),
             extra_environment=extra,
@@ -214,7 +215,7 @@ def start_docker(
         labels=run_labels(run_id),
         environment={
             **manifest.env,
-            **({"FWBENCH_THREADS": str(threads)} if threads else {}),
+            **startup.thread_variables(threads),
             **(extra_environment or {}),
         },
         cpuset=cpuset,

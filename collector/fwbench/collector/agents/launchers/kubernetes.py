@@ -43,6 +43,7 @@ from fwbench.collector.agents.launchers.kubernetes_policy import PodOptions, par
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import local_devices_of
+from fwbench.spec import startup
 
 
 @dataclass(frozen=True)
@@ -188,11 +189,10 @@ class KubernetesLauncher:
             raise AgentUnavailable(f"not creating {instance}: the run is ending")
         base = dns_name(f"fwbench-{self.settings.run_id}-{instance}", 50)
         name = f"{base}-{next(self._count)}"
-        env = {**self.settings.environment, "FWBENCH_ORPHAN_SECONDS": f"{orphan_seconds():g}"}
-        if threads:
-            env["FWBENCH_THREADS"] = str(threads)
+        env = {**self.settings.environment, startup.ORPHAN_SECONDS: f"{orphan_seconds():g}"}
+        env.update(startup.thread_variables(threads))
         if world and local_devices_of(instance) > 1:  # NAME~w1xD: one pod of D devices
-            env["FWBENCH_LOCAL_DEVICES"] = str(local_devices_of(instance))
+            env[startup.LOCAL_DEVICES] = str(local_devices_of(instance))
         gpus = 1 if manifest.requires_gpu else 0
         shape = PodShape(self.options.cpus, self.options.memory, gpus)
         objects = world_objects(

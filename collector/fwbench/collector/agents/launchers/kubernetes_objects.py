@@ -28,6 +28,7 @@ from fwbench.collector.agents.launchers.kubernetes_policy import (
     schedule,
 )
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.spec import startup
 from fwbench.spec.metadata import TOKEN_FILE_VARIABLE
 
 RUN_LABEL = "fwbench.io/run"
@@ -137,13 +138,13 @@ def world_objects(
         {"name": "LOCAL_RANK", "value": "0"},  # one rank per pod
         {"name": "MASTER_ADDR", "value": f"{name}-0.{name}"},
         {"name": "MASTER_PORT", "value": str(RENDEZVOUS_PORT)},
-        {"name": "FWBENCH_PEERS", "value": peers},
-        {"name": "FWBENCH_THREADS", "value": str(shape.cpus)},
-        {"name": "FWBENCH_HOST", "value": "0.0.0.0"},
+        {"name": startup.PEERS, "value": peers},
+        {"name": startup.THREADS, "value": str(shape.cpus)},
+        {"name": startup.HOST, "value": startup.ANY_HOST},
         {"name": "HOME", "value": "/tmp"},  # the pod's user has no home of its own
     ]
     if world_size == 1 if alone is None else alone:  # no distributed runtime
-        env = [e for e in env if e["name"] in ("FWBENCH_THREADS", "FWBENCH_HOST", "HOME")]
+        env = [e for e in env if e["name"] in (startup.THREADS, startup.HOST, "HOME")]
     extra = dict(extra_env or {})
     env = [e for e in env if e["name"] not in extra]
     env += [{"name": key, "value": value} for key, value in extra.items()]

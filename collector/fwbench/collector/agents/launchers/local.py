@@ -5,7 +5,6 @@ as its own process on free loopback ports, health-checked, and always stopped at
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import signal
@@ -29,9 +28,9 @@ from fwbench.collector.agents.launchers.base import (
     free_ports,
 )
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.pythons import safe_path
 from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.security import AGENT_VARIABLES
+from fwbench.spec import startup
 
 # How long close() waits for abandoned starts to stop their processes (SIGTERM, then SIGKILL
 # after ProcessAgent.stop's grace) and remove their folders; an environment build under way
@@ -195,7 +194,7 @@ def start_local(
     variables.update(extra_environment or {})
     suffix = ""
     if threads:
-        variables["FWBENCH_THREADS"] = str(threads)
+        variables.update(startup.thread_variables(threads))
         suffix = f"-threads{threads}"
     ports_dir = scratch_folder("ports")
     handle = ProcessAgent(
@@ -234,25 +233,10 @@ def start_local(
 def _command(python: Path, manifest: AgentManifest, ports_dir: Path) -> list[str]:
     # -P, and run in its environment's folder (_spawn): the agent never imports from the
     # caller's working directory (agents/pythons.py).
-    return [
-        *safe_path(python, "-m", "fwbench.runtime.cli"),
-        "--plugin",
-        manifest.plugin,
-        "--name",
-        manifest.name,
-        "--variant",
-        manifest.variant,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--metrics-port",
-        "0",
-        "--ports-file",
-        str(ports_dir / "ports.json"),
-        "--exit-with-parent",
-        str(os.getpid()),
-    ]
+    return startup.AgentCommand(
+        python, manifest.plugin, manifest.name, manifest.variant,
+        ports_file=ports_dir / "ports.json", exit_with_parent=os.getpid(),
+    ).argv()  # fmt: skip
 
 
 def _spawn(
@@ -273,12 +257,11 @@ def _spawn(
 
 def _wait_for_ports(
     handle: ProcessAgent, ports_file: Path, timeout: float, abandoned: Callable[[], bool]
-) -> dict[str, int]:
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and not abandoned():
         if ports_file.exists():
-            ports: dict[str, int] = json.loads(ports_file.read_text())
-            return ports
+            return startup.read_ports(ports_file)
         if not handle.alive():
             raise AgentUnavailable(f"agent {handle.name} failed to start: {handle.exit_reason()}")
         time.sleep(0.1)

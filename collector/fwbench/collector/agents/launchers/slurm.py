@@ -11,7 +11,6 @@ folder (TMPDIR) must be on a filesystem the nodes share (docs/cluster.md)."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import secrets
@@ -39,9 +38,10 @@ from fwbench.collector.agents.launchers.base import (
 from fwbench.collector.agents.launchers.slurm_jobs import (
     COMMENT_PREFIX,
     POLL_SECONDS,
-    cancel_jobs,
     cancel_run_jobs,
+    end_jobs,
     job_state,
+    job_status,
     slurm_command,
 )
 from fwbench.collector.agents.launchers.slurm_scripts import (
@@ -53,6 +53,7 @@ from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import local_devices_of
+from fwbench.spec import startup
 
 # sbatch options the launcher sets itself; --slurm cannot override them.
 RESERVED = frozenset({"parsable", "job-name", "output", "comment", "wrap", "export"})
@@ -66,6 +67,7 @@ class SlurmAgent(AgentHandle):
 
     job_id: str = ""
     node: str = ""
+    partition: str = ""
     python: Path | None = None
     existing: bool = False
 
@@ -73,19 +75,13 @@ class SlurmAgent(AgentHandle):
         return job_state(self.job_id) in ("RUNNING", "COMPLETING")
 
     def exit_reason(self) -> str:
-        state = job_state(self.job_id) or "ended"
-        return f"Slurm job {self.job_id} on {self.node or '?'}: {state}{self._log_tail()}"
+        status = job_status(self.job_id)
+        return f"Slurm job {self.job_id} on {self.node or '?'}: {status}{self._log_tail()}"
 
     def stop(self, grace_seconds: float = 10.0) -> None:
         self.client.close()
-        if not self.job_id or not job_state(self.job_id):
-            return
-        cancel_jobs([self.job_id])  # SIGTERM to the agent, SIGKILL after Slurm's KillWait
-        deadline = time.monotonic() + grace_seconds
-        while job_state(self.job_id) and time.monotonic() < deadline:
-            time.sleep(POLL_SECONDS)
-        if job_state(self.job_id):
-            subprocess.run(["scancel", "-s", "KILL", self.job_id], capture_output=True, check=False)
+        if self.job_id and job_state(self.job_id):
+            end_jobs([self.job_id], grace_seconds)  # COMPLETED when the agent ends on SIGTERM
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -97,7 +93,12 @@ class SlurmAgent(AgentHandle):
         }
 
     def metadata(self) -> dict[str, Any]:
-        return {**super().metadata(), "slurm_job": self.job_id, "node": self.node}
+        return {
+            **super().metadata(),
+            "slurm_job": self.job_id,
+            "node": self.node,
+            "partition": self.partition,
+        }
 
 
 class SlurmLauncher:
@@ -135,8 +136,7 @@ class SlurmLauncher:
         if isinstance(env, ExistingEnvironment):
             variables.update(env.variables())
         variables.update(self.settings.environment)
-        if threads:
-            variables["FWBENCH_THREADS"] = str(threads)
+        variables.update(startup.thread_variables(threads))
         variables.update(extra or {})
         return env, variables
 
@@ -179,9 +179,9 @@ class SlurmLauncher:
         )
         try:
             found = self._wait_for_ports(handle, ports)
-            handle.node = str(found.get("host") or "") or slurm_command(
-                "squeue", "-h", "-j", job, "-o", "%N"
-            )
+            placed = slurm_command("squeue", "-h", "-j", job, "-o", "%N|%P")
+            node, _, handle.partition = placed.partition("|")
+            handle.node = str(found.get("host") or "") or node
             handle.address = f"{handle.node}:{found['grpc']}"
             if found.get("metrics"):
                 handle.metrics_address = f"{handle.node}:{found['metrics']}"
@@ -210,13 +210,12 @@ class SlurmLauncher:
             raise AgentUnavailable(f"Slurm refused {name}: {done.stderr.strip()[:500]}")
         return done.stdout.strip().split(";")[0]
 
-    def _wait_for_ports(self, handle: SlurmAgent, ports: Path) -> dict[str, int]:
+    def _wait_for_ports(self, handle: SlurmAgent, ports: Path) -> dict[str, Any]:
         """The agent's ports once it is up; its queue wait counts against the start timeout."""
         deadline = time.monotonic() + self.settings.start_timeout_seconds
         while time.monotonic() < deadline and not self._closed.is_set():
             if ports.exists():
-                found: dict[str, int] = json.loads(ports.read_text())
-                return found
+                return startup.read_ports(ports)
             state = job_state(handle.job_id)
             if state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING"):
                 raise AgentUnavailable(
@@ -236,7 +235,7 @@ class SlurmLauncher:
         if self._closed.is_set():
             raise AgentUnavailable(f"not submitting {instance}: the run is ending")
         devices = local_devices_of(instance)  # NAME~w1xD: a task of D devices
-        extra = {"FWBENCH_LOCAL_DEVICES": str(devices)} if devices > 1 else {}
+        extra = {startup.LOCAL_DEVICES: str(devices)} if devices > 1 else {}
         env, variables = self._environment(manifest, threads, extra)
         folder = scratch_folder("ports")
         port = random.randint(20000, 39999)  # on a node the collector cannot probe
@@ -252,7 +251,7 @@ class SlurmLauncher:
             port,
             [],
             "slurm",
-            release=lambda: cancel_jobs([job]),
+            release=lambda: end_jobs([job], 10.0),
             pins_cpus=False,  # Slurm places and binds its tasks
         )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import time
 from typing import Any
 
 from fwbench.collector.agents.client import AgentUnavailable
@@ -33,9 +34,65 @@ def job_state(job_id: str) -> str:
         return ""
 
 
+def job_status(job_id: str) -> str:
+    """What a job is doing in Slurm's words, with its reason: "PENDING (Resources)",
+    "RUNNING"; for a job Slurm no longer queues, how it ended as slurmctld still remembers it
+    (for MinJobAge): "NODE_FAIL (node n1 is down: Not responding)", "FAILED
+    (NonZeroExitCode)", "COMPLETED"; "ended" once it is forgotten."""
+    try:
+        listed = slurm_command("squeue", "-h", "-j", job_id, "-o", "%T|%r")
+    except AgentUnavailable:
+        listed = ""
+    if listed and "|" in listed:
+        state, _, reason = listed.partition("|")
+        return state + (f" ({reason})" if reason and reason != "None" else "")
+    try:
+        shown = slurm_command("scontrol", "-o", "show", "job", job_id)
+    except AgentUnavailable:
+        return "ended"
+    fields = dict(item.partition("=")[::2] for item in shown.split())
+    state, reason = fields.get("JobState") or "ended", fields.get("Reason", "None")
+    nodes = fields.get("NodeList") or ""
+    if state == "NODE_FAIL" and nodes and nodes != "(null)":
+        reason = f"node {nodes} is {node_state(nodes)}"
+    return state + (f" ({reason})" if reason and reason != "None" else "")
+
+
+def node_state(node: str) -> str:
+    """ "down: Not responding", "idle", ... (sinfo's state and reason), "?" unknown."""
+    try:
+        shown = slurm_command("sinfo", "-h", "-n", node, "-o", "%T|%E")
+    except AgentUnavailable:
+        return "?"
+    state, _, reason = (shown.splitlines() or ["?"])[0].partition("|")
+    return state + (f": {reason}" if reason and reason != "none" else "")
+
+
 def cancel_jobs(job_ids: list[str]) -> None:
     if job_ids:
         subprocess.run(["scancel", *job_ids], capture_output=True, timeout=30, check=False)
+
+
+def end_jobs(job_ids: list[str], grace_seconds: float) -> None:
+    """Ends jobs the way a finished program does: SIGTERM to every step and the batch shell
+    (scancel --full --signal: the job is signalled, not cancelled), on which an agent stops
+    and exits 0, so the job ends COMPLETED in Slurm's accounting; what has not ended after
+    `grace_seconds` is cancelled, then killed."""
+    if not job_ids:
+        return
+    command = ["scancel", "--full", "--signal=TERM", *job_ids]
+    subprocess.run(command, capture_output=True, timeout=30, check=False)
+    deadline = time.monotonic() + grace_seconds
+    while any(job_state(job) for job in job_ids) and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+    left = [job for job in job_ids if job_state(job)]
+    cancel_jobs(left)
+    deadline = time.monotonic() + 10
+    while any(job_state(job) for job in left) and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+    left = [job for job in left if job_state(job)]
+    if left:
+        subprocess.run(["scancel", "-s", "KILL", *left], capture_output=True, check=False)
 
 
 def _our_jobs(chosen: Any) -> list[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from fwbench.collector.agents.launchers.base import orphan_seconds
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import AGENT_VARIABLES
+from fwbench.spec import startup
 
 
 def exports(variables: Mapping[str, str]) -> list[str]:
@@ -30,12 +31,10 @@ def agent_command(
 ) -> list[str]:
     """The agent, listening on every address of its node (the collector is elsewhere) behind
     the run's token, ending itself when its collector is gone."""
-    return [
-        str(python), "-P", "-m", "fwbench.runtime.cli", "--plugin", manifest.plugin,
-        "--name", manifest.name, "--variant", manifest.variant, "--host", "0.0.0.0",
-        "--port", "0", "--metrics-port", "0", "--ports-file", str(ports),
-        "--orphan-seconds", f"{orphan_seconds():g}", "--token-file", str(token_file),
-    ]  # fmt: skip
+    return startup.AgentCommand(
+        python, manifest.plugin, manifest.name, manifest.variant, host=startup.ANY_HOST,
+        ports_file=ports, orphan_seconds=orphan_seconds(), token_file=token_file,
+    ).argv()  # fmt: skip
 
 
 def world_script(variables: Mapping[str, str], agent: list[str], folder: Path, port: int) -> str:
@@ -50,7 +49,7 @@ def world_script(variables: Mapping[str, str], agent: list[str], folder: Path, p
     task = shlex.join(agent).replace("PORTS", f"{folder}/ports-$SLURM_PROCID.json")
     rank_env = (
         "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
-        f'MASTER_ADDR="$1" MASTER_PORT={port} FWBENCH_PEERS="$2"; exec {task}'
+        f'MASTER_ADDR="$1" MASTER_PORT={port} {startup.PEERS}="$2"; exec {task}'
     )
     nodes = "srun --export=ALL -l /bin/sh -c 'echo \"$SLURMD_NODENAME\"' | sort -n"
     peers = f'awk -v base={port} \'{{ printf "%s%s:%d", (NR > 1 ? "," : ""), $2, base + NR }}\''
