@@ -76,3 +76,34 @@ def test_installed_collector_outside_a_checkout(wheel: Path, tmp_path: Path) -> 
     assert {"torch-cpu", "tf-mkl", "jax-cpu"} <= {a["agent"] for a in homed}
     version = _installed_collector(wheel, tmp_path, "--version")
     assert version.startswith("collector ")
+
+
+def test_heavy_libraries_only_some_commands_need_are_extras(wheel: Path) -> None:
+    """kubernetes and pip-tools install with `fwbench[kubernetes]` and `fwbench[lock]`; a
+    plain install does without them, and the command that needs one names its extra."""
+    names = zipfile.ZipFile(wheel).namelist()
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    requires = [
+        line.removeprefix("Requires-Dist: ")
+        for line in zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+        if line.startswith("Requires-Dist: ")
+    ]
+    plain = [r for r in requires if "extra ==" not in r]
+    assert not any(r.startswith(("kubernetes", "pip-tools")) for r in plain), plain
+    assert any(r.startswith("kubernetes") and 'extra == "kubernetes"' in r for r in requires)
+    assert any(r.startswith("pip-tools") and 'extra == "lock"' in r for r in requires)
+
+
+def test_lock_without_pip_tools_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from fwbench.collector.agents import locks
+    from fwbench.collector.agents.manifest import discover_manifests
+
+    manifest = discover_manifests([REPO / "agents" / "manifests"])["numpy-cpu"]
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "piptools" else found(name)
+    )
+    with pytest.raises(locks.LockError, match=r"pip install 'fwbench\[lock\]'"):
+        locks.write_lock(manifest)

@@ -13,6 +13,7 @@ before, and says so."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import sys
 import tempfile
@@ -105,6 +106,8 @@ def current_lock(manifest: AgentManifest) -> Path | None:
 def write_lock(manifest: AgentManifest, report: Callable[[str], None] = lambda _: None) -> Path:
     """Resolves and hashes with pip-tools (this host's pip configuration and indexes; no index
     address is written into the lock). Blocks for a minute or more. Raises LockError."""
+    if importlib.util.find_spec("piptools") is None:
+        raise LockError("`collector lock` needs pip-tools: pip install 'fwbench[lock]'")
     target = lock_path(manifest)
     report(f"locking {manifest.name} -> {target.name}")
     with tempfile.TemporaryDirectory(prefix="fwbench-lock-") as folder:

@@ -10,29 +10,7 @@ import pandas as pd
 
 from fwbench.collector.store.columns import COLUMNS, Column
 
-# 2 (fwbench 0.2): settings, items_per_sample and the accuracy columns.
-# 3 (fwbench 0.3): telemetry columns scraped from the agent's /metrics.
-#   Also repetition, the median's confidence interval, p99, outliers and noisy; and for the
-#   Docker launcher image, image_id and image_digest.
-# 4 (fwbench 0.4): agent_pid, the process that measured the row (`--repeat` starts a fresh
-#   one per repetition by default).
-# 5 (fwbench 0.5): settings_mismatch, what an agent ran otherwise than asked.
-# 6 (fwbench 0.6): the host's ceiling (docs/calibration.md): arithmetic_intensity,
-#   peak_flops_per_second, peak_fraction, bandwidth_bytes_per_second, calibration_id; and
-#   environment_source and agent_python, where the agent's Python came from.
-# 7 (fwbench 0.7): distributed worlds (docs/distributed.md): world_size, strategy,
-#   dist_backend, world_placement, rank_cpus, rank_step_median_seconds, rank_samples_ns,
-#   communication_seconds, communication_share, collective_bytes, algbw and busbw, and
-#   first_step_loss.
-# 8 (fwbench 0.8): local_devices, the devices (replicas) of each rank's process.
-# 9 (fwbench 0.9): generation rows (docs/transformers.md): prompt_tokens, decode_steps,
-#   time_to_first_token_seconds, inter_token_latency_seconds and its p99, prefill and decode
-#   tokens per second, kv_cache_bytes, decode_bytes_per_step, decode bandwidth and its fraction,
-#   and the raw prefill and decode-step samples.
-# 10 (fwbench 0.10): interference (docs/telemetry.md): agent_cpus, others_cpu_percent,
-#   steal_percent, cpu and memory pressure, cpu_frequency_mean_hertz, interfered, interference.
-# 11 (fwbench 0.11): family and family_version, the native framework a Keras backend or an
-#   ONNX Runtime export stands beside (docs/frameworks.md).
+# What each version added: CHANGELOG.md ("Results schema"), which a test holds to this number.
 # Rows of an older version load with the newer columns empty.
 SCHEMA_VERSION = 11
 STATUSES = ("ok", "failed", "unsupported", "cancelled")

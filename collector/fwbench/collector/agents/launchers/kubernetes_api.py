@@ -46,8 +46,8 @@ class Cluster:
             from kubernetes import client, config
         except ImportError:
             raise AgentUnavailable(
-                "--launcher kubernetes needs the `kubernetes` Python client (pip install "
-                "kubernetes)"
+                "--launcher kubernetes needs the `kubernetes` Python client: pip install "
+                "'fwbench[kubernetes]'"
             ) from None
         try:
             config.load_kube_config()
