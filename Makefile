@@ -26,6 +26,7 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/python agents/lint_imports.py
 
 proto: setup
 	$(BIN)/python proto/generate.py

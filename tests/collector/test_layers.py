@@ -55,3 +55,32 @@ def test_collector_modules_are_small_or_say_why() -> None:
         if text.count("\n") > MAX_MODULE_LINES and SIZE_REASON not in text[:2000]:
             long.append(f"{module.relative_to(COLLECTOR)} ({text.count(chr(10))} lines)")
     assert not long, f"over {MAX_MODULE_LINES} lines without a reason at the top: {long}"
+
+
+LINT_AGENTS = ROOT / "agents" / "lint_imports.py"
+
+
+def _lint_agents(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(LINT_AGENTS), *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_the_runtime_imports_no_plugin_and_plugins_not_each_other() -> None:
+    done = _lint_agents()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 kept, 0 broken" in done.stdout
+
+
+def test_a_plugin_importing_another_breaks_the_agents_contract(tmp_path: Path) -> None:
+    for folder in sorted((ROOT / "agents").glob("*/fwbench")):
+        shutil.copytree(
+            folder, tmp_path / folder.parent.name / "fwbench",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )  # fmt: skip
+    keras = tmp_path / "keras" / "fwbench" / "keras_plugin" / "__init__.py"
+    keras.write_text(keras.read_text() + "\nfrom fwbench.torch_plugin import plugin  # noqa\n")
+    done = _lint_agents("--root", str(tmp_path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "plugins never import each other BROKEN" in done.stdout
