@@ -22,7 +22,7 @@ SIZE_REASON = "Longer than 300 lines because"
 def lint_imports(pythonpath: str = "") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": pythonpath} if pythonpath else dict(os.environ)
     return subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache", "--config", str(ROOT / "pyproject.toml")],
+        [str(LINT_IMPORTS), "--no-cache", str(ROOT / "pyproject.toml")],
         cwd=ROOT,
         env=env,
         capture_output=True,
