@@ -14,7 +14,6 @@ an environment that fails that check is made again."""
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -25,9 +24,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.pythons import isolated, run_python
+from fwbench.collector.places import cache_path
 
 ENV_DIR_VARIABLE = "FWBENCH_ENV_DIR"
 _MARKER = "fwbench-env.json"
@@ -43,7 +45,7 @@ class EnvironmentBuildError(RuntimeError):
 
 
 def env_root() -> Path:
-    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fwbench" / "envs"
+    default = cache_path("envs")
     return Path(os.environ.get(ENV_DIR_VARIABLE, default)).absolute()  # Pythons run elsewhere
 
 
@@ -136,12 +138,10 @@ class AgentEnvironment:
         environment and, to build, on one for all of them: pip builds the agents' own
         packages inside their source folders (build/), which two builds at once would share."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(f"{self.path}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with FileLock(f"{self.path}.lock"):
             if self.state() == "ready" and not self._recheck():
                 return
-            with open(self.path.parent / ".builds.lock", "w") as builds:
-                fcntl.flock(builds, fcntl.LOCK_EX)
+            with FileLock(self.path.parent / ".builds.lock"):
                 try:
                     self._ensure_locked(report)
                 except EnvironmentBuildError as error:

@@ -15,7 +15,6 @@ interpreter, and the probe and the agent in the given one, with -P in a folder o
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shlex
@@ -27,6 +26,7 @@ from importlib.metadata import distributions
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from packaging.requirements import Requirement
 
 from fwbench.collector.agents.environments import EnvironmentBuildError, env_root, sources_key
@@ -100,8 +100,7 @@ class ExistingEnvironment:
         if marker.exists():
             return
         self.overlay.parent.mkdir(parents=True, exist_ok=True)
-        with open(f"{self.overlay}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with FileLock(f"{self.overlay}.lock"):
             if marker.exists():
                 return
             report(f"building the {self.manifest.name} agent packages for an existing Python")

@@ -19,6 +19,7 @@ from typing import Any
 
 import psutil
 
+from fwbench.collector import places
 from fwbench.collector.calibration.ceiling import merge_observed
 from fwbench.collector.calibration.measure import EFFORTS, measure
 
@@ -30,8 +31,7 @@ FORMAT_VERSION = 2
 
 
 def cache_dir() -> Path:
-    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fwbench"
-    return Path(os.environ.get(DIR_VARIABLE, default / "calibration"))
+    return Path(os.environ.get(DIR_VARIABLE, places.cache_path("calibration")))
 
 
 def effort_name() -> str:

@@ -9,7 +9,6 @@ else goes through the Docker SDK."""
 from __future__ import annotations
 
 import datetime as dt
-import fcntl
 import hashlib
 import json
 import os
@@ -23,6 +22,7 @@ from typing import Any
 
 import docker
 import docker.errors
+from filelock import FileLock
 
 from fwbench.collector import __version__
 from fwbench.collector.agents.docker_engine import ImageInfo
@@ -147,8 +147,7 @@ def ensure_image(
     collectors at once: they take turns on a lock per agent. Raises ImageBuildError."""
     contexts = wheelhouse_root().parent / "image-context"
     contexts.mkdir(parents=True, exist_ok=True)
-    with open(contexts / f"{manifest.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(contexts / f"{manifest.name}.lock"):
         base, base_id = _base(client, manifest, report)
         key = build_key(manifest, base, base_id)
         found = find_image(client, image_tag(manifest))

@@ -18,7 +18,6 @@ editing them rebuilds a layer of kilobytes, not the framework's."""
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -31,10 +30,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from filelock import FileLock
+
 from fwbench.collector.agents.environments import sources_key
 from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.pythons import run_python, safe_path
+from fwbench.collector.places import cache_path
 
 WHEELHOUSE_VARIABLE = "FWBENCH_WHEELHOUSE"
 IMAGE_PYTHON = (3, 11)  # the Python of every base image (bookworm's, python:3.11, deadsnakes)
@@ -48,8 +50,7 @@ class WheelhouseError(RuntimeError):
 
 
 def wheelhouse_root() -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    return Path(os.environ.get(WHEELHOUSE_VARIABLE, cache / "fwbench" / "wheelhouse")).absolute()
+    return Path(os.environ.get(WHEELHOUSE_VARIABLE, cache_path("wheelhouse"))).absolute()
 
 
 def distribution_name(package: Path) -> str:
@@ -99,8 +100,7 @@ def _pip_wheel(out: Path, arguments: list[str], report: Callable[[str], None]) -
     """Fills `out` once (a marker records completion); later calls are free. Blocks for
     minutes on first use; concurrent callers take turns on a lock."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{out}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(f"{out}.lock"):
         if (out / _DONE).is_file():
             return
         report(f"making wheels in {out} (first use, minutes)")

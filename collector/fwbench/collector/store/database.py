@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from fwbench.collector.places import data_path
 from fwbench.collector.store.encoding import clean, json_default, telemetry_series
 from fwbench.collector.store.owner import ResumeRefused, collector_gone, owner_text
 from fwbench.collector.store.schema import SCHEMA_VERSION, to_frame
@@ -36,8 +37,7 @@ class PersistenceError(RuntimeError):
 
 
 def default_store_path() -> Path:
-    home = Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share"))
-    return Path(os.environ.get(STORE_VARIABLE, home / "fwbench" / "results.sqlite"))
+    return Path(os.environ.get(STORE_VARIABLE, data_path("results.sqlite")))
 
 
 @contextmanager
