@@ -35,6 +35,8 @@ proto: setup
 docs: setup
 	$(BIN)/collector schema > docs/results-schema.md
 	$(BIN)/typer fwbench.collector.cli utils docs --name collector --output docs/cli.md
+	$(BIN)/python -c 'import html, pathlib; p = pathlib.Path("docs/cli.md"); \
+		p.write_text(html.unescape(p.read_text("utf-8")), "utf-8")'  # Typer writes &#x27; for '
 
 # Each plugin's own tests and the plugin contract suite run inside the environment of the agent
 # whose manifest says it represents the plugin ([tests] in agents/manifests/*.toml):
