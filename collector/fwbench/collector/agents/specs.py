@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from fwbench.collector.agents import host
 from fwbench.collector.agents.manifest import NAME_PATTERN, AgentManifest
@@ -36,43 +37,101 @@ def image_reference(spec: str, declared: Mapping[str, AgentManifest]) -> str | N
     return spec if ":" in spec or "/" in spec else None
 
 
+# A distributed world of N ranks of an agent is the instance NAME~wN (agents/world.py); of N
+# ranks with D devices each (FWBENCH_LOCAL_DEVICES: replicas in one process), NAME~wNxD.
+WORLD_SEPARATOR = "~w"
+DEVICES_SEPARATOR = "x"
+RANK_SUFFIX = "-rank"  # one rank of a world: NAME~wN-rankR
+MAX_WORLD_SIZE = 64
+MAX_LOCAL_DEVICES = 64
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One process (or world of processes) of an agent in a run, as the results name it:
+    `AGENT[~wN[xD]][#COPY][-rankR]` (`torch-cpu`, `tf-eigen#2`, `torch-cpu~w2`,
+    `tf-eigen~w1x2#2`, `torch-cpu~w2-rank1`). The one grammar of instance names: every other
+    module asks an Instance (or the helpers below), never splits a name itself."""
+
+    agent: str
+    ranks: int = 0  # N of a world; 0: the agent alone
+    devices: int = 0  # D of each rank's process in a world (1 unless NAMExD); 0: alone
+    copy: int = 1  # K of an A/A group: NAME#K, 1 for the first
+    rank: int | None = None  # R of one rank of a world
+
+    @classmethod
+    def parse(cls, name: str) -> Instance:
+        """The instance a name says (an attached spec's @ADDRESS is left out); a name that
+        breaks the grammar is an agent of that name alone (a manifest check refuses it)."""
+        text = name.partition("@")[0]
+        head, sep, rank = text.rpartition(RANK_SUFFIX)
+        index = int(rank) if sep and rank.isdigit() else None
+        text = head if index is not None else text
+        text, hashed, copy = text.partition(SEPARATOR)
+        agent, world, suffix = text.partition(WORLD_SEPARATOR)
+        size, times, devices = suffix.partition(DEVICES_SEPARATOR)
+        shaped = bool(world) and size.isdigit() and (not times or devices.isdigit())
+        return cls(
+            agent if shaped or not world else text,
+            int(size) if shaped else 0,
+            (int(devices) if times else 1) if shaped else 0,
+            int(copy) if hashed and copy.isdigit() else 1,
+            index,
+        )
+
+    def __str__(self) -> str:
+        text = self.agent
+        if self.ranks:
+            text += f"{WORLD_SEPARATOR}{self.ranks}"
+            text += f"{DEVICES_SEPARATOR}{self.devices}" if self.devices > 1 else ""
+        text += f"{SEPARATOR}{self.copy}" if self.copy > 1 else ""
+        return text + (f"{RANK_SUFFIX}{self.rank}" if self.rank is not None else "")
+
+    @property
+    def world(self) -> Instance:
+        """The world this rank belongs to (itself when it is no rank)."""
+        return replace(self, rank=None)
+
+    def of_rank(self, rank: int) -> Instance:
+        return replace(self, rank=rank)
+
+    @property
+    def first_copy(self) -> Instance:
+        """The first instance of its A/A group (the same agent in the same world shape)."""
+        return replace(self, copy=1, rank=None)
+
+
 def base_name(instance: str) -> str:
     """The declared agent an instance runs: `tf-eigen#2` -> `tf-eigen`, `torch-cpu~w2` ->
     `torch-cpu`."""
-    return instance.partition(SEPARATOR)[0].partition(WORLD_SEPARATOR)[0]
+    return Instance.parse(instance).agent
 
 
 def aa_base(instance: str) -> str:
     """The first instance of an A/A group: `tf-eigen#2` -> `tf-eigen`, `torch-cpu~w2#2` ->
     `torch-cpu~w2` (the same agent in the same world size)."""
-    return instance.partition(SEPARATOR)[0]
-
-
-# A distributed world of N ranks of an agent is the instance NAME~wN (agents/world.py); of N
-# ranks with D devices each (FWBENCH_LOCAL_DEVICES: replicas in one process), NAME~wNxD.
-WORLD_SEPARATOR = "~w"
-DEVICES_SEPARATOR = "x"
-MAX_WORLD_SIZE = 64
-MAX_LOCAL_DEVICES = 64
-
-
-def _world_suffix(instance: str) -> tuple[int, int]:
-    name = instance.partition("@")[0]  # an attached world: NAME~wN@HOST:PORT+HOST:PORT
-    suffix = name.partition(SEPARATOR)[0].partition(WORLD_SEPARATOR)[2]
-    size, sep, devices = suffix.partition(DEVICES_SEPARATOR)
-    if not size.isdigit() or (sep and not devices.isdigit()):
-        return 0, 0
-    return int(size), int(devices) if sep else 1
+    return str(Instance.parse(instance).first_copy)
 
 
 def world_size_of(instance: str) -> int:
     """N for NAME~wN or NAME~wNxD (or NAME~wN#2), 0 for an agent that runs alone."""
-    return _world_suffix(instance)[0]
+    return Instance.parse(instance).ranks
 
 
 def local_devices_of(instance: str) -> int:
     """D for NAME~wNxD, 1 for any other world, 0 for an agent that runs alone."""
-    return _world_suffix(instance)[1]
+    return Instance.parse(instance).devices
+
+
+def rank_name(world: str, rank: int) -> str:
+    """The name of one rank of a world: `torch-cpu~w2` -> `torch-cpu~w2-rank1`."""
+    return str(Instance.parse(world).of_rank(rank))
+
+
+def world_and_rank(name: str) -> tuple[str, int | None]:
+    """(the world's name, the rank) of a rank's name; (name, None) for any other."""
+    found = Instance.parse(name)
+    return (str(found.world), found.rank) if found.rank is not None else (name, None)
 
 
 def with_worlds(instances: Sequence[str], sizes: Sequence[str]) -> tuple[str, ...]:

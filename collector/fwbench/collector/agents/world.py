@@ -22,7 +22,7 @@ from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.client import AgentUnavailable
 from fwbench.collector.agents.launchers.base import AgentHandle, Launcher, Placement
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.specs import local_devices_of
+from fwbench.collector.agents.specs import local_devices_of, rank_name
 from fwbench.collector.agents.world_call import WorldCall
 from fwbench.spec import startup
 
@@ -141,7 +141,7 @@ def start_world(
                 **({CPUS_VARIABLE: ",".join(map(str, cpus[rank]))} if place.pins_cpus else {}),
                 **({DEVICES_VARIABLE: str(devices)} if devices > 1 else {}),
             }
-            name = f"{instance}-rank{rank}"
+            name = rank_name(instance, rank)
             return launcher.start(manifest, name, per_rank_threads, environment, abandon=abandon)
 
         starts = [partial(one, rank) for rank in range(world_size)]
@@ -206,7 +206,7 @@ def attach_world(
     their rendezvous; WorldClient.describe then checks that each is the rank its place says, of
     a world of that size, and the same agent as rank 0."""
     ranks = _every_rank(  # attaching waits for nothing a failed rank could release
-        name, [partial(_attach, attach, f"{name}-rank{r}", a) for r, a in enumerate(addresses)]
+        name, [partial(_attach, attach, rank_name(name, r), a) for r, a in enumerate(addresses)]
     )
     return WorldHandle(
         name=name,

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fwbench.collector.agents.specs import SEPARATOR, WORLD_SEPARATOR
+from fwbench.collector.agents.specs import Instance
 from fwbench.collector.analysis.contenders import samples_by_cell
 from fwbench.collector.stats.bootstrap import FloatArray
 from fwbench.collector.stats.significance import (
@@ -50,8 +50,8 @@ ONE_PROCESS_NOTE = "one process a side: --repeat 3 (or more) decides"
 
 def agent_family(agent: str) -> str:
     """The agent a world instance runs, A/A suffix kept: torch-cpu~w2#2 -> torch-cpu#2."""
-    name, sep, number = agent.partition(SEPARATOR)
-    return name.partition(WORLD_SEPARATOR)[0] + sep + number
+    found = Instance.parse(agent)
+    return str(Instance(found.agent, copy=found.copy))
 
 
 def scaling_factor(rows: pd.DataFrame, base_cell: int, cell: int) -> float | None:

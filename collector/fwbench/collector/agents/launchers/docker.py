@@ -47,6 +47,7 @@ from fwbench.collector.agents.launchers.docker_sweep import (
     run_labels,
 )
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.specs import rank_name, world_and_rank
 from fwbench.spec import startup
 
 # Inside a world's network each rank has its own namespace: the same ports in every container.
@@ -144,7 +145,7 @@ class DockerLauncher:
         abandon: threading.Event | None = None,
     ) -> AgentHandle:
         extra = dict(extra_environment or {})
-        world = self._networks.get(instance.rpartition("-rank")[0]) if extra else None
+        world = self._networks.get(world_and_rank(instance)[0]) if extra else None
         extra = {**self.settings.environment, **extra}
         return start_docker(
             manifest,
@@ -170,7 +171,7 @@ class DockerLauncher:
         network = f"fwbench-{run_id}-{safe_name(instance)}"
         release = create_network(docker_client(), run_id, network)
         self._networks[instance] = network
-        ranks = [container_name(run_id, f"{instance}-rank{r}") for r in range(size)]
+        ranks = [container_name(run_id, rank_name(instance, r)) for r in range(size)]
         return Placement(
             ranks[0],
             RENDEZVOUS_PORT,

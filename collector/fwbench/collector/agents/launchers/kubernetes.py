@@ -42,7 +42,7 @@ from fwbench.collector.agents.launchers.kubernetes_objects import (
 from fwbench.collector.agents.launchers.kubernetes_policy import PodOptions, parse_pod_option
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
-from fwbench.collector.agents.specs import local_devices_of
+from fwbench.collector.agents.specs import local_devices_of, world_and_rank
 from fwbench.spec import startup
 
 
@@ -216,7 +216,7 @@ class KubernetesLauncher:
         """One agent, its own Job of one pod; or a rank (WORLD-rankR) of the Job place_world
         created, whose pod already has the world's variables (extra_environment is the same)."""
         name = instance or manifest.name
-        world, _, rank = name.rpartition("-rank")
+        world, rank = world_and_rank(name)
         deadline = time.monotonic() + self.settings.start_timeout_seconds
         owns = world not in self._worlds
         job = self._create(manifest, name, 1, threads, False) if owns else self._worlds[world]
@@ -234,7 +234,7 @@ class KubernetesLauncher:
         )
         try:
             pod = self.cluster.wait_for_pod(
-                job, 0 if owns else int(rank), deadline, self._closed.is_set
+                job, 0 if owns else int(rank or 0), deadline, self._closed.is_set
             )
             handle.pod, handle.node = pod.metadata.name, pod.spec.node_name or ""
             address = pod.status.pod_ip

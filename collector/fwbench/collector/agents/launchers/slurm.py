@@ -52,7 +52,7 @@ from fwbench.collector.agents.launchers.slurm_scripts import (
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.security import ChannelSecurity
-from fwbench.collector.agents.specs import local_devices_of
+from fwbench.collector.agents.specs import local_devices_of, world_and_rank
 from fwbench.spec import startup
 
 # sbatch options the launcher sets itself; --slurm cannot override them.
@@ -153,7 +153,7 @@ class SlurmLauncher:
         if self._closed.is_set():
             raise AgentUnavailable(f"not submitting {instance}: the run is ending")
         name = instance or manifest.name
-        world, _, rank = name.rpartition("-rank")
+        world, rank = world_and_rank(name)
         suffix = f"-threads{threads}" if threads else ""
         log = self.settings.log_dir / f"{name}{suffix}.log"
         if world in self._worlds:
