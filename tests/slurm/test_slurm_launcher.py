@@ -45,6 +45,7 @@ def test_agents_run_as_slurm_jobs_and_none_outlives_the_run(
     slurm_cluster: Path, manifests: Path, tmp_path: Path
 ) -> None:
     command = _command(tmp_path, manifests, "--batch-sizes", "1,2", "--slurm", "time=00:10:00",
+                       "--slurm", "fake:time=00:07:00",  # the agent's own wins over everyone's
                        "--aa", "fake", "--agent-env", "FWBENCH_TEST_SETTING=a b")  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
@@ -69,7 +70,7 @@ def test_agents_run_as_slurm_jobs_and_none_outlives_the_run(
     for job in jobs.values():
         shown = subprocess.run(["scontrol", "-o", "show", "job", job[6:]],
                                capture_output=True, text=True).stdout  # fmt: skip
-        assert "JobState=COMPLETED" in shown, shown
+        assert "JobState=COMPLETED" in shown and "TimeLimit=00:07:00" in shown, shown
 
 
 def test_a_killed_collectors_jobs_are_cancelled_by_the_next_run(

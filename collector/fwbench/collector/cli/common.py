@@ -108,7 +108,8 @@ SlurmOptions = Annotated[
         metavar="OPTION[=VALUE]",
         help="slurm: an sbatch option for every agent job, without the dashes (repeatable): "
         "partition=NAME, account=NAME, time=HH:MM:SS, constraint=FEATURES, exclusive, "
-        "cpus-per-task=N, container=IMAGE where the site has a container plugin, ...",
+        "cpus-per-task=N, container=IMAGE where the site has a container plugin, ...; "
+        "AGENT:OPTION for that agent's jobs alone (torch-cu12:partition=gpu).",
     ),
 ]
 K8sOptions = Annotated[

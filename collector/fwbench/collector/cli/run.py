@@ -46,7 +46,7 @@ from fwbench.collector.cli.decide import (
 from fwbench.collector.cli.execution import execute, resume_run
 from fwbench.collector.cli.k8s import check_k8s_options
 from fwbench.collector.cli.security import AgentTokenFile, TlsCa, TlsCert, TlsKey, security_settings
-from fwbench.collector.cli.slurm import check_slurm_options
+from fwbench.collector.cli.slurm import agent_names, check_slurm_options
 from fwbench.collector.cli.telemetry import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_THRESHOLD_PERCENT,
@@ -226,7 +226,7 @@ def run(
     if python and launcher not in (LauncherKind.LOCAL, LauncherKind.SLURM):
         fail("--python runs agents in an existing Python: it goes with --launcher local or slurm")
     check_interference(interference_threshold, quiet_host)
-    slurm_options = check_slurm_options(slurm or [], launcher)
+    slurm_options = check_slurm_options(slurm or [], launcher, agent_names(agents))
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     catalogue = load_catalogue()
     declared = load_manifests(manifests)

@@ -42,6 +42,7 @@ from fwbench.collector.agents.launchers.slurm_jobs import (
     end_jobs,
     job_state,
     job_status,
+    options_for,
     slurm_command,
 )
 from fwbench.collector.agents.launchers.slurm_scripts import (
@@ -52,7 +53,7 @@ from fwbench.collector.agents.launchers.slurm_scripts import (
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.security import ChannelSecurity
-from fwbench.collector.agents.specs import local_devices_of, world_and_rank
+from fwbench.collector.agents.specs import Instance, local_devices_of, world_and_rank
 from fwbench.spec import startup
 
 # sbatch options the launcher sets itself; --slurm cannot override them.
@@ -196,7 +197,8 @@ class SlurmLauncher:
     def _submit(self, name: str, script: str, log: Path, extra: list[str] | None = None) -> str:
         run_id = self.settings.run_id
         comment = f"{COMMENT_PREFIX}:{socket.gethostname()}:{os.getpid()}:{run_id}"
-        options = [f"--{option}" for option in self.settings.slurm_options]
+        agent = Instance.parse(name).agent
+        options = [f"--{option}" for option in options_for(agent, self.settings.slurm_options)]
         command = ["sbatch", "--parsable", f"--job-name=fwbench-{run_id}-{name}"]
         command += [f"--output={log}", f"--comment={comment}", "--export=NONE"]
         command += [*(extra or []), *options]

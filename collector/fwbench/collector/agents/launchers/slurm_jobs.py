@@ -120,3 +120,21 @@ def cancel_orphans() -> None:
         return host == socket.gethostname() and pid.isdigit() and not process_exists(int(pid))
 
     cancel_jobs(_our_jobs(orphaned))
+
+
+def scoped(option: str) -> tuple[str, str]:
+    """(agent, option) of a --slurm option: `torch-cu12:partition=gpu` applies to that agent's
+    jobs alone, `partition=cpu` to every agent's (agent ""). A ':' counts only before the
+    first '=' (`container=docker://image:tag` is one option for every agent)."""
+    name, equals, _ = option.partition("=")
+    agent, colon, rest = name.partition(":")
+    if not colon:
+        return "", option
+    return agent, rest + option[len(name) :] if equals else rest
+
+
+def options_for(agent: str, options: tuple[str, ...] | list[str]) -> list[str]:
+    """The sbatch options of `agent`'s jobs: every agent's first, then its own, so that its
+    own win (sbatch takes the last of an option given twice)."""
+    found = [scoped(option) for option in options]
+    return [o for a, o in found if not a] + [o for a, o in found if a == agent]
