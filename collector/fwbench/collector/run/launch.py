@@ -81,11 +81,13 @@ def launch_all(
     timeout: float,
     security: ChannelSecurity | None = None,
     options: RunOptions | None = None,
+    sizing: Sequence[str] = (),
 ) -> list[AgentHandle]:
     """Starts or attaches every agent side by side; on any failure stops those started and
-    re-raises."""
+    re-raises. `sizing`: every instance of the run, when `specs` are some of them (a rank's
+    CPUs are the same in every world: rank_threads)."""
 
-    per_rank = rank_threads(specs, options)
+    per_rank = rank_threads(sizing or specs, options)
 
     def one(spec: str) -> AgentHandle:
         attached = parse_attached(spec)

@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.console import Console
 
-from fwbench.collector.agents.launchers import Launcher
+from fwbench.collector.agents.launchers import AgentHandle, Launcher
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import mark_logs, scratch_folder
 from fwbench.collector.run.decide import DecideSettings, Decisions, run_until_decided
@@ -117,10 +117,23 @@ def _execute(
 ) -> RunSummary:
     targets = TargetsFile.from_environment(run_id, report=console.print)  # unusable: bad input
     label = resume.label if resume else ""  # of the logs' names in the run folder
+    handles: list[AgentHandle] = []
+    work: list[AgentWork] = []
+    # A launcher whose idle agents hold an allocation starts them one at a time, each given
+    # back once it has said what it is (AgentWork.rest; its first cell starts it again).
+    one_at_a_time = getattr(launcher, "holds_allocation", False)
+    batches = [[spec] for spec in options.agents] if one_at_a_time else [list(options.agents)]
     try:
-        handles = launch_all(options.agents, manifests, launcher, options.start_timeout_seconds,
-                             options.security, options)  # fmt: skip
+        for batch in batches:
+            started = launch_all(batch, manifests, launcher, options.start_timeout_seconds,
+                                 options.security, options, sizing=options.agents)  # fmt: skip
+            handles += started
+            if one_at_a_time:
+                work += adopt(started, launcher, targets, options.agent_environment)
+                work[-1].rest()
     except BaseException as error:
+        for handle in handles:
+            handle.stop()
         # A failed start keeps the agents' logs in the run folder (and says where); an
         # interrupted one keeps nothing.
         if isinstance(error, Exception):
@@ -128,9 +141,9 @@ def _execute(
                 f"agent log kept: {log}", highlight=False))  # fmt: skip
         shutil.rmtree(log_dir, ignore_errors=True)
         raise
-    work: list[AgentWork] = []
     try:
-        work = adopt(handles, launcher, targets, options.agent_environment)
+        if not one_at_a_time:
+            work = adopt(handles, launcher, targets, options.agent_environment)
         check_offered(selection, {w.handle.name: w.describe for w in work})
         for item in work:
             item.cells = plan_cells(item.handle.name, item.describe, catalogue, selection)

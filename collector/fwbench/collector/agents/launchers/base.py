@@ -121,6 +121,11 @@ class Launcher(Protocol):
     """Starts agents from their manifests, one kind of place each (process, container, ...)."""
 
     kind: LauncherKind
+    # Whether an agent it started holds a scheduler's allocation while idle (Slurm's job, a
+    # pod's requests): the run then starts its agents one at a time and gives each one's
+    # allocation back until its cells come (run/session.py), so a small cluster is never
+    # held by agents that wait, and worlds that cannot fit together run one after another.
+    holds_allocation: bool
 
     def start(
         self,

@@ -128,6 +128,7 @@ class DockerLauncher:
     """Agents as containers from their images (Launcher)."""
 
     kind = LauncherKind.DOCKER
+    holds_allocation = False
 
     def __init__(self, settings: LaunchSettings) -> None:
         if settings.image_for is None:

@@ -95,6 +95,7 @@ class LocalLauncher:
     """Agents as processes in their virtual environments (Launcher)."""
 
     kind = LauncherKind.LOCAL
+    holds_allocation = False
 
     def __init__(self, settings: LaunchSettings) -> None:
         self.settings = settings

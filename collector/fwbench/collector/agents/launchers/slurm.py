@@ -106,6 +106,7 @@ class SlurmLauncher:
     """Agents as Slurm batch jobs (Launcher)."""
 
     kind = LauncherKind.SLURM
+    holds_allocation = True
 
     def __init__(self, settings: LaunchSettings) -> None:
         self.settings = settings
