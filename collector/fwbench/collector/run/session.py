@@ -186,7 +186,14 @@ def _measure(
         for item, stretch in stretches(work, selection.repeat, selection.fresh_process)
         for cell, repetition in stretch
     ]
-    agents = {item.handle.name: agent_metadata(item.handle, item.describe) for item in work}
+    # An agent given back after it described itself (one at a time) measured in a later
+    # process: this one's facts are of the process that described it; rows say their own.
+    agents = {
+        item.handle.name: {**agent_metadata(item.handle, item.describe), "described_only": True}
+        if item.idle
+        else agent_metadata(item.handle, item.describe)
+        for item in work
+    }
     calibration = options.calibration_now()
     folder, store = RunFolder(out_dir), ResultStore(options.store_path)
     if resume is None:
@@ -204,7 +211,8 @@ def _measure(
             "selection": selection_record(selection),
             "planned_cells": len(order),
             "agents": agents,
-            "shared_nodes": shared_nodes([item.handle for item in work]),
+            # (agents given back after describing themselves hold nothing while others run)
+            "shared_nodes": shared_nodes([item.handle for item in work if not item.idle]),
         }
         for node, names in metadata["shared_nodes"].items():
             console.print(f"node {node} holds {', '.join(names)}: one measures at a time")
