@@ -28,6 +28,13 @@ def our_jobs() -> list[str]:
     return [line.split("|")[0] for line in done.stdout.splitlines() if "|fwbench:" in line]
 
 
+def _running_jobs() -> list[str]:
+    """Job ids of fwbench jobs Slurm runs now (not pending, not ending)."""
+    done = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"],
+                          capture_output=True, text=True)  # fmt: skip
+    return [line.split("|")[0] for line in done.stdout.splitlines() if "|fwbench:" in line]
+
+
 def _command(tmp_path: Path, manifests: Path, *extra: str) -> list[str]:
     return [
         str(COLLECTOR), "run", "--launcher", "slurm", "--manifests", str(manifests),
@@ -83,7 +90,8 @@ def test_a_killed_collectors_jobs_are_cancelled_by_the_next_run(
                     "--min-seconds", "60")  # fmt: skip
     process = subprocess.Popen(long, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while not (tmp_path / "run" / "run.json").exists():  # written once the agent is up
+    # run.json is written once the agent has described itself; its cells' job comes next.
+    while not (tmp_path / "run" / "run.json").exists() or not _running_jobs():
         assert process.poll() is None and time.monotonic() < deadline
         time.sleep(0.2)
     os.kill(process.pid, signal.SIGKILL)
@@ -103,7 +111,7 @@ def test_a_killed_collectors_agent_job_ends_itself(
                     "--min-seconds", "300")  # fmt: skip
     process = subprocess.Popen(long, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while not (tmp_path / "run" / "run.json").exists():
+    while not (tmp_path / "run" / "run.json").exists() or not _running_jobs():
         assert process.poll() is None and time.monotonic() < deadline
         time.sleep(0.2)
     time.sleep(2.0)  # mid-cell
@@ -125,7 +133,7 @@ def test_ctrl_c_cancels_the_runs_jobs(slurm_cluster: Path, manifests: Path, tmp_
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     deadline = time.monotonic() + 120
-    while not (tmp_path / "run" / "run.json").exists():
+    while not (tmp_path / "run" / "run.json").exists() or not _running_jobs():
         assert process.poll() is None and time.monotonic() < deadline
         time.sleep(0.2)
     time.sleep(1.0)
