@@ -103,7 +103,8 @@ test-plugins: setup system-deps
 
 # docker-deps made sure an engine runs: a Docker test that cannot reach it fails, not skips.
 test-main: setup system-deps docker-deps slurm-deps
-	FWBENCH_REQUIRE_DOCKER=1 FWBENCH_REQUIRE_SLURM=1 $(BIN)/pytest --ignore=tests/plugin_contract \
+	FWBENCH_REQUIRE_DOCKER=1 FWBENCH_REQUIRE_SLURM=1 $(BIN)/pytest --durations=30 \
+		--ignore=tests/plugin_contract \
 		$$($(PLUGIN_MATRIX) | while read -r agent plugin folders; do \
 			for f in $$folders; do printf -- '--ignore=%s ' $$f; done; done)
 
