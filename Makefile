@@ -10,11 +10,14 @@ SOURCES := pyproject.toml proto/pyproject.toml agents/runtime/pyproject.toml
 
 setup: $(STAMP)
 
+# Editable installs in compat mode: each package's folder as a plain path entry (a .pth line),
+# which mypy and the tests that put a changed copy first on PYTHONPATH rely on; the import hooks
+# of the other modes would not give way. Its banner (a transitional mode) is silenced.
 $(STAMP): $(SOURCES)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet --config-settings editable_mode=compat \
-		-e ./proto -e ./agents/runtime -e '.[dev]'
+	PYTHONWARNINGS="ignore:Compat editable installs" $(BIN)/pip install --quiet \
+		--config-settings editable_mode=compat -e ./proto -e ./agents/runtime -e '.[dev]'
 	touch $@
 
 run: setup
