@@ -69,6 +69,7 @@ class SlurmAgent(AgentHandle):
     job_id: str = ""
     node: str = ""
     partition: str = ""
+    in_world: bool = False  # a rank: the agent is a task of the world job's srun step
     python: Path | None = None
     existing: bool = False
 
@@ -82,7 +83,8 @@ class SlurmAgent(AgentHandle):
     def stop(self, grace_seconds: float = 10.0) -> None:
         self.client.close()
         if self.job_id and job_state(self.job_id):
-            end_jobs([self.job_id], grace_seconds)  # COMPLETED when the agent ends on SIGTERM
+            # COMPLETED when the agent ends on SIGTERM
+            end_jobs([self.job_id], grace_seconds, world=self.in_world)
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -178,6 +180,7 @@ class SlurmLauncher:
             python=env.python,
             existing=isinstance(env, ExistingEnvironment),
             job_id=job,
+            in_world=world in self._worlds,
         )
         try:
             found = self._wait_for_ports(handle, ports)
@@ -254,7 +257,7 @@ class SlurmLauncher:
             port,
             [],
             "slurm",
-            release=lambda: end_jobs([job], 10.0),
+            release=lambda: end_jobs([job], 10.0, world=True),
             pins_cpus=False,  # Slurm places and binds its tasks
         )
 
