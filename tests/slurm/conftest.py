@@ -1,5 +1,6 @@
-"""A real single-node Slurm cluster for the tests: slurmctld and slurmd from Debian's slurm-wlm
-on this machine, configured in a temporary folder on ports free now, with munge for
+"""Real Slurm clusters for the tests: a single-node one (slurmctld and slurmd from Debian's
+slurm-wlm on this machine, configured in a temporary folder on ports free now) and a two-node
+one whose nodes have network namespaces of their own (multinode.py), both with munge for
 authentication (`make slurm-deps` installs both; CI runs it). Without Slurm the tests skip,
 except under CI=true or FWBENCH_REQUIRE_SLURM=1, where that is a failure."""
 
@@ -19,14 +20,11 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # fake_agent
+sys.path.insert(0, str(Path(__file__).parent))  # multinode
+
+from multinode import SETTINGS, MultiNodeCluster, free_port, multinode_cluster
 
 DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch", "squeue", "scancel")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _config(folder: Path) -> str:
@@ -35,26 +33,15 @@ def _config(folder: Path) -> str:
         [
             "ClusterName=fwbench-test",
             f"SlurmctldHost={node}",
-            "SlurmUser=root",
-            "SlurmdUser=root",
-            "AuthType=auth/munge",
-            "CredType=cred/munge",
             f"StateSaveLocation={folder}/state",
             f"SlurmdSpoolDir={folder}/spool",
             f"SlurmctldPidFile={folder}/slurmctld.pid",
             f"SlurmdPidFile={folder}/slurmd.pid",
             f"SlurmctldLogFile={folder}/slurmctld.log",
             f"SlurmdLogFile={folder}/slurmd.log",
-            f"SlurmctldPort={_free_port()}",
-            f"SlurmdPort={_free_port()}",
-            "ProctrackType=proctrack/linuxproc",
-            "TaskPlugin=task/none",
-            "JobAcctGatherType=jobacct_gather/none",
-            "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_Core",
-            "ReturnToService=2",
-            "MpiDefault=none",
-            "KillWait=5",
+            f"SlurmctldPort={free_port()}",
+            f"SlurmdPort={free_port()}",
+            *SETTINGS,
             f"NodeName={node} CPUs={cpus} RealMemory=1000 State=UNKNOWN",
             "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP",
         ]
@@ -82,11 +69,9 @@ def _munge() -> None:
     assert started.returncode == 0, f"munged did not start: {started.stderr.strip()}"
 
 
-@pytest.fixture(scope="session")
-def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """SLURM_CONF of a cluster that runs until the session ends; set in os.environ too, so
-    that the collector the tests start submits to it."""
-    missing = [name for name in DAEMONS if shutil.which(name) is None]
+def _require_slurm(*tools: str) -> None:
+    """Skips without Slurm (or root, or the tools named), except where CI demands it."""
+    missing = [name for name in (*DAEMONS, *tools) if shutil.which(name) is None]
     if missing or os.geteuid() != 0:
         why = (
             f"no Slurm here ({', '.join(missing)} missing; `make slurm-deps`)"
@@ -96,6 +81,13 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         if os.environ.get("CI") or os.environ.get("FWBENCH_REQUIRE_SLURM"):
             pytest.fail(why)
         pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """SLURM_CONF of a cluster that runs until the session ends; set in os.environ too, so
+    that the collector the tests start submits to it."""
+    _require_slurm()
     folder = tmp_path_factory.mktemp("slurm")
     for sub in ("state", "spool"):
         (folder / sub).mkdir()
@@ -127,3 +119,13 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 def _sinfo() -> str:
     done = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True)
     return done.stdout
+
+
+@pytest.fixture(scope="module")
+def slurm_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiNodeCluster]:
+    """A cluster of two nodes, each in namespaces of its own (multinode.py), for one module;
+    its SLURM_CONF is in no process's environment but the ones given cluster.env()."""
+    _require_slurm("ip", "unshare")
+    _munge()
+    with multinode_cluster(tmp_path_factory.mktemp("slurm-nodes")) as cluster:
+        yield cluster

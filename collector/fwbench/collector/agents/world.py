@@ -76,7 +76,12 @@ class WorldHandle(AgentHandle):
         self.release()
 
     def identity(self) -> dict[str, Any]:
-        return self.ranks[0].identity()
+        """Rank 0's, but a world that a scheduler spread names all its nodes, in rank order."""
+        first = self.ranks[0].identity()
+        nodes = dict.fromkeys(node_of(rank) for rank in self.ranks)
+        if any(nodes):
+            first["node"] = ",".join(node for node in nodes if node)
+        return first
 
     def metadata(self) -> dict[str, Any]:
         return {
@@ -84,10 +89,15 @@ class WorldHandle(AgentHandle):
             "world_size": len(self.ranks),
             "placement": self.placement,
             "ranks": [
-                {"address": r.address, "pid": r.host_pid, "cpus": cpus}
+                {"address": r.address, "pid": r.host_pid, "cpus": cpus, "node": node_of(r)}
                 for r, cpus in zip(self.ranks, self.cpus, strict=True)
             ],
         }
+
+
+def node_of(handle: AgentHandle) -> str:
+    """The scheduler node of a rank ("" where no scheduler placed it)."""
+    return str(handle.identity().get("node") or "")
 
 
 def _none() -> None:

@@ -25,6 +25,7 @@ from fwbench.collector.agents.client import AgentUnavailable, IncompatibleAgent
 from fwbench.collector.agents.docker_engine import DockerUnavailable
 from fwbench.collector.agents.environments import EnvironmentBuildError
 from fwbench.collector.agents.existing import EnvironmentUnsuitable
+from fwbench.collector.agents.launchers import LauncherKind
 from fwbench.collector.agents.locks import LockError
 from fwbench.collector.agents.manifest import (
     AgentManifest,
@@ -40,6 +41,7 @@ from fwbench.collector.images.build import ImageBuildError
 from fwbench.collector.run.plan import SelectionError
 from fwbench.collector.run.session import DEFAULT_OUT
 from fwbench.collector.store import PersistenceError, StorageUnusable, default_store_path
+from fwbench.collector.store.merge import MergeRefused
 from fwbench.collector.store.owner import ResumeRefused
 
 
@@ -70,6 +72,7 @@ EXIT_CODES: dict[type[Exception], ExitCode] = {
     ResumeRefused: ExitCode.NOT_STARTED,
     SecurityError: ExitCode.NOT_STARTED,
     StorageUnusable: ExitCode.NOT_STARTED,
+    MergeRefused: ExitCode.NOT_STARTED,
     PersistenceError: ExitCode.FAILED,
 }
 KNOWN_ERRORS = tuple(EXIT_CODES)
@@ -99,6 +102,15 @@ Pythons = Annotated[
         "makes; AGENT=PATH for one agent (repeatable). Nothing is installed there: the "
         "agent's own packages go on its PYTHONPATH, and what is missing is refused up "
         "front with the command to install it.",
+    ),
+]
+LauncherOption = Annotated[
+    LauncherKind,
+    typer.Option(
+        "--launcher",
+        help="How agents given by name start: local (a virtual environment each), docker "
+        "(a container each, from its image, built when missing or stale; an image given "
+        "by reference is run as it is, never built), slurm or kubernetes (docs/cluster.md).",
     ),
 ]
 SlurmOptions = Annotated[

@@ -31,7 +31,8 @@ RUN_PANELS: Mapping[str, Sequence[str]] = {
     ),
     "Distributed worlds": ("world_sizes", "strategies"),
     "Where agents run": (
-        "launcher", "python", "agent_env", "manifests", "slurm", "k8s", "cpuset", "memory",
+        "launcher", "python", "agent_env", "manifests", "slurm", "slurm_export", "k8s", "cpuset",
+        "memory",
         "pids_limit",
     ),
     "Telemetry and interference": ("scrape_interval", "interference_threshold", "quiet_host"),

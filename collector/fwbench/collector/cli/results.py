@@ -21,6 +21,7 @@ from fwbench.collector.cli.common import (
 from fwbench.collector.cli.worlds import world_table
 from fwbench.collector.run.progress import summary_table
 from fwbench.collector.store import ResultStore, default_store_path
+from fwbench.collector.store.merge import MergeRefused, merge_stores, source_store
 from fwbench.collector.store.schema import schema_markdown
 
 EXPORT_FORMATS = (".csv", ".parquet", ".jsonl", ".md")
@@ -62,8 +63,21 @@ def results(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the runs (or the run's rows) as JSON.")
     ] = False,
+    merge: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="STORE|FOLDER",
+            help="Add the runs of another store (or of a run folder holding one: an exported "
+            "Slurm job's, `collector run --slurm-export`) to this store: runs it lacks, and "
+            "cells it lacks of runs it holds; a cell both hold must be the same, or nothing is "
+            "merged.",
+        ),
+    ] = None,
 ) -> None:
-    """List past runs, show one, or export one."""
+    """List past runs, show one, export one, or merge another store's runs."""
+    if merge is not None:
+        merge_into(store or default_store_path(), merge, run_id)
+        return
     db = ResultStore(store or default_store_path(), create=False)
     if run_id is None:
         runs = db.runs()
@@ -103,6 +117,25 @@ def results(
         fail(f"unknown export format {export.suffix!r}; valid: {', '.join(EXPORT_FORMATS)}")
     export_table(frame, export)
     console.print(f"wrote {len(frame)} rows to {export}")
+
+
+def merge_into(target: Path, source: Path, run_id: str | None) -> None:
+    if run_id is not None:
+        fail("--merge adds every run of the store it names; give no RUN_ID with it")
+    try:
+        found = source_store(source)
+        ResultStore(target).close()  # made when missing, checked when present
+        merged = merge_stores(target, found)
+    except MergeRefused as error:
+        fail_with(error)
+    for one in merged:
+        said = "already held, the same" if not one.added else f"{one.added} cells added"
+        if one.status == "kept":
+            said = f"the store holds more of it ({one.held} cells): kept as it is"
+        elif one.status == "running":
+            said += " (still running where it was measured: merge again when it has ended)"
+        console.print(f"run {one.run_id} ({one.status}): {said}")
+    console.print(f"merged {len(merged)} runs from {found} into {target}")
 
 
 def schema() -> None:

@@ -26,6 +26,7 @@ from fwbench.collector.agents.specs import (
 from fwbench.collector.cli.common import (
     AgentEnv,
     K8sOptions,
+    LauncherOption,
     ManifestDirs,
     Pythons,
     SlurmOptions,
@@ -47,6 +48,7 @@ from fwbench.collector.cli.execution import execute, resume_run
 from fwbench.collector.cli.k8s import check_k8s_options
 from fwbench.collector.cli.security import AgentTokenFile, TlsCa, TlsCert, TlsKey, security_settings
 from fwbench.collector.cli.slurm import agent_names, check_slurm_options
+from fwbench.collector.cli.slurm_export import SlurmExport, check_export, export_run
 from fwbench.collector.cli.telemetry import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_THRESHOLD_PERCENT,
@@ -66,6 +68,9 @@ from fwbench.collector.run.options import RunOptions
 from fwbench.collector.run.plan import LoopSettings, SelectionError, build_selection, split_list
 from fwbench.collector.store import default_store_path
 from fwbench.spec import HEARTBEAT_SECONDS, load_catalogue
+
+BAD_INPUT = (SelectionError, AgentSpecError, ManifestError, DockerUnavailable,
+             EnvironmentUnsuitable, EnvironmentBuildError)  # fmt: skip
 
 
 def run(
@@ -170,17 +175,11 @@ def run(
             "noise floor; `collector compare` uses it.",
         ),
     ] = "",
-    launcher: Annotated[
-        LauncherKind,
-        typer.Option(
-            help="How agents given by name start: local (a virtual environment each), docker "
-            "(a container each, from its image, built when missing or stale; an image given "
-            "by reference is run as it is, never built), slurm or kubernetes (docs/cluster.md)."
-        ),
-    ] = LauncherKind.LOCAL,
+    launcher: LauncherOption = LauncherKind.LOCAL,
     python: Pythons = None,
     agent_env: AgentEnv = None,
     slurm: SlurmOptions = None,
+    slurm_export: SlurmExport = None,
     k8s: K8sOptions = None,
     cpuset: Annotated[
         str, typer.Option(help="docker: CPUs each container is pinned to, e.g. 0-1 or 1.")
@@ -213,6 +212,8 @@ def run(
     ] = "",
 ) -> None:
     """Run workloads on agents and store one normalized results table."""
+    if slurm_export:
+        check_export(launcher, slurm or [], resume)
     if resume:
         security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
         resume_run(ctx, resume, manifests, store, security)
@@ -226,7 +227,8 @@ def run(
     if python and launcher not in (LauncherKind.LOCAL, LauncherKind.SLURM):
         fail("--python runs agents in an existing Python: it goes with --launcher local or slurm")
     check_interference(interference_threshold, quiet_host)
-    slurm_options = check_slurm_options(slurm or [], launcher, agent_names(agents))
+    slurm_launcher = LauncherKind.SLURM if slurm_export else launcher
+    slurm_options = check_slurm_options(slurm or [], slurm_launcher, agent_names(agents))
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     catalogue = load_catalogue()
     declared = load_manifests(manifests)
@@ -264,15 +266,10 @@ def run(
             strategies=strategies,
         )
         check_world_workloads(catalogue, selection.workloads, worlds)
-    except (
-        SelectionError,
-        AgentSpecError,
-        ManifestError,
-        DockerUnavailable,
-        EnvironmentUnsuitable,
-        EnvironmentBuildError,
-    ) as error:
+    except BAD_INPUT as error:
         fail_with(error)
+    if slurm_export:
+        return export_run(ctx, slurm_export, slurm_options, out)
     options = RunOptions(
         agent_specs,
         out,

@@ -31,7 +31,8 @@ COLUMNS: tuple[Column, ...] = (
     Column(
         "node",
         "string",
-        "The node a scheduler ran the agent on (Slurm: the job's node); empty otherwise",
+        "The node a scheduler ran the agent on (Slurm: the job's node; a world: its "
+        "ranks' nodes, comma-separated, in rank order); empty otherwise",
     ),
     Column(
         "scheduler_job",
