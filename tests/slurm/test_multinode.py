@@ -1,8 +1,9 @@
 """Worlds across nodes, on a real two-node Slurm cluster whose nodes are network namespaces with
 addresses of their own on a private bridge (multinode.py): a 2-rank world's job gets one task on
 each node, its ranks rendezvous over that network by the nodes' names, the collector reaches
-each rank at its node's address, and the figures agree with the same world on one host (the
-first step's loss, which every rank's gradients reach through the allreduce)."""
+each rank at its node's address, the figures agree with the same world on one host (the
+first step's loss, which every rank's gradients reach through the allreduce), and the world's
+job ends COMPLETED."""
 
 from __future__ import annotations
 
@@ -44,6 +45,10 @@ def test_a_world_spans_two_nodes_and_agrees_with_one_host(
     addresses = [rank["address"].rsplit(":", 1)[0] for rank in ranks]
     assert addresses == list(NODES)  # reached by each node's name, at its own address
     assert _fwbench_jobs(slurm_nodes) == []
+    for job in set(rows["scheduler_job"]):  # the world's job ended as finished work does
+        show = ["scontrol", "-o", "show", "job", job.removeprefix("slurm:")]
+        shown = subprocess.run(show, capture_output=True, text=True, env=slurm_nodes.env()).stdout
+        assert "JobState=COMPLETED" in shown, shown
 
     # The same world as two processes on this host: the same first-step loss.
     local = tmp_path / "local"

@@ -224,8 +224,7 @@ def test_real_agents_and_torch_and_tensorflow_worlds_through_slurm(
               "--min-seconds", "0", "--out", str(tmp_path / "single")]  # fmt: skip
     world = [*base, "--workloads", "allreduce,lenet", "--phases", "train", "--batch-sizes",
              "8", "--world-sizes", "2", "--iterations", "3"]  # fmt: skip
-    # Every agent of a run holds its job for the whole run: one 2-CPU node has room for one
-    # 2-rank world at a time, so each world is its own run.
+    # Each world its own run, so that each run's table says one framework's world.
     runs = [(single, "single")] + [
         ([*world, "--agents", agent, "--out", str(tmp_path / agent)], agent)
         for agent in ("torch-cpu", "tf-eigen")

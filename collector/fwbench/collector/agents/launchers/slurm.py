@@ -69,7 +69,6 @@ class SlurmAgent(AgentHandle):
     job_id: str = ""
     node: str = ""
     partition: str = ""
-    in_world: bool = False  # a rank: the agent is a task of the world job's srun step
     python: Path | None = None
     existing: bool = False
 
@@ -84,7 +83,7 @@ class SlurmAgent(AgentHandle):
         self.client.close()
         if self.job_id and job_state(self.job_id):
             # COMPLETED when the agent ends on SIGTERM
-            end_jobs([self.job_id], grace_seconds, world=self.in_world)
+            end_jobs([self.job_id], grace_seconds)
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -180,7 +179,6 @@ class SlurmLauncher:
             python=env.python,
             existing=isinstance(env, ExistingEnvironment),
             job_id=job,
-            in_world=world in self._worlds,
         )
         try:
             found = self._wait_for_ports(handle, ports)
@@ -257,7 +255,7 @@ class SlurmLauncher:
             port,
             [],
             "slurm",
-            release=lambda: end_jobs([job], 10.0, world=True),
+            release=lambda: end_jobs([job], 10.0),
             pins_cpus=False,  # Slurm places and binds its tasks
         )
 

@@ -74,16 +74,14 @@ def cancel_jobs(job_ids: list[str]) -> None:
         subprocess.run(["scancel", *job_ids], capture_output=True, timeout=30, check=False)
 
 
-def end_jobs(job_ids: list[str], grace_seconds: float, world: bool = False) -> None:
-    """Ends one agent's jobs the way a finished program ends: SIGTERM to the batch script,
-    which is the agent (`scancel --batch --signal=TERM`), on which it stops and exits 0, so
-    the job ends COMPLETED in Slurm's accounting, not CANCELLED. A world's job, whose ranks
-    are the tasks of an srun step, is cancelled: srun takes SIGTERM as the end of its step and
-    kills the tasks, and a signal to the step's tasks alone was seen to abort the step too
-    (slurm-wlm 22.05), so a world's job ends CANCELLED. A job not running yet is cancelled
-    (scancel would wait to signal it). What has not ended after `grace_seconds` is cancelled,
-    then killed."""
-    running = [] if world else [job for job in job_ids if job_state(job) == "RUNNING"]
+def end_jobs(job_ids: list[str], grace_seconds: float) -> None:
+    """Ends jobs the way a finished program ends: SIGTERM to the batch script
+    (`scancel --batch --signal=TERM`), so the job ends COMPLETED in Slurm's accounting, not
+    CANCELLED. One agent's script is the agent, which stops and exits 0 on it; a world's
+    script ends its ranks' srun step and exits 0 (slurm_scripts.world_script). A job not
+    running yet is cancelled (scancel would wait to signal it). What has not ended after
+    `grace_seconds` is cancelled, then killed."""
+    running = [job for job in job_ids if job_state(job) == "RUNNING"]
     cancel_jobs([job for job in job_ids if job not in running])
     if running:
         command = ["scancel", "--batch", "--signal=TERM", *running]

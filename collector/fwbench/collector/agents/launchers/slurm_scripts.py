@@ -42,7 +42,8 @@ def world_script(variables: Mapping[str, str], agent: list[str], folder: Path, p
     every task for its node (SLURMD_NODENAME, the name the collector reaches it by), which
     gives FWBENCH_PEERS (rank r listens on PORT+1+r, for TensorFlow's TF_CONFIG); then one
     step starts every rank with torchrun's variables taken from Slurm's, rendezvous on rank
-    0's node at PORT; --kill-on-bad-exit: a rank that dies takes the step down. Both steps
+    0's node at PORT; --kill-on-bad-exit: a rank that dies takes the step down. The script
+    waits for that step and, told SIGTERM by the collector, ends it and exits 0. Both steps
     say --export=ALL: under sbatch --export=NONE, srun would otherwise start the tasks without
     the script's variables (the agent's own, such as tf-eigen's TF_ENABLE_ONEDNN_OPTS=0, and
     FWBENCH_THREADS), which a test caught."""
@@ -57,7 +58,13 @@ def world_script(variables: Mapping[str, str], agent: list[str], folder: Path, p
         *exports(variables),
         f"peers=$({nodes} | {peers})",
         "first=${peers%%:*}",
-        "exec srun --export=ALL --kill-on-bad-exit=1 "
-        f'/bin/sh -c {shlex.quote(rank_env)} sh "$first" "$peers"',
+        "srun --export=ALL --kill-on-bad-exit=1 "
+        f'/bin/sh -c {shlex.quote(rank_env)} sh "$first" "$peers" &',
+        "step=$!",
+        # The collector's SIGTERM (launchers/slurm_jobs.py end_jobs) ends the step and the
+        # job as finished work: COMPLETED. A rank that failed ends the step, and the job, in
+        # failure (srun's own exit status).
+        'trap \'kill -TERM "$step"; wait "$step"; exit 0\' TERM',
+        'wait "$step"',
     ]
     return "\n".join(lines) + "\n"
