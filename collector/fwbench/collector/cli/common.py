@@ -25,7 +25,7 @@ from fwbench.collector.agents.client import AgentUnavailable, IncompatibleAgent
 from fwbench.collector.agents.docker_engine import DockerUnavailable
 from fwbench.collector.agents.environments import EnvironmentBuildError
 from fwbench.collector.agents.existing import EnvironmentUnsuitable
-from fwbench.collector.agents.launchers import LauncherKind
+from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.locks import LockError
 from fwbench.collector.agents.manifest import (
     AgentManifest,
@@ -113,6 +113,27 @@ LauncherOption = Annotated[
         "by reference is run as it is, never built), slurm or kubernetes (docs/cluster.md).",
     ),
 ]
+Cpuset = Annotated[
+    str, typer.Option(help="docker: CPUs each container is pinned to, e.g. 0-1 or 1.")
+]
+Memory = Annotated[
+    str, typer.Option(help="docker: each container's memory limit, e.g. 8g (default 90%).")
+]
+PidsLimit = Annotated[
+    int, typer.Option(min=64, help="docker: each container's process and thread limit.")
+]
+
+
+def check_launcher_options(
+    launcher: LauncherKind, cpuset: str, memory: str, pids_limit: int, python: list[str] | None
+) -> None:
+    """Options that belong to one launcher, refused with another."""
+    if (memory or cpuset or pids_limit != DEFAULT_PIDS_LIMIT) and launcher != LauncherKind.DOCKER:
+        fail("--memory, --cpuset and --pids-limit limit containers: they need --launcher docker")
+    if python and launcher not in (LauncherKind.LOCAL, LauncherKind.SLURM):
+        fail("--python runs agents in an existing Python: it goes with --launcher local or slurm")
+
+
 SlurmOptions = Annotated[
     list[str] | None,
     typer.Option(
@@ -120,7 +141,7 @@ SlurmOptions = Annotated[
         metavar="OPTION[=VALUE]",
         help="slurm: an sbatch option for every agent job, without the dashes (repeatable): "
         "partition=NAME, account=NAME, time=HH:MM:SS, constraint=FEATURES, exclusive, "
-        "cpus-per-task=N, container=IMAGE where the site has a container plugin, ...; "
+        "cpus-per-task=N, gres=gpu:1, ...; "
         "AGENT:OPTION for that agent's jobs alone (torch-cu12:partition=gpu).",
     ),
 ]

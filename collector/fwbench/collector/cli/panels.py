@@ -31,7 +31,8 @@ RUN_PANELS: Mapping[str, Sequence[str]] = {
     ),
     "Distributed worlds": ("world_sizes", "strategies"),
     "Where agents run": (
-        "launcher", "python", "agent_env", "manifests", "slurm", "slurm_export", "k8s", "cpuset",
+        "launcher", "python", "agent_env", "manifests", "slurm", "slurm_export", "slurm_container",
+        "k8s", "cpuset",
         "memory",
         "pids_limit",
     ),

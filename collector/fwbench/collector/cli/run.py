@@ -25,12 +25,16 @@ from fwbench.collector.agents.specs import (
 )
 from fwbench.collector.cli.common import (
     AgentEnv,
+    Cpuset,
     K8sOptions,
     LauncherOption,
     ManifestDirs,
+    Memory,
+    PidsLimit,
     Pythons,
     SlurmOptions,
     StorePath,
+    check_launcher_options,
     errors,
     fail,
     fail_with,
@@ -47,7 +51,12 @@ from fwbench.collector.cli.decide import (
 from fwbench.collector.cli.execution import execute, resume_run
 from fwbench.collector.cli.k8s import check_k8s_options
 from fwbench.collector.cli.security import AgentTokenFile, TlsCa, TlsCert, TlsKey, security_settings
-from fwbench.collector.cli.slurm import agent_names, check_slurm_options
+from fwbench.collector.cli.slurm import (
+    SlurmContainer,
+    agent_names,
+    check_slurm_container,
+    check_slurm_options,
+)
 from fwbench.collector.cli.slurm_export import SlurmExport, check_export, export_run
 from fwbench.collector.cli.telemetry import (
     DEFAULT_INTERVAL_SECONDS,
@@ -180,16 +189,11 @@ def run(
     agent_env: AgentEnv = None,
     slurm: SlurmOptions = None,
     slurm_export: SlurmExport = None,
+    slurm_container: SlurmContainer = "",
     k8s: K8sOptions = None,
-    cpuset: Annotated[
-        str, typer.Option(help="docker: CPUs each container is pinned to, e.g. 0-1 or 1.")
-    ] = "",
-    memory: Annotated[
-        str, typer.Option(help="docker: each container's memory limit, e.g. 8g (default 90%).")
-    ] = "",
-    pids_limit: Annotated[
-        int, typer.Option(min=64, help="docker: each container's process and thread limit.")
-    ] = DEFAULT_PIDS_LIMIT,
+    cpuset: Cpuset = "",
+    memory: Memory = "",
+    pids_limit: PidsLimit = DEFAULT_PIDS_LIMIT,
     until_decided: UntilDecided = False,
     budget: Budget = "",
     baseline: Baseline = "",
@@ -213,7 +217,7 @@ def run(
 ) -> None:
     """Run workloads on agents and store one normalized results table."""
     if slurm_export:
-        check_export(launcher, slurm or [], resume)
+        check_export(launcher, slurm or [], resume, slurm_container)
     if resume:
         security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
         resume_run(ctx, resume, manifests, store, security)
@@ -222,13 +226,11 @@ def run(
         fail("give --agents NAME[,NAME...] (`collector agents` lists them), or --resume RUN_ID")
     if out is not None and out.exists() and not out.is_dir():
         fail(f"--out {out} is a file; give a folder (new, or holding no run)")
-    if (memory or cpuset or pids_limit != DEFAULT_PIDS_LIMIT) and launcher != LauncherKind.DOCKER:
-        fail("--memory, --cpuset and --pids-limit limit containers: they need --launcher docker")
-    if python and launcher not in (LauncherKind.LOCAL, LauncherKind.SLURM):
-        fail("--python runs agents in an existing Python: it goes with --launcher local or slurm")
+    check_launcher_options(launcher, cpuset, memory, pids_limit, python)
     check_interference(interference_threshold, quiet_host)
     slurm_launcher = LauncherKind.SLURM if slurm_export else launcher
     slurm_options = check_slurm_options(slurm or [], slurm_launcher, agent_names(agents))
+    slurm_container = check_slurm_container(slurm_container, launcher, python)
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     catalogue = load_catalogue()
     declared = load_manifests(manifests)
@@ -286,6 +288,7 @@ def run(
         memory=memory,
         pids_limit=pids_limit,
         slurm_options=slurm_options,
+        slurm_container=slurm_container,
         k8s_options=check_k8s_options(k8s or [], launcher),
         manifest_dirs=tuple(str(path.resolve()) for path in manifests or ()),
         pythons=pythons,

@@ -71,11 +71,19 @@ def given_arguments(ctx: typer.Context) -> list[str]:
     return words
 
 
-def check_export(launcher: LauncherKind, slurm_options: list[str], resume: str) -> None:
+def check_export(
+    launcher: LauncherKind, slurm_options: list[str], resume: str, container: str = ""
+) -> None:
     """Refuses what an exported run cannot be: a resumed run, agents in containers or pods,
     options for one agent's jobs (the run is one job)."""
     if resume:
         raise typer.BadParameter("a run is resumed where it ran", param_hint="--slurm-export")
+    if container:
+        raise typer.BadParameter(
+            "the job's collector starts its agents as local processes, not in images "
+            "(--slurm-container)",
+            param_hint="--slurm-export",
+        )
     if launcher not in (LauncherKind.LOCAL, LauncherKind.SLURM):
         raise typer.BadParameter(
             f"the job's collector starts its agents as local processes on its node, not "

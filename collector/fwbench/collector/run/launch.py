@@ -67,6 +67,7 @@ def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Cons
         image_for=image_for,
         pythons=options.pythons,
         slurm_options=options.slurm_options,
+        slurm_container=options.slurm_container,
         k8s_options=options.k8s_options,
         image_tag=image_tag,
         environment=for_agents(options.agent_environment),

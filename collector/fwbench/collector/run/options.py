@@ -47,6 +47,7 @@ class RunOptions:
     memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share
     pids_limit: int = DEFAULT_PIDS_LIMIT  # docker: each container's process limit
     slurm_options: tuple[str, ...] = ()  # slurm: sbatch options ("partition=debug")
+    slurm_container: str = ""  # slurm: RUNTIME=REGISTRY, each agent in its image
     k8s_options: tuple[str, ...] = ()  # kubernetes: KEY=VALUE ("namespace=bench")
     manifest_dirs: tuple[str, ...] = ()  # extra manifest folders (--manifests)
     # --python: existing interpreters of local agents, by agent name ("" = every agent).

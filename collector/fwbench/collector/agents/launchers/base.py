@@ -183,8 +183,10 @@ class LaunchSettings:
     image_for: Callable[[AgentManifest], ImageInfo] | None = None
     # local, slurm: existing interpreters (`--python`), by agent name; "" for every agent.
     pythons: Mapping[str, str] = field(default_factory=dict)
-    # slurm: sbatch options for every agent job, without the dashes ("partition=debug").
+    # slurm: sbatch options for every agent job, without the dashes ("partition=debug"), and
+    # the runtime that runs each agent in its image (RUNTIME=REGISTRY; "" = none: the host's).
     slurm_options: tuple[str, ...] = ()
+    slurm_container: str = ""
     # kubernetes: KEY=VALUE settings (namespace, registry, cpus, memory), and the name of an
     # agent's image (images/build.py image_tag), which `registry` prefixes.
     k8s_options: tuple[str, ...] = ()

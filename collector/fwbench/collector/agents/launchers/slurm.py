@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import random
 import secrets
-import shlex
 import socket
 import subprocess
 import threading
@@ -46,8 +45,11 @@ from fwbench.collector.agents.launchers.slurm_jobs import (
     slurm_command,
 )
 from fwbench.collector.agents.launchers.slurm_scripts import (
+    IMAGE_PYTHON,
+    Container,
+    InImage,
     agent_command,
-    exports,
+    agent_script,
     world_script,
 )
 from fwbench.collector.agents.manifest import AgentManifest
@@ -58,6 +60,9 @@ from fwbench.spec import startup
 
 # sbatch options the launcher sets itself; --slurm cannot override them.
 RESERVED = frozenset({"parsable", "job-name", "output", "comment", "wrap", "export"})
+
+
+Environment = AgentEnvironment | ExistingEnvironment | InImage
 
 
 @dataclass
@@ -71,6 +76,7 @@ class SlurmAgent(AgentHandle):
     partition: str = ""
     python: Path | None = None
     existing: bool = False
+    image: str = ""  # --slurm-container: the image the job ran the agent in
 
     def alive(self) -> bool:
         return job_state(self.job_id) in ("RUNNING", "COMPLETING")
@@ -86,12 +92,14 @@ class SlurmAgent(AgentHandle):
             end_jobs([self.job_id], grace_seconds)
 
     def identity(self) -> dict[str, Any]:
+        source = "image" if self.image else "existing" if self.existing else "built"
         return {
             **super().identity(),
-            "environment_source": "existing" if self.existing else "built",
+            "environment_source": source,
             "agent_python": str(self.python or ""),
             "node": self.node,
             "scheduler_job": f"slurm:{self.job_id}",
+            **({"image": self.image} if self.image else {}),
         }
 
     def metadata(self) -> dict[str, Any]:
@@ -114,7 +122,7 @@ class SlurmLauncher:
         self._closed = threading.Event()
         self._started: list[AgentHandle] = []
         # World instance -> (its job, the folder of its ranks' ports files, its environment).
-        self._worlds: dict[str, tuple[str, Path, AgentEnvironment | ExistingEnvironment]] = {}
+        self._worlds: dict[str, tuple[str, Path, Environment]] = {}
         # Agents on a cluster listen on their nodes' addresses: each demands the run's own
         # random token (in a file of this user's only, on the filesystem the nodes share).
         token = secrets.token_urlsafe(32)
@@ -126,14 +134,29 @@ class SlurmLauncher:
             target=keep_alive, args=(self._started, self._closed, keepalive_seconds()), daemon=True
         )
         self._keepalive.start()
+        given = settings.slurm_container
+        self._container = Container.parse(given) if given else None
+
+    def _image(self, manifest: AgentManifest) -> str:
+        """--slurm-container: the agent's image, as its runtime names it ("" without)."""
+        if self._container is None:
+            return ""
+        tag = self.settings.image_tag(manifest) if self.settings.image_tag else manifest.name
+        return self._container.registry + tag
 
     def _environment(
         self, manifest: AgentManifest, threads: int, extra: Mapping[str, str] | None = None
-    ) -> tuple[AgentEnvironment | ExistingEnvironment, dict[str, str]]:
-        """The agent's environment (made or checked) and the variables its job exports."""
+    ) -> tuple[Environment, dict[str, str]]:
+        """The agent's environment (made or checked; in its image: nothing on the host) and
+        the variables its job exports."""
         python = self.settings.pythons.get(manifest.name) or self.settings.pythons.get("")
-        env: AgentEnvironment | ExistingEnvironment
-        env = ExistingEnvironment(manifest, Path(python)) if python else environment_for(manifest)
+        env: Environment
+        if self._container is not None:
+            env = InImage(IMAGE_PYTHON, scratch_folder("ports"))
+        elif python:
+            env = ExistingEnvironment(manifest, Path(python))
+        else:
+            env = environment_for(manifest)
         env.ensure(self.settings.report)
         variables = dict(manifest.env)
         if isinstance(env, ExistingEnvironment):
@@ -167,8 +190,9 @@ class SlurmLauncher:
             env, variables = self._environment(manifest, threads, extra_environment)
             ports = scratch_folder("ports") / "ports.json"
             command = agent_command(env.python, manifest, ports, self._token_file)
-            script = [*exports(variables), "exec " + shlex.join(command)]
-            job = self._submit(name, "\n".join(script) + "\n", log, [f"--chdir={env.folder}"])
+            script = agent_script(variables, command, self._container, self._image(manifest),
+                                  ports.parent, manifest.requires_gpu)  # fmt: skip
+            job = self._submit(name, script, log, [f"--chdir={env.folder}"])
         handle = SlurmAgent(
             name=name,
             address="",
@@ -178,6 +202,7 @@ class SlurmLauncher:
             log_path=log,
             python=env.python,
             existing=isinstance(env, ExistingEnvironment),
+            image=self._image(manifest),
             job_id=job,
         )
         try:
@@ -244,7 +269,8 @@ class SlurmLauncher:
         folder = scratch_folder("ports")
         port = random.randint(20000, 39999)  # on a node the collector cannot probe
         agent = agent_command(env.python, manifest, Path("PORTS"), self._token_file)
-        script = world_script(variables, agent, folder, port)
+        script = world_script(variables, agent, folder, port, self._container,
+                              self._image(manifest), manifest.requires_gpu)  # fmt: skip
         log = self.settings.log_dir / f"{instance}.log"
         options = [f"--ntasks={size}", *([f"--cpus-per-task={threads}"] if threads else [])]
         options.append(f"--chdir={env.folder}")  # not the caller's folder (agents/pythons.py)

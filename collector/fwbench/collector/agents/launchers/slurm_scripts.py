@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from fwbench.collector.agents.launchers.base import orphan_seconds
@@ -37,7 +38,26 @@ def agent_command(
     ).argv()  # fmt: skip
 
 
-def world_script(variables: Mapping[str, str], agent: list[str], folder: Path, port: int) -> str:
+def agent_script(
+    variables: Mapping[str, str], agent: list[str], container: Container | None = None,
+    image: str = "", folder: Path | None = None, gpu: bool = False,
+) -> str:  # fmt: skip
+    """One agent's batch script: the agent itself (exec: SIGTERM reaches it, it exits 0), under
+    Apptainer in its image, or as a step in its image (Pyxis starts containers from srun)."""
+    if container is None:
+        return "\n".join([*exports(variables), "exec " + shlex.join(agent)]) + "\n"
+    assert folder is not None
+    if container.runtime == "apptainer":
+        command = "exec " + shlex.join([*container.apptainer(image, folder, gpu), *agent])
+        return "\n".join([*exports(variables), command]) + "\n"
+    step = shlex.join(["srun", "--export=ALL", *container.pyxis(image, folder), *agent])
+    return "\n".join([*exports(variables), *until_ended(step)]) + "\n"
+
+
+def world_script(
+    variables: Mapping[str, str], agent: list[str], folder: Path, port: int,
+    container: Container | None = None, image: str = "", gpu: bool = False,
+) -> str:  # fmt: skip
     """A world's batch script. It runs on the allocation's first node: a first srun step asks
     every task for its node (SLURMD_NODENAME, the name the collector reaches it by), which
     gives FWBENCH_PEERS (rank r listens on PORT+1+r, for TensorFlow's TF_CONFIG); then one
@@ -47,6 +67,11 @@ def world_script(variables: Mapping[str, str], agent: list[str], folder: Path, p
     say --export=ALL: under sbatch --export=NONE, srun would otherwise start the tasks without
     the script's variables (the agent's own, such as tf-eigen's TF_ENABLE_ONEDNN_OPTS=0, and
     FWBENCH_THREADS), which a test caught."""
+    inside: list[str] = []
+    if container is not None and container.runtime == "apptainer":
+        agent = [*container.apptainer(image, folder, gpu), *agent]
+    elif container is not None:
+        inside = container.pyxis(image, folder)
     task = shlex.join(agent).replace("PORTS", f"{folder}/ports-$SLURM_PROCID.json")
     rank_env = (
         "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
@@ -58,13 +83,74 @@ def world_script(variables: Mapping[str, str], agent: list[str], folder: Path, p
         *exports(variables),
         f"peers=$({nodes} | {peers})",
         "first=${peers%%:*}",
-        "srun --export=ALL --kill-on-bad-exit=1 "
-        f'/bin/sh -c {shlex.quote(rank_env)} sh "$first" "$peers" &',
+        *until_ended(
+            shlex.join(["srun", "--export=ALL", "--kill-on-bad-exit=1", *inside])
+            + f' /bin/sh -c {shlex.quote(rank_env)} sh "$first" "$peers"'
+        ),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# The agent's interpreter inside its image (images/dockerfile.py makes the venv there).
+IMAGE_PYTHON = Path("/opt/fwbench/venv/bin/python")
+RUNTIMES = ("apptainer", "pyxis")
+
+
+@dataclass(frozen=True)
+class Container:
+    """How a Slurm job runs the agent in its image (`--slurm-container RUNTIME=REGISTRY`): with
+    Apptainer (`apptainer exec IMAGE ...`, the image named by any URI Apptainer reads:
+    docker://registry.example.org/fwbench/torch-cpu:latest) or with Pyxis and enroot (srun's
+    --container-image, enroot's registry#image form). The job's folder for ports and token
+    is mounted at the same path; the home folder is not."""
+
+    runtime: str
+    registry: str
+
+    @classmethod
+    def parse(cls, text: str) -> Container:
+        """RUNTIME=REGISTRY; raises ValueError with what is wrong."""
+        runtime, equals, registry = text.partition("=")
+        if runtime not in RUNTIMES:
+            raise ValueError(f"{text!r}: the runtime is one of {', '.join(RUNTIMES)}")
+        if not equals or not registry:
+            example = "docker://registry.example.org/" if runtime == "apptainer" else (
+                "registry.example.org#")  # fmt: skip
+            raise ValueError(f"{text!r}: say where the images are: {runtime}={example}")
+        return cls(runtime, registry)
+
+    def apptainer(self, image: str, folder: Path, gpu: bool) -> list[str]:
+        """The words before the agent's command under Apptainer: its own namespaces, the host's
+        network (the collector reaches the agent at the node's address), the job's
+        environment (the job has only the agent's variables: sbatch --export=NONE)."""
+        return ["apptainer", "exec", "--no-home", "--bind", f"{folder}:{folder}",
+                "--pwd", str(folder), *(["--nv"] if gpu else []), image]  # fmt: skip
+
+    def pyxis(self, image: str, folder: Path) -> list[str]:
+        """srun's options that put a step's tasks in the image (Pyxis)."""
+        return [f"--container-image={image}", f"--container-mounts={folder}:{folder}",
+                "--no-container-mount-home", f"--container-workdir={folder}"]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class InImage:
+    """--slurm-container: the agent's environment is its image's; nothing is made on the host,
+    and the job starts in its ports folder (mounted in the container at the same path)."""
+
+    python: Path
+    folder: Path
+
+    def ensure(self, report: object = None) -> None:
+        pass
+
+
+def until_ended(step: str) -> list[str]:
+    """Lines that run `step` (a command line) in the background and wait for it: the
+    collector's SIGTERM (slurm_jobs.end_jobs) ends it and the job as finished work
+    (COMPLETED); a step that fails on its own fails the job (its exit status)."""
+    return [
+        f"{step} &",
         "step=$!",
-        # The collector's SIGTERM (launchers/slurm_jobs.py end_jobs) ends the step and the
-        # job as finished work: COMPLETED. A rank that failed ends the step, and the job, in
-        # failure (srun's own exit status).
         'trap \'kill -TERM "$step"; wait "$step"; exit 0\' TERM',
         'wait "$step"',
     ]
-    return "\n".join(lines) + "\n"
