@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import Any
 
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.checkout import project_dir
@@ -27,40 +28,35 @@ _HEADER = f"""\
 # ${{{PUBLISH_VARIABLE}:-127.0.0.1}}: set {PUBLISH_VARIABLE}=0.0.0.0 to let collectors on other
 # hosts attach (give the agents a token or TLS first: docs/security.md). GPU agents start
 # with `--profile gpu`.
-services:
 """
 
 
-def _service(manifest: AgentManifest) -> list[str]:
+def _service(manifest: AgentManifest) -> dict[str, Any]:
     publish = f"${{{PUBLISH_VARIABLE}:-127.0.0.1}}"
-    lines = [
-        f"  {manifest.name}:",
-        f"    image: {image_tag(manifest)}",
-        "    pull_policy: never",
-        "    restart: unless-stopped",
-        "    init: true",
-        "    ports:",
-        f'      - "{publish}:{manifest.grpc_port}:{manifest.grpc_port}"',
-        f'      - "{publish}:{manifest.metrics_port}:{manifest.metrics_port}"',
-    ]
+    service: dict[str, Any] = {
+        "image": image_tag(manifest),
+        "pull_policy": "never",
+        "restart": "unless-stopped",
+        "init": True,
+        "ports": [
+            f"{publish}:{manifest.grpc_port}:{manifest.grpc_port}",
+            f"{publish}:{manifest.metrics_port}:{manifest.metrics_port}",
+        ],
+    }
     if manifest.requires_gpu:
-        lines += [
-            "    profiles: [gpu]",
-            "    deploy:",
-            "      resources:",
-            "        reservations:",
-            "          devices:",
-            "            - driver: nvidia",
-            "              count: all",
-            "              capabilities: [gpu]",
-        ]
-    return lines
+        gpus = {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}
+        service["profiles"] = ["gpu"]
+        service["deploy"] = {"resources": {"reservations": {"devices": [gpus]}}}
+    return service
 
 
 def render_agents_compose(manifests: Iterable[AgentManifest]) -> str:
-    """The compose file text (deterministic: agents in gRPC port order)."""
+    """The compose file text (deterministic: agents in gRPC port order), written by PyYAML."""
+    import yaml  # only `collector images generate` writes it: a GPU host's CLI goes without
+
     ordered = sorted(manifests, key=lambda m: (m.grpc_port, m.name))
-    return _HEADER + "\n".join(line for m in ordered for line in _service(m)) + "\n"
+    services = {"services": {m.name: _service(m) for m in ordered}}
+    return _HEADER + yaml.safe_dump(services, sort_keys=False, width=100)
 
 
 def render_prometheus_targets(manifests: Iterable[AgentManifest]) -> str:
