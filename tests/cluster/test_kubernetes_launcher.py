@@ -60,21 +60,28 @@ def test_agents_run_as_pods_and_nothing_outlives_the_run(
     (job,) = set(rows["scheduler_job"])
     assert job.startswith("kubernetes:bench/fwbench-")
     meta = json.loads((tmp_path / "run" / "run.json").read_text())["agents"]["fake"]
-    assert meta["kubernetes_job"] == job.removeprefix("kubernetes:")
+    # An idle pod holds its requests: the agent described itself in a Job of its own, given
+    # back before its cells came in the next (one at a time, as on Slurm).
+    assert meta["described_only"]
+    assert meta["kubernetes_job"] != job.removeprefix("kubernetes:")
     assert meta["address"].startswith("127.0.0.") and not meta["address"].startswith("127.0.0.1:")
     assert meta["image"] == "fwbench/fake:latest"
-    # The pod was created from the Job the launcher made, in the namespace asked for, and
+    # The pods were created from the Jobs the launcher made, in the namespace asked for, and
     # everything went at the end: no object, no agent process.
-    (created,) = kube.created("jobs")
+    described, created = kube.created("jobs")
+    assert f"{created['metadata']['namespace']}/{created['metadata']['name']}" == (
+        job.removeprefix("kubernetes:")
+    )
+    assert described["metadata"]["name"] != created["metadata"]["name"]
     assert created["metadata"]["namespace"] == "bench"
     assert created["metadata"]["annotations"]["fwbench.io/collector"].endswith(":" + str(pid))
     (container,) = created["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "fwbench/fake:latest"
     assert container["resources"]["limits"]["cpu"] == "2"
     assert check_restricted([created]) == []  # the "restricted" Pod Security level
-    (policy,) = kube.created("networkpolicies")  # the agent's ports: the world's, the collector's
-    assert policy["metadata"]["name"] == created["metadata"]["name"]
-    (env,) = kube.environments.values()
+    policies = kube.created("networkpolicies")  # the agent's ports: the world's, the collector's
+    assert policies[-1]["metadata"]["name"] == created["metadata"]["name"]
+    env = list(kube.environments.values())[-1]
     assert env["FWBENCH_ORPHAN_SECONDS"] == "30"  # the agent ends itself if the collector dies
     # The pod's log went with it; the run folder kept a copy.
     log = (tmp_path / "run" / "logs" / "fake.log").read_text()
@@ -229,11 +236,15 @@ def test_a_world_is_one_indexed_job_whose_pods_are_its_ranks(
     assert row["scheduler_job"].startswith("kubernetes:default/") and row["node"] == "fake-node-1"
     meta = json.loads((tmp_path / "run" / "run.json").read_text())["agents"]["fake~w2"]
     assert len({rank["address"] for rank in meta["ranks"]}) == 2
-    creates = [r for r in kube.requests if r == "POST /apis/batch/v1/namespaces/default/jobs"]
-    assert len(creates) == 1  # both ranks: one Job
+    # Both ranks: one Job; one to describe the world, given back, and one to measure it.
+    jobs = kube.created("jobs")
+    assert len(jobs) == 2 and {job["spec"]["completions"] for job in jobs} == {2}
+    measured = jobs[-1]["metadata"]["name"]
+    assert row["scheduler_job"] == f"kubernetes:default/{measured}"
     # Each rank was told its index (the completion index) and rank 0's address: its pod
     # hostname JOB-0.SERVICE, which the fake DNS resolved to rank 0's pod IP.
-    envs = sorted(kube.environments.values(), key=lambda env: env["RANK"])
+    envs = sorted((env for pod, env in kube.environments.items() if pod.startswith(measured)),
+                  key=lambda env: env["RANK"])  # fmt: skip
     assert [env["RANK"] for env in envs] == ["0", "1"]
     assert {env["WORLD_SIZE"] for env in envs} == {"2"}
     assert {env["MASTER_ADDR"] for env in envs} == {envs[0]["FWBENCH_HOST"]}
@@ -257,8 +268,9 @@ def test_worlds_of_one_pod_are_worlds_too(
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet").set_index("agent")
     assert set(rows["status"]) == {"ok"} and set(rows["world_size"]) == {1}
     assert rows.loc["fake~w1x2", "local_devices"] == 2 and rows.loc["fake~w1", "local_devices"] == 1
+    # Each world described itself in a pod, given back, and measured in another.
     devices = sorted(env.get("FWBENCH_LOCAL_DEVICES", "") for env in kube.environments.values())
-    assert devices == ["", "2"]
+    assert devices == ["", "", "2", "2"]
     assert {env["WORLD_SIZE"] for env in kube.environments.values()} == {"1"}
     assert kube.left() == [] and kube.running() == []
 

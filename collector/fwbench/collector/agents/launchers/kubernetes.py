@@ -146,7 +146,7 @@ class KubernetesLauncher:
     deletes what killed collectors of this host left in the namespace."""
 
     kind = LauncherKind.KUBERNETES
-    holds_allocation = False  # pods hold their requests while idle too: not yet one at a time
+    holds_allocation = True  # an idle pod holds its requests: agents start one at a time
 
     def __init__(self, settings: LaunchSettings) -> None:
         self.settings = settings
