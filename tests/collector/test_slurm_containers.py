@@ -22,6 +22,7 @@ from fwbench.collector.agents.launchers.slurm_scripts import (
 from fwbench.collector.cli import app
 
 FOLDER = Path("/shared/scratch/ports")
+TOKEN = Path("/shared/scratch/token-folder")
 AGENT = [str(IMAGE_PYTHON), "-m", "fwbench.runtime", "--plugin", "torch", "--ports-file", "PORTS"]
 APPTAINER = Container.parse("apptainer=docker://registry.example.org/")
 PYXIS = Container.parse("pyxis=registry.example.org#")
@@ -35,27 +36,28 @@ def last_command(script: str, start: str) -> list[str]:
 
 def test_apptainer_runs_the_agent_in_its_image_with_the_folder_at_its_path() -> None:
     image = APPTAINER.registry + IMAGE
-    script = agent_script({"FWBENCH_THREADS": "2"}, AGENT, APPTAINER, image, FOLDER, gpu=False)
+    folders = [FOLDER, TOKEN]
+    script = agent_script({"FWBENCH_THREADS": "2"}, AGENT, APPTAINER, image, folders, gpu=False)
     command = last_command(script, "exec ")
     assert command[:2] == ["exec", "apptainer"]
     exec_, options, rest = command[2], command[3:9], command[9:]
     assert exec_ == "exec" and options == [
-        "--no-home", "--bind", f"{FOLDER}:{FOLDER}", "--pwd", str(FOLDER),
+        "--no-home", "--bind", f"{FOLDER}:{FOLDER},{TOKEN}:{TOKEN}", "--pwd", str(FOLDER),
         "docker://registry.example.org/fwbench/torch-cpu:latest",
     ]  # fmt: skip
     assert rest == AGENT  # the image's interpreter, not a host environment's
     assert "export FWBENCH_THREADS=2" in script
-    gpu = agent_script({}, AGENT, APPTAINER, image, FOLDER, gpu=True)
+    gpu = agent_script({}, AGENT, APPTAINER, image, folders, gpu=True)
     assert "--nv" in last_command(gpu, "exec ")  # NVIDIA's libraries and devices inside
 
 
 def test_pyxis_starts_the_agent_as_a_step_in_its_image_and_ends_completed() -> None:
     image = PYXIS.registry + IMAGE
-    script = agent_script({}, AGENT, PYXIS, image, FOLDER)
+    script = agent_script({}, AGENT, PYXIS, image, [FOLDER, TOKEN])
     command = last_command(script, "srun ")
     assert command[:6] == [
         "srun", "--export=ALL", "--container-image=registry.example.org#fwbench/torch-cpu:latest",
-        f"--container-mounts={FOLDER}:{FOLDER}", "--no-container-mount-home",
+        f"--container-mounts={FOLDER}:{FOLDER},{TOKEN}:{TOKEN}", "--no-container-mount-home",
         f"--container-workdir={FOLDER}",
     ]  # fmt: skip
     assert command[6:] == AGENT
@@ -66,13 +68,13 @@ def test_pyxis_starts_the_agent_as_a_step_in_its_image_and_ends_completed() -> N
 @pytest.mark.parametrize("container", [APPTAINER, PYXIS], ids=["apptainer", "pyxis"])
 def test_a_worlds_ranks_run_in_the_image_too(container: Container) -> None:
     image = container.registry + IMAGE
-    script = world_script({}, AGENT, FOLDER, 29500, container, image)
+    script = world_script({}, AGENT, FOLDER, 29500, container, image, token_folder=TOKEN)
     step = next(line for line in script.splitlines() if "--kill-on-bad-exit=1" in line)
     if container is PYXIS:
         assert f"--container-image={image}" in step and "--no-container-mount-home" in step
         assert "apptainer" not in step
     else:
-        assert f"exec apptainer exec --no-home --bind {FOLDER}:{FOLDER}" in step
+        assert f"exec apptainer exec --no-home --bind {FOLDER}:{FOLDER},{TOKEN}:{TOKEN}" in step
         assert image in step and "--container-image" not in step
     assert f"{IMAGE_PYTHON} -m fwbench.runtime" in step
     assert f"{FOLDER}/ports-$SLURM_PROCID.json" in step

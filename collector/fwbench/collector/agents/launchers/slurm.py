@@ -152,7 +152,7 @@ class SlurmLauncher:
         python = self.settings.pythons.get(manifest.name) or self.settings.pythons.get("")
         env: Environment
         if self._container is not None:
-            env = InImage(IMAGE_PYTHON, scratch_folder("ports"))
+            env = InImage(IMAGE_PYTHON, self._token_file.parent)  # mounted in the container
         elif python:
             env = ExistingEnvironment(manifest, Path(python))
         else:
@@ -190,8 +190,9 @@ class SlurmLauncher:
             env, variables = self._environment(manifest, threads, extra_environment)
             ports = scratch_folder("ports") / "ports.json"
             command = agent_command(env.python, manifest, ports, self._token_file)
+            folders = [ports.parent, self._token_file.parent]
             script = agent_script(variables, command, self._container, self._image(manifest),
-                                  ports.parent, manifest.requires_gpu)  # fmt: skip
+                                  folders, manifest.requires_gpu)  # fmt: skip
             job = self._submit(name, script, log, [f"--chdir={env.folder}"])
         handle = SlurmAgent(
             name=name,
@@ -270,7 +271,8 @@ class SlurmLauncher:
         port = random.randint(20000, 39999)  # on a node the collector cannot probe
         agent = agent_command(env.python, manifest, Path("PORTS"), self._token_file)
         script = world_script(variables, agent, folder, port, self._container,
-                              self._image(manifest), manifest.requires_gpu)  # fmt: skip
+                              self._image(manifest), manifest.requires_gpu,
+                              self._token_file.parent)  # fmt: skip
         log = self.settings.log_dir / f"{instance}.log"
         options = [f"--ntasks={size}", *([f"--cpus-per-task={threads}"] if threads else [])]
         options.append(f"--chdir={env.folder}")  # not the caller's folder (agents/pythons.py)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,23 +40,23 @@ def agent_command(
 
 def agent_script(
     variables: Mapping[str, str], agent: list[str], container: Container | None = None,
-    image: str = "", folder: Path | None = None, gpu: bool = False,
+    image: str = "", folders: Sequence[Path] = (), gpu: bool = False,
 ) -> str:  # fmt: skip
     """One agent's batch script: the agent itself (exec: SIGTERM reaches it, it exits 0), under
     Apptainer in its image, or as a step in its image (Pyxis starts containers from srun)."""
     if container is None:
         return "\n".join([*exports(variables), "exec " + shlex.join(agent)]) + "\n"
-    assert folder is not None
     if container.runtime == "apptainer":
-        command = "exec " + shlex.join([*container.apptainer(image, folder, gpu), *agent])
+        command = "exec " + shlex.join([*container.apptainer(image, folders, gpu), *agent])
         return "\n".join([*exports(variables), command]) + "\n"
-    step = shlex.join(["srun", "--export=ALL", *container.pyxis(image, folder), *agent])
+    step = shlex.join(["srun", "--export=ALL", *container.pyxis(image, folders), *agent])
     return "\n".join([*exports(variables), *until_ended(step)]) + "\n"
 
 
 def world_script(
     variables: Mapping[str, str], agent: list[str], folder: Path, port: int,
     container: Container | None = None, image: str = "", gpu: bool = False,
+    token_folder: Path | None = None,
 ) -> str:  # fmt: skip
     """A world's batch script. It runs on the allocation's first node: a first srun step asks
     every task for its node (SLURMD_NODENAME, the name the collector reaches it by), which
@@ -68,10 +68,11 @@ def world_script(
     the script's variables (the agent's own, such as tf-eigen's TF_ENABLE_ONEDNN_OPTS=0, and
     FWBENCH_THREADS), which a test caught."""
     inside: list[str] = []
+    folders = [folder, *([token_folder] if token_folder else [])]
     if container is not None and container.runtime == "apptainer":
-        agent = [*container.apptainer(image, folder, gpu), *agent]
+        agent = [*container.apptainer(image, folders, gpu), *agent]
     elif container is not None:
-        inside = container.pyxis(image, folder)
+        inside = container.pyxis(image, folders)
     task = shlex.join(agent).replace("PORTS", f"{folder}/ports-$SLURM_PROCID.json")
     rank_env = (
         "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
@@ -119,17 +120,22 @@ class Container:
             raise ValueError(f"{text!r}: say where the images are: {runtime}={example}")
         return cls(runtime, registry)
 
-    def apptainer(self, image: str, folder: Path, gpu: bool) -> list[str]:
+    def apptainer(self, image: str, folders: Sequence[Path], gpu: bool) -> list[str]:
         """The words before the agent's command under Apptainer: its own namespaces, the host's
         network (the collector reaches the agent at the node's address), the job's
-        environment (the job has only the agent's variables: sbatch --export=NONE)."""
-        return ["apptainer", "exec", "--no-home", "--bind", f"{folder}:{folder}",
-                "--pwd", str(folder), *(["--nv"] if gpu else []), image]  # fmt: skip
+        environment (the job has only the agent's variables: sbatch --export=NONE), `folders`
+        (the ports files', the token's) at their own paths, the first the working folder."""
+        return ["apptainer", "exec", "--no-home", "--bind", _mounts(folders),
+                "--pwd", str(folders[0]), *(["--nv"] if gpu else []), image]  # fmt: skip
 
-    def pyxis(self, image: str, folder: Path) -> list[str]:
+    def pyxis(self, image: str, folders: Sequence[Path]) -> list[str]:
         """srun's options that put a step's tasks in the image (Pyxis)."""
-        return [f"--container-image={image}", f"--container-mounts={folder}:{folder}",
-                "--no-container-mount-home", f"--container-workdir={folder}"]  # fmt: skip
+        return [f"--container-image={image}", f"--container-mounts={_mounts(folders)}",
+                "--no-container-mount-home", f"--container-workdir={folders[0]}"]  # fmt: skip
+
+
+def _mounts(folders: Sequence[Path]) -> str:
+    return ",".join(f"{folder}:{folder}" for folder in dict.fromkeys(folders))
 
 
 @dataclass(frozen=True)
