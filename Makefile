@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml proto/pyproject.toml agents/runtime/pyproject.toml
 
-.PHONY: setup system-deps docker-deps slurm-deps images images-deb run lint proto docs test test-fast test-plugins test-main bench clean
+.PHONY: setup system-deps docker-deps slurm-deps images images-deb run lint proto docs test test-fast test-plugins test-main test-equivalence bench clean
 
 setup: $(STAMP)
 
@@ -112,6 +112,11 @@ test-main: setup system-deps docker-deps slurm-deps
 			for f in $$folders; do printf -- '--ignore=%s ' $$f; done; done)
 
 test: lint test-plugins test-main
+
+# Every catalogue model's numerics in every framework, VGG-16 and ResNet-152 too (`make test`
+# checks their architecture only; tests/equivalence/test_equivalence.py says why).
+test-equivalence: setup
+	FWBENCH_EQUIVALENCE=full $(BIN)/pytest tests/equivalence/test_equivalence.py
 
 # The quick loop while developing: lint and the tests that need no agent environment, no
 # Docker and no host tools (the collector against fakes, the runtime in-process, the spec,
