@@ -261,3 +261,41 @@ def test_a_local_world_gets_distinct_ports_that_are_free() -> None:
     for port in chosen:  # free once returned: a rank can bind each
         with socket.socket() as rank:
             rank.bind(("127.0.0.1", port))
+
+
+def test_a_worlds_timed_phase_is_scraped_at_its_edges_only(tmp_path: Path) -> None:
+    """A rank serves its scrapes on its own CPUs, and the world waits for its slowest rank:
+    inside a world's timed phase each rank is scraped once (when the phase starts; twice when a
+    periodic scrape was under way), not every interval (8 times here before this rule); the
+    rows still have their figures."""
+    manifests = write_fake_agents(tmp_path / "agents", {"fake": {}})
+    out = tmp_path / "run"
+    command = [
+        str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "fake",
+        "--workloads", "gemm", "--phases", "train", "--world-sizes", "1,2", "--batch-sizes",
+        "4", "--param", "m=30000", "--iterations", "16", "--warmup", "1",
+        "--scrape-interval", "0.05", "--store", str(tmp_path / "s.sqlite"), "--out", str(out),
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(out / "results.parquet").set_index("agent")
+    series = pd.read_parquet(out / "telemetry.parquet")
+    seconds = (series["time"] - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+
+    def inside(row: pd.Series, label: str) -> int:
+        start, end = (row[f"measure_{edge}_at"].timestamp() for edge in ("started", "ended"))
+        mine = series[
+            (series["cell"] == int(row["cell"]))
+            & (series["metric"] == "fwbench_process_cpu_seconds_total")
+            & (series["label"] == label)
+        ]
+        times = seconds[mine.index]
+        return int(((times > start) & (times < end)).sum())
+
+    for world in ("fake~w1", "fake~w2"):
+        row = rows.loc[world]
+        phase = (row["measure_ended_at"] - row["measure_started_at"]).total_seconds()
+        assert phase > 8 * 0.05  # 16 steps of 30 ms: eight intervals or more
+        ranks = int(row["world_size"])
+        assert max(inside(row, f"rank{rank}:user") for rank in range(ranks)) <= 2
+        assert pd.isna(row["telemetry_error"]) and row["cpu_user_percent"] >= 0

@@ -45,10 +45,12 @@ DRAIN_SECONDS = 5.0  # after a rank failed: how long the others get to end their
 class WorldCall:
     """One Run on every rank. The call beats (relays rank 0's progress) only once every rank
     has sent something since the last beat, so one hung rank silences the world and the hang
-    watch fires. The first rank to fail cancels the others; a failure that is not a refusal
-    every rank gave alike breaks the world (ranks may be blocked in a collective): the call
-    fails UNAVAILABLE, the client is no longer healthy, and the run starts a fresh world.
-    When every rank has answered: one combined RunResult (run/combine.py)."""
+    watch fires; besides, the first rank to report its timed loop is relayed at once (the
+    collector stops scraping the ranks then: run/world_telemetry.py). The first rank to fail
+    cancels the others; a failure that is not a refusal every rank gave alike breaks the
+    world (ranks may be blocked in a collective): the call fails UNAVAILABLE, the client is
+    no longer healthy, and the run starts a fresh world. When every rank has answered: one
+    combined RunResult (run/combine.py)."""
 
     def __init__(
         self, client: WorldClient, request: agent_pb2.RunRequest, timeout: float | None
@@ -94,6 +96,7 @@ class WorldCall:
         results: dict[int, agent_pb2.RunResult] = {}
         finished: set[int] = set()
         heard: set[int] = set()
+        measuring = False
         last = agent_pb2.RunResponse(progress=agent_pb2.Progress(run_id=self.request.run_id))
         while len(finished) < len(self._calls):
             index, item = self._next()  # type: ignore[misc]
@@ -112,6 +115,9 @@ class WorldCall:
                 if len(heard) == len(self._calls):
                     heard.clear()
                     yield last
+                elif item.progress.stage == agent_pb2.STAGE_MEASURE and not measuring:
+                    yield item  # the first rank in its timed loop: the world's has begun
+                measuring = measuring or item.progress.stage == agent_pb2.STAGE_MEASURE
         ordered = [results[i] for i in sorted(results)]
         self.client.last_results = ordered
         if len(ordered) == len(self._calls):

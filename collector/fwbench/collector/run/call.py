@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import grpc
@@ -110,12 +111,15 @@ def run_request(cell: Cell, run_id: str, ctx: RunContext) -> agent_pb2.RunReques
 
 
 def stream_result(
-    item: AgentWork, request: agent_pb2.RunRequest, ctx: RunContext
+    item: AgentWork,
+    request: agent_pb2.RunRequest,
+    ctx: RunContext,
+    on_stage: Callable[[str], object] = lambda _: None,
 ) -> agent_pb2.RunResult:
-    """The cell's checked RunResult; raises grpc.RpcError (the call failed), AgentHung (no
-    heartbeat or no progress for the hang timeout), AgentStalled (a gap in a finished cell),
-    CollectorFrozen (the collector's own gap) or ProtocolViolation (the agent answered,
-    wrongly)."""
+    """The cell's checked RunResult (`on_stage` hears each progress event's stage); raises
+    grpc.RpcError (the call failed), AgentHung (no heartbeat or no progress for the hang
+    timeout), AgentStalled (a gap in a finished cell), CollectorFrozen (the collector's own
+    gap) or ProtocolViolation (the agent answered, wrongly)."""
     handle = item.handle
     heartbeats = sends_heartbeats(item.describe)
     call = handle.client.run(request, ctx.cell_timeout_seconds)
@@ -134,6 +138,7 @@ def stream_result(
                     raise CollectorFrozen(watch.collector_frozen)
                 return event.result
             stage = STAGE_NAMES.get(event.progress.stage, "?")
+            on_stage(stage)
             ctx.display.cell_progress(handle.name, stage, event.progress.iterations_done)
     except grpc.RpcError:
         if watch.fired:

@@ -224,10 +224,10 @@ def _scraped_cell(
         quiet_before_cell(address, ctx.quiet_host_seconds, ctx.interference_threshold, note, stage)
     interval = ctx.scrape_interval_seconds
     scraper: Scraper | WorldScraper = Scraper(address, interval)
-    if isinstance(handle, WorldHandle):  # every rank's
+    if isinstance(handle, WorldHandle):  # every rank's; the timed phase at its edges only
         scraper = WorldScraper([r.metrics_address for r in handle.ranks], interval)
     with scraper:
-        row, samples = _run_cell(item, cell, identity, ctx)
+        row, samples = _run_cell(item, cell, identity, ctx, scraper.on_stage)
     if row["status"] == "ok":
         start, end = row["measure_started_at"].value / 1e9, row["measure_ended_at"].value / 1e9
         row.update(scraper.summary(start, end, row.get("device") or ""))
@@ -238,7 +238,11 @@ def _scraped_cell(
 
 
 def _run_cell(
-    item: AgentWork, cell: Cell, identity: dict[str, Any], ctx: RunContext
+    item: AgentWork,
+    cell: Cell,
+    identity: dict[str, Any],
+    ctx: RunContext,
+    on_stage: Callable[[str], object] = lambda _: None,
 ) -> tuple[dict[str, Any], list[int]]:
     if cell.unsupported_reason:
         return _failed(identity, ctx, "unsupported", "UNIMPLEMENTED", cell.unsupported_reason), []
@@ -252,7 +256,7 @@ def _run_cell(
     again = True  # measured again once after the collector's own freeze
     while True:
         try:
-            result = stream_result(item, request, ctx)
+            result = stream_result(item, request, ctx, on_stage)
         except KeyboardInterrupt:
             handle.client.cancel(request.run_id)
             _finish(

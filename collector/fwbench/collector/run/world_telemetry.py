@@ -1,9 +1,10 @@
 """Telemetry of a world: every rank's /metrics scraped during a cell, as one agent's is
-(telemetry.py), and the row's columns combined over ranks: CPU time and memory summed (the
-world's use of the machine: two ranks at one core each show 200%), GPU power and energy summed,
-peaks the highest rank's, host-wide figures from rank 0's host; what other processes used of the
-ranks' CPUs from every rank's (telemetry.load_columns). The raw series keep every
-rank's, each label prefixed with the rank (`rank1` or `rank1:user`)."""
+(telemetry.py), but its timed phase at the edges only (hold: a scrape is served on the rank's
+own CPUs), and the row's columns combined over ranks: CPU time and memory summed (the world's
+use of the machine: two ranks at one core each show 200%), GPU power and energy summed, peaks
+the highest rank's, host-wide figures from rank 0's host; what other processes used of the
+ranks' CPUs from every rank's (telemetry.load_columns). The raw series keep every rank's,
+each label prefixed with the rank (`rank1` or `rank1:user`)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,13 @@ class WorldScraper:
     def __exit__(self, *exc: object) -> None:
         for scraper in self.scrapers:
             scraper.__exit__(*exc)
+
+    def on_stage(self, stage: str) -> None:
+        """Hears the cell's stages: as the timed loop starts, every rank is scraped once and
+        not again until the cell ends (Scraper.hold)."""
+        if stage == "measure":
+            for scraper in self.scrapers:
+                scraper.hold()
 
     @property
     def errors(self) -> int:
