@@ -23,7 +23,7 @@ from fwbench.collector.agents.client import AgentUnavailable
 from fwbench.collector.agents.launchers.base import AgentHandle, Launcher, Placement
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.specs import local_devices_of, rank_name
-from fwbench.collector.agents.world_call import WorldCall
+from fwbench.collector.agents.world_call import WorldCall, rank_run_id
 from fwbench.spec import startup
 
 CPUS_VARIABLE = startup.CPUS  # the CPUs a rank pins itself to (runtime/cli.py)
@@ -278,7 +278,7 @@ class WorldClient:
 
     def cancel(self, run_id: str = "") -> bool:
         return any(
-            rank.client.cancel(f"{run_id}-rank{index}" if run_id else "")
+            rank.client.cancel(rank_run_id(run_id, index) if run_id else "")
             for index, rank in enumerate(self.ranks)
         )
 

@@ -42,6 +42,11 @@ REFUSALS = frozenset(
 DRAIN_SECONDS = 5.0  # after a rank failed: how long the others get to end their calls
 
 
+def rank_run_id(run_id: str, rank: int) -> str:
+    """The id of one rank's part of a world's Run (each rank cancels and answers its own)."""
+    return f"{run_id}-rank{rank}"
+
+
 class WorldCall:
     """One Run on every rank. The call beats (relays rank 0's progress) only once every rank
     has sent something since the last beat, so one hung rank silences the world and the hang
@@ -62,7 +67,7 @@ class WorldCall:
         for index, rank in enumerate(client.ranks):
             own = agent_pb2.RunRequest()
             own.CopyFrom(request)
-            own.run_id = f"{request.run_id}-rank{index}"
+            own.run_id = rank_run_id(request.run_id, index)
             self._calls.append(rank.client.run(own, timeout))
         for index in range(len(self._calls)):
             threading.Thread(target=self._pump, args=(index,), daemon=True).start()

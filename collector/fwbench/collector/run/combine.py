@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.agents.world_call import rank_run_id
 from fwbench.collector.run.validate import ProtocolViolation
 
 COLLECTIVE = "collective"
@@ -41,7 +42,7 @@ def _check_ranks(request: agent_pb2.RunRequest, results: Sequence[agent_pb2.RunR
             "sample_nanoseconds", f"ranks ran different step counts {sorted(counts)}"
         )
     for index, result in enumerate(results):
-        if result.run_id != f"{request.run_id}-rank{index}":
+        if result.run_id != rank_run_id(request.run_id, index):
             raise ProtocolViolation("run_id", f"rank {index} answered {result.run_id!r}")
         if not result.HasField("rank"):
             raise ProtocolViolation("rank", f"rank {index} sent no RankResult (protocol 1.3)")
