@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-HOME_VARIABLE = "FWBENCH_HOME"
+from fwbench.spec import settings
+
+HOME_VARIABLE = settings.HOME
 
 
 def is_project_root(path: Path) -> bool:

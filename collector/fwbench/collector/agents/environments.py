@@ -30,8 +30,9 @@ from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.pythons import isolated, run_python
 from fwbench.collector.places import cache_path
+from fwbench.spec import settings
 
-ENV_DIR_VARIABLE = "FWBENCH_ENV_DIR"
+ENV_DIR_VARIABLE = settings.ENV_DIR
 _MARKER = "fwbench-env.json"
 _FAILED = "fwbench-env.failed"  # the one line of the last build's failure
 CHECK = Path(__file__).with_name("probes") / "plugin_check.py"

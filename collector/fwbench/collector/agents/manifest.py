@@ -13,9 +13,10 @@ from typing import Any
 
 from fwbench.collector.agents.docker_engine import ImageInfo
 from fwbench.collector.checkout import project_root
+from fwbench.spec import settings
 
 MANIFEST_SCHEMA_VERSION = 1
-MANIFEST_PATH_VARIABLE = "FWBENCH_MANIFEST_PATH"
+MANIFEST_PATH_VARIABLE = settings.MANIFEST_PATH
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 

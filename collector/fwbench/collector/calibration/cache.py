@@ -22,10 +22,11 @@ import psutil
 from fwbench.collector import places
 from fwbench.collector.calibration.ceiling import merge_observed
 from fwbench.collector.calibration.measure import EFFORTS, measure
+from fwbench.spec import settings
 
-DIR_VARIABLE = "FWBENCH_CALIBRATION_DIR"
+DIR_VARIABLE = settings.CALIBRATION_DIR
 # `quick` measures tiny sizes (tests); `off`: runs record no calibration. Default `full`.
-EFFORT_VARIABLE = "FWBENCH_CALIBRATION"
+EFFORT_VARIABLE = settings.CALIBRATION
 # 2: read_bandwidth (a read-only pass) beside triad; a cached 1 is measured again.
 FORMAT_VERSION = 2
 

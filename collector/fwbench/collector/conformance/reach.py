@@ -22,8 +22,9 @@ from fwbench.collector.agents.launchers import AgentHandle
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import base_name, parse_attached
+from fwbench.spec import settings
 
-PROBE_VARIABLE = "FWBENCH_CONFORMANCE_PROBE"
+PROBE_VARIABLE = settings.CONFORMANCE_PROBE
 
 
 def attach_for_suite(

@@ -37,10 +37,11 @@ from fwbench.collector.images.wheelhouse import (
     stage_context,
     wheelhouse_root,
 )
+from fwbench.spec import settings
 
 IMAGE_REPOSITORY = "fwbench"
-BASE_IMAGE_VARIABLE = "FWBENCH_BASE_IMAGE"
-DOCKER_CLI_VARIABLE = "FWBENCH_DOCKER_CLI"
+BASE_IMAGE_VARIABLE = settings.BASE_IMAGE
+DOCKER_CLI_VARIABLE = settings.DOCKER_CLI
 LOCAL_BASE_IMAGE = "fwbench/base:bookworm"  # made by `collector images base` (images/base_image.py)
 BUILD_KEY_LABEL = "fwbench.build-key"
 

@@ -16,11 +16,12 @@ from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.checkout import project_dir
 from fwbench.collector.images.build import image_tag
 from fwbench.collector.images.dockerfile import GENERATED_MARK
+from fwbench.spec import settings
 
 COMPOSE_DIR = project_dir("compose")
 AGENTS_COMPOSE = COMPOSE_DIR / "agents.yaml"
 PROMETHEUS_TARGETS = COMPOSE_DIR / "prometheus" / "targets" / "agents.json"
-PUBLISH_VARIABLE = "FWBENCH_PUBLISH_ADDRESS"
+PUBLISH_VARIABLE = settings.PUBLISH_ADDRESS
 
 _HEADER = f"""\
 {GENERATED_MARK}agents/manifests/*.toml by `collector images generate`; do not edit.

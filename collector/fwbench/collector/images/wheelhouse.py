@@ -37,8 +37,9 @@ from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.pythons import run_python, safe_path
 from fwbench.collector.places import cache_path
+from fwbench.spec import settings
 
-WHEELHOUSE_VARIABLE = "FWBENCH_WHEELHOUSE"
+WHEELHOUSE_VARIABLE = settings.WHEELHOUSE
 IMAGE_PYTHON = (3, 11)  # the Python of every base image (bookworm's, python:3.11, deadsnakes)
 RUNTIME_DISTRIBUTIONS = frozenset({"fwbench-spec", "fwbench-agent-runtime"})
 SOURCE_DATE_EPOCH = "315532800"  # 1980-01-01, the earliest date a zip file can hold

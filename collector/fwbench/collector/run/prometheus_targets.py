@@ -21,8 +21,9 @@ from typing import Any
 from fwbench.collector.agents.launchers import AgentHandle
 from fwbench.collector.run.plan import SelectionError
 from fwbench.collector.store.owner import collector_gone, this_collector
+from fwbench.spec import settings
 
-VARIABLE = "FWBENCH_PROMETHEUS_TARGETS"
+VARIABLE = settings.PROMETHEUS_TARGETS
 
 
 class TargetsError(SelectionError):

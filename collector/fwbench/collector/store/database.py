@@ -26,8 +26,9 @@ from fwbench.collector.store.tables import (
     connect_existing,
     create_store,
 )
+from fwbench.spec import settings
 
-STORE_VARIABLE = "FWBENCH_STORE"
+STORE_VARIABLE = settings.STORE
 TELEMETRY_COLUMNS = ("cell", "time", "metric", "label", "value")
 
 
