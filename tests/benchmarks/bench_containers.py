@@ -31,6 +31,7 @@ from fwbench.collector.agents.launchers import AgentHandle
 from fwbench.collector.agents.launchers.docker import remove_run_containers, start_docker
 from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.manifest import AgentManifest, discover_manifests, manifest_dirs
+from fwbench.collector.agents.specs import Instance
 from fwbench.collector.images.build import ensure_image
 
 # (label, workload, phase, batch, params, timed iterations)
@@ -73,7 +74,9 @@ def bench_agent(
         ),
     }
     if aa:  # A/A: the "docker" side is a second local process, to calibrate the ratio
-        starters["docker"] = lambda: start_local(manifest, logs, instance=f"{manifest.name}#2")
+        starters["docker"] = lambda: start_local(
+            manifest, logs, instance=Instance(manifest.name, copy=2)
+        )
     # Start-up: alternate, three each, after one of each to warm caches.
     startup: dict[str, list[float]] = {"local": [], "docker": []}
     for index in range(4):

@@ -305,6 +305,7 @@ def test_agent_pods_demand_the_runs_token_which_only_a_secret_holds(
     from fwbench.collector.agents.launchers import LaunchSettings
     from fwbench.collector.agents.launchers.kubernetes import KubernetesLauncher
     from fwbench.collector.agents.manifest import discover_manifests
+    from fwbench.collector.agents.specs import Instance
     from fwbench.collector.images.build import image_tag
     from fwbench.spec.metadata import TOKEN_FILE_VARIABLE, TOKEN_VARIABLE
 
@@ -312,7 +313,7 @@ def test_agent_pods_demand_the_runs_token_which_only_a_secret_holds(
     settings = LaunchSettings(run_id="tokens", log_dir=tmp_path, image_tag=image_tag)
     launcher = KubernetesLauncher(settings)
     try:
-        handle = launcher.start(manifest, "fake", 0)
+        handle = launcher.start(manifest, Instance("fake"), 0)
         stranger = AgentClient("stranger", handle.address)
         with pytest.raises(AgentUnavailable, match="UNAUTHENTICATED"):
             stranger.describe()

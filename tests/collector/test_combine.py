@@ -11,11 +11,11 @@ import pytest
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.specs import (
     AgentSpecError,
+    Instance,
     aa_base,
     aa_pairs,
-    base_name,
+    expand_instances,
     with_worlds,
-    world_size_of,
 )
 from fwbench.collector.run.combine import combine, world_columns
 from fwbench.collector.run.validate import ProtocolViolation
@@ -78,15 +78,16 @@ def test_allreduce_bandwidths_follow_nccl_tests() -> None:
 
 
 def test_world_instances_are_named_and_paired() -> None:
-    worlds = with_worlds(["torch-cpu", "torch-cpu#2"], [1, 2])
+    instances = with_worlds(expand_instances(["torch-cpu", "torch-cpu"]), [(1, 1), (2, 1)])
+    worlds = tuple(str(instance) for instance in instances)
     assert worlds == ("torch-cpu~w1", "torch-cpu~w2", "torch-cpu~w1#2", "torch-cpu~w2#2")
-    assert [world_size_of(w) for w in worlds] == [1, 2, 1, 2]
-    assert {base_name(w) for w in worlds} == {"torch-cpu"}
+    assert [instance.ranks for instance in instances] == [1, 2, 1, 2]
+    assert {instance.agent for instance in instances} == {"torch-cpu"}
     assert aa_base("torch-cpu~w2#2") == "torch-cpu~w2"
     assert aa_pairs(worlds) == [
         ("torch-cpu~w1", "torch-cpu~w1#2"),
         ("torch-cpu~w2", "torch-cpu~w2#2"),
     ]
-    assert with_worlds(["tf-mkl"], []) == ("tf-mkl",)
+    assert with_worlds(expand_instances(["tf-mkl"]), []) == (Instance("tf-mkl"),)
     with pytest.raises(AgentSpecError, match="attached agent"):
-        with_worlds(["torch-cpu@10.0.0.1:50051"], [2])
+        with_worlds(expand_instances(["torch-cpu@10.0.0.1:50051"]), [(2, 1)])

@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.agents.specs import Instance
 from fwbench.collector.run.normalize import failure_row, identity_columns, result_row
 from fwbench.collector.run.plan import Cell
 from fwbench.spec import load_catalogue
@@ -19,7 +20,7 @@ CELL = Cell("a", "gemm", "infer", 1, "float32", 0, {"m": 8, "n": 8, "k": 8})
 
 def _identity(*devices: agent_pb2.Device) -> tuple[dict[str, Any], agent_pb2.DescribeResponse]:
     describe = agent_pb2.DescribeResponse(devices=list(devices))
-    handle = AgentHandle(name="a", address="127.0.0.1:1", client=cast(Any, None))
+    handle = AgentHandle(instance=Instance("a"), address="127.0.0.1:1", client=cast(Any, None))
     return identity_columns("r", 0, handle, describe, CELL, load_catalogue()), describe
 
 

@@ -26,7 +26,7 @@ def test_gpu_agent_without_driver_is_a_selection_error(
 ) -> None:
     monkeypatch.setattr(host, "nvidia_gpu_present", lambda: False)
     with pytest.raises(AgentSpecError, match=f"agent {agent} needs an NVIDIA GPU") as caught:
-        specs.resolve_agents(["torch-cpu", agent], MANIFESTS)
+        specs.resolve_agents([specs.Instance("torch-cpu"), specs.Instance(agent)], MANIFESTS)
     assert "CPU agents: " in str(caught.value) and "jax-cpu" in str(caught.value)
 
 
@@ -34,7 +34,9 @@ def test_gpu_agent_with_driver_and_cpu_agents_anywhere_are_accepted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(host, "nvidia_gpu_present", lambda: True)
-    specs.resolve_agents(GPU_AGENTS, MANIFESTS)
+    specs.resolve_agents([specs.Instance(name) for name in GPU_AGENTS], MANIFESTS)
     monkeypatch.setattr(host, "nvidia_gpu_present", lambda: False)
-    specs.resolve_agents([n for n, m in MANIFESTS.items() if not m.requires_gpu], MANIFESTS)
-    specs.resolve_agents(["tf-cuda@10.0.0.5:50055"], MANIFESTS)  # attached: its host's business
+    cpu = [specs.Instance(n) for n, m in MANIFESTS.items() if not m.requires_gpu]
+    specs.resolve_agents(cpu, MANIFESTS)
+    attached = specs.Instance.from_spec("tf-cuda@10.0.0.5:50055")
+    specs.resolve_agents([attached], MANIFESTS)  # attached: its host's business

@@ -28,7 +28,7 @@ from fwbench.collector.agents.image_labels import (
 )
 from fwbench.collector.agents.launchers.docker import ContainerAgent
 from fwbench.collector.agents.manifest import discover_manifests
-from fwbench.collector.agents.specs import AgentSpecError, image_reference
+from fwbench.collector.agents.specs import AgentSpecError, Instance, image_reference
 from fwbench.collector.cli import app
 from fwbench.collector.cli.common import ExitCode
 from fwbench.collector.images.dockerfile import IMAGES_DIR
@@ -186,10 +186,10 @@ def _describe(name: str) -> agent_pb2.DescribeResponse:
 def test_an_image_agent_must_call_itself_what_its_label_says() -> None:
     declared = manifest_of(_labelled(GOOD))
     client = AgentClient("numpy-gemm", "127.0.0.1:1")
-    handle = ContainerAgent("numpy-gemm", "127.0.0.1:1", client, manifest=declared)
+    handle = ContainerAgent(Instance("numpy-gemm"), "127.0.0.1:1", client, manifest=declared)
     try:
         check_identity(handle, _describe("numpy-gemm"))
-        handle.name = "numpy-gemm#2"  # an A/A instance of it
+        handle.instance = Instance("numpy-gemm", copy=2)  # an A/A instance of it
         check_identity(handle, _describe("numpy-gemm"))
         with pytest.raises(AgentSpecError, match=r"declares agent 'numpy-gemm'.*'other'"):
             check_identity(handle, _describe("other"))
@@ -217,7 +217,9 @@ def test_run_with_an_image_and_the_local_launcher_is_refused_before_anything(
 
 
 def test_a_run_records_the_ids_of_its_images_for_resume() -> None:
-    options = RunOptions(("numpy-gemm",), None, Path("s"), None, 1.0, "c", images=("sha256:ab",))
+    options = RunOptions(
+        (Instance("numpy-gemm"),), None, Path("s"), None, 1.0, "c", images=("sha256:ab",)
+    )
     record = json.loads(json.dumps(options_record(options)))
     assert record["images"] == ["sha256:ab"]
     assert options_from_record(record, Path("o"), Path("s"), "c").images == ("sha256:ab",)

@@ -18,6 +18,7 @@ import pytest
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.agents.specs import Instance
 from fwbench.collector.run import liveness
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.liveness import CellWatch
@@ -270,7 +271,7 @@ def sweep(
     def start(threads: int = 0) -> AgentHandle:
         client = Client(scripts, freezes)
         pids.append(client.pid)
-        return AgentHandle("a", "fake:0", client, threads=threads)  # type: ignore[arg-type]
+        return AgentHandle(Instance("a"), "fake:0", client, threads=threads)  # type: ignore[arg-type]
 
     batches = ",".join(str(b) for b in range(1, cells + 1))
     selection = build_selection(CATALOGUE, workloads="gemm", phases="infer", batch_sizes=batches)

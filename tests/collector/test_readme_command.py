@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 
 from fwbench.collector.agents.manifest import discover_manifests
+from fwbench.collector.agents.specs import Instance
 from fwbench.collector.cli import app
 from fwbench.collector.cli.decide import decide_options, parse_budget
 from fwbench.collector.run.plan import build_selection, split_list
@@ -43,7 +44,8 @@ def test_the_first_command_parses_and_asks_something_it_can_decide() -> None:
     shipped = discover_manifests([REPO / "agents" / "manifests"])
     assert set(agents) <= set(shipped) and len(agents) >= 2
     assert not any(shipped[name].requires_gpu for name in agents)  # a fresh 2-core machine
-    decide_options(True, options["budget"], options["baseline"], options["margin"], agents, True)
+    instances = [Instance(name) for name in agents]
+    decide_options(True, options["budget"], options["baseline"], options["margin"], instances, True)
     selection = build_selection(
         load_catalogue(),
         workloads=options["workloads"],

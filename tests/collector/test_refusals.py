@@ -15,6 +15,7 @@ import pytest
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.agents.specs import Instance
 from fwbench.collector.run import execute
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import build_selection, plan_cells
@@ -107,7 +108,7 @@ def sweep(client: FakeClient, display: Display | None = None) -> list[dict[str, 
             for name in ("gemm", "conv2d", "lenet")
         ],
     )
-    handle = AgentHandle("a", "fake:0", client)  # type: ignore[arg-type]
+    handle = AgentHandle(Instance("a"), "fake:0", client)  # type: ignore[arg-type]
     item = AgentWork(handle, describe, plan_cells("a", describe, CATALOGUE, selection))
     recorder = Recorder()
     ctx = RunContext("run-7", CATALOGUE, selection, recorder, display or Display(), None)  # type: ignore[arg-type]

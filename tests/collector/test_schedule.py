@@ -17,6 +17,7 @@ from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
 from fwbench.collector.agents.specs import (
     AgentSpecError,
+    Instance,
     aa_pairs,
     base_name,
     expand_instances,
@@ -108,7 +109,7 @@ def measured(log: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
 def fake_handle(name: str, log: list[tuple[str, str, int]], threads: int = 0) -> AgentHandle:
     """A real handle (so it has every field the runner reads) around a fake client."""
     client = FakeClient(name, log)
-    return AgentHandle(name, "fake:0", client, threads=threads)  # type: ignore[arg-type]
+    return AgentHandle(Instance.parse(name), "fake:0", client, threads=threads)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -383,18 +384,17 @@ def test_build_selection_checks_repeat() -> None:
 
 
 def test_expand_instances_names_aa_copies() -> None:
-    assert expand_instances(["tf-mkl", "tf-eigen"], ["tf-eigen"]) == (
-        "tf-mkl",
-        "tf-eigen",
-        "tf-eigen#2",
-    )
-    assert expand_instances(["a", "a", "a"]) == ("a", "a#2", "a#3")
-    assert expand_instances(["b"], ["a"]) == ("b", "a", "a#2")
+    def specs(*given: list[str]) -> list[str]:
+        return [instance.spec for instance in expand_instances(*given)]
+
+    assert specs(["tf-mkl", "tf-eigen"], ["tf-eigen"]) == ["tf-mkl", "tf-eigen", "tf-eigen#2"]
+    assert specs(["a", "a", "a"]) == ["a", "a#2", "a#3"]
+    assert specs(["b"], ["a"]) == ["b", "a", "a#2"]
     with pytest.raises(AgentSpecError, match="the address h:1 is given twice"):
         expand_instances(["x@h:1", "x@h:1"])
     with pytest.raises(AgentSpecError, match="given twice"):
         expand_instances(["x@h:1", "y@h:1"])
-    assert expand_instances(["x@h:1", "x@h:2"]) == ("x@h:1", "x@h:2")
+    assert specs(["x@h:1", "x@h:2"]) == ["x@h:1", "x@h:2"]
     assert base_name("tf-eigen#2") == "tf-eigen"
 
 

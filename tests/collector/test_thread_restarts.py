@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.agents.specs import Instance
 from fwbench.collector.run.work import AgentWork
 
 
@@ -23,10 +24,14 @@ class FakeClient:
         return _describe(True, self.threads or 2)
 
 
+JAX = Instance("jax-cpu")
+
+
 @dataclass
 class FakeHandle:
     threads: int = 0
     name: str = "jax-cpu"
+    instance: Instance = JAX
     stopped: bool = False
     client: FakeClient = field(init=False)
 

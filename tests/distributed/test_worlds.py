@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 from fake_agent import write_fake_agents
 
+from fwbench.collector.agents.specs import Instance
 from fwbench.collector.analysis.scaling import scaling_table
 
 COLLECTOR = Path(sys.executable).with_name("collector")
@@ -232,19 +233,21 @@ def test_rank_threads_share_this_host_unless_a_scheduler_is_told_the_cpus() -> N
     from fwbench.collector.run.options import RunOptions
 
     def options(launcher: LauncherKind, **given: tuple[str, ...]) -> RunOptions:
-        return RunOptions(("fake~w2",), None, Path(), None, 1.0, "", launcher=launcher, **given)
+        return RunOptions((w2,), None, Path(), None, 1.0, "", launcher=launcher, **given)
 
+    fake = Instance("fake")
+    w1, w2, w1x2 = fake.as_world(1), fake.as_world(2), fake.as_world(1, 2)
     cpus = len(os.sched_getaffinity(0))
-    assert rank_threads(["fake~w1", "fake~w2"]) == max(cpus // 2, 1)
-    assert rank_threads(["fake"]) == cpus
-    assert rank_threads(["fake~w1", "fake~w1x2"]) == max(cpus // 2, 1)  # per device
+    assert rank_threads([w1, w2]) == max(cpus // 2, 1)
+    assert rank_threads([fake]) == cpus
+    assert rank_threads([w1, w1x2]) == max(cpus // 2, 1)  # per device
     slurm = options(LauncherKind.SLURM, slurm_options=("partition=cpu", "cpus-per-task=3"))
-    assert rank_threads(["fake~w2"], slurm) == 3
+    assert rank_threads([w2], slurm) == 3
     zero = options(LauncherKind.SLURM, slurm_options=("cpus-per-task=0",))
-    assert rank_threads(["fake~w2"], zero) == max(cpus // 2, 1)
-    assert rank_threads(["fake~w2"], options(LauncherKind.KUBERNETES)) == 1  # a pod's default
+    assert rank_threads([w2], zero) == max(cpus // 2, 1)
+    assert rank_threads([w2], options(LauncherKind.KUBERNETES)) == 1  # a pod's default
     pods = options(LauncherKind.KUBERNETES, k8s_options=("cpus=4",))
-    assert rank_threads(["fake~w2"], pods) == 4
+    assert rank_threads([w2], pods) == 4
 
 
 def test_a_local_world_gets_distinct_ports_that_are_free() -> None:
@@ -253,7 +256,8 @@ def test_a_local_world_gets_distinct_ports_that_are_free() -> None:
     from fwbench.collector.agents.launchers.base import free_ports
     from fwbench.collector.agents.launchers.local import LocalLauncher
 
-    placement = LocalLauncher(None).place_world(None, "fake", 64, 1)  # type: ignore[arg-type]
+    world = Instance("fake", ranks=64, devices=1)
+    placement = LocalLauncher(None).place_world(None, world, 1)  # type: ignore[arg-type]
     ports = [placement.port, *(int(peer.rsplit(":", 1)[1]) for peer in placement.peers)]
     assert len(set(ports)) == 65 and placement.address == "127.0.0.1"
     chosen = free_ports(64)

@@ -27,6 +27,7 @@ from fwbench.collector.agents.launchers.docker import (
     start_docker,
 )
 from fwbench.collector.agents.manifest import AgentManifest, discover_manifests
+from fwbench.collector.agents.specs import Instance
 from fwbench.collector.images.build import BUILD_KEY_LABEL, ensure_image, image_tag
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leftovers")]
@@ -145,7 +146,11 @@ def test_a_killed_container_is_reported_with_its_exit_status(
     request: pytest.FixtureRequest,
 ) -> None:
     handle = start_docker(
-        fake_manifest, fake_image, _run_id(request), tmp_path, instance="test-fake#2"
+        fake_manifest,
+        fake_image,
+        _run_id(request),
+        tmp_path,
+        instance=Instance("test-fake", copy=2),
     )
     try:
         assert handle.name == "test-fake#2"

@@ -19,7 +19,7 @@ from fwbench.collector.agents.agent_environment import (
     check_reported,
     parse_agent_environment,
 )
-from fwbench.collector.agents.specs import AgentSpecError
+from fwbench.collector.agents.specs import AgentSpecError, Instance
 from fwbench.collector.analysis.changes import agent_changes
 from fwbench.collector.run.options import RunOptions, options_from_record, options_record
 
@@ -120,7 +120,9 @@ def test_parse_and_check_rules() -> None:
 
 
 def test_a_resumed_run_starts_its_agents_with_the_same_variables() -> None:
-    options = RunOptions(("fake",), None, Path("s"), None, 1.0, "c", agent_environment={"A": "1"})
+    options = RunOptions(
+        (Instance("fake"),), None, Path("s"), None, 1.0, "c", agent_environment={"A": "1"}
+    )
     record = json.loads(json.dumps(options_record(options)))
     assert options_from_record(record, Path("o"), Path("s"), "c").agent_environment == {"A": "1"}
     del record["agent_environment"]  # a run recorded before --agent-env

@@ -18,6 +18,7 @@ import pytest
 from fake_agent import write_fake_agents
 
 from fwbench.collector.agents.launchers.base import ORPHAN_SECONDS
+from fwbench.collector.agents.specs import Instance
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 
@@ -254,8 +255,9 @@ def test_slurm_ranks_demand_the_runs_token_and_are_told_every_peer(
     manifest = discover_manifests([manifests])["fake"]
     launcher = SlurmLauncher(LaunchSettings(run_id="tokens", log_dir=tmp_path))
     try:
-        place = launcher.place_world(manifest, "fake~w2", 2, 1)
-        ranks = [launcher.start(manifest, f"fake~w2-rank{rank}", 1) for rank in range(2)]
+        world = Instance("fake", ranks=2, devices=1)
+        place = launcher.place_world(manifest, world, 1)
+        ranks = [launcher.start(manifest, world.of_rank(rank), 1) for rank in range(2)]
         stranger = AgentClient("stranger", ranks[0].address)
         with pytest.raises(AgentUnavailable, match="UNAUTHENTICATED"):
             stranger.describe()

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import AGENT_VARIABLES
-from fwbench.collector.agents.specs import AgentSpecError, base_name, parse_attached
+from fwbench.collector.agents.specs import AgentSpecError, Instance
 from fwbench.spec import startup
 
 REPORT_VARIABLE = startup.REPORT_VARIABLES  # runtime/hostinfo.py reads it
@@ -96,14 +96,14 @@ def check_against(
 
 
 def agent_environment(
-    items: Iterable[str], specs: Iterable[str], declared: Mapping[str, AgentManifest]
+    items: Iterable[str], instances: Iterable[Instance], declared: Mapping[str, AgentManifest]
 ) -> dict[str, str]:
-    """--agent-env's items for a run of `specs` (checked: parse_agent_environment and
+    """--agent-env's items for a run of `instances` (checked: parse_agent_environment and
     check_against)."""
     variables = parse_agent_environment(items)
-    specs = list(specs)
-    attached = [spec for spec in specs if parse_attached(spec)]
-    names = {base_name(spec) for spec in specs if not parse_attached(spec)}
+    instances = list(instances)
+    attached = [instance.spec for instance in instances if instance.attached]
+    names = {instance.agent for instance in instances if not instance.attached}
     check_against(
         variables, attached, [declared[name] for name in sorted(names) if name in declared]
     )

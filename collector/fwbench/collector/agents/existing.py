@@ -20,6 +20,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import distributions
@@ -32,7 +33,7 @@ from packaging.requirements import Requirement
 from fwbench.collector.agents.environments import EnvironmentBuildError, env_root, sources_key
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.pythons import run_python, safe_path
-from fwbench.collector.agents.specs import base_name, parse_attached
+from fwbench.collector.agents.specs import Instance
 
 PROBE = Path(__file__).with_name("probes") / "environment_probe.py"
 PROBE_TIMEOUT_SECONDS = 300.0  # a framework's first import on a cold file system can be slow
@@ -212,14 +213,14 @@ def _refusal(facts: dict[str, Any], name: str, problems: list[str], install: lis
 
 def check_pythons(
     pythons: dict[str, str],
-    instances: list[str] | tuple[str, ...],
+    instances: Sequence[Instance],
     declared: dict[str, AgentManifest],
     report: Any = lambda _: None,
 ) -> None:
     """Before a run starts: every local agent given an existing interpreter can run in it
     (EnvironmentUnsuitable otherwise, saying what to install); a per-agent --python names an
     agent of the run."""
-    names = {base_name(i) for i in instances if parse_attached(i) is None}
+    names = {instance.agent for instance in instances if not instance.attached}
     for name in pythons:
         if name and name not in names:
             raise EnvironmentUnsuitable(

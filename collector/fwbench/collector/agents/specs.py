@@ -58,11 +58,25 @@ class Instance:
     devices: int = 0  # D of each rank's process in a world (1 unless NAMExD); 0: alone
     copy: int = 1  # K of an A/A group: NAME#K, 1 for the first
     rank: int | None = None  # R of one rank of a world
+    # HOST:PORT of an agent someone else runs (NAME@HOST:PORT; a world's ranks' in rank order,
+    # joined by RANK_SEPARATOR); "" for one the collector starts. Not part of the name.
+    address: str = ""
+
+    @classmethod
+    def from_spec(cls, spec: str) -> Instance:
+        """An agent spec as a user gives it (NAME, NAME#K, NAME@HOST:PORT, a world someone
+        else started: NAME@HOST:PORT+HOST:PORT), its address checked (parse_attached). The
+        command line's and a run folder's specs become Instances here, once."""
+        attached = parse_attached(spec)
+        if attached is None:
+            return cls.parse(spec)
+        return replace(cls.parse(attached[0]), address=attached[1])
 
     @classmethod
     def parse(cls, name: str) -> Instance:
-        """The instance a name says (an attached spec's @ADDRESS is left out); a name that
-        breaks the grammar is an agent of that name alone (a manifest check refuses it)."""
+        """The instance a name says (an attached spec's @ADDRESS is left out): for names read
+        back from the results table or a spec; a name that breaks the grammar is an agent of
+        that name alone (a manifest check refuses it)."""
         text = name.partition("@")[0]
         head, sep, rank = text.rpartition(RANK_SUFFIX)
         index = int(rank) if sep and rank.isdigit() else None
@@ -88,17 +102,36 @@ class Instance:
         return text + (f"{RANK_SUFFIX}{self.rank}" if self.rank is not None else "")
 
     @property
+    def spec(self) -> str:
+        """The name, with @ADDRESS for an agent someone else runs (as --agents takes it)."""
+        return f"{self}@{self.address}" if self.address else str(self)
+
+    @property
+    def attached(self) -> bool:
+        return bool(self.address)
+
+    @property
+    def addresses(self) -> list[str]:
+        """Each rank's HOST:PORT of an agent someone else runs (one for a lone agent)."""
+        return self.address.split(RANK_SEPARATOR) if self.address else []
+
+    def as_world(self, ranks: int, devices: int = 1) -> Instance:
+        """This instance as a world of `ranks` processes of `devices` devices each."""
+        return replace(self, ranks=ranks, devices=devices)
+
+    @property
     def world(self) -> Instance:
         """The world this rank belongs to (itself when it is no rank)."""
         return replace(self, rank=None)
 
     def of_rank(self, rank: int) -> Instance:
-        return replace(self, rank=rank)
+        """One rank of this world (its address, for one someone else runs, is the handle's)."""
+        return replace(self, rank=rank, address="")
 
     @property
     def first_copy(self) -> Instance:
         """The first instance of its A/A group (the same agent in the same world shape)."""
-        return replace(self, copy=1, rank=None)
+        return replace(self, copy=1, rank=None, address="")
 
 
 def base_name(instance: str) -> str:
@@ -113,75 +146,54 @@ def aa_base(instance: str) -> str:
     return str(Instance.parse(instance).first_copy)
 
 
-def world_size_of(instance: str) -> int:
-    """N for NAME~wN or NAME~wNxD (or NAME~wN#2), 0 for an agent that runs alone."""
-    return Instance.parse(instance).ranks
-
-
-def local_devices_of(instance: str) -> int:
-    """D for NAME~wNxD, 1 for any other world, 0 for an agent that runs alone."""
-    return Instance.parse(instance).devices
-
-
-def rank_name(world: str, rank: int) -> str:
-    """The name of one rank of a world: `torch-cpu~w2` -> `torch-cpu~w2-rank1`."""
-    return str(Instance.parse(world).of_rank(rank))
-
-
-def world_and_rank(name: str) -> tuple[str, int | None]:
-    """(the world's name, the rank) of a rank's name; (name, None) for any other."""
-    found = Instance.parse(name)
-    return (str(found.world), found.rank) if found.rank is not None else (name, None)
-
-
-def with_worlds(instances: Sequence[str], sizes: Sequence[str]) -> tuple[str, ...]:
-    """Each instance as a world of each size (`--world-sizes 1,2,1x2`: NAME~w1, NAME~w2,
-    NAME~w1x2; an A/A instance NAME#2 becomes NAME~w1#2, ...); no sizes: the instances as they
-    are. Raises
-    AgentSpecError for an attached agent (its ranks would have to be started elsewhere)."""
+def with_worlds(
+    instances: Sequence[Instance], sizes: Sequence[tuple[int, int]]
+) -> tuple[Instance, ...]:
+    """Each instance as a world of each (ranks, devices) size (`--world-sizes 1,2,1x2`:
+    NAME~w1, NAME~w2, NAME~w1x2; an A/A instance NAME#2 becomes NAME~w1#2, ...); no sizes: the
+    instances as they are. Raises AgentSpecError for an attached agent (its ranks would have
+    to be started elsewhere)."""
     if not sizes:
         return tuple(instances)
     worlds = []
     for instance in instances:
-        if parse_attached(instance):
+        if instance.attached:
             raise AgentSpecError(
-                f"{instance}: --world-sizes starts every rank itself; an attached agent is one "
-                "process someone else runs (docs/distributed.md)"
+                f"{instance.spec}: --world-sizes starts every rank itself; an attached agent is "
+                "one process someone else runs (docs/distributed.md)"
             )
-        name, sep, number = instance.partition(SEPARATOR)
-        worlds += [f"{name}{WORLD_SEPARATOR}{size}{sep}{number}" for size in sizes]
+        worlds += [instance.as_world(ranks, devices) for ranks, devices in sizes]
     return tuple(worlds)
 
 
-def expand_instances(specs: Sequence[str], aa: Sequence[str] = ()) -> tuple[str, ...]:
-    """Agent specs as given, a repeated plain name becoming NAME#2, NAME#3; each name in `aa`
-    adds a second instance of that agent (and the first, when it was not listed). An attached
-    agent (NAME@HOST:PORT) is one process someone else runs: its address given twice, under
-    any names, raises AgentSpecError (two instances of it would be one process measured
-    twice, not an A/A pair)."""
+def expand_instances(specs: Sequence[str], aa: Sequence[str] = ()) -> tuple[Instance, ...]:
+    """Agent specs as given (Instance.from_spec), a repeated plain name becoming NAME#2,
+    NAME#3; each name in `aa` adds a second instance of that agent (and the first, when it was
+    not listed). An attached agent (NAME@HOST:PORT) is one process someone else runs: its
+    address given twice, under any names, raises AgentSpecError (two instances of it would be
+    one process measured twice, not an A/A pair)."""
     wanted = list(specs)
     for name in aa:
         wanted += [name, name] if name not in wanted else [name]
     seen: Counter[str] = Counter()
     addresses: dict[str, str] = {}
-    instances: list[str] = []
+    instances: list[Instance] = []
     for spec in wanted:
-        attached = parse_attached(spec)
-        if attached:
-            spec = f"{attached[0]}@{attached[1]}"  # a world's name says its size: NAME~wN@
-            ranks = rank_addresses(attached[1])
+        instance = Instance.from_spec(spec)
+        if instance.attached:
+            ranks = instance.addresses  # a world's name says its size: NAME~wN@
             for index, address in enumerate(ranks):
-                earlier = addresses.setdefault(address, spec)
-                if earlier != spec or spec in instances or address in ranks[:index]:
+                earlier = addresses.setdefault(address, instance.spec)
+                if earlier != instance.spec or instance in instances or address in ranks[:index]:
                     raise AgentSpecError(
-                        f"{spec}: the address {address} is given twice ({earlier}); an agent "
-                        "someone else runs can be measured once per run (for an A/A pair, "
+                        f"{instance.spec}: the address {address} is given twice ({earlier}); an "
+                        "agent someone else runs can be measured once per run (for an A/A pair, "
                         "start a second one on another port)"
                     )
-            instances.append(spec)
+            instances.append(instance)
             continue
         seen[spec] += 1
-        instances.append(spec if seen[spec] == 1 else f"{spec}{SEPARATOR}{seen[spec]}")
+        instances.append(instance if seen[spec] == 1 else replace(instance, copy=seen[spec]))
     return tuple(instances)
 
 
@@ -221,7 +233,7 @@ def parse_attached(spec: str) -> tuple[str, str] | None:
                 f"invalid agent address {spec!r}: expected NAME@HOST:PORT (a world someone "
                 "else started: NAME@HOST:PORT+HOST:PORT, its ranks in rank order)"
             )
-    size = world_size_of(name)
+    size = Instance.parse(name).ranks
     if (size and size != len(ranks)) or len(ranks) > MAX_WORLD_SIZE:
         raise AgentSpecError(
             f"{spec}: a world of {size or len(ranks)} ranks needs that many addresses, one per "
@@ -235,27 +247,22 @@ def parse_attached(spec: str) -> tuple[str, str] | None:
 def one_agent(spec: str) -> None:
     """Raises AgentSpecError for an attached world (commands that talk to one agent)."""
     attached = parse_attached(spec)
-    if attached and world_size_of(attached[0]):
+    if attached and Instance.parse(attached[0]).ranks:
         raise AgentSpecError(
             f"{spec} is a world of ranks; this command talks to one agent: give one rank as "
             "NAME@HOST:PORT (collector run measures a world)"
         )
 
 
-def rank_addresses(address: str) -> list[str]:
-    """The addresses of an attached spec's ranks ("host:port" alone: one)."""
-    return address.split(RANK_SEPARATOR)
-
-
-def resolve_agents(specs: Sequence[str], manifests: Mapping[str, AgentManifest]) -> None:
-    """Raises AgentSpecError for an unknown agent, a malformed address, or a GPU agent on a
-    host without an NVIDIA driver (before its multi-gigabyte environment is installed)."""
-    if not specs:
+def resolve_agents(instances: Sequence[Instance], manifests: Mapping[str, AgentManifest]) -> None:
+    """Raises AgentSpecError for an unknown agent or a GPU agent on a host without an NVIDIA
+    driver (before its multi-gigabyte environment is installed)."""
+    if not instances:
         raise AgentSpecError(f"no agents given; declared agents: {', '.join(manifests)}")
-    for instance in specs:
-        if parse_attached(instance) is not None:
+    for instance in instances:
+        if instance.attached:
             continue
-        spec = base_name(instance)  # A/A: NAME#2 is a second instance of NAME
+        spec = instance.agent  # A/A: NAME#2 is a second instance of NAME
         if spec not in manifests:
             raise AgentSpecError(
                 f"unknown agent {spec!r}; declared agents: "

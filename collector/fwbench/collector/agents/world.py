@@ -22,7 +22,7 @@ from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.client import AgentUnavailable
 from fwbench.collector.agents.launchers.base import AgentHandle, Launcher, Placement
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.specs import local_devices_of, rank_name
+from fwbench.collector.agents.specs import Instance
 from fwbench.collector.agents.world_call import WorldCall, rank_run_id
 from fwbench.spec import startup
 
@@ -118,8 +118,7 @@ def port_taken(error: str) -> bool:
 def start_world(
     launcher: Launcher,
     manifest: AgentManifest,
-    instance: str,
-    world_size: int,
+    instance: Instance,
     per_rank_threads: int,
     combine: Combine,
 ) -> WorldHandle:
@@ -128,11 +127,11 @@ def start_world(
     The ports a placement chose free can be taken before the ranks bind them: a start that
     failed with "address already in use" is placed and started again, up to PLACEMENTS
     times."""
-    devices = local_devices_of(instance)
+    world_size, devices = instance.ranks, instance.devices
     usable = sorted(os.sched_getaffinity(0))
     pinned = rank_cpus(world_size, per_rank_threads, usable)
     for attempt in range(1, PLACEMENTS + 1):
-        place = launcher.place_world(manifest, instance, world_size, per_rank_threads)
+        place = launcher.place_world(manifest, instance, per_rank_threads)
         cpus = pinned if place.pins_cpus else [[] for _ in range(world_size)]
 
         def one(
@@ -151,12 +150,12 @@ def start_world(
                 **({CPUS_VARIABLE: ",".join(map(str, cpus[rank]))} if place.pins_cpus else {}),
                 **({DEVICES_VARIABLE: str(devices)} if devices > 1 else {}),
             }
-            name = rank_name(instance, rank)
-            return launcher.start(manifest, name, per_rank_threads, environment, abandon=abandon)
+            one = instance.of_rank(rank)
+            return launcher.start(manifest, one, per_rank_threads, environment, abandon=abandon)
 
         starts = [partial(one, rank) for rank in range(world_size)]
         try:
-            ranks = _every_rank(instance, starts, place.release)
+            ranks = _every_rank(str(instance), starts, place.release)
             break
         except AgentUnavailable as error:
             if attempt == PLACEMENTS or not port_taken(str(error)):
@@ -164,7 +163,7 @@ def start_world(
     first = ranks[0]
     client = WorldClient(instance, ranks, combine)
     return WorldHandle(
-        name=instance,
+        instance=instance,
         address=first.address,
         client=client,  # type: ignore[arg-type]
         manifest=manifest,
@@ -206,22 +205,23 @@ def _every_rank(
 
 
 def attach_world(
-    name: str,
-    addresses: Sequence[str],
+    instance: Instance,
     combine: Combine,
-    attach: Callable[[str, str], AgentHandle],
+    attach: Callable[[Instance, str], AgentHandle],
 ) -> WorldHandle:
     """A world someone else started (NAME@HOST:PORT+HOST:PORT, ranks in rank order): each rank
-    attached side by side with `attach(rank_name, address)`. Whoever started the ranks chose
+    attached side by side with `attach(rank, address)`. Whoever started the ranks chose
     their rendezvous; WorldClient.describe then checks that each is the rank its place says, of
     a world of that size, and the same agent as rank 0."""
-    ranks = _every_rank(  # attaching waits for nothing a failed rank could release
-        name, [partial(_attach, attach, rank_name(name, r), a) for r, a in enumerate(addresses)]
-    )
+    starts = [
+        partial(_attach, attach, instance.of_rank(rank), address)
+        for rank, address in enumerate(instance.addresses)
+    ]
+    ranks = _every_rank(str(instance), starts)  # attaching waits for nothing to release
     return WorldHandle(
-        name=name,
+        instance=instance,
         address=ranks[0].address,
-        client=WorldClient(name, ranks, combine),  # type: ignore[arg-type]
+        client=WorldClient(instance, ranks, combine),  # type: ignore[arg-type]
         ranks=ranks,
         cpus=[[] for _ in ranks],
         placement="attached",
@@ -229,9 +229,12 @@ def attach_world(
 
 
 def _attach(
-    attach: Callable[[str, str], AgentHandle], name: str, address: str, _: threading.Event
+    attach: Callable[[Instance, str], AgentHandle],
+    rank: Instance,
+    address: str,
+    _: threading.Event,
 ) -> AgentHandle:
-    return attach(name, address)
+    return attach(rank, address)
 
 
 # How ranks' results become one (run/combine.py, which checks them: the run layer's job).
@@ -242,8 +245,9 @@ class WorldClient:
     """The AgentClient calls the run uses, over every rank: Describe checks that the ranks are
     one world of one agent; Run fans out and combines (WorldCall)."""
 
-    def __init__(self, name: str, ranks: list[AgentHandle], combine: Combine) -> None:
-        self.name, self.ranks, self.combine = name, ranks, combine
+    def __init__(self, instance: Instance, ranks: list[AgentHandle], combine: Combine) -> None:
+        self.instance, self.ranks, self.combine = instance, ranks, combine
+        self.name = str(instance)
         self.address = ranks[0].address
         self.last_results: list[agent_pb2.RunResult] = []
         self.broken = ""  # why the world cannot run another cell (WorldCall._failed)
@@ -259,11 +263,11 @@ class WorldClient:
                     f"{world.rank} of {world.world_size}, not rank {index} of "
                     f"{len(self.ranks)} (does it read WORLD_SIZE and RANK?)"
                 )
-            devices = max(world.local_devices, 1)
-            if devices != max(local_devices_of(self.name), 1):
+            devices, expected = max(world.local_devices, 1), max(self.instance.devices, 1)
+            if devices != expected:
                 raise AgentUnavailable(
                     f"{self.name}: the agent at {self.ranks[index].address} spreads its step "
-                    f"over {devices} device(s), not {local_devices_of(self.name)} (does it read "
+                    f"over {devices} device(s), not {expected} (does it read "
                     f"{DEVICES_VARIABLE}? protocol 1.4)"
                 )
             if reply.identity != first.identity:

@@ -18,7 +18,7 @@ from fwbench.collector.agents.image_labels import ImageLabelError, manifest_of
 from fwbench.collector.agents.launchers.attached import attach
 from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.locks import LockError, LockState, lock_state, write_lock
-from fwbench.collector.agents.specs import one_agent, parse_attached, resolve_agents
+from fwbench.collector.agents.specs import Instance, one_agent, resolve_agents
 from fwbench.collector.cli.common import (
     KNOWN_ERRORS,
     ExitCode,
@@ -152,12 +152,12 @@ def describe(
     # Kept on every way out (a failed start's error carries the log's last line).
     with command_logs("describe") as logs:
         try:
-            resolve_agents([agent], declared)
+            instance = Instance.from_spec(agent)
+            resolve_agents([instance], declared)
             one_agent(agent)
-            attached = parse_attached(agent)
             handle = (
-                attach(*attached, security=security)
-                if attached
+                attach(instance, instance.address, security=security)
+                if instance.attached
                 else start_local(declared[agent], logs, report=lambda line: errors.print(line))
             )
         except KNOWN_ERRORS as error:

@@ -18,6 +18,7 @@ from fwbench.collector.agents.launchers import AgentHandle, Launcher, LauncherKi
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.specs import (
     AgentSpecError,
+    Instance,
     base_name,
     one_agent,
     parse_attached,
@@ -153,7 +154,7 @@ def conformance(
     take_interrupts_once()
     # What make_launcher reads of a run's options: the launcher and its start timeout (the
     # suite stores nothing: no output folder, no store).
-    options = RunOptions((spec,), None, Path(), cell_timeout, start_timeout, "", launcher=launcher)
+    options = RunOptions((), None, Path(), cell_timeout, start_timeout, "", launcher=launcher)
     agent_launcher: Launcher | None = None
     handle: AgentHandle | None = None
     with command_logs("conformance") as logs:
@@ -164,19 +165,21 @@ def conformance(
                         [spec], [], declared, launcher == LauncherKind.DOCKER
                     )
                     spec = names[0]
-                    options = dataclasses.replace(options, agents=(spec,))
-                resolve_agents([spec], declared)
+                instance = Instance.from_spec(spec)
+                resolve_agents([instance], declared)
                 one_agent(spec)
-                started, reported = suite_variables(agent_env or [], spec, declared)
-                options = dataclasses.replace(options, agent_environment=started)
+                started, reported = suite_variables(agent_env or [], instance, declared)
+                options = dataclasses.replace(
+                    options, agents=(instance,), agent_environment=started
+                )
                 agent_launcher = make_launcher(options, uuid.uuid4().hex[:12], logs, errors)
-                attached = parse_attached(spec)
-                if attached is not None:  # one that serves no health is checked, not unreachable
-                    handle = attach_for_suite(*attached, min(start_timeout, 10.0), security)
+                if instance.attached:  # one that serves no health is checked, not unreachable
+                    handle = attach_for_suite(instance, min(start_timeout, 10.0), security)
                 else:
-                    handle = launch_all([spec], declared, agent_launcher, start_timeout, security)[
-                        0
-                    ]
+                    started_ = launch_all(
+                        [instance], declared, agent_launcher, start_timeout, security
+                    )
+                    handle = started_[0]
             except KNOWN_ERRORS as error:
                 fail_with(error)
             suite = Target(

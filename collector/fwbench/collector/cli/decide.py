@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from fwbench.collector.agents.families import FAMILY
+from fwbench.collector.agents.specs import Instance
 from fwbench.collector.analysis.decisions import DECISION_HEADERS, decision_rows, decisions_caption
 from fwbench.collector.analysis.history import earlier_history
 from fwbench.collector.run.plan import SelectionError
@@ -120,12 +121,13 @@ def decide_options(
     budget: str,
     baseline: str,
     margin: float | None,
-    agents: Sequence[str],
+    instances: Sequence[Instance],
     fresh_process: bool,
 ) -> dict[str, Any]:
     """RunOptions fields for --until-decided (empty without it); SelectionError for bad input.
     `budget` "" when not given (DEFAULT_BUDGET then): one given without --until-decided, even
-    the default's value, is refused."""
+    the default's value, is refused. --baseline names an instance as the results do."""
+    agents = [str(instance) for instance in instances]
     if not until_decided:
         given = [
             option for option, value in (("--budget", budget), ("--baseline", baseline)) if value

@@ -14,6 +14,7 @@ import typer
 from fwbench.collector.agents.image_labels import images_by_id
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.agents.specs import AgentSpecError
 from fwbench.collector.analysis.answers import rich_answers, run_answers
 from fwbench.collector.analysis.contenders import load_run
 from fwbench.collector.analysis.findings import find, summary_lines
@@ -80,7 +81,7 @@ def resume_run(
             shlex.join(["collector", *sys.argv[1:]]),
             security,
         )
-    except (ResumeRefused, PersistenceError, StorageUnusable) as error:
+    except (ResumeRefused, PersistenceError, StorageUnusable, AgentSpecError) as error:
         fail_with(error)
     extra = manifests or [Path(folder) for folder in options.manifest_dirs]
     declared = load_manifests(extra)

@@ -73,9 +73,9 @@ def render_manifests(
         parsed = parse_world_sizes(world_sizes, None, "0") if world_sizes else ()
     except SelectionError as error:
         fail_with(error)
-    if any(not size.isdigit() for size in parsed):
+    if any(devices > 1 for _, devices in parsed):
         fail("k8s render: a world of one process of several devices (1xD) is not rendered yet")
-    sizes = tuple(int(size) for size in parsed)
+    sizes = tuple(ranks for ranks, _ in parsed)
     given = k8s or []
     own = [o for o in given if o.partition("=")[0] in ("namespace", "registry", "cpus", "memory")]
     if own:

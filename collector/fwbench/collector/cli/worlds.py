@@ -12,7 +12,7 @@ from fwbench.collector.agents.specs import (
     DEVICES_SEPARATOR,
     MAX_LOCAL_DEVICES,
     MAX_WORLD_SIZE,
-    world_size_of,
+    Instance,
 )
 from fwbench.collector.analysis.scaling import CAPTION, HEADERS, scaling_rows, scaling_table
 from fwbench.collector.run.plan import SelectionError, split_list
@@ -30,11 +30,11 @@ def parse_world_sizes(
     min_seconds: float | None,
     threads: str = "0",
     strategies: str = "default",
-) -> tuple[str, ...]:
-    """The sizes, in the order given, each N (ranks) or NxD (N ranks of D devices each: 1xD,
-    one process spreading its step over D devices of its own); () without --world-sizes.
-    Raises SelectionError."""
-    sizes: list[str] = []
+) -> tuple[tuple[int, int], ...]:
+    """The sizes, in the order given, each (ranks, devices): N (N ranks of one device) or NxD
+    (N ranks of D devices each: 1xD, one process spreading its step over D devices of its
+    own); () without --world-sizes. Raises SelectionError."""
+    sizes: list[tuple[int, int]] = []
     for item in split_list(text):
         sizes.append(_world_size(item))
     if not sizes:
@@ -47,8 +47,8 @@ def parse_world_sizes(
     return tuple(dict.fromkeys(sizes))
 
 
-def _world_size(item: str) -> str:
-    """N or NxD, normalised (1x1 is 1)."""
+def _world_size(item: str) -> tuple[int, int]:
+    """(ranks, devices) of N or NxD."""
     ranks, sep, devices = item.lower().partition(DEVICES_SEPARATOR)
     if not ranks.isdigit() or not 1 <= int(ranks) <= MAX_WORLD_SIZE:
         raise SelectionError(
@@ -56,7 +56,7 @@ def _world_size(item: str) -> str:
             f"process of D devices, D 1..{MAX_LOCAL_DEVICES}"
         )
     if not sep or devices == "1":
-        return str(int(ranks))
+        return int(ranks), 1
     if not devices.isdigit() or not 1 <= int(devices) <= MAX_LOCAL_DEVICES:
         raise SelectionError(
             f"invalid world size {item!r}: D in NxD is the devices of each process, "
@@ -67,14 +67,14 @@ def _world_size(item: str) -> str:
             f"world size {item!r}: several devices in each of several processes is not built "
             "(JAX's host devices cannot meet multi-process); use 1xD or N"
         )
-    return f"{int(ranks)}{DEVICES_SEPARATOR}{int(devices)}"
+    return int(ranks), int(devices)
 
 
-def has_worlds(sizes: tuple[str, ...], specs: tuple[str, ...], min_seconds: float | None,
-               threads: str) -> bool:  # fmt: skip
+def has_worlds(sizes: tuple[tuple[int, int], ...], instances: tuple[Instance, ...],
+               min_seconds: float | None, threads: str) -> bool:  # fmt: skip
     """Whether the run measures worlds: --world-sizes, or a world someone else started
     (NAME@HOST:PORT+HOST:PORT), whose loop is checked as --world-sizes' is."""
-    attached = any(world_size_of(spec) for spec in specs)
+    attached = any(instance.ranks for instance in instances)
     if attached and not sizes:
         check_world_loop(min_seconds, threads)
     return bool(sizes) or attached

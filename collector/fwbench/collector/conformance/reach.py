@@ -21,18 +21,19 @@ from fwbench.collector.agents.client import AgentClient, AgentUnavailable
 from fwbench.collector.agents.launchers import AgentHandle
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
-from fwbench.collector.agents.specs import base_name, parse_attached
+from fwbench.collector.agents.specs import Instance
 from fwbench.spec import settings
 
 PROBE_VARIABLE = settings.CONFORMANCE_PROBE
 
 
 def attach_for_suite(
-    name: str, address: str, timeout_seconds: float, security: ChannelSecurity | None
+    instance: Instance, timeout_seconds: float, security: ChannelSecurity | None
 ) -> AgentHandle:
-    """A handle on the agent at `address` once its health service says SERVING, or at once
-    when it answers that it has none; raises AgentUnavailable."""
-    client = AgentClient(name, address, security)
+    """A handle on the agent at `instance.address` once its health service says SERVING, or
+    at once when it answers that it has none; raises AgentUnavailable."""
+    address = instance.address
+    client = AgentClient(str(instance), address, security)
     try:
         if not _without_health(client):
             client.wait_healthy(timeout_seconds)
@@ -40,7 +41,7 @@ def attach_for_suite(
         if not _without_health(client):
             client.close()
             raise
-    return AgentHandle(name=name, address=address, client=client)
+    return AgentHandle(instance=instance, address=address, client=client)
 
 
 def _without_health(client: AgentClient) -> bool:
@@ -54,14 +55,14 @@ def _without_health(client: AgentClient) -> bool:
 
 
 def suite_variables(
-    items: Iterable[str], spec: str, declared: Mapping[str, AgentManifest]
+    items: Iterable[str], instance: Instance, declared: Mapping[str, AgentManifest]
 ) -> tuple[dict[str, str], dict[str, str]]:
     """(the variables to start the agent with, those it must report) for --agent-env's
     NAME=VALUE items; raises AgentSpecError as `collector run --agent-env` does."""
     variables = parse_agent_environment(items)
-    if parse_attached(spec) is not None:
+    if instance.attached:
         return {}, variables
-    manifest = declared.get(base_name(spec))
+    manifest = declared.get(instance.agent)
     check_against(variables, [], [manifest] if manifest is not None else [])
     started = {**variables, PROBE_VARIABLE: f"conformance-{uuid.uuid4().hex[:12]}"}
     return started, started

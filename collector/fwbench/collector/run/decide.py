@@ -69,9 +69,9 @@ def questions_for(work: Sequence[AgentWork], baseline: str) -> list[Question]:
     found = []
     natives = family_baselines(describe_triples({w.handle.name: w.describe for w in work}))
     for item in work:
-        name = item.handle.name
+        name, first = item.handle.name, str(item.handle.instance.first_copy)
         base = natives.get(name) if baseline == FAMILY else baseline
-        if (against := aa_base(name) if aa_base(name) != name else base) is None:
+        if (against := first if first != name else base) is None:
             continue  # family view: a native agent, or one whose family has none here
         for cell in item.cells:
             key = cell_key(cell)

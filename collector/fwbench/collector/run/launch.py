@@ -26,14 +26,7 @@ from fwbench.collector.agents.launchers.kubernetes import parse_k8s_options
 from fwbench.collector.agents.launchers.slurm_jobs import cancel_orphans
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
-from fwbench.collector.agents.specs import (
-    AgentSpecError,
-    base_name,
-    local_devices_of,
-    parse_attached,
-    rank_addresses,
-    world_size_of,
-)
+from fwbench.collector.agents.specs import AgentSpecError, Instance
 from fwbench.collector.agents.world import attach_world, start_world
 from fwbench.collector.images.build import ensure_image, image_tag
 from fwbench.collector.run.combine import combine
@@ -76,37 +69,36 @@ def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Cons
 
 
 def launch_all(
-    specs: Sequence[str],
+    instances: Sequence[Instance],
     manifests: dict[str, AgentManifest],
     launcher: Launcher,
     timeout: float,
     security: ChannelSecurity | None = None,
     options: RunOptions | None = None,
-    sizing: Sequence[str] = (),
+    sizing: Sequence[Instance] = (),
 ) -> list[AgentHandle]:
     """Starts or attaches every agent side by side; on any failure stops those started and
-    re-raises. `sizing`: every instance of the run, when `specs` are some of them (a rank's
-    CPUs are the same in every world: rank_threads)."""
+    re-raises. `sizing`: every instance of the run, when `instances` are some of them (a
+    rank's CPUs are the same in every world: rank_threads)."""
 
-    per_rank = rank_threads(sizing or specs, options)
+    per_rank = rank_threads(sizing or instances, options)
+    reach = min(timeout, 10.0)
 
-    def one(spec: str) -> AgentHandle:
-        attached = parse_attached(spec)
-        if attached and world_size_of(attached[0]):
+    def one(instance: Instance) -> AgentHandle:
+        if instance.attached and instance.ranks:
             return attach_world(
-                attached[0], rank_addresses(attached[1]), combine,
-                lambda name, address: attach(name, address, min(timeout, 10.0), security),
-            )  # fmt: skip
-        if attached:
-            return attach(*attached, min(timeout, 10.0), security)
-        size = world_size_of(spec)
-        if size:
-            threads = per_rank * (1 if scheduled_threads(options) else local_devices_of(spec))
-            return start_world(launcher, manifests[base_name(spec)], spec, size, threads, combine)
-        return launcher.start(manifests[base_name(spec)], spec, 0)
+                instance, combine, lambda rank, address: attach(rank, address, reach, security)
+            )
+        if instance.attached:
+            return attach(instance, instance.address, reach, security)
+        manifest = manifests[instance.agent]
+        if instance.ranks:
+            threads = per_rank * (1 if scheduled_threads(options) else instance.devices)
+            return start_world(launcher, manifest, instance, threads, combine)
+        return launcher.start(manifest, instance, 0)
 
-    with ThreadPoolExecutor(max_workers=len(specs)) as pool:
-        futures = [pool.submit(one, spec) for spec in specs]
+    with ThreadPoolExecutor(max_workers=len(instances)) as pool:
+        futures = [pool.submit(one, instance) for instance in instances]
     handles, errors = [], []
     for future in futures:
         try:
@@ -124,7 +116,7 @@ def check_identity(handle: AgentHandle, describe: agent_pb2.DescribeResponse) ->
     """An attached agent is what its NAME@ says, and an agent from an image that declares
     itself is the agent its label names, or the run is refused (AgentSpecError) before
     anything is written: rows are labelled with NAME, so a wrong one would mislabel them."""
-    said, actual = base_name(handle.name), describe.identity.name
+    said, actual = handle.instance.agent, describe.identity.name
     image = handle.manifest.image if handle.manifest is not None else None
     if (handle.kind != "attached" and image is None) or said == actual:
         return
@@ -156,7 +148,7 @@ def adopt(
     for handle in handles:
         restart = None
         if handle.manifest is not None:
-            restart = restarter(handle.manifest, launcher, handle.name, handle.threads)
+            restart = restarter(handle.manifest, launcher, handle.instance, handle.threads)
         describe = handle.client.describe()
         check_identity(handle, describe)
         if handle.manifest is not None:  # started by the collector
@@ -193,24 +185,23 @@ def scheduled_threads(options: RunOptions | None) -> int:
     return 0
 
 
-def rank_threads(specs: Sequence[str], options: RunOptions | None = None) -> int:
+def rank_threads(instances: Sequence[Instance], options: RunOptions | None = None) -> int:
     """Threads (and CPUs) of every rank of every world in the run: on a scheduler, what each
     rank is given (scheduled_threads); otherwise this host's usable CPUs shared by the
     largest world's replicas, so a replica has the same resources in every world size (weak
     scaling: 2 CPUs and --world-sizes 1,2 give each rank one; a 1xD process gets D times a
     replica's)."""
-    largest = max((world_size_of(s) * local_devices_of(s) for s in specs), default=0)
+    largest = max((i.ranks * i.devices for i in instances), default=0)
     return scheduled_threads(options) or max(len(os.sched_getaffinity(0)) // max(largest, 1), 1)
 
 
 def restarter(
-    manifest: AgentManifest, launcher: Launcher, instance: str, rank_threads: int = 0
+    manifest: AgentManifest, launcher: Launcher, instance: Instance, rank_threads: int = 0
 ) -> Callable[[int], AgentHandle]:
     """Starts a fresh instance with N threads (a world: every rank afresh, N per rank)."""
-    size = world_size_of(instance)
-    if size:
+    if instance.ranks:
         return lambda threads: start_world(
-            launcher, manifest, instance, size, threads or rank_threads, combine
+            launcher, manifest, instance, threads or rank_threads, combine
         )
     return lambda threads: launcher.start(manifest, instance, threads)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.agents.specs import Instance
 from fwbench.collector.run.interference import DEFAULT_THRESHOLD_PERCENT
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
@@ -28,7 +29,7 @@ _NOT_RECORDED = (
 
 @dataclass(frozen=True)
 class RunOptions:
-    agents: tuple[str, ...]
+    agents: tuple[Instance, ...]
     out_dir: Path | None
     store_path: Path
     cell_timeout_seconds: float | None
@@ -90,7 +91,7 @@ def options_record(options: RunOptions) -> dict[str, Any]:
         if field.name not in _NOT_RECORDED
     }
     record["launcher"] = options.launcher.value
-    record["agents"] = list(options.agents)
+    record["agents"] = [instance.spec for instance in options.agents]
     record["manifest_dirs"] = list(options.manifest_dirs)
     record["images"] = list(options.images)
     record["slurm_options"] = list(options.slurm_options)
@@ -105,11 +106,12 @@ def options_from_record(
     command_line: str,
     security: ChannelSecurity | None = None,
 ) -> RunOptions:
-    """The options a run recorded (options_record), for resuming it."""
+    """The options a run recorded (options_record), for resuming it. Raises AgentSpecError for
+    an agent spec that is not one."""
     known = {f.name for f in dataclasses.fields(RunOptions)} - set(_NOT_RECORDED)
     values = {key: value for key, value in record.items() if key in known}
     values["launcher"] = LauncherKind(values.get("launcher", LauncherKind.LOCAL.value))
-    values["agents"] = tuple(values["agents"])
+    values["agents"] = tuple(Instance.from_spec(str(spec)) for spec in values["agents"])
     values["manifest_dirs"] = tuple(values.get("manifest_dirs", ()))
     values["pythons"] = dict(values.get("pythons", {}))
     values["agent_environment"] = dict(values.get("agent_environment", {}))

@@ -122,7 +122,7 @@ def _execute(
     # A launcher whose idle agents hold an allocation starts them one at a time, each given
     # back once it has said what it is (AgentWork.rest; its first cell starts it again).
     one_at_a_time = getattr(launcher, "holds_allocation", False)
-    batches = [[spec] for spec in options.agents] if one_at_a_time else [list(options.agents)]
+    batches = [[one] for one in options.agents] if one_at_a_time else [list(options.agents)]
     try:
         for batch in batches:
             started = launch_all(batch, manifests, launcher, options.start_timeout_seconds,

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.launchers import AgentHandle
-from fwbench.collector.agents.specs import world_size_of
 from fwbench.collector.run.plan import Cell
 from fwbench.spec import startup
 
@@ -58,7 +57,7 @@ class AgentWork:
             return ""
         if not self.describe.threads.fixed_at_startup or threads == self.handle.threads:
             return ""
-        if world_size_of(self.handle.name) and not threads:  # ranks: their CPUs' count
+        if self.handle.instance.ranks and not threads:  # ranks: their CPUs' count
             return ""
         if self.restart is None:
             return (

@@ -7,20 +7,21 @@ from __future__ import annotations
 from fwbench.collector.agents.client import AgentClient, AgentUnavailable
 from fwbench.collector.agents.launchers.base import AgentHandle
 from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.agents.specs import Instance
 
 
 def attach(
-    name: str,
+    instance: Instance,
     address: str,
     timeout_seconds: float = 10.0,
     security: ChannelSecurity | None = None,
 ) -> AgentHandle:
     """A handle on the agent at `address` once its health service says SERVING; raises
     AgentUnavailable."""
-    client = AgentClient(name, address, security)
+    client = AgentClient(str(instance), address, security)
     try:
         client.wait_healthy(timeout_seconds)
     except AgentUnavailable:
         client.close()
         raise
-    return AgentHandle(name=name, address=address, client=client)
+    return AgentHandle(instance=instance, address=address, client=client)

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Protocol
 from fwbench.collector.agents.client import AgentClient
 from fwbench.collector.agents.docker_engine import ImageInfo
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.specs import Instance
 from fwbench.spec import startup
 
 START_TIMEOUT_SECONDS = 180.0
@@ -43,7 +44,7 @@ class AgentHandle:
 
     kind: ClassVar[str] = "attached"
 
-    name: str
+    instance: Instance  # which agent, in what world shape, which copy and rank
     address: str
     client: AgentClient
     manifest: AgentManifest | None = None
@@ -55,6 +56,11 @@ class AgentHandle:
     # (attached: the collector only has the agent's own word, Describe's pid).
     host_pid: int = 0
     details: dict[str, Any] = field(default_factory=dict)  # extra run.json facts
+
+    @property
+    def name(self) -> str:
+        """The instance's name, as the results table's `agent` column says it."""
+        return str(self.instance)
 
     def alive(self) -> bool:
         """Whether the agent still exists (a process or container), or answers (attached)."""
@@ -130,12 +136,12 @@ class Launcher(Protocol):
     def start(
         self,
         manifest: AgentManifest,
-        instance: str,
+        instance: Instance,
         threads: int,
         extra_environment: Mapping[str, str] | None = None,
         abandon: threading.Event | None = None,
     ) -> AgentHandle:
-        """Starts `instance` (the agent's name, or NAME#2 for a further A/A instance) and blocks
+        """Starts `instance` (the agent, a further A/A copy NAME#2, a world's rank) and blocks
         until it is healthy or `start_timeout_seconds` pass. `threads` > 0 sets FWBENCH_THREADS
         (frameworks that size their thread pools at start-up); `extra_environment` adds
         variables (a rank's world: agents/world.py). Raises AgentUnavailable, or the
@@ -152,11 +158,9 @@ class Launcher(Protocol):
         way when the run was interrupted). Idempotent; later starts are refused."""
         ...
 
-    def place_world(
-        self, manifest: AgentManifest, instance: str, size: int, threads: int
-    ) -> Placement:
-        """Where the ranks of world `instance` (NAME~wN) of `manifest`'s agent, `threads` each,
-        will meet; its ranks are then started as `instance-rankR` (a scheduler may have
+    def place_world(self, manifest: AgentManifest, world: Instance, threads: int) -> Placement:
+        """Where the `world.ranks` ranks of `world` (NAME~wN) of `manifest`'s agent, `threads`
+        each, will meet; its ranks are then started as `world.of_rank(R)` (a scheduler may have
         submitted them all at once here, as one allocation). Raises AgentUnavailable when
         they cannot be placed."""
         ...

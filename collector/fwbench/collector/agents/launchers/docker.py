@@ -47,7 +47,7 @@ from fwbench.collector.agents.launchers.docker_sweep import (
     run_labels,
 )
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.specs import rank_name, world_and_rank
+from fwbench.collector.agents.specs import Instance
 from fwbench.spec import startup
 
 # Inside a world's network each rank has its own namespace: the same ports in every container.
@@ -135,18 +135,18 @@ class DockerLauncher:
             raise ValueError("the Docker launcher needs an image_for (images/build.py)")
         self.settings = settings
         self.image_for = settings.image_for
-        self._networks: dict[str, str] = {}  # world instance -> its network (place_world)
+        self._networks: dict[Instance, str] = {}  # a world -> its network (place_world)
 
     def start(
         self,
         manifest: AgentManifest,
-        instance: str,
+        instance: Instance,
         threads: int,
         extra_environment: Mapping[str, str] | None = None,
         abandon: threading.Event | None = None,
     ) -> AgentHandle:
         extra = dict(extra_environment or {})
-        world = self._networks.get(world_and_rank(instance)[0]) if extra else None
+        world = self._networks.get(instance.world) if extra else None
         extra = {**self.settings.environment, **extra}
         return start_docker(
             manifest,
@@ -163,16 +163,14 @@ class DockerLauncher:
             abandon=abandon,
         )
 
-    def place_world(
-        self, manifest: AgentManifest, instance: str, size: int, threads: int
-    ) -> Placement:
+    def place_world(self, manifest: AgentManifest, world: Instance, threads: int) -> Placement:
         """A user-defined Docker network per world: each rank its own container (its own
         network namespace, so the same ports in each), reached by container name."""
         run_id = self.settings.run_id
-        network = f"fwbench-{run_id}-{safe_name(instance)}"
+        network = f"fwbench-{run_id}-{safe_name(str(world))}"
         release = create_network(docker_client(), run_id, network)
-        self._networks[instance] = network
-        ranks = [container_name(run_id, rank_name(instance, r)) for r in range(size)]
+        self._networks[world] = network
+        ranks = [container_name(run_id, str(world.of_rank(r))) for r in range(world.ranks)]
         return Placement(
             ranks[0],
             RENDEZVOUS_PORT,
@@ -193,7 +191,7 @@ def start_docker(
     timeout_seconds: float = START_TIMEOUT_SECONDS,
     threads: int = 0,
     cpuset: str = "",
-    instance: str = "",
+    instance: Instance | None = None,
     limits: ContainerLimits | None = None,
     extra_environment: Mapping[str, str] | None = None,
     network: str = "",
@@ -201,10 +199,11 @@ def start_docker(
 ) -> ContainerAgent:
     """Starts the agent's container from `image` and waits until its health service says
     SERVING. `threads` > 0 sets FWBENCH_THREADS; `cpuset` ("0-1", "0,2") pins the container's
-    CPUs; `instance` names a further instance of the agent (NAME#2); `network` puts it on a
-    world's network (place_world). Raises AgentUnavailable (the container is removed first) or
-    DockerUnavailable."""
-    name = instance or manifest.name
+    CPUs; `instance` is which (default: the agent alone; a further A/A copy NAME#2, a rank);
+    `network` puts it on a world's network (place_world). Raises AgentUnavailable (the
+    container is removed first) or DockerUnavailable."""
+    instance = instance or Instance(manifest.name)
+    name = str(instance)
     client = docker_client()
     suffix = f"-threads{threads}" if threads else ""
     grpc_port, metrics_port = f"{manifest.grpc_port}/tcp", f"{manifest.metrics_port}/tcp"
@@ -225,7 +224,7 @@ def start_docker(
         network=network,
     )
     handle = ContainerAgent(
-        name=name,
+        instance=instance,
         address="",
         client=AgentClient(name, "unset"),
         manifest=manifest,

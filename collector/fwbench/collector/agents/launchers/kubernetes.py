@@ -42,7 +42,7 @@ from fwbench.collector.agents.launchers.kubernetes_objects import (
 from fwbench.collector.agents.launchers.kubernetes_policy import PodOptions, parse_pod_option
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
-from fwbench.collector.agents.specs import local_devices_of, world_and_rank
+from fwbench.collector.agents.specs import Instance
 from fwbench.spec import startup
 
 
@@ -160,7 +160,7 @@ class KubernetesLauncher:
         self._count = itertools.count(1)
         self._closed = threading.Event()
         self._started: list[AgentHandle] = []
-        self._worlds: dict[str, str] = {}  # world instance -> its Job
+        self._worlds: dict[Instance, str] = {}  # a world -> its Job
         # Agent pods listen on their pod's addresses: each demands the run's own random token,
         # which reaches it from a Secret (never in a pod's spec) and travels with every call.
         token = secrets.token_urlsafe(32)
@@ -182,7 +182,7 @@ class KubernetesLauncher:
         return self.options.registry + tag
 
     def _create(
-        self, manifest: AgentManifest, instance: str, size: int, threads: int, world: bool
+        self, manifest: AgentManifest, instance: Instance, size: int, threads: int, world: bool
     ) -> str:
         """The Service and Job of `instance` as a world of `size` pods (`world`: ranks told
         torchrun's variables, also a world of one; else one agent); returns the Job's name."""
@@ -192,8 +192,8 @@ class KubernetesLauncher:
         name = f"{base}-{next(self._count)}"
         env = {**self.settings.environment, startup.ORPHAN_SECONDS: f"{orphan_seconds():g}"}
         env.update(startup.thread_variables(threads))
-        if world and local_devices_of(instance) > 1:  # NAME~w1xD: one pod of D devices
-            env[startup.LOCAL_DEVICES] = str(local_devices_of(instance))
+        if world and instance.devices > 1:  # NAME~w1xD: one pod of D devices
+            env[startup.LOCAL_DEVICES] = str(instance.devices)
         gpus = 1 if manifest.requires_gpu else 0
         shape = PodShape(self.options.cpus, self.options.memory, gpus)
         objects = world_objects(
@@ -209,20 +209,20 @@ class KubernetesLauncher:
     def start(
         self,
         manifest: AgentManifest,
-        instance: str,
+        instance: Instance,
         threads: int,
         extra_environment: Mapping[str, str] | None = None,
         abandon: threading.Event | None = None,  # not used: a world is one job (base.py)
     ) -> AgentHandle:
-        """One agent, its own Job of one pod; or a rank (WORLD-rankR) of the Job place_world
-        created, whose pod already has the world's variables (extra_environment is the same)."""
-        name = instance or manifest.name
-        world, rank = world_and_rank(name)
+        """One agent, its own Job of one pod; or a rank of the Job place_world created, whose
+        pod already has the world's variables (extra_environment is the same)."""
+        name, rank = str(instance), instance.rank
         deadline = time.monotonic() + self.settings.start_timeout_seconds
-        owns = world not in self._worlds
-        job = self._create(manifest, name, 1, threads, False) if owns else self._worlds[world]
+        placed = self._worlds.get(instance.world) if rank is not None else None
+        owns = placed is None
+        job = placed or self._create(manifest, instance, 1, threads, False)
         handle = KubernetesAgent(
-            name=name,
+            instance=instance,
             address="",
             client=AgentClient(name, "unset"),
             manifest=manifest,
@@ -253,13 +253,13 @@ class KubernetesLauncher:
         self._started.append(handle)
         return handle
 
-    def place_world(
-        self, manifest: AgentManifest, instance: str, size: int, threads: int
-    ) -> Placement:
-        """One Indexed Job of `size` pods: every rank is told its index (RANK), rank 0's stable
-        hostname under the headless Service (MASTER_ADDR) and every rank's (FWBENCH_PEERS)."""
-        job = self._create(manifest, instance, size, threads, True)
-        self._worlds[instance] = job
+    def place_world(self, manifest: AgentManifest, world: Instance, threads: int) -> Placement:
+        """One Indexed Job of `world.ranks` pods: every rank is told its index (RANK), rank 0's
+        stable hostname under the headless Service (MASTER_ADDR) and every rank's
+        (FWBENCH_PEERS)."""
+        size = world.ranks
+        job = self._create(manifest, world, size, threads, True)
+        self._worlds[world] = job
         return Placement(
             f"{job}-0.{job}",
             RENDEZVOUS_PORT,

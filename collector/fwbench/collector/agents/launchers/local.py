@@ -30,6 +30,7 @@ from fwbench.collector.agents.launchers.base import (
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.security import AGENT_VARIABLES
+from fwbench.collector.agents.specs import Instance
 from fwbench.spec import startup
 
 # How long close() waits for abandoned starts to stop their processes (SIGTERM, then SIGKILL
@@ -106,13 +107,13 @@ class LocalLauncher:
     def start(
         self,
         manifest: AgentManifest,
-        instance: str,
+        instance: Instance,
         threads: int,
         extra_environment: Mapping[str, str] | None = None,
         abandon: threading.Event | None = None,
     ) -> AgentHandle:
         if self._closed.is_set():
-            raise AgentUnavailable(f"not starting {instance or manifest.name}: the run is ending")
+            raise AgentUnavailable(f"not starting {instance}: the run is ending")
         with self._changed:
             self._starting += 1
         try:
@@ -132,11 +133,9 @@ class LocalLauncher:
                 self._starting -= 1
                 self._changed.notify_all()
 
-    def place_world(
-        self, manifest: AgentManifest, instance: str, size: int, threads: int
-    ) -> Placement:
+    def place_world(self, manifest: AgentManifest, world: Instance, threads: int) -> Placement:
         """Processes on this host: everything on the loopback, on distinct ports free now."""
-        rendezvous, *peers = free_ports(size + 1)
+        rendezvous, *peers = free_ports(world.ranks + 1)
         return Placement("127.0.0.1", rendezvous, [f"127.0.0.1:{p}" for p in peers], "local")
 
     def close(self) -> None:
@@ -170,7 +169,7 @@ def start_local(
     report: Callable[[str], None] = lambda _: None,
     timeout_seconds: float = START_TIMEOUT_SECONDS,
     threads: int = 0,
-    instance: str = "",
+    instance: Instance | None = None,
     abandon: threading.Event | Either | None = None,
     python: str | None = None,
     extra_environment: Mapping[str, str] | None = None,
@@ -179,8 +178,10 @@ def start_local(
     never installed into) and starts the agent; raises AgentUnavailable, EnvironmentBuildError
     or EnvironmentUnsuitable. The process is in its own session, so a Ctrl-C in the terminal
     reaches only the collector, which then stops it in order. `abandon`, once set, ends the
-    start (AgentUnavailable) with the process stopped and its ports folder removed."""
-    name = instance or manifest.name
+    start (AgentUnavailable) with the process stopped and its ports folder removed. `instance`:
+    by default the agent alone."""
+    instance = instance or Instance(manifest.name)
+    name = str(instance)
     abandoned = abandon.is_set if abandon is not None else lambda: False
     env: AgentEnvironment | ExistingEnvironment
     env = ExistingEnvironment(manifest, Path(python)) if python else environment_for(manifest)
@@ -199,7 +200,7 @@ def start_local(
         suffix = f"-threads{threads}"
     ports_dir = scratch_folder("ports")
     handle = ProcessAgent(
-        name=name,
+        instance=instance,
         address="",
         client=AgentClient(name, "unset"),
         manifest=manifest,

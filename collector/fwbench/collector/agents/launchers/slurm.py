@@ -55,7 +55,7 @@ from fwbench.collector.agents.launchers.slurm_scripts import (
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.security import ChannelSecurity
-from fwbench.collector.agents.specs import Instance, local_devices_of, world_and_rank
+from fwbench.collector.agents.specs import Instance
 from fwbench.spec import startup
 
 # sbatch options the launcher sets itself; --slurm cannot override them.
@@ -122,7 +122,7 @@ class SlurmLauncher:
         self._closed = threading.Event()
         self._started: list[AgentHandle] = []
         # World instance -> (its job, the folder of its ranks' ports files, its environment).
-        self._worlds: dict[str, tuple[str, Path, Environment]] = {}
+        self._worlds: dict[Instance, tuple[str, Path, Environment]] = {}
         # Agents on a cluster listen on their nodes' addresses: each demands the run's own
         # random token (in a file of this user's only, on the filesystem the nodes share).
         token = secrets.token_urlsafe(32)
@@ -169,22 +169,21 @@ class SlurmLauncher:
     def start(
         self,
         manifest: AgentManifest,
-        instance: str,
+        instance: Instance,
         threads: int,
         extra_environment: Mapping[str, str] | None = None,
         abandon: threading.Event | None = None,  # not used: a world is one job (base.py)
     ) -> AgentHandle:
         """One agent, its own job; or, for a rank of a world place_world submitted, that
-        rank of the world's job (`instance` is WORLD-rankR)."""
+        rank of the world's job."""
         if self._closed.is_set():
             raise AgentUnavailable(f"not submitting {instance}: the run is ending")
-        name = instance or manifest.name
-        world, rank = world_and_rank(name)
+        name, world = str(instance), instance.world
         suffix = f"-threads{threads}" if threads else ""
         log = self.settings.log_dir / f"{name}{suffix}.log"
-        if world in self._worlds:
+        if instance.rank is not None and world in self._worlds:
             job, folder, env = self._worlds[world]
-            ports = folder / f"ports-{rank}.json"
+            ports = folder / f"ports-{instance.rank}.json"
             log = self.settings.log_dir / f"{world}.log"
         else:
             env, variables = self._environment(manifest, threads, extra_environment)
@@ -193,9 +192,9 @@ class SlurmLauncher:
             folders = [ports.parent, self._token_file.parent]
             script = agent_script(variables, command, self._container, self._image(manifest),
                                   folders, manifest.requires_gpu)  # fmt: skip
-            job = self._submit(name, script, log, [f"--chdir={env.folder}"])
+            job = self._submit(instance, script, log, [f"--chdir={env.folder}"])
         handle = SlurmAgent(
-            name=name,
+            instance=instance,
             address="",
             client=AgentClient(name, "unset"),
             manifest=manifest,
@@ -222,11 +221,13 @@ class SlurmLauncher:
         self._started.append(handle)
         return handle
 
-    def _submit(self, name: str, script: str, log: Path, extra: list[str] | None = None) -> str:
-        run_id = self.settings.run_id
+    def _submit(
+        self, instance: Instance, script: str, log: Path, extra: list[str] | None = None
+    ) -> str:
+        run_id, name = self.settings.run_id, str(instance)
         comment = f"{COMMENT_PREFIX}:{socket.gethostname()}:{os.getpid()}:{run_id}"
-        agent = Instance.parse(name).agent
-        options = [f"--{option}" for option in options_for(agent, self.settings.slurm_options)]
+        chosen = options_for(instance.agent, self.settings.slurm_options)
+        options = [f"--{option}" for option in chosen]
         command = ["sbatch", "--parsable", f"--job-name=fwbench-{run_id}-{name}"]
         command += [f"--output={log}", f"--comment={comment}", "--export=NONE"]
         command += [*(extra or []), *options]
@@ -255,16 +256,14 @@ class SlurmLauncher:
         why = "the run is ending" if self._closed.is_set() else "did not start in time"
         raise AgentUnavailable(f"agent {handle.name} {why}: {handle.exit_reason()}")
 
-    def place_world(
-        self, manifest: AgentManifest, instance: str, size: int, threads: int
-    ) -> Placement:
+    def place_world(self, manifest: AgentManifest, world: Instance, threads: int) -> Placement:
         """One batch job for all the world's ranks, so that they are co-scheduled: one
-        allocation of `size` tasks, one srun step whose tasks start the agent with torchrun's
+        allocation of `world.ranks` tasks, one srun step whose tasks start the agent with torchrun's
         variables from Slurm's (SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS; rendezvous on the
         allocation's first node). Each rank's start() then waits for its own ports file."""
         if self._closed.is_set():
-            raise AgentUnavailable(f"not submitting {instance}: the run is ending")
-        devices = local_devices_of(instance)  # NAME~w1xD: a task of D devices
+            raise AgentUnavailable(f"not submitting {world}: the run is ending")
+        devices = world.devices  # NAME~w1xD: a task of D devices
         extra = {startup.LOCAL_DEVICES: str(devices)} if devices > 1 else {}
         env, variables = self._environment(manifest, threads, extra)
         folder = scratch_folder("ports")
@@ -273,11 +272,11 @@ class SlurmLauncher:
         script = world_script(variables, agent, folder, port, self._container,
                               self._image(manifest), manifest.requires_gpu,
                               self._token_file.parent)  # fmt: skip
-        log = self.settings.log_dir / f"{instance}.log"
-        options = [f"--ntasks={size}", *([f"--cpus-per-task={threads}"] if threads else [])]
+        log = self.settings.log_dir / f"{world}.log"
+        options = [f"--ntasks={world.ranks}", *([f"--cpus-per-task={threads}"] if threads else [])]
         options.append(f"--chdir={env.folder}")  # not the caller's folder (agents/pythons.py)
-        job = self._submit(instance, script, log, options)
-        self._worlds[instance] = (job, folder, env)
+        job = self._submit(world, script, log, options)
+        self._worlds[world] = (job, folder, env)
         return Placement(
             "(the allocation's first node)",
             port,
