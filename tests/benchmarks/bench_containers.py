@@ -27,12 +27,12 @@ from pathlib import Path
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.client import AgentClient
 from fwbench.collector.agents.docker_engine import docker_client
-from fwbench.collector.agents.launchers import AgentHandle
-from fwbench.collector.agents.launchers.docker import remove_run_containers, start_docker
-from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.manifest import AgentManifest, discover_manifests, manifest_dirs
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.images.build import ensure_image
+from fwbench.collector.launchers import AgentHandle
+from fwbench.collector.launchers.docker import remove_run_containers, start_docker
+from fwbench.collector.launchers.local import start_local
 
 # (label, workload, phase, batch, params, timed iterations)
 CASES = [

@@ -31,8 +31,8 @@ import numpy as np
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.environments import environment_for
-from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
+from fwbench.collector.launchers.local import start_local
 
 HERE = Path(__file__).parent
 SHAPE = ("layers", "hidden", "heads", "vocab", "context", "prompt_len", "new_tokens")

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.environments import environment_for
-from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
+from fwbench.collector.launchers.local import start_local
 from fwbench.runtime.plugin import BuiltStep, Settings
 from fwbench.runtime.timing import LoopPlan, measure
 

@@ -33,8 +33,8 @@ import psutil
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.client import AgentClient
 from fwbench.collector.agents.environments import environment_for
-from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
+from fwbench.collector.launchers.local import start_local
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS, Scraper
 
 CASES = [

@@ -302,11 +302,11 @@ def test_agent_pods_demand_the_runs_token_which_only_a_secret_holds(
     the pod through a Secret mounted as a file, never as a literal in a Job's spec or in a
     variable."""
     from fwbench.collector.agents.client import AgentClient, AgentUnavailable
-    from fwbench.collector.agents.launchers import LaunchSettings
-    from fwbench.collector.agents.launchers.kubernetes import KubernetesLauncher
     from fwbench.collector.agents.manifest import discover_manifests
     from fwbench.collector.agents.specs import Instance
     from fwbench.collector.images.build import image_tag
+    from fwbench.collector.launchers import LaunchSettings
+    from fwbench.collector.launchers.kubernetes import KubernetesLauncher
     from fwbench.spec.metadata import TOKEN_FILE_VARIABLE, TOKEN_VARIABLE
 
     manifest = discover_manifests([fake_manifests])["fake"]

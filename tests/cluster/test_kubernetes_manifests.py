@@ -149,12 +149,12 @@ def test_the_launchers_token_secret_and_the_pods_reference_to_it_validate() -> N
     """What `--launcher kubernetes` adds to the rendered objects: the run's token Secret,
     mounted in each agent's pod as a file the pod's group alone reads, which the agent's
     variable names; still restricted."""
-    from fwbench.collector.agents.launchers.kubernetes_objects import (
+    from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
+    from fwbench.collector.launchers.kubernetes_objects import (
         PodShape,
         token_secret,
         world_objects,
     )
-    from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
 
     manifest = discover_manifests(manifest_dirs())["torch-cpu"]
     secret = token_secret("fwbench-r1-token", "r1", "s3cret", "bench", {"fwbench.io/c": "h:1"})

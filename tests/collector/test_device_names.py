@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any, cast
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.agents.launchers import AgentHandle
 from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers import AgentHandle
 from fwbench.collector.run.normalize import failure_row, identity_columns, result_row
 from fwbench.collector.run.plan import Cell
 from fwbench.spec import load_catalogue

@@ -26,12 +26,12 @@ from fwbench.collector.agents.image_labels import (
     manifest_of,
     with_image_agents,
 )
-from fwbench.collector.agents.launchers.docker import ContainerAgent
 from fwbench.collector.agents.manifest import discover_manifests
 from fwbench.collector.agents.specs import AgentSpecError, Instance, image_reference
 from fwbench.collector.cli import app
 from fwbench.collector.cli.common import ExitCode
 from fwbench.collector.images.dockerfile import IMAGES_DIR
+from fwbench.collector.launchers.docker import ContainerAgent
 from fwbench.collector.run.launch import check_identity
 from fwbench.collector.run.options import RunOptions, options_from_record, options_record
 

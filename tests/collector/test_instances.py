@@ -10,8 +10,6 @@ from typing import Any, cast
 import pytest
 
 from fwbench.collector.agents import specs
-from fwbench.collector.agents.launchers import AgentHandle, LauncherKind
-from fwbench.collector.agents.launchers.base import Placement
 from fwbench.collector.agents.specs import (
     Instance,
     aa_base,
@@ -21,6 +19,8 @@ from fwbench.collector.agents.specs import (
 )
 from fwbench.collector.analysis.efficiency import agent_family
 from fwbench.collector.cli.worlds import parse_world_sizes
+from fwbench.collector.launchers import AgentHandle, LauncherKind
+from fwbench.collector.launchers.base import Placement
 from fwbench.collector.run.launch import launch_all
 from fwbench.spec import startup
 

@@ -93,7 +93,7 @@ def test_isolation_collector_imports_no_framework_or_runtime(tmp_path: Path) -> 
         "fwbench.collector.cli",
         "fwbench.collector.agents.client",
         "fwbench.collector.agents.environments",
-        "fwbench.collector.agents.launchers.local",
+        "fwbench.collector.launchers.local",
         "fwbench.collector.agents.manifest",
         "fwbench.collector.run.normalize",
         "fwbench.collector.run.plan",

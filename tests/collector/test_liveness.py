@@ -17,8 +17,8 @@ import grpc
 import pytest
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.agents.launchers import AgentHandle
 from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers import AgentHandle
 from fwbench.collector.run import liveness
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.liveness import CellWatch

@@ -14,7 +14,6 @@ import grpc
 import pytest
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.agents.launchers import AgentHandle
 from fwbench.collector.agents.specs import (
     AgentSpecError,
     Instance,
@@ -22,6 +21,7 @@ from fwbench.collector.agents.specs import (
     base_name,
     expand_instances,
 )
+from fwbench.collector.launchers import AgentHandle
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import Cell, SelectionError, build_selection, plan_cells
 from fwbench.collector.run.schedule import agent_order, cells_per_agent, stretches

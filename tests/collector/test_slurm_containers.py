@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fwbench.collector.agents.launchers.slurm_scripts import (
+from fwbench.collector.cli import app
+from fwbench.collector.launchers.slurm_scripts import (
     IMAGE_PYTHON,
     Container,
     agent_script,
     world_script,
 )
-from fwbench.collector.cli import app
 
 FOLDER = Path("/shared/scratch/ports")
 TOKEN = Path("/shared/scratch/token-folder")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import typer
 
-from fwbench.collector.agents.launchers import LauncherKind
-from fwbench.collector.agents.launchers.slurm_jobs import options_for, scoped
 from fwbench.collector.cli.slurm import agent_names, check_slurm_options
+from fwbench.collector.launchers import LauncherKind
+from fwbench.collector.launchers.slurm_jobs import options_for, scoped
 
 
 def test_an_agents_own_options_come_after_everyones_and_only_for_it() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fwbench.collector.agents.launchers import local, slurm_scripts
 from fwbench.collector.agents.manifest import discover_manifests
+from fwbench.collector.launchers import local, slurm_scripts
 from fwbench.runtime.cli import build_parser
 from fwbench.spec import startup
 

@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "security"))
 from security_agents import agent_command, agent_environment
 
-from fwbench.collector.agents.launchers.base import free_port
+from fwbench.collector.launchers.base import free_port
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 

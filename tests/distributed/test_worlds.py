@@ -228,7 +228,7 @@ def test_a_stopped_rank_silences_the_world_which_is_hung_and_replaced(tmp_path: 
 
 
 def test_rank_threads_share_this_host_unless_a_scheduler_is_told_the_cpus() -> None:
-    from fwbench.collector.agents.launchers import LauncherKind
+    from fwbench.collector.launchers import LauncherKind
     from fwbench.collector.run.launch import rank_threads
     from fwbench.collector.run.options import RunOptions
 
@@ -253,8 +253,8 @@ def test_rank_threads_share_this_host_unless_a_scheduler_is_told_the_cpus() -> N
 def test_a_local_world_gets_distinct_ports_that_are_free() -> None:
     import socket
 
-    from fwbench.collector.agents.launchers.base import free_ports
-    from fwbench.collector.agents.launchers.local import LocalLauncher
+    from fwbench.collector.launchers.base import free_ports
+    from fwbench.collector.launchers.local import LocalLauncher
 
     world = Instance("fake", ranks=64, devices=1)
     placement = LocalLauncher(None).place_world(None, world, 1)  # type: ignore[arg-type]

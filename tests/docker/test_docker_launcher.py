@@ -18,7 +18,10 @@ from fwbench.collector import __version__
 from fwbench.collector.agents.client import AgentUnavailable
 from fwbench.collector.agents.docker_engine import ImageInfo
 from fwbench.collector.agents.image_labels import manifest_of
-from fwbench.collector.agents.launchers.docker import (
+from fwbench.collector.agents.manifest import AgentManifest, discover_manifests
+from fwbench.collector.agents.specs import Instance
+from fwbench.collector.images.build import BUILD_KEY_LABEL, ensure_image, image_tag
+from fwbench.collector.launchers.docker import (
     HOST_LABEL,
     PID_LABEL,
     RUN_LABEL,
@@ -26,9 +29,6 @@ from fwbench.collector.agents.launchers.docker import (
     remove_run_containers,
     start_docker,
 )
-from fwbench.collector.agents.manifest import AgentManifest, discover_manifests
-from fwbench.collector.agents.specs import Instance
-from fwbench.collector.images.build import BUILD_KEY_LABEL, ensure_image, image_tag
 
 pytestmark = [pytest.mark.docker, pytest.mark.usefixtures("no_leftovers")]
 
@@ -225,7 +225,7 @@ def test_the_image_serves_as_a_restricted_pods_user(
     (HOME=/tmp, as the pod sets it), without capabilities or new privileges. The agent starts
     and answers Describe."""
     from fwbench.collector.agents.client import AgentClient
-    from fwbench.collector.agents.launchers.kubernetes_objects import AGENT_USER
+    from fwbench.collector.launchers.kubernetes_objects import AGENT_USER
 
     port = f"{fake_manifest.grpc_port}/tcp"
     container = docker_daemon.containers.run(

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from fwbench.collector.agents.environments import environment_for
-from fwbench.collector.agents.launchers import AgentHandle
-from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
+from fwbench.collector.launchers import AgentHandle
+from fwbench.collector.launchers.local import start_local
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))  # fault_cli

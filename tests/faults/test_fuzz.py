@@ -17,7 +17,7 @@ import pytest
 from fuzz_requests import cancel_request, garbage, run_request
 
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
-from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.launchers import AgentHandle
 from fwbench.collector.run.validate import check_result
 from fwbench.spec import load_catalogue
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.launchers import AgentHandle
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 GEMM = ["--workloads", "gemm", "--phases", "infer", "--param", "m=256", "--param", "n=256"]

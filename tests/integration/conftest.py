@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from fwbench.collector.agents.environments import AgentEnvironment, environment_for
-from fwbench.collector.agents.launchers import AgentHandle
-from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.manifest import AgentManifest, discover_manifests, manifest_dirs
+from fwbench.collector.launchers import AgentHandle
+from fwbench.collector.launchers.local import start_local
 
 sys.path.insert(0, str(Path(__file__).parent))  # collector_cli
 sys.path.insert(0, str(Path(__file__).parents[1]))  # fake_agent

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 from fake_agent import write_fake_agents
 
-from fwbench.collector.agents.launchers.base import ORPHAN_SECONDS
 from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers.base import ORPHAN_SECONDS
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 
@@ -247,9 +247,9 @@ def test_slurm_ranks_demand_the_runs_token_and_are_told_every_peer(
     """Agents on a cluster listen on their node's addresses: only the run's token opens them.
     Every rank's process gets FWBENCH_PEERS (TensorFlow's TF_CONFIG) and its thread count."""
     from fwbench.collector.agents.client import AgentClient, AgentUnavailable
-    from fwbench.collector.agents.launchers import LaunchSettings
-    from fwbench.collector.agents.launchers.slurm import SlurmLauncher
     from fwbench.collector.agents.manifest import discover_manifests
+    from fwbench.collector.launchers import LaunchSettings
+    from fwbench.collector.launchers.slurm import SlurmLauncher
     from fwbench.collector.run.prometheus_targets import target_groups
 
     manifest = discover_manifests([manifests])["fake"]

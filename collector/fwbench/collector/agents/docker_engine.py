@@ -1,5 +1,5 @@
 """The Docker engine as the collector reaches it: a client for the daemon, and what it says of
-an image. Used by the Docker launcher (agents/launchers/docker.py) and by the image builder
+an image. Used by the Docker launcher (launchers/docker.py) and by the image builder
 (images/)."""
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def image_reference(spec: str, declared: Mapping[str, AgentManifest]) -> str | N
     return spec if ":" in spec or "/" in spec else None
 
 
-# A distributed world of N ranks of an agent is the instance NAME~wN (agents/world.py); of N
+# A distributed world of N ranks of an agent is the instance NAME~wN (launchers/world.py); of N
 # ranks with D devices each (FWBENCH_LOCAL_DEVICES: replicas in one process), NAME~wNxD.
 WORLD_SEPARATOR = "~w"
 DEVICES_SEPARATOR = "x"

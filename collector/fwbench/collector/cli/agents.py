@@ -15,8 +15,6 @@ from rich.table import Table
 from fwbench.collector.agents.docker_engine import DockerUnavailable, docker_client
 from fwbench.collector.agents.environments import environment_for
 from fwbench.collector.agents.image_labels import ImageLabelError, manifest_of
-from fwbench.collector.agents.launchers.attached import attach
-from fwbench.collector.agents.launchers.local import start_local
 from fwbench.collector.agents.locks import LockError, LockState, lock_state, write_lock
 from fwbench.collector.agents.specs import Instance, one_agent, resolve_agents
 from fwbench.collector.cli.common import (
@@ -41,6 +39,8 @@ from fwbench.collector.cli.security import (
     security_settings,
 )
 from fwbench.collector.images.build import image_source, list_images
+from fwbench.collector.launchers.attached import attach
+from fwbench.collector.launchers.local import start_local
 from fwbench.collector.run.plan import split_list
 
 

@@ -25,7 +25,6 @@ from fwbench.collector.agents.client import AgentUnavailable, IncompatibleAgent
 from fwbench.collector.agents.docker_engine import DockerUnavailable
 from fwbench.collector.agents.environments import EnvironmentBuildError
 from fwbench.collector.agents.existing import EnvironmentUnsuitable
-from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.locks import LockError
 from fwbench.collector.agents.manifest import (
     AgentManifest,
@@ -38,6 +37,7 @@ from fwbench.collector.agents.security import SecurityError
 from fwbench.collector.agents.specs import AgentSpecError
 from fwbench.collector.analysis.contenders import ComparisonError
 from fwbench.collector.images.build import ImageBuildError
+from fwbench.collector.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.run.plan import SelectionError
 from fwbench.collector.run.session import DEFAULT_OUT
 from fwbench.collector.store import PersistenceError, StorageUnusable, default_store_path

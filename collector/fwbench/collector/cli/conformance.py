@@ -14,7 +14,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from fwbench.collector.agents.image_labels import with_image_agents
-from fwbench.collector.agents.launchers import AgentHandle, Launcher, LauncherKind
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.specs import (
     AgentSpecError,
@@ -49,6 +48,7 @@ from fwbench.collector.conformance.cells import CellSet
 from fwbench.collector.conformance.plan import GROUPS, UnknownGroup, check_groups, run_suite
 from fwbench.collector.conformance.reach import attach_for_suite, suite_variables
 from fwbench.collector.conformance.suite import FAIL, PASS, SKIP, Outcome, Target
+from fwbench.collector.launchers import AgentHandle, Launcher, LauncherKind
 from fwbench.collector.run.launch import launch_all, make_launcher
 from fwbench.collector.run.options import RunOptions
 from fwbench.collector.run.plan import split_list

@@ -8,12 +8,12 @@ from typing import Annotated
 
 import typer
 
-from fwbench.collector.agents.launchers import LauncherKind
-from fwbench.collector.agents.launchers.kubernetes import parse_k8s_options
-from fwbench.collector.agents.launchers.kubernetes_objects import PodShape, render
 from fwbench.collector.cli.common import ManifestDirs, fail, fail_with, load_manifests
 from fwbench.collector.cli.worlds import parse_world_sizes
 from fwbench.collector.images.build import image_tag
+from fwbench.collector.launchers import LauncherKind
+from fwbench.collector.launchers.kubernetes import parse_k8s_options
+from fwbench.collector.launchers.kubernetes_objects import PodShape, render
 from fwbench.collector.run.metadata import new_run_id
 from fwbench.collector.run.plan import SelectionError, split_list
 

@@ -14,7 +14,6 @@ from fwbench.collector.agents.docker_engine import DockerUnavailable
 from fwbench.collector.agents.environments import EnvironmentBuildError
 from fwbench.collector.agents.existing import EnvironmentUnsuitable, check_pythons, parse_pythons
 from fwbench.collector.agents.image_labels import with_image_agents
-from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.manifest import ManifestError
 from fwbench.collector.agents.specs import (
     IMAGE_SPEC_HELP,
@@ -72,6 +71,7 @@ from fwbench.collector.cli.worlds import (
     has_worlds,
     parse_world_sizes,
 )
+from fwbench.collector.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.options import RunOptions
 from fwbench.collector.run.plan import LoopSettings, SelectionError, build_selection, split_list

@@ -8,11 +8,11 @@ from typing import Annotated
 
 import typer
 
-from fwbench.collector.agents.launchers import LauncherKind
-from fwbench.collector.agents.launchers.slurm import RESERVED
-from fwbench.collector.agents.launchers.slurm_jobs import scoped
-from fwbench.collector.agents.launchers.slurm_scripts import Container
 from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers import LauncherKind
+from fwbench.collector.launchers.slurm import RESERVED
+from fwbench.collector.launchers.slurm_jobs import scoped
+from fwbench.collector.launchers.slurm_scripts import Container
 
 # sbatch options that the shape of what runs sets: one would contradict it (--slurm ntasks=1
 # once silently made a world of 2 one task).

@@ -17,9 +17,9 @@ from typing import Annotated, Any
 
 import typer
 
-from fwbench.collector.agents.launchers import LauncherKind
-from fwbench.collector.agents.launchers.slurm_jobs import scoped
 from fwbench.collector.cli.common import console, fail
+from fwbench.collector.launchers import LauncherKind
+from fwbench.collector.launchers.slurm_jobs import scoped
 from fwbench.collector.store.merge import STORE_NAME
 
 SlurmExport = Annotated[

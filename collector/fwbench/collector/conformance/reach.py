@@ -18,10 +18,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from fwbench.collector.agents.agent_environment import check_against, parse_agent_environment
 from fwbench.collector.agents.client import AgentClient, AgentUnavailable
-from fwbench.collector.agents.launchers import AgentHandle
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers import AgentHandle
 from fwbench.spec import settings
 
 PROBE_VARIABLE = settings.CONFORMANCE_PROBE

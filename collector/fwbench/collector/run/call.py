@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.launchers import AgentHandle
 from fwbench.collector.run.liveness import (
     MEASURE_GAP_SECONDS,
     STAGE_NAMES,

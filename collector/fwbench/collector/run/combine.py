@@ -1,4 +1,4 @@
-"""One result from a world's ranks (agents/world_call.py), and the row columns only a world has.
+"""One result from a world's ranks (launchers/world_call.py), and the row columns only a world has.
 
 How ranks combine: a synchronous data-parallel step is as slow as its slowest rank, and every
 rank runs the same steps (agent.proto, RunRequest.strategy), so the world's samples are those
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.agents.world_call import rank_run_id
+from fwbench.collector.launchers.world_call import rank_run_id
 from fwbench.collector.run.validate import ProtocolViolation
 
 COLLECTIVE = "collective"

@@ -14,7 +14,7 @@ import grpc
 import pandas as pd
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.agents.world import WorldHandle
+from fwbench.collector.launchers.world import WorldHandle
 from fwbench.collector.run.call import (
     AGENT_BUSY,
     AgentBusy,

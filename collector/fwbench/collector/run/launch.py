@@ -13,22 +13,22 @@ from rich.console import Console
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.agent_environment import check_reported, for_agents
 from fwbench.collector.agents.docker_engine import ImageInfo, docker_client
-from fwbench.collector.agents.launchers import (
+from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.agents.specs import AgentSpecError, Instance
+from fwbench.collector.images.build import ensure_image, image_tag
+from fwbench.collector.launchers import (
     AgentHandle,
     Launcher,
     LauncherKind,
     LaunchSettings,
     launcher_for,
 )
-from fwbench.collector.agents.launchers.attached import attach
-from fwbench.collector.agents.launchers.docker import remove_orphans
-from fwbench.collector.agents.launchers.kubernetes import parse_k8s_options
-from fwbench.collector.agents.launchers.slurm_jobs import cancel_orphans
-from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.security import ChannelSecurity
-from fwbench.collector.agents.specs import AgentSpecError, Instance
-from fwbench.collector.agents.world import attach_world, start_world
-from fwbench.collector.images.build import ensure_image, image_tag
+from fwbench.collector.launchers.attached import attach
+from fwbench.collector.launchers.docker import remove_orphans
+from fwbench.collector.launchers.kubernetes import parse_k8s_options
+from fwbench.collector.launchers.slurm_jobs import cancel_orphans
+from fwbench.collector.launchers.world import attach_world, start_world
 from fwbench.collector.run.combine import combine
 from fwbench.collector.run.options import RunOptions
 from fwbench.collector.run.prometheus_targets import TargetsFile

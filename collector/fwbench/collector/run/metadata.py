@@ -13,7 +13,7 @@ from google.protobuf.json_format import MessageToDict
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector import __version__
-from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.launchers import AgentHandle
 from fwbench.spec import SPEC_VERSION
 
 

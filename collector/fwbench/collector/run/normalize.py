@@ -10,8 +10,8 @@ from typing import Any
 import pandas as pd
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.agents.launchers import AgentHandle
 from fwbench.collector.calibration.ceiling import ceiling_columns, observe
+from fwbench.collector.launchers import AgentHandle
 from fwbench.collector.run.generation import bandwidth_fraction, generation_columns
 from fwbench.collector.run.plan import Cell
 from fwbench.collector.stats.samples import sample_stats, throughput

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fwbench.collector.agents.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.run.interference import DEFAULT_THRESHOLD_PERCENT
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from fwbench.collector.agents.launchers import AgentHandle
+from fwbench.collector.launchers import AgentHandle
 from fwbench.collector.run.plan import SelectionError
 from fwbench.collector.store.owner import collector_gone, this_collector
 from fwbench.spec import settings

@@ -5,8 +5,9 @@ WorldHandle whose client sends each Run to every rank at once and answers with o
 result (run/combine.py). Frameworks initialise their distributed runtime once per process, so
 a world is started per world size, as agents are per thread count (docs/distributed.md).
 
-Where a rank runs is the launcher's business (local processes today); this module only says
-what each rank is told, so that a scheduler can place ranks the same way."""
+Where a rank runs is its launcher's business (a local process, a container, a Slurm task, a
+pod: Launcher.place_world); this module only says what each rank is told, so that every
+launcher places ranks the same way."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ from typing import Any
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.client import AgentUnavailable
-from fwbench.collector.agents.launchers.base import AgentHandle, Launcher, Placement
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.specs import Instance
-from fwbench.collector.agents.world_call import WorldCall, rank_run_id
+from fwbench.collector.launchers.base import AgentHandle, Launcher, Placement
+from fwbench.collector.launchers.world_call import WorldCall, rank_run_id
 from fwbench.spec import startup
 
 CPUS_VARIABLE = startup.CPUS  # the CPUs a rank pins itself to (runtime/cli.py)

@@ -21,14 +21,16 @@ import docker.errors
 
 from fwbench.collector.agents.client import AgentClient, AgentUnavailable
 from fwbench.collector.agents.docker_engine import ImageInfo, docker_client
-from fwbench.collector.agents.launchers.base import (
+from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers.base import (
     START_TIMEOUT_SECONDS,
     AgentHandle,
     LauncherKind,
     LaunchSettings,
     Placement,
 )
-from fwbench.collector.agents.launchers.docker_container import (
+from fwbench.collector.launchers.docker_container import (
     ContainerLimits,
     agent_pid,
     container_name,
@@ -36,7 +38,7 @@ from fwbench.collector.agents.launchers.docker_container import (
     run_container,
     safe_name,
 )
-from fwbench.collector.agents.launchers.docker_sweep import (
+from fwbench.collector.launchers.docker_sweep import (
     HOST_LABEL,
     PID_LABEL,
     RUN_LABEL,
@@ -46,8 +48,6 @@ from fwbench.collector.agents.launchers.docker_sweep import (
     remove_run_containers,
     run_labels,
 )
-from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.specs import Instance
 from fwbench.spec import startup
 
 # Inside a world's network each rank has its own namespace: the same ports in every container.

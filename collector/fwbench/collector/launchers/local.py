@@ -19,7 +19,11 @@ from typing import Any, ClassVar
 from fwbench.collector.agents.client import AgentClient, AgentUnavailable
 from fwbench.collector.agents.environments import AgentEnvironment, environment_for
 from fwbench.collector.agents.existing import ExistingEnvironment
-from fwbench.collector.agents.launchers.base import (
+from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.scratch import scratch_folder
+from fwbench.collector.agents.security import AGENT_VARIABLES
+from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers.base import (
     START_TIMEOUT_SECONDS,
     AgentHandle,
     LauncherKind,
@@ -27,10 +31,6 @@ from fwbench.collector.agents.launchers.base import (
     Placement,
     free_ports,
 )
-from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.scratch import scratch_folder
-from fwbench.collector.agents.security import AGENT_VARIABLES
-from fwbench.collector.agents.specs import Instance
 from fwbench.spec import startup
 
 # How long close() waits for abandoned starts to stop their processes (SIGTERM, then SIGKILL

@@ -12,8 +12,8 @@ import psutil
 from docker.types import DeviceRequest
 
 from fwbench.collector.agents.client import AgentUnavailable
-from fwbench.collector.agents.launchers.base import DEFAULT_MEMORY_SHARE, DEFAULT_PIDS_LIMIT
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.launchers.base import DEFAULT_MEMORY_SHARE, DEFAULT_PIDS_LIMIT
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""One Run on every rank of a world (agents/world.py): fanned out, watched as one call, and
+"""One Run on every rank of a world (launchers/world.py): fanned out, watched as one call, and
 combined into one result (run/combine.py)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import grpc
 from fwbench.agent.v1 import agent_pb2
 
 if TYPE_CHECKING:
-    from fwbench.collector.agents.world import WorldClient
+    from fwbench.collector.launchers.world import WorldClient
 
 
 class WorldError(grpc.RpcError):

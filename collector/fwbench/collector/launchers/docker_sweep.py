@@ -16,7 +16,7 @@ import docker.errors
 
 from fwbench.collector.agents.client import AgentUnavailable
 from fwbench.collector.agents.docker_engine import docker_client
-from fwbench.collector.agents.launchers.base import process_exists
+from fwbench.collector.launchers.base import process_exists
 
 RUN_LABEL = "fwbench.run_id"
 HOST_LABEL = "fwbench.collector-host"
@@ -26,7 +26,7 @@ PID_LABEL = "fwbench.collector-pid"
 def remove_run_containers(run_id: str) -> int:
     """Removes every container of this run, running or not, and refuses new ones from then on
     (a start still under way in another thread when the run ends); returns how many. Then its
-    networks (a world's: agents/world.py)."""
+    networks (a world's: launchers/world.py)."""
     with _closed_lock:
         _closed_runs.add(run_id)
     removed = _remove({"label": f"{RUN_LABEL}={run_id}"})

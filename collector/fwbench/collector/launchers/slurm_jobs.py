@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from fwbench.collector.agents.client import AgentUnavailable
-from fwbench.collector.agents.launchers.base import process_exists
+from fwbench.collector.launchers.base import process_exists
 
 COMMENT_PREFIX = "fwbench"
 POLL_SECONDS = 0.5

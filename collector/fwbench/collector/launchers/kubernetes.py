@@ -21,7 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from fwbench.collector.agents.client import AgentClient, AgentUnavailable
-from fwbench.collector.agents.launchers.base import (
+from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers.base import (
     AgentHandle,
     LauncherKind,
     LaunchSettings,
@@ -30,8 +33,8 @@ from fwbench.collector.agents.launchers.base import (
     keepalive_seconds,
     orphan_seconds,
 )
-from fwbench.collector.agents.launchers.kubernetes_api import COLLECTOR_ANNOTATION, Cluster
-from fwbench.collector.agents.launchers.kubernetes_objects import (
+from fwbench.collector.launchers.kubernetes_api import COLLECTOR_ANNOTATION, Cluster
+from fwbench.collector.launchers.kubernetes_objects import (
     PEER_PORT,
     RENDEZVOUS_PORT,
     PodShape,
@@ -39,10 +42,7 @@ from fwbench.collector.agents.launchers.kubernetes_objects import (
     token_secret,
     world_objects,
 )
-from fwbench.collector.agents.launchers.kubernetes_policy import PodOptions, parse_pod_option
-from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.security import ChannelSecurity
-from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers.kubernetes_policy import PodOptions, parse_pod_option
 from fwbench.spec import startup
 
 
@@ -95,7 +95,7 @@ class KubernetesAgent(AgentHandle):
     stopped: threading.Event = field(default_factory=threading.Event)
 
     def _state(self) -> str:
-        from fwbench.collector.agents.launchers.kubernetes_api import pod_state
+        from fwbench.collector.launchers.kubernetes_api import pod_state
 
         pod = self.cluster.pod(self.pod) if self.cluster and self.pod else None
         if pod is None:

@@ -110,7 +110,7 @@ class AgentHandle:
 
 @dataclass
 class Placement:
-    """Where a world's ranks meet (agents/world.py): rank 0's rendezvous, every rank's own
+    """Where a world's ranks meet (launchers/world.py): rank 0's rendezvous, every rank's own
     address (FWBENCH_PEERS), what the row calls it, and what to undo when the world ends."""
 
     address: str  # MASTER_ADDR, as every rank reaches it
@@ -144,7 +144,7 @@ class Launcher(Protocol):
         """Starts `instance` (the agent, a further A/A copy NAME#2, a world's rank) and blocks
         until it is healthy or `start_timeout_seconds` pass. `threads` > 0 sets FWBENCH_THREADS
         (frameworks that size their thread pools at start-up); `extra_environment` adds
-        variables (a rank's world: agents/world.py). Raises AgentUnavailable, or the
+        variables (a rank's world: launchers/world.py). Raises AgentUnavailable, or the
         launcher's own preparation errors (environment or image builds); nothing it started
         is left running when it raises. Thread-safe: agents of a run start side by side.
         `abandon`, once set, gives the start up (AgentUnavailable) instead of waiting out the

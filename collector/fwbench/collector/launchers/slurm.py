@@ -26,7 +26,11 @@ from typing import Any, ClassVar
 from fwbench.collector.agents.client import AgentClient, AgentUnavailable
 from fwbench.collector.agents.environments import AgentEnvironment, environment_for
 from fwbench.collector.agents.existing import ExistingEnvironment
-from fwbench.collector.agents.launchers.base import (
+from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.scratch import scratch_folder
+from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers.base import (
     AgentHandle,
     LauncherKind,
     LaunchSettings,
@@ -34,7 +38,7 @@ from fwbench.collector.agents.launchers.base import (
     keep_alive,
     keepalive_seconds,
 )
-from fwbench.collector.agents.launchers.slurm_jobs import (
+from fwbench.collector.launchers.slurm_jobs import (
     COMMENT_PREFIX,
     POLL_SECONDS,
     cancel_run_jobs,
@@ -44,7 +48,7 @@ from fwbench.collector.agents.launchers.slurm_jobs import (
     options_for,
     slurm_command,
 )
-from fwbench.collector.agents.launchers.slurm_scripts import (
+from fwbench.collector.launchers.slurm_scripts import (
     IMAGE_PYTHON,
     Container,
     InImage,
@@ -52,10 +56,6 @@ from fwbench.collector.agents.launchers.slurm_scripts import (
     agent_script,
     world_script,
 )
-from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.scratch import scratch_folder
-from fwbench.collector.agents.security import ChannelSecurity
-from fwbench.collector.agents.specs import Instance
 from fwbench.spec import startup
 
 # sbatch options the launcher sets itself; --slurm cannot override them.

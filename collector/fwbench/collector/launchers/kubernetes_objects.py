@@ -22,12 +22,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fwbench.collector.agents.launchers.kubernetes_policy import (
+from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.launchers.kubernetes_policy import (
     PodOptions,
     network_policy,
     schedule,
 )
-from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.spec import startup
 from fwbench.spec.metadata import TOKEN_FILE_VARIABLE
 

@@ -9,9 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fwbench.collector.agents.launchers.base import orphan_seconds
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import AGENT_VARIABLES
+from fwbench.collector.launchers.base import orphan_seconds
 from fwbench.spec import startup
 
 

@@ -5,9 +5,9 @@ AgentHandle."""
 from __future__ import annotations
 
 from fwbench.collector.agents.client import AgentClient, AgentUnavailable
-from fwbench.collector.agents.launchers.base import AgentHandle
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers.base import AgentHandle
 
 
 def attach(

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from fwbench.collector.agents.client import AgentUnavailable
-from fwbench.collector.agents.launchers.base import process_exists
-from fwbench.collector.agents.launchers.kubernetes_objects import INDEX_ANNOTATION, RUN_LABEL
+from fwbench.collector.launchers.base import process_exists
+from fwbench.collector.launchers.kubernetes_objects import INDEX_ANNOTATION, RUN_LABEL
 
 COLLECTOR_ANNOTATION = "fwbench.io/collector"  # HOST:PID of the collector that made the object
 MANAGED = "app.kubernetes.io/managed-by=fwbench"
