@@ -1,6 +1,7 @@
 """The collector's layers hold (import-linter's contracts in pyproject.toml), and the check
 would catch an import across them: a copy of the collector with one such import added fails.
-Modules stay small: none over MAX_MODULE_LINES without a reason written at its top."""
+Modules stay small: none over MAX_MODULE_LINES without a reason written at its top. Every
+shipped plugin is type-checked."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import fwbench.collector
@@ -84,3 +86,22 @@ def test_a_plugin_importing_another_breaks_the_agents_contract(tmp_path: Path) -
     done = _lint_agents("--root", str(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "plugins never import each other BROKEN" in done.stdout
+
+
+def test_every_plugin_is_type_checked_and_typed() -> None:
+    """mypy has no globs: each plugin package shipped under agents/ is named in pyproject's
+    [tool.mypy] (its files, its root on mypy_path, and the plugins' override), and marks
+    itself typed (py.typed, in its wheel's package data)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    relaxed = next(o["module"] for o in config["overrides"] if "disallow_subclassing_any" in o)
+    plugins = sorted((ROOT / "agents").glob("*/fwbench/*_plugin"))
+    assert len(plugins) >= 7
+    for package in plugins:
+        folder = package.parents[1]
+        name = f"fwbench.{package.name}"
+        assert str(package.relative_to(ROOT)) in config["files"], package
+        assert str(folder.relative_to(ROOT)) in config["mypy_path"], folder
+        assert f"{name}.*" in relaxed, name
+        assert (package / "py.typed").exists(), package
+        data = tomllib.loads((folder / "pyproject.toml").read_text())["tool"]["setuptools"]
+        assert data["package-data"][name] == ["py.typed"], folder

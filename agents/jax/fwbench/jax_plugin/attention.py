@@ -23,10 +23,10 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
+from jax import Array
 
 from fwbench.jax_plugin.ops import bind_step
 
-Array = jax.Array
 ATTENTION_MODES = ("jit", "plain")
 PLAIN_KERNEL = "plain: einsum, softmax, einsum (jit)"
 LAYOUT = "(batch, seq_len, heads, head_dim): jax.nn.dot_product_attention's own"

@@ -21,13 +21,12 @@ from dataclasses import dataclass, field
 
 import jax
 import jax.numpy as jnp
-from jax import lax
+from jax import Array, lax
 
 from fwbench.jax_plugin.attention import XLA, Attention
 from fwbench.jax_plugin.transformers import Transformer
 from fwbench.runtime.plugin import GenerationSteps
 
-Array = jax.Array
 # (keys, values): one (batch, positions, heads, head_dim) array per layer each.
 KVCache = tuple[tuple[Array, ...], tuple[Array, ...]]
 STATIC = "each step attends over the whole cache, the unfilled part masked (static shapes)"

@@ -22,12 +22,10 @@ from dataclasses import dataclass, field
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
+from jax import Array, lax
 
 # PyTorch's BatchNorm defaults: running = (1 - momentum) * running + momentum * batch.
 from fwbench.runtime.architectures import BN_EPS, BN_MOMENTUM
-
-Array = jax.Array
 
 _CONV_DIMENSIONS = ("NHWC", "HWIO", "NHWC")
 

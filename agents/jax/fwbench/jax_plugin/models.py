@@ -17,10 +17,10 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import Array
 from jax.typing import DTypeLike
 
 from fwbench.jax_plugin.layers import (
-    Array,
     FlatDenseLayout,
     ParamSpec,
     Scope,

@@ -13,11 +13,9 @@ from collections.abc import Callable, Mapping
 
 import jax
 import jax.numpy as jnp
-from jax import lax
+from jax import Array, lax
 
 from fwbench.jax_plugin.training import compile_fn
-
-Array = jax.Array
 
 
 def _with_input_grads(forward: Callable[..., Array]) -> Callable[..., object]:

@@ -13,14 +13,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax import Array
 from jax.typing import DTypeLike
 
 from fwbench.jax_plugin.models import Model, Variables
 from fwbench.jax_plugin.training import TrainLoop, compile_fn, cross_entropy, make_infer_fn
 from fwbench.runtime.plugin import Settings
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
-
-Array = jax.Array
 
 
 def canonical_weights(name: str, seed: int) -> dict[str, np.ndarray]:

@@ -8,10 +8,10 @@ from typing import TypeVar, cast
 import jax
 import jax.numpy as jnp
 import optax
+from jax import Array
 
 from fwbench.jax_plugin.models import Model, Variables
 
-Array = jax.Array
 # Only whole-step jit: JAX's op-by-op ("eager") dispatch mostly measures Python overhead,
 # which is not how JAX is used for speed.
 MODES: tuple[str, ...] = ("jit",)

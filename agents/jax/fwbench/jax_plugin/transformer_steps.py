@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax import Array
 
 from fwbench.jax_plugin import attention
 from fwbench.jax_plugin.generation import Generator
@@ -33,7 +34,6 @@ from fwbench.runtime.architectures import (
 from fwbench.runtime.plugin import GenerationSteps, WorkloadSpec
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult
 
-Array = jax.Array
 TrainFn = Callable[..., tuple[Variables, optax.OptState, Array]]
 
 

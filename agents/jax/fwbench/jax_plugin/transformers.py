@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
+from jax import Array, lax
 from jax.typing import DTypeLike
 
 from fwbench.jax_plugin.attention import XLA, Attention
@@ -39,7 +39,6 @@ from fwbench.jax_plugin.layers import (
 from fwbench.jax_plugin.models import Variables, init_variables
 from fwbench.runtime.architectures import BERT_TOKEN_TYPES, TransformerConfig
 
-Array = jax.Array
 # attend(layer, q, k, v) -> (batch, seq, heads, head_dim): one layer's attention.
 Attend = Callable[[int, Array, Array, Array], Array]
 

@@ -102,6 +102,7 @@ class NumpyPlugin:
                 )
         threadpool_limits(limits=spec.threads or self.default_threads, user_api="blas")
         try:
+            step: Callable[[], object]
             step = build_gemm(spec.params, spec.batch_size, DTYPES[spec.dtype], spec.seed)
             step = step if spec.phase == "infer" else train_step(step)
         except MemoryError as error:

@@ -278,7 +278,7 @@ def _gpu_info(index: int) -> DeviceInfo:
     """The GPU's name and memory from NVML (the runtime's dependency), as far as it tells."""
     unknown = DeviceInfo("gpu", index, "CUDA device", 0)
     try:
-        import pynvml
+        import pynvml  # type: ignore[import-untyped]  # nvidia-ml-py, where installed
     except ImportError:
         return unknown
     try:

@@ -49,7 +49,7 @@ _EFFNET_BN_EPS = arch.EFFICIENTNET_BN_EPS
 class Model(Protocol):
     store: ParamStore
 
-    def __call__(self, x: tf.Tensor, training: bool) -> tf.Tensor: ...
+    def __call__(self, x: tf.Tensor, /, training: bool) -> tf.Tensor: ...
 
 
 def _relu6(x: tf.Tensor) -> tf.Tensor:
