@@ -31,9 +31,10 @@ from fwbench.collector.agents.specs import AgentSpecError, Instance, image_refer
 from fwbench.collector.cli import app
 from fwbench.collector.cli.common import ExitCode
 from fwbench.collector.images.dockerfile import IMAGES_DIR
+from fwbench.collector.launchers import LauncherKind
 from fwbench.collector.launchers.docker import ContainerAgent
 from fwbench.collector.run.launch import check_identity
-from fwbench.collector.run.options import RunOptions, options_from_record, options_record
+from fwbench.collector.run.options import Launch, RunOptions, options_from_record, options_record
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = discover_manifests([REPO / "agents" / "manifests"])
@@ -217,14 +218,13 @@ def test_run_with_an_image_and_the_local_launcher_is_refused_before_anything(
 
 
 def test_a_run_records_the_ids_of_its_images_for_resume() -> None:
-    options = RunOptions(
-        (Instance("numpy-gemm"),), None, Path("s"), None, 1.0, "c", images=("sha256:ab",)
-    )
+    launch = Launch(LauncherKind.DOCKER, images=("sha256:ab",))
+    options = RunOptions((Instance("numpy-gemm"),), None, Path("s"), "c", launch=launch)
     record = json.loads(json.dumps(options_record(options)))
     assert record["images"] == ["sha256:ab"]
-    assert options_from_record(record, Path("o"), Path("s"), "c").images == ("sha256:ab",)
+    assert options_from_record(record, Path("o"), Path("s"), "c").launch.images == ("sha256:ab",)
     del record["images"]  # a run recorded before images could declare agents
-    assert options_from_record(record, Path("o"), Path("s"), "c").images == ()
+    assert options_from_record(record, Path("o"), Path("s"), "c").launch.images == ()
 
 
 def test_the_example_dockerfile_passes_hadolint() -> None:

@@ -1,14 +1,15 @@
 """--slurm options for every agent or, as AGENT:OPTION, for one agent's jobs (launchers/
-slurm_jobs.py, cli/slurm.py): GPU and CPU agents can go to different partitions in one run."""
+slurm_jobs.py, launchers/slurm_options.py): GPU and CPU agents can go to different partitions
+in one run."""
 
 from __future__ import annotations
 
 import pytest
-import typer
 
-from fwbench.collector.cli.slurm import agent_names, check_slurm_options
-from fwbench.collector.launchers import LauncherKind
+from fwbench.collector.cli.slurm import agent_names
+from fwbench.collector.launchers import LaunchOptionError
 from fwbench.collector.launchers.slurm_jobs import options_for, scoped
+from fwbench.collector.launchers.slurm_options import check_sbatch_options
 
 
 def test_an_agents_own_options_come_after_everyones_and_only_for_it() -> None:
@@ -34,6 +35,6 @@ def test_an_agents_own_options_come_after_everyones_and_only_for_it() -> None:
 def test_bad_scoped_options_are_refused(option: str, said: str) -> None:
     agents = agent_names("fake,fake#2,torch-cpu@127.0.0.1:50051")
     assert agents == {"fake", "torch-cpu"}
-    with pytest.raises(typer.BadParameter, match=said):
-        check_slurm_options([option], LauncherKind.SLURM, agents)
-    assert check_slurm_options(["fake:time=00:05:00"], LauncherKind.SLURM, agents)
+    with pytest.raises(LaunchOptionError, match=said):
+        check_sbatch_options([option], frozenset(agents))
+    assert check_sbatch_options(["fake:time=00:05:00"], frozenset(agents))

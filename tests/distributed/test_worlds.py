@@ -228,12 +228,13 @@ def test_a_stopped_rank_silences_the_world_which_is_hung_and_replaced(tmp_path: 
 
 
 def test_rank_threads_share_this_host_unless_a_scheduler_is_told_the_cpus() -> None:
-    from fwbench.collector.launchers import LauncherKind
+    from fwbench.collector.launchers import LauncherKind, launcher_options
     from fwbench.collector.run.launch import rank_threads
-    from fwbench.collector.run.options import RunOptions
+    from fwbench.collector.run.options import Launch, RunOptions
 
-    def options(launcher: LauncherKind, **given: tuple[str, ...]) -> RunOptions:
-        return RunOptions((w2,), None, Path(), None, 1.0, "", launcher=launcher, **given)
+    def options(launcher: LauncherKind, **given: list[str]) -> RunOptions:
+        own = launcher_options(launcher, given)  # as `collector run` parses them
+        return RunOptions((w2,), None, Path(), "", launch=Launch(launcher, own))
 
     fake = Instance("fake")
     w1, w2, w1x2 = fake.as_world(1), fake.as_world(2), fake.as_world(1, 2)
@@ -241,12 +242,12 @@ def test_rank_threads_share_this_host_unless_a_scheduler_is_told_the_cpus() -> N
     assert rank_threads([w1, w2]) == max(cpus // 2, 1)
     assert rank_threads([fake]) == cpus
     assert rank_threads([w1, w1x2]) == max(cpus // 2, 1)  # per device
-    slurm = options(LauncherKind.SLURM, slurm_options=("partition=cpu", "cpus-per-task=3"))
+    slurm = options(LauncherKind.SLURM, slurm=["partition=cpu", "cpus-per-task=3"])
     assert rank_threads([w2], slurm) == 3
-    zero = options(LauncherKind.SLURM, slurm_options=("cpus-per-task=0",))
+    zero = options(LauncherKind.SLURM, slurm=["cpus-per-task=0"])
     assert rank_threads([w2], zero) == max(cpus // 2, 1)
     assert rank_threads([w2], options(LauncherKind.KUBERNETES)) == 1  # a pod's default
-    pods = options(LauncherKind.KUBERNETES, k8s_options=("cpus=4",))
+    pods = options(LauncherKind.KUBERNETES, k8s=["cpus=4"])
     assert rank_threads([w2], pods) == 4
 
 

@@ -21,7 +21,7 @@ from fwbench.collector.agents.agent_environment import (
 )
 from fwbench.collector.agents.specs import AgentSpecError, Instance
 from fwbench.collector.analysis.changes import agent_changes
-from fwbench.collector.run.options import RunOptions, options_from_record, options_record
+from fwbench.collector.run.options import Launch, RunOptions, options_from_record, options_record
 
 
 def _run(
@@ -120,13 +120,13 @@ def test_parse_and_check_rules() -> None:
 
 
 def test_a_resumed_run_starts_its_agents_with_the_same_variables() -> None:
-    options = RunOptions(
-        (Instance("fake"),), None, Path("s"), None, 1.0, "c", agent_environment={"A": "1"}
-    )
+    launch = Launch(agent_environment={"A": "1"})
+    options = RunOptions((Instance("fake"),), None, Path("s"), "c", launch=launch)
     record = json.loads(json.dumps(options_record(options)))
-    assert options_from_record(record, Path("o"), Path("s"), "c").agent_environment == {"A": "1"}
+    resumed = options_from_record(record, Path("o"), Path("s"), "c")
+    assert resumed.launch.agent_environment == {"A": "1"}
     del record["agent_environment"]  # a run recorded before --agent-env
-    assert options_from_record(record, Path("o"), Path("s"), "c").agent_environment == {}
+    assert options_from_record(record, Path("o"), Path("s"), "c").launch.agent_environment == {}
 
 
 def test_changes_between_runs_name_each_differing_value() -> None:

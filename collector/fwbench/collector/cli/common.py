@@ -37,7 +37,7 @@ from fwbench.collector.agents.security import SecurityError
 from fwbench.collector.agents.specs import AgentSpecError
 from fwbench.collector.analysis.contenders import ComparisonError
 from fwbench.collector.images.build import ImageBuildError
-from fwbench.collector.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
+from fwbench.collector.launchers import LauncherKind
 from fwbench.collector.run.plan import SelectionError
 from fwbench.collector.run.session import DEFAULT_OUT
 from fwbench.collector.store import PersistenceError, StorageUnusable, default_store_path
@@ -122,16 +122,6 @@ Memory = Annotated[
 PidsLimit = Annotated[
     int, typer.Option(min=64, help="docker: each container's process and thread limit.")
 ]
-
-
-def check_launcher_options(
-    launcher: LauncherKind, cpuset: str, memory: str, pids_limit: int, python: list[str] | None
-) -> None:
-    """Options that belong to one launcher, refused with another."""
-    if (memory or cpuset or pids_limit != DEFAULT_PIDS_LIMIT) and launcher != LauncherKind.DOCKER:
-        fail("--memory, --cpuset and --pids-limit limit containers: they need --launcher docker")
-    if python and launcher not in (LauncherKind.LOCAL, LauncherKind.SLURM):
-        fail("--python runs agents in an existing Python: it goes with --launcher local or slurm")
 
 
 SlurmOptions = Annotated[

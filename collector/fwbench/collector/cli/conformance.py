@@ -50,7 +50,7 @@ from fwbench.collector.conformance.reach import attach_for_suite, suite_variable
 from fwbench.collector.conformance.suite import FAIL, PASS, SKIP, Outcome, Target
 from fwbench.collector.launchers import AgentHandle, Launcher, LauncherKind
 from fwbench.collector.run.launch import launch_all, make_launcher
-from fwbench.collector.run.options import RunOptions
+from fwbench.collector.run.options import Launch, Limits, RunOptions
 from fwbench.collector.run.plan import split_list
 from fwbench.spec import load_catalogue, startup
 
@@ -154,7 +154,9 @@ def conformance(
     take_interrupts_once()
     # What make_launcher reads of a run's options: the launcher and its start timeout (the
     # suite stores nothing: no output folder, no store).
-    options = RunOptions((), None, Path(), cell_timeout, start_timeout, "", launcher=launcher)
+    options = RunOptions(
+        (), None, Path(), "", Limits(cell_timeout, start_timeout), launch=Launch(launcher)
+    )
     agent_launcher: Launcher | None = None
     handle: AgentHandle | None = None
     with command_logs("conformance") as logs:
@@ -169,9 +171,8 @@ def conformance(
                 resolve_agents([instance], declared)
                 one_agent(spec)
                 started, reported = suite_variables(agent_env or [], instance, declared)
-                options = dataclasses.replace(
-                    options, agents=(instance,), agent_environment=started
-                )
+                launch = dataclasses.replace(options.launch, agent_environment=started)
+                options = dataclasses.replace(options, agents=(instance,), launch=launch)
                 agent_launcher = make_launcher(options, uuid.uuid4().hex[:12], logs, errors)
                 if instance.attached:  # one that serves no health is checked, not unreachable
                     handle = attach_for_suite(instance, min(start_timeout, 10.0), security)

@@ -83,10 +83,10 @@ def resume_run(
         )
     except (ResumeRefused, PersistenceError, StorageUnusable, AgentSpecError) as error:
         fail_with(error)
-    extra = manifests or [Path(folder) for folder in options.manifest_dirs]
+    extra = manifests or [Path(folder) for folder in options.launch.manifest_dirs]
     declared = load_manifests(extra)
     try:
-        declared.update(images_by_id(options.images))
+        declared.update(images_by_id(options.launch.images))
     except KNOWN_ERRORS as error:
         fail_with(error)
     execute(options, point.selection, declared, point)
@@ -111,7 +111,7 @@ def execute(
         # The host's earlier runs are read only for margins that come from them (no --margin).
         history=(
             (lambda run_id, metadata: earlier_spreads(options.store_path, run_id, metadata))
-            if options.margin is None
+            if options.decision.margin is None
             else None
         ),
     )
@@ -130,7 +130,7 @@ def execute(
     # What the run found opens its summary (analysis/answers.py); the tables follow. The
     # results are stored already: working out what they say must not change how the run ends.
     try:
-        answered = run_answers(store, summary.run_id, options.baseline or None)
+        answered = run_answers(store, summary.run_id, options.decision.baseline or None)
         findings = summary_lines(find(load_run(store, summary.run_id)))
     except Exception as error:  # noqa: BLE001 (said, and `collector compare` can say it)
         answered, findings = (
@@ -157,7 +157,7 @@ def execute(
     counts = ", ".join(f"{n} {status}" for status, n in sorted(summary.statuses.items()))
     console.print(f"results: {summary.out_dir}/results.parquet ({counts})", highlight=False)
     if summary.statuses.get("ok") and len(results):  # one agent: never against itself
-        hint = next_steps(results, summary.out_dir, options.baseline or None)
+        hint = next_steps(results, summary.out_dir, options.decision.baseline or None)
         console.print(hint, highlight=False, soft_wrap=True)
     if summary.interrupted:
         fail("interrupted; results measured so far are saved", ExitCode.INTERRUPTED)

@@ -11,24 +11,12 @@ import typer
 from fwbench.collector.cli.common import ManifestDirs, fail, fail_with, load_manifests
 from fwbench.collector.cli.worlds import parse_world_sizes
 from fwbench.collector.images.build import image_tag
-from fwbench.collector.launchers import LauncherKind
-from fwbench.collector.launchers.kubernetes import parse_k8s_options
 from fwbench.collector.launchers.kubernetes_objects import PodShape, render
+from fwbench.collector.launchers.kubernetes_options import parse_k8s_options
 from fwbench.collector.run.metadata import new_run_id
 from fwbench.collector.run.plan import SelectionError, split_list
 
 k8s_app = typer.Typer(help="Kubernetes: manifests for agents and worlds (docs/cluster.md).")
-
-
-def check_k8s_options(given: list[str], launcher: LauncherKind) -> tuple[str, ...]:
-    """--k8s KEY=VALUE settings, checked before the cluster is reached (one line, exit 2)."""
-    if given and launcher != LauncherKind.KUBERNETES:
-        fail("--k8s settings go with --launcher kubernetes")
-    try:
-        parse_k8s_options(given)
-    except ValueError as error:
-        fail(str(error))
-    return tuple(given)
 
 
 @k8s_app.command("render")

@@ -2,26 +2,12 @@
 
 from __future__ import annotations
 
-import shlex
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from fwbench.collector.agents.agent_environment import agent_environment
-from fwbench.collector.agents.docker_engine import DockerUnavailable
-from fwbench.collector.agents.environments import EnvironmentBuildError
-from fwbench.collector.agents.existing import EnvironmentUnsuitable, check_pythons, parse_pythons
-from fwbench.collector.agents.image_labels import with_image_agents
-from fwbench.collector.agents.manifest import ManifestError
-from fwbench.collector.agents.specs import (
-    IMAGE_SPEC_HELP,
-    AgentSpecError,
-    expand_instances,
-    resolve_agents,
-    with_worlds,
-)
+from fwbench.collector.agents.specs import IMAGE_SPEC_HELP
 from fwbench.collector.cli.common import (
     AgentEnv,
     Cpuset,
@@ -33,30 +19,13 @@ from fwbench.collector.cli.common import (
     Pythons,
     SlurmOptions,
     StorePath,
-    check_launcher_options,
-    errors,
-    fail,
-    fail_with,
-    load_manifests,
 )
-from fwbench.collector.cli.decide import (
-    Baseline,
-    Budget,
-    Margin,
-    UntilDecided,
-    decide_options,
-    decided_loop,
-)
-from fwbench.collector.cli.execution import execute, resume_run
-from fwbench.collector.cli.k8s import check_k8s_options
+from fwbench.collector.cli.decide import Baseline, Budget, Margin, UntilDecided
+from fwbench.collector.cli.execution import resume_run
+from fwbench.collector.cli.run_start import Asked, DecideFlags, LaunchFlags, Measure, start_run
 from fwbench.collector.cli.security import AgentTokenFile, TlsCa, TlsCert, TlsKey, security_settings
-from fwbench.collector.cli.slurm import (
-    SlurmContainer,
-    agent_names,
-    check_slurm_container,
-    check_slurm_options,
-)
-from fwbench.collector.cli.slurm_export import SlurmExport, check_export, export_run
+from fwbench.collector.cli.slurm import SlurmContainer
+from fwbench.collector.cli.slurm_export import SlurmExport, check_export
 from fwbench.collector.cli.telemetry import (
     DEFAULT_INTERVAL_SECONDS,
     DEFAULT_THRESHOLD_PERCENT,
@@ -65,21 +34,11 @@ from fwbench.collector.cli.telemetry import (
     ScrapeInterval,
     check_interference,
 )
-from fwbench.collector.cli.worlds import (
-    DEFAULT_WORLD_ITERATIONS,
-    check_world_workloads,
-    has_worlds,
-    parse_world_sizes,
-)
 from fwbench.collector.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.run.liveness import HANG_SECONDS
-from fwbench.collector.run.options import RunOptions
-from fwbench.collector.run.plan import LoopSettings, SelectionError, build_selection, split_list
-from fwbench.collector.store import default_store_path
-from fwbench.spec import HEARTBEAT_SECONDS, load_catalogue
-
-BAD_INPUT = (SelectionError, AgentSpecError, ManifestError, DockerUnavailable,
-             EnvironmentUnsuitable, EnvironmentBuildError)  # fmt: skip
+from fwbench.collector.run.options import CELL_TIMEOUT_SECONDS, Limits, Telemetry
+from fwbench.collector.run.plan import LoopSettings
+from fwbench.spec import HEARTBEAT_SECONDS
 
 
 def run(
@@ -126,7 +85,7 @@ def run(
     ] = None,
     cell_timeout: Annotated[
         float, typer.Option(min=0.0, help="Seconds before one cell is abandoned (0 = never).")
-    ] = 1800.0,
+    ] = CELL_TIMEOUT_SECONDS,
     start_timeout: Annotated[
         float, typer.Option(min=1.0, help="Seconds for an agent to become healthy.")
     ] = 180.0,
@@ -216,85 +175,46 @@ def run(
     ] = "",
 ) -> None:
     """Run workloads on agents and store one normalized results table."""
+    security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     if slurm_export:
         check_export(launcher, slurm or [], resume, slurm_container)
     if resume:
-        security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
-        resume_run(ctx, resume, manifests, store, security)
-        return
-    if not agents:
-        fail("give --agents NAME[,NAME...] (`collector agents` lists them), or --resume RUN_ID")
-    if out is not None and out.exists() and not out.is_dir():
-        fail(f"--out {out} is a file; give a folder (new, or holding no run)")
-    check_launcher_options(launcher, cpuset, memory, pids_limit, python)
+        return resume_run(ctx, resume, manifests, store, security)
     check_interference(interference_threshold, quiet_host)
-    slurm_launcher = LauncherKind.SLURM if slurm_export else launcher
-    slurm_options = check_slurm_options(slurm or [], slurm_launcher, agent_names(agents))
-    slurm_container = check_slurm_container(slurm_container, launcher, python)
-    security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
-    catalogue = load_catalogue()
-    declared = load_manifests(manifests)
-    try:
-        names, aa_names, declared = with_image_agents(
-            split_list(agents), split_list(aa), declared, launcher == LauncherKind.DOCKER
-        )
-        sizes = parse_world_sizes(world_sizes, min_seconds, threads, strategies)
-        agent_specs = with_worlds(expand_instances(names, aa_names), sizes)
-        if worlds := has_worlds(sizes, agent_specs, min_seconds, threads):  # the same steps
-            min_seconds, max_iterations = 0.0, iterations or DEFAULT_WORLD_ITERATIONS
-        resolve_agents(agent_specs, declared)
-        environment = agent_environment(agent_env or [], agent_specs, declared)
-        pythons = parse_pythons(python or [], declared)
-        check_pythons(pythons, agent_specs, declared, errors.print)
-        decide = decide_options(until_decided, budget, baseline, margin, agent_specs, fresh_process)
-        if decide:
-            given = getattr(ctx.get_parameter_source("repeat"), "name", "") == "COMMANDLINE"
-            repeat, iterations, warmup, min_seconds = decided_loop(
-                repeat if given else None, iterations, warmup, min_seconds
-            )
-        selection = build_selection(
-            catalogue,
-            workloads=workloads,
-            phases=phases,
-            batch_sizes=batch_sizes,
-            dtypes=dtypes,
-            threads=threads,
-            modes=modes,
-            params=param,
-            loop=LoopSettings(warmup, iterations, min_seconds, max_iterations),
-            seed=seed,
-            repeat=repeat,
-            fresh_process=fresh_process,
-            strategies=strategies,
-        )
-        check_world_workloads(catalogue, selection.workloads, worlds)
-    except BAD_INPUT as error:
-        fail_with(error)
-    if slurm_export:
-        return export_run(ctx, slurm_export, slurm_options, out)
-    options = RunOptions(
-        agent_specs,
-        out,
-        store or default_store_path(),
-        cell_timeout or None,
-        start_timeout,
-        shlex.join(["collector", *sys.argv[1:]]),
-        scrape_interval_seconds=scrape_interval if scrape_interval > 0 else None,
-        hang_timeout_seconds=hang_timeout or None,
-        interference_threshold=interference_threshold,
-        quiet_host_seconds=quiet_host,
-        launcher=launcher,
-        cpuset=cpuset,
-        memory=memory,
-        pids_limit=pids_limit,
-        slurm_options=slurm_options,
-        slurm_container=slurm_container,
-        k8s_options=check_k8s_options(k8s or [], launcher),
-        manifest_dirs=tuple(str(path.resolve()) for path in manifests or ()),
-        pythons=pythons,
-        agent_environment=environment,
-        images=tuple(dict.fromkeys(m.image.id for m in declared.values() if m.image)),
-        security=security,
-        **decide,
+    given = getattr(ctx.get_parameter_source("repeat"), "name", "") == "COMMANDLINE"
+    start_run(
+        ctx,
+        Asked(agents, aa, world_sizes, strategies, out, store, manifests, slurm_export),
+        Measure(
+            workloads,
+            phases,
+            batch_sizes,
+            dtypes,
+            threads,
+            modes,
+            param,
+            seed,
+            LoopSettings(warmup, iterations, min_seconds, max_iterations),
+            repeat if given else None,
+            fresh_process,
+        ),
+        Limits(cell_timeout or None, start_timeout, hang_timeout or None),
+        Telemetry(
+            scrape_interval if scrape_interval > 0 else None, interference_threshold, quiet_host
+        ),
+        LaunchFlags(
+            launcher,
+            {
+                "python": python,
+                "cpuset": cpuset,
+                "memory": memory,
+                "pids_limit": pids_limit,
+                "slurm": slurm,
+                "slurm_container": slurm_container,
+                "k8s": k8s,
+            },
+            agent_env or [],
+        ),
+        DecideFlags(until_decided, budget, baseline, margin),
+        security,
     )
-    execute(options, selection, declared)

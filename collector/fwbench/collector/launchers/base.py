@@ -15,12 +15,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from fwbench.collector.agents.client import AgentClient
 from fwbench.collector.agents.docker_engine import ImageInfo
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers.options import LauncherOptions
 from fwbench.spec import startup
 
 START_TIMEOUT_SECONDS = 180.0
@@ -127,11 +128,14 @@ class Launcher(Protocol):
     """Starts agents from their manifests, one kind of place each (process, container, ...)."""
 
     kind: LauncherKind
+    options: ClassVar[type[LauncherOptions]]  # its own options (launchers/options.py)
     # Whether an agent it started holds a scheduler's allocation while idle (Slurm's job, a
     # pod's requests): the run then starts its agents one at a time and gives each one's
     # allocation back until its cells come (run/session.py), so a small cluster is never
     # held by agents that wait, and worlds that cannot fit together run one after another.
     holds_allocation: bool
+
+    def __init__(self, settings: LaunchSettings) -> None: ...
 
     def start(
         self,
@@ -158,6 +162,12 @@ class Launcher(Protocol):
         way when the run was interrupted). Idempotent; later starts are refused."""
         ...
 
+    @staticmethod
+    def sweep_orphans() -> None:
+        """Removes what collectors on this host that were killed left running (Docker
+        containers and networks, Slurm jobs), before a run starts."""
+        ...
+
     def place_world(self, manifest: AgentManifest, world: Instance, threads: int) -> Placement:
         """Where the `world.ranks` ranks of `world` (NAME~wN) of `manifest`'s agent, `threads`
         each, will meet; its ranks are then started as `world.of_rank(R)` (a scheduler may have
@@ -170,34 +180,36 @@ def _ignore(_: str) -> None:
     pass
 
 
+_Options = TypeVar("_Options", bound=LauncherOptions)
+
+
 @dataclass(frozen=True)
 class LaunchSettings:
-    """What every launcher is constructed with; each uses what applies to it."""
+    """What every launcher is constructed with: the run's, and its own options."""
 
     run_id: str
     log_dir: Path
     report: Callable[[str], None] = _ignore  # one line of progress (builds, pulls)
     start_timeout_seconds: float = START_TIMEOUT_SECONDS
-    cpuset: str = ""  # docker: CPUs each container is pinned to ("0-1"); "" = all
-    # docker: each container's memory limit (Docker's syntax: "8g"; "" = DEFAULT_MEMORY_SHARE
-    # of this host's memory) and process limit.
-    memory: str = ""
-    pids_limit: int = DEFAULT_PIDS_LIMIT
+    # The launcher's own options (its `options` class; None = its defaults).
+    options: LauncherOptions | None = None
     # docker: the image of an agent, built or refreshed when needed (images/build.py).
     image_for: Callable[[AgentManifest], ImageInfo] | None = None
-    # local, slurm: existing interpreters (`--python`), by agent name; "" for every agent.
-    pythons: Mapping[str, str] = field(default_factory=dict)
-    # slurm: sbatch options for every agent job, without the dashes ("partition=debug"), and
-    # the runtime that runs each agent in its image (RUNTIME=REGISTRY; "" = none: the host's).
-    slurm_options: tuple[str, ...] = ()
-    slurm_container: str = ""
-    # kubernetes: KEY=VALUE settings (namespace, registry, cpus, memory), and the name of an
-    # agent's image (images/build.py image_tag), which `registry` prefixes.
-    k8s_options: tuple[str, ...] = ()
+    # slurm --slurm-container, kubernetes: the name of an agent's image (images/build.py
+    # image_tag), which the registry prefixes.
     image_tag: Callable[[AgentManifest], str] | None = None
     # every launcher: variables every agent gets (`--agent-env`, as agent_environment.for_agents
     # makes them), under the manifest's and over nothing the collector sets itself.
     environment: Mapping[str, str] = field(default_factory=dict)
+
+    def own(self, kind: type[_Options]) -> _Options:
+        """The options, as the launcher whose they are declares them (its defaults when none
+        were given)."""
+        if self.options is None:
+            return kind()
+        if not isinstance(self.options, kind):
+            raise TypeError(f"{type(self.options).__name__} given to a launcher of {kind.__name__}")
+        return self.options
 
 
 def free_port(host: str = "127.0.0.1") -> int:

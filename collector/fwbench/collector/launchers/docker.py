@@ -32,6 +32,7 @@ from fwbench.collector.launchers.base import (
 )
 from fwbench.collector.launchers.docker_container import (
     ContainerLimits,
+    DockerOptions,
     agent_pid,
     container_name,
     host_port,
@@ -48,6 +49,7 @@ from fwbench.collector.launchers.docker_sweep import (
     remove_run_containers,
     run_labels,
 )
+from fwbench.collector.launchers.options import LauncherOptions
 from fwbench.spec import startup
 
 # Inside a world's network each rank has its own namespace: the same ports in every container.
@@ -128,6 +130,7 @@ class DockerLauncher:
     """Agents as containers from their images (Launcher)."""
 
     kind = LauncherKind.DOCKER
+    options: ClassVar[type[LauncherOptions]] = DockerOptions
     holds_allocation = False
 
     def __init__(self, settings: LaunchSettings) -> None:
@@ -135,6 +138,7 @@ class DockerLauncher:
             raise ValueError("the Docker launcher needs an image_for (images/build.py)")
         self.settings = settings
         self.image_for = settings.image_for
+        self.own = settings.own(DockerOptions)
         self._networks: dict[Instance, str] = {}  # a world -> its network (place_world)
 
     def start(
@@ -155,9 +159,9 @@ class DockerLauncher:
             self.settings.log_dir,
             timeout_seconds=self.settings.start_timeout_seconds,
             threads=threads,
-            cpuset=extra.get(startup.CPUS) or self.settings.cpuset,  # a rank: its own CPUs
+            cpuset=extra.get(startup.CPUS) or self.own.cpuset,  # a rank: its own CPUs
             instance=instance,
-            limits=ContainerLimits(self.settings.memory, self.settings.pids_limit),
+            limits=self.own.limits,
             extra_environment=extra,
             network=world or "",
             abandon=abandon,
@@ -181,6 +185,10 @@ class DockerLauncher:
 
     def close(self) -> None:
         remove_run_containers(self.settings.run_id)
+
+    @staticmethod
+    def sweep_orphans() -> None:
+        remove_orphans()
 
 
 def start_docker(

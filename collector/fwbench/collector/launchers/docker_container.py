@@ -1,10 +1,12 @@
-"""One agent container: its name, limits, creation with loopback ports (and a world's
-network), and what the launcher reads back from it (docker.py)."""
+"""The Docker launcher's options (DockerOptions), and one agent container: its name, limits,
+creation with loopback ports (and a world's network), and what the launcher reads back from it
+(docker.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import docker
 import docker.errors
@@ -14,6 +16,7 @@ from docker.types import DeviceRequest
 from fwbench.collector.agents.client import AgentUnavailable
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.launchers.base import DEFAULT_MEMORY_SHARE, DEFAULT_PIDS_LIMIT
+from fwbench.collector.launchers.options import Flag, LauncherOptions, OptionContext
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,41 @@ class ContainerLimits:
 
     memory: str = ""
     pids_limit: int = DEFAULT_PIDS_LIMIT
+
+
+_LIMITS = "{flag} limits containers: it goes with --launcher {kinds}"
+
+
+@dataclass(frozen=True)
+class DockerOptions(LauncherOptions):
+    """The Docker launcher's own options: the CPUs each container is pinned to ("0-1"; "" =
+    all) and its limits (--cpuset, --memory, --pids-limit)."""
+
+    FLAGS: ClassVar[Mapping[str, Flag]] = {
+        parameter: Flag(f"--{parameter.replace('_', '-')}", default, _LIMITS)
+        for parameter, default in (
+            ("cpuset", ""),
+            ("memory", ""),
+            ("pids_limit", DEFAULT_PIDS_LIMIT),
+        )
+    }
+
+    cpuset: str = ""
+    memory: str = ""
+    pids_limit: int = DEFAULT_PIDS_LIMIT
+
+    @classmethod
+    def parse(cls, given: Mapping[str, Any], context: OptionContext) -> Self:
+        defaults = cls()
+        return cls(
+            cpuset=given.get("cpuset") or defaults.cpuset,
+            memory=given.get("memory") or defaults.memory,
+            pids_limit=given.get("pids_limit") or defaults.pids_limit,
+        )
+
+    @property
+    def limits(self) -> ContainerLimits:
+        return ContainerLimits(self.memory, self.pids_limit)
 
 
 def _default_memory() -> int:

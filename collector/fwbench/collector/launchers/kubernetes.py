@@ -42,42 +42,9 @@ from fwbench.collector.launchers.kubernetes_objects import (
     token_secret,
     world_objects,
 )
-from fwbench.collector.launchers.kubernetes_policy import PodOptions, parse_pod_option
+from fwbench.collector.launchers.kubernetes_options import KubernetesOptions
+from fwbench.collector.launchers.options import LauncherOptions
 from fwbench.spec import startup
-
-
-@dataclass(frozen=True)
-class K8sSettings:
-    """`--k8s KEY=VALUE` settings."""
-
-    namespace: str = "default"
-    registry: str = ""  # prefix of the agents' image names: registry.example.org/
-    cpus: int = 1  # whole CPUs per pod, requests = limits
-    memory: str = "4Gi"  # per pod, requests = limits
-    pods: PodOptions = field(default_factory=PodOptions)  # scheduling, network policy
-
-
-def parse_k8s_options(given: tuple[str, ...] | list[str]) -> K8sSettings:
-    """Raises ValueError (one line) for an unknown key, a missing value or a bad number."""
-    values: dict[str, Any] = {}
-    pods: dict[str, Any] = {}
-    known = [k for k in K8sSettings.__dataclass_fields__ if k != "pods"]
-    known += list(PodOptions.__dataclass_fields__)
-    for option in given:
-        key, equals, value = option.partition("=")
-        if key not in known:
-            raise ValueError(f"unknown --k8s key {key!r}; known: {', '.join(known)}")
-        if not equals or not value:
-            raise ValueError(f"--k8s {key} needs a value: {key}=VALUE")
-        if key in PodOptions.__dataclass_fields__:
-            pods.update(parse_pod_option(key, value))
-        elif key == "cpus":
-            if not value.isdigit() or int(value) < 1:
-                raise ValueError(f"--k8s cpus={value}: expected whole CPUs (1, 2, ...)")
-            values[key] = int(value)
-        else:
-            values[key] = value
-    return K8sSettings(**values, pods=PodOptions(**pods))
 
 
 @dataclass
@@ -146,15 +113,16 @@ class KubernetesLauncher:
     deletes what killed collectors of this host left in the namespace."""
 
     kind = LauncherKind.KUBERNETES
+    options: ClassVar[type[LauncherOptions]] = KubernetesOptions
     holds_allocation = True  # an idle pod holds its requests: agents start one at a time
 
     def __init__(self, settings: LaunchSettings) -> None:
         self.settings = settings
         try:
-            self.options = parse_k8s_options(settings.k8s_options)
+            self.k8s = settings.own(KubernetesOptions).settings()
         except ValueError as error:
             raise AgentUnavailable(str(error)) from None
-        self.cluster = Cluster(self.options.namespace)
+        self.cluster = Cluster(self.k8s.namespace)
         self.cluster.delete_orphans()
         self.collector = f"{socket.gethostname()}:{os.getpid()}"
         self._count = itertools.count(1)
@@ -166,7 +134,7 @@ class KubernetesLauncher:
         token = secrets.token_urlsafe(32)
         self._secret = dns_name(f"fwbench-{settings.run_id}-token")
         self.cluster.create([token_secret(self._secret, settings.run_id, token,
-                                          self.options.namespace, self._notes())])  # fmt: skip
+                                          self.k8s.namespace, self._notes())])  # fmt: skip
         self._security = ChannelSecurity(token=token)
         keepalive = keepalive_seconds()
         self._keepalive = threading.Thread(
@@ -179,7 +147,7 @@ class KubernetesLauncher:
 
     def image(self, manifest: AgentManifest) -> str:
         tag = self.settings.image_tag(manifest) if self.settings.image_tag else manifest.name
-        return self.options.registry + tag
+        return self.k8s.registry + tag
 
     def _create(
         self, manifest: AgentManifest, instance: Instance, size: int, threads: int, world: bool
@@ -195,14 +163,14 @@ class KubernetesLauncher:
         if world and instance.devices > 1:  # NAME~w1xD: one pod of D devices
             env[startup.LOCAL_DEVICES] = str(instance.devices)
         gpus = 1 if manifest.requires_gpu else 0
-        shape = PodShape(self.options.cpus, self.options.memory, gpus)
+        shape = PodShape(self.k8s.cpus, self.k8s.memory, gpus)
         objects = world_objects(
             manifest, self.image(manifest), self.settings.run_id, size, shape,
-            self.options.namespace, name, self._notes(), env, self._secret, alone=not world,
-            options=self.options.pods,
+            self.k8s.namespace, name, self._notes(), env, self._secret, alone=not world,
+            options=self.k8s.pods,
         )  # fmt: skip
         pods = f"{size} pod{'s' if size > 1 else ''}"
-        self.settings.report(f"creating Job {self.options.namespace}/{name} ({pods})")
+        self.settings.report(f"creating Job {self.k8s.namespace}/{name} ({pods})")
         self.cluster.create(objects)
         return name
 
@@ -273,5 +241,9 @@ class KubernetesLauncher:
         self._closed.set()
         self.cluster.delete_run(dns_name(self.settings.run_id))
 
+    @staticmethod
+    def sweep_orphans() -> None:
+        """Nothing here: the namespace is swept as the launcher is made (it needs --k8s)."""
 
-__all__ = ["K8sSettings", "KubernetesAgent", "KubernetesLauncher", "parse_k8s_options"]
+
+__all__ = ["KubernetesAgent", "KubernetesLauncher"]

@@ -31,6 +31,8 @@ from fwbench.collector.launchers.base import (
     Placement,
     free_ports,
 )
+from fwbench.collector.launchers.options import LauncherOptions
+from fwbench.collector.launchers.python_options import PythonOptions
 from fwbench.spec import startup
 
 # How long close() waits for abandoned starts to stop their processes (SIGTERM, then SIGKILL
@@ -96,6 +98,7 @@ class LocalLauncher:
     """Agents as processes in their virtual environments (Launcher)."""
 
     kind = LauncherKind.LOCAL
+    options: ClassVar[type[LauncherOptions]] = PythonOptions
     holds_allocation = False
 
     def __init__(self, settings: LaunchSettings) -> None:
@@ -125,7 +128,7 @@ class LocalLauncher:
                 threads=threads,
                 instance=instance,
                 abandon=either(self._closed, abandon),
-                python=self.settings.pythons.get(manifest.name) or self.settings.pythons.get(""),
+                python=self.settings.own(PythonOptions).python_for(manifest.name),
                 extra_environment={**self.settings.environment, **(extra_environment or {})},
             )
         finally:
@@ -147,6 +150,10 @@ class LocalLauncher:
         self._closed.set()
         with self._changed:
             self._changed.wait_for(lambda: self._starting == 0, timeout=CLOSE_WAIT_SECONDS)
+
+    @staticmethod
+    def sweep_orphans() -> None:
+        """Nothing: an agent process dies with its collector (--exit-with-parent)."""
 
 
 class Either:

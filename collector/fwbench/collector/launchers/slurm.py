@@ -38,9 +38,11 @@ from fwbench.collector.launchers.base import (
     keep_alive,
     keepalive_seconds,
 )
+from fwbench.collector.launchers.options import LauncherOptions
 from fwbench.collector.launchers.slurm_jobs import (
     COMMENT_PREFIX,
     POLL_SECONDS,
+    cancel_orphans,
     cancel_run_jobs,
     end_jobs,
     job_state,
@@ -48,19 +50,15 @@ from fwbench.collector.launchers.slurm_jobs import (
     options_for,
     slurm_command,
 )
+from fwbench.collector.launchers.slurm_options import SlurmOptions
 from fwbench.collector.launchers.slurm_scripts import (
     IMAGE_PYTHON,
-    Container,
     InImage,
     agent_command,
     agent_script,
     world_script,
 )
 from fwbench.spec import startup
-
-# sbatch options the launcher sets itself; --slurm cannot override them.
-RESERVED = frozenset({"parsable", "job-name", "output", "comment", "wrap", "export"})
-
 
 Environment = AgentEnvironment | ExistingEnvironment | InImage
 
@@ -115,6 +113,7 @@ class SlurmLauncher:
     """Agents as Slurm batch jobs (Launcher)."""
 
     kind = LauncherKind.SLURM
+    options: ClassVar[type[LauncherOptions]] = SlurmOptions
     holds_allocation = True
 
     def __init__(self, settings: LaunchSettings) -> None:
@@ -134,8 +133,8 @@ class SlurmLauncher:
             target=keep_alive, args=(self._started, self._closed, keepalive_seconds()), daemon=True
         )
         self._keepalive.start()
-        given = settings.slurm_container
-        self._container = Container.parse(given) if given else None
+        self.own = settings.own(SlurmOptions)
+        self._container = self.own.container()
 
     def _image(self, manifest: AgentManifest) -> str:
         """--slurm-container: the agent's image, as its runtime names it ("" without)."""
@@ -149,7 +148,7 @@ class SlurmLauncher:
     ) -> tuple[Environment, dict[str, str]]:
         """The agent's environment (made or checked; in its image: nothing on the host) and
         the variables its job exports."""
-        python = self.settings.pythons.get(manifest.name) or self.settings.pythons.get("")
+        python = self.own.python_for(manifest.name)
         env: Environment
         if self._container is not None:
             env = InImage(IMAGE_PYTHON, self._token_file.parent)  # mounted in the container
@@ -226,7 +225,7 @@ class SlurmLauncher:
     ) -> str:
         run_id, name = self.settings.run_id, str(instance)
         comment = f"{COMMENT_PREFIX}:{socket.gethostname()}:{os.getpid()}:{run_id}"
-        chosen = options_for(instance.agent, self.settings.slurm_options)
+        chosen = options_for(instance.agent, self.own.slurm_options)
         options = [f"--{option}" for option in chosen]
         command = ["sbatch", "--parsable", f"--job-name=fwbench-{run_id}-{name}"]
         command += [f"--output={log}", f"--comment={comment}", "--export=NONE"]
@@ -289,6 +288,10 @@ class SlurmLauncher:
     def close(self) -> None:
         self._closed.set()
         cancel_run_jobs(self.settings.run_id)
+
+    @staticmethod
+    def sweep_orphans() -> None:
+        cancel_orphans()
 
 
 __all__ = ["SlurmAgent", "SlurmLauncher"]

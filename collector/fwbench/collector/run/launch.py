@@ -18,6 +18,7 @@ from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import AgentSpecError, Instance
 from fwbench.collector.images.build import ensure_image, image_tag
 from fwbench.collector.launchers import (
+    LAUNCHERS,
     AgentHandle,
     Launcher,
     LauncherKind,
@@ -25,9 +26,6 @@ from fwbench.collector.launchers import (
     launcher_for,
 )
 from fwbench.collector.launchers.attached import attach
-from fwbench.collector.launchers.docker import remove_orphans
-from fwbench.collector.launchers.kubernetes import parse_k8s_options
-from fwbench.collector.launchers.slurm_jobs import cancel_orphans
 from fwbench.collector.launchers.world import attach_world, start_world
 from fwbench.collector.run.combine import combine
 from fwbench.collector.run.options import RunOptions
@@ -39,9 +37,10 @@ def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Cons
     """The launcher options.launcher names; the Docker one builds stale images of agents
     declared by manifest files before use, and runs images that declare themselves as they
     are. What killed collectors on this host left of this launcher's kind goes first."""
-    sweep_orphans(options.launcher)
+    launch = options.launch
+    LAUNCHERS[launch.launcher].sweep_orphans()
     image_for = None
-    if options.launcher == LauncherKind.DOCKER:
+    if launch.launcher == LauncherKind.DOCKER:
         client = docker_client()
 
         def image_for(manifest: AgentManifest) -> ImageInfo:
@@ -53,19 +52,13 @@ def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Cons
         run_id=run_id,
         log_dir=log_dir,
         report=console.print,
-        start_timeout_seconds=options.start_timeout_seconds,
-        cpuset=options.cpuset,
-        memory=options.memory,
-        pids_limit=options.pids_limit,
+        start_timeout_seconds=options.limits.start_timeout_seconds,
+        options=launch.own,
         image_for=image_for,
-        pythons=options.pythons,
-        slurm_options=options.slurm_options,
-        slurm_container=options.slurm_container,
-        k8s_options=options.k8s_options,
         image_tag=image_tag,
-        environment=for_agents(options.agent_environment),
+        environment=for_agents(launch.agent_environment),
     )
-    return launcher_for(options.launcher, settings)
+    return launcher_for(launch.launcher, settings)
 
 
 def launch_all(
@@ -176,13 +169,7 @@ def find_metrics(handle: AgentHandle, describe: agent_pb2.DescribeResponse) -> N
 def scheduled_threads(options: RunOptions | None) -> int:
     """What a scheduler gives each rank (--k8s cpus=N, the pod's; --slurm cpus-per-task=N),
     0 when it is not said."""
-    if options is not None and options.launcher == LauncherKind.KUBERNETES:
-        return parse_k8s_options(options.k8s_options).cpus
-    for option in options.slurm_options if options is not None else ():
-        name, _, value = option.partition("=")
-        if name == "cpus-per-task" and value.isdigit() and int(value) > 0:
-            return int(value)
-    return 0
+    return options.launch.own.threads_per_rank() if options is not None else 0
 
 
 def rank_threads(instances: Sequence[Instance], options: RunOptions | None = None) -> int:
@@ -204,13 +191,3 @@ def restarter(
             launcher, manifest, instance, threads or rank_threads, combine
         )
     return lambda threads: launcher.start(manifest, instance, threads)
-
-
-def sweep_orphans(kind: LauncherKind) -> None:
-    """Removes what collectors on this host that were killed left running: Docker containers
-    and networks, or Slurm jobs. (The Kubernetes launcher sweeps its namespace as it is made:
-    that needs its options.)"""
-    if kind == LauncherKind.DOCKER:
-        remove_orphans()
-    elif kind == LauncherKind.SLURM:
-        cancel_orphans()

@@ -1,5 +1,7 @@
-"""A run's options (how agents start, time limits, scraping, container limits), and their
-record in the run's metadata, from which `collector run --resume` takes them back."""
+"""A run's options, in parts: its limits, its telemetry, how its agents start (the launcher
+and the launcher's own options), how it decides (--until-decided), and the credentials of
+attached agents; and their record in the run's metadata, from which `collector run
+--resume` takes them back. What to measure is the run's Selection (run/plan.py)."""
 
 from __future__ import annotations
 
@@ -7,68 +9,134 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import Instance
-from fwbench.collector.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
+from fwbench.collector.launchers import LauncherKind, LauncherOptions, recorded_options
+from fwbench.collector.launchers.base import START_TIMEOUT_SECONDS
 from fwbench.collector.run.interference import DEFAULT_THRESHOLD_PERCENT
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
 from fwbench.collector.stats.margins import SpreadOf
 from fwbench.collector.stats.significance import DEFAULT_NOISE_FLOOR
 
-# Not recorded: where results go, the command line and the credentials for attached agents
-# (never written down) are the resuming command's own.
-# The host's calibration is recorded on its own (metadata "calibration"), and a resumed run
-# keeps it.
-_NOT_RECORDED = (
-    "out_dir", "store_path", "command_line", "security", "calibration", "history",
-)  # fmt: skip
+CELL_TIMEOUT_SECONDS = 1800.0
+
+
+class _Recorded:
+    """A part whose fields are recorded as they are (tuples as lists) and read back by name,
+    each missing one (a run recorded before it existed) at its default."""
+
+    def record(self) -> dict[str, Any]:
+        return {
+            field.name: list(value) if isinstance(value := getattr(self, field.name), tuple)
+            else value
+            for field in dataclasses.fields(self)  # type: ignore[arg-type]
+        }  # fmt: skip
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Self:
+        values = {
+            field.name: tuple(record[field.name]) if isinstance(field.default, tuple)
+            else record[field.name]
+            for field in dataclasses.fields(cls)  # type: ignore[arg-type]
+            if field.name in record
+        }  # fmt: skip
+        return cls(**values)
 
 
 @dataclass(frozen=True)
-class RunOptions:
-    agents: tuple[Instance, ...]
-    out_dir: Path | None
-    store_path: Path
-    cell_timeout_seconds: float | None
-    start_timeout_seconds: float
-    command_line: str
-    # Seconds between /metrics scrapes during each cell; None turns scraping off.
-    scrape_interval_seconds: float | None = DEFAULT_INTERVAL_SECONDS
-    # Seconds without a heartbeat before an agent counts as hung; None = only the cell timeout.
+class Limits(_Recorded):
+    """How long an agent may take to start, a cell to run (None: for ever), and an agent to
+    stay silent (no heartbeat, no progress) before it counts as hung (None: the cell's
+    limit only)."""
+
+    cell_timeout_seconds: float | None = CELL_TIMEOUT_SECONDS
+    start_timeout_seconds: float = START_TIMEOUT_SECONDS
     hang_timeout_seconds: float | None = HANG_SECONDS
-    # Interference (run/interference.py): the percent of the agent's CPUs others may take
-    # before a row is interfered; the most seconds to wait for a quiet host before each cell.
+
+
+@dataclass(frozen=True)
+class Telemetry(_Recorded):
+    """Seconds between /metrics scrapes during each cell (None: no scraping); interference
+    (run/interference.py): the percent of the agent's CPUs others may take before a row is
+    interfered, and the most seconds to wait for a quiet host before each cell."""
+
+    scrape_interval_seconds: float | None = DEFAULT_INTERVAL_SECONDS
     interference_threshold: float = DEFAULT_THRESHOLD_PERCENT
     quiet_host_seconds: float = 0.0
-    launcher: LauncherKind = LauncherKind.LOCAL  # how agents given by name are started
-    cpuset: str = ""  # docker: CPUs each container is pinned to ("0-1"); "" = all
-    memory: str = ""  # docker: each container's memory limit ("8g"); "" = the default share
-    pids_limit: int = DEFAULT_PIDS_LIMIT  # docker: each container's process limit
-    slurm_options: tuple[str, ...] = ()  # slurm: sbatch options ("partition=debug")
-    slurm_container: str = ""  # slurm: RUNTIME=REGISTRY, each agent in its image
-    k8s_options: tuple[str, ...] = ()  # kubernetes: KEY=VALUE ("namespace=bench")
-    manifest_dirs: tuple[str, ...] = ()  # extra manifest folders (--manifests)
-    # --python: existing interpreters of local agents, by agent name ("" = every agent).
-    pythons: dict[str, str] = dataclasses.field(default_factory=dict)
-    # Ids of the images whose labels declare agents of the run (image references in --agents):
-    # a resumed run starts those very images again.
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How agents given by name start: the launcher and its own options (launchers/
+    options.py); extra manifest folders (--manifests); the ids of images whose labels declare
+    agents of the run (a resumed run starts those very images again); and the variables every
+    agent the run starts gets (--agent-env)."""
+
+    launcher: LauncherKind = LauncherKind.LOCAL
+    options: LauncherOptions | None = None  # None: the launcher's defaults
+    manifest_dirs: tuple[str, ...] = ()
     images: tuple[str, ...] = ()
-    # --agent-env: variables every agent the run starts gets (agents/agent_environment.py).
     agent_environment: dict[str, str] = dataclasses.field(default_factory=dict)
-    # --until-decided (run/decide.py): the budget in seconds (None: a plain run), the agent
-    # every other is compared with, the noise floor and the equivalence margin (None: each
-    # comparison's from this host's earlier runs, stats/margins.py).
+
+    @property
+    def own(self) -> LauncherOptions:
+        return self.options or recorded_options(self.launcher, {})
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "launcher": self.launcher.value,
+            "manifest_dirs": list(self.manifest_dirs),
+            "images": list(self.images),
+            "agent_environment": dict(self.agent_environment),
+            **self.own.record(),
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Launch:
+        launcher = LauncherKind(record.get("launcher", LauncherKind.LOCAL.value))
+        return cls(
+            launcher,
+            recorded_options(launcher, record),
+            tuple(record.get("manifest_dirs", ())),
+            tuple(record.get("images", ())),
+            dict(record.get("agent_environment", {})),
+        )
+
+
+@dataclass(frozen=True)
+class Decision(_Recorded):
+    """--until-decided (run/decide.py): the budget in seconds (None: a plain run), the agent
+    every other is compared with, the noise floor and the equivalence margin (None: each
+    comparison's from this host's earlier runs, stats/margins.py)."""
+
     until_decided_seconds: float | None = None
     baseline: str = ""
     noise_floor: float = DEFAULT_NOISE_FLOOR
     margin: float | None = None
-    # (run id, its metadata) -> the spreads this host's earlier runs measured, by result row
-    # (analysis/history.py's earlier_history), for those margins.
-    history: Callable[[str, dict[str, Any]], SpreadOf] | None = None
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """The agents of a run, where its results go, the command that asked for it, and its
+    parts. Not recorded: where results go, the command line and the credentials of attached
+    agents are the resuming command's own; the host's calibration is recorded on its own
+    (metadata "calibration") and a resumed run keeps it."""
+
+    agents: tuple[Instance, ...]
+    out_dir: Path | None
+    store_path: Path
+    command_line: str
+    limits: Limits = Limits()
+    telemetry: Telemetry = Telemetry()
+    launch: Launch = Launch()
+    decision: Decision = Decision()
     security: ChannelSecurity | None = None  # token and TLS of attached agents (NAME@HOST:PORT)
+    # (run id, its metadata) -> the spreads this host's earlier runs measured, by result row
+    # (analysis/history.py's earlier_history), for the decision's margins.
+    history: Callable[[str, dict[str, Any]], SpreadOf] | None = None
     # This host's ceilings (calibration/cache.py), asked for before the agents start.
     calibration: Callable[[], dict[str, Any] | None] | None = None
 
@@ -84,19 +152,15 @@ class RunOptions:
 
 
 def options_record(options: RunOptions) -> dict[str, Any]:
-    """The options as JSON for the run's metadata."""
-    record = {
-        field.name: getattr(options, field.name)
-        for field in dataclasses.fields(options)
-        if field.name not in _NOT_RECORDED
+    """The options as JSON for the run's metadata: one flat object, each part's fields (as
+    runs have recorded them since resuming began)."""
+    return {
+        "agents": [instance.spec for instance in options.agents],
+        **options.limits.record(),
+        **options.telemetry.record(),
+        **options.launch.record(),
+        **options.decision.record(),
     }
-    record["launcher"] = options.launcher.value
-    record["agents"] = [instance.spec for instance in options.agents]
-    record["manifest_dirs"] = list(options.manifest_dirs)
-    record["images"] = list(options.images)
-    record["slurm_options"] = list(options.slurm_options)
-    record["k8s_options"] = list(options.k8s_options)
-    return record
 
 
 def options_from_record(
@@ -108,14 +172,14 @@ def options_from_record(
 ) -> RunOptions:
     """The options a run recorded (options_record), for resuming it. Raises AgentSpecError for
     an agent spec that is not one."""
-    known = {f.name for f in dataclasses.fields(RunOptions)} - set(_NOT_RECORDED)
-    values = {key: value for key, value in record.items() if key in known}
-    values["launcher"] = LauncherKind(values.get("launcher", LauncherKind.LOCAL.value))
-    values["agents"] = tuple(Instance.from_spec(str(spec)) for spec in values["agents"])
-    values["manifest_dirs"] = tuple(values.get("manifest_dirs", ()))
-    values["pythons"] = dict(values.get("pythons", {}))
-    values["agent_environment"] = dict(values.get("agent_environment", {}))
-    values["images"] = tuple(values.get("images", ()))
-    values["slurm_options"] = tuple(values.get("slurm_options", ()))
-    values["k8s_options"] = tuple(values.get("k8s_options", ()))
-    return RunOptions(out_dir=out_dir, store_path=store_path, command_line=command_line, **values)
+    return RunOptions(
+        tuple(Instance.from_spec(str(spec)) for spec in record["agents"]),
+        out_dir,
+        store_path,
+        command_line,
+        Limits.from_record(record),
+        Telemetry.from_record(record),
+        Launch.from_record(record),
+        Decision.from_record(record),
+        security,
+    )

@@ -125,11 +125,11 @@ def _execute(
     batches = [[one] for one in options.agents] if one_at_a_time else [list(options.agents)]
     try:
         for batch in batches:
-            started = launch_all(batch, manifests, launcher, options.start_timeout_seconds,
+            started = launch_all(batch, manifests, launcher, options.limits.start_timeout_seconds,
                                  options.security, options, sizing=options.agents)  # fmt: skip
             handles += started
             if one_at_a_time:
-                work += adopt(started, launcher, targets, options.agent_environment)
+                work += adopt(started, launcher, targets, options.launch.agent_environment)
                 work[-1].rest()
     except BaseException as error:
         for handle in handles:
@@ -143,7 +143,7 @@ def _execute(
         raise
     try:
         if not one_at_a_time:
-            work = adopt(handles, launcher, targets, options.agent_environment)
+            work = adopt(handles, launcher, targets, options.launch.agent_environment)
         check_offered(selection, {w.handle.name: w.describe for w in work})
         for item in work:
             item.cells = plan_cells(item.handle.name, item.describe, catalogue, selection)
@@ -170,13 +170,13 @@ def _measure(
     resume: ResumePoint | None,
 ) -> RunSummary:
     decisions = None
-    if options.until_decided_seconds is not None:
-        baseline = options.baseline or work[0].handle.name
+    if options.decision.until_decided_seconds is not None:
+        baseline = options.decision.baseline or work[0].handle.name
         settings = DecideSettings(
             baseline,
-            options.noise_floor,
-            options.margin,
-            options.until_decided_seconds,
+            options.decision.noise_floor,
+            options.decision.margin,
+            options.decision.until_decided_seconds,
             selection.repeat,  # the most rounds
         )
         decisions = Decisions(settings, [])
@@ -246,13 +246,13 @@ def _measure(
         selection,
         recorder,
         RichDisplay(console, todo, selection.swept),
-        options.cell_timeout_seconds,
-        options.scrape_interval_seconds,
-        options.hang_timeout_seconds,
+        options.limits.cell_timeout_seconds,
+        options.telemetry.scrape_interval_seconds,
+        options.limits.hang_timeout_seconds,
         statuses=kept_statuses(resume) if resume else {},
         skip=skip,
-        interference_threshold=options.interference_threshold,
-        quiet_host_seconds=options.quiet_host_seconds,
+        interference_threshold=options.telemetry.interference_threshold,
+        quiet_host_seconds=options.telemetry.quiet_host_seconds,
     )
     interrupted, escaped = False, ""
     try:
