@@ -20,8 +20,9 @@ from fwbench.collector.stats.significance import (
     UNDECIDED,
     ProcessSpread,
 )
+from fwbench.collector.store.cell_key import CellKey
 
-KEY = ("conv2d", "train", 8, "float32", 0, "{}", "")
+KEY = CellKey("conv2d", "train", 8, "float32", 0, "{}", None)
 
 
 def test_a_given_margin_is_kept_whatever_the_history() -> None:

@@ -415,7 +415,7 @@ def test_cell_dataclass_unchanged() -> None:
         "params",
         "unsupported_reason",
         "mode",
-        "strategy",  # in cell_key
+        "strategy",  # in Cell.key
     }
 
 

@@ -32,6 +32,7 @@ from fwbench.collector.stats.sequential import (
     spent_fraction,
 )
 from fwbench.collector.stats.significance import ALPHA, EQUIVALENT, FASTER, SLOWER, UNDECIDED
+from fwbench.collector.store.cell_key import CellKey
 
 ROUNDS = 12  # the most rounds: looks at 2 to 12 processes a side
 FLOOR, MARGIN = 0.03, 0.05
@@ -154,7 +155,7 @@ def _family(rng: np.random.Generator, ratios: list[float], spread: float) -> lis
     """One run's comparisons through run/decide.py's looks (the real budget sharing): agent i
     at `ratios[i]` against a baseline, ROUNDS rounds at most, decided ones not measured."""
     settings = DecideSettings("base", FLOOR, MARGIN, math.inf, ROUNDS)
-    key = ("gemm", "infer", 1, "float32", 0, "{}", "")
+    key = CellKey("gemm", "infer", 1, "float32", 0, "{}", None)
     questions = [Question(key, f"a{i}", "default", "base", "default") for i in range(len(ratios))]
     decisions = Decisions(settings, questions)
     groups: dict = {}
@@ -315,7 +316,7 @@ def test_a_comparison_left_open_says_how_far_apart_its_processes_were() -> None:
     # `why` names that spread (what sets the interval), next to the processes it would need.
     rng = np.random.default_rng(5)
     settings = DecideSettings("base", FLOOR, MARGIN, math.inf, 4)
-    key = ("conv2d", "train", 8, "float32", 0, "{}", "")
+    key = CellKey("conv2d", "train", 8, "float32", 0, "{}", None)
     question = Question(key, "twin", "", "base", "")
     decisions = Decisions(settings, [question])
     groups = {

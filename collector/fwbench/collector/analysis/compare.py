@@ -32,7 +32,6 @@ from fwbench.collector.analysis.comparison import (
     adjusted,
 )
 from fwbench.collector.analysis.contenders import (
-    CellKey,
     ComparisonError,
     Contender,
     RunData,
@@ -40,7 +39,6 @@ from fwbench.collector.analysis.contenders import (
     every_process_failed,
     failed_note,
     interfered_note,
-    key_label,
     otherwise_note,
 )
 from fwbench.collector.analysis.efficiency import scaling_factor
@@ -60,6 +58,7 @@ from fwbench.collector.stats.significance import (
     equivalence_p,
     estimate_speedup,
 )
+from fwbench.collector.store.cell_key import CellKey
 
 
 def _compare(
@@ -180,7 +179,7 @@ def compare_to_baseline(
         if cell is base:
             continue
         if base is None:
-            skipped.append(f"{cell.agent} {key_label(cell.key)}: {base_agent} has no result")
+            skipped.append(f"{cell.agent} {cell.key.label()}: {base_agent} has no result")
             continue
         notes = [
             arithmetic.between(
@@ -240,7 +239,7 @@ def compare_runs(
     for cell in cells[after.run_id]:
         base = old.pop((cell.agent, cell.mode, cell.key), None)
         if base is None:
-            skipped.append(f"{cell.agent} {key_label(cell.key)}: not in run {before.run_id}")
+            skipped.append(f"{cell.agent} {cell.key.label()}: not in run {before.run_id}")
             continue
         ran = (now_run, now, cell.first_cell, was_run, was)
         kernel = kernel_time.between(
@@ -265,7 +264,7 @@ def compare_runs(
         comparisons.append(
             _compare(base, cell, before.run_id, threshold, notes, within, prior=leaned)
         )
-    skipped += [f"{agent} {key_label(key)}: not in run {after.run_id}" for agent, _, key in old]
+    skipped += [f"{agent} {key.label()}: not in run {after.run_id}" for agent, _, key in old]
     for run in (before, after):
         skipped += [
             f"run {run.run_id}: {said}" for said in every_process_failed(run, cells[run.run_id])

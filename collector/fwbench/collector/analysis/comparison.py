@@ -11,7 +11,6 @@ from typing import Any
 from scipy.stats import t as student_t
 
 from fwbench.collector.analysis import hosts
-from fwbench.collector.analysis.contenders import KEY_COLUMNS, CellKey
 from fwbench.collector.analysis.efficiency import SCALING_VERDICTS
 from fwbench.collector.analysis.noise import NoiseMeasurement
 from fwbench.collector.stats.failures import FAILED_NOTE, INTERFERED_NOTE, OTHERWISE_NOTE
@@ -27,6 +26,7 @@ from fwbench.collector.stats.significance import (
     repetitions_needed,
     verdict,
 )
+from fwbench.collector.store.cell_key import KEY_COLUMNS, CellKey
 
 # What accounts for process-to-process variation in a comparison (significance.py).
 PROCESSES, AA_FLOOR, ONE_PROCESS = "processes", "A/A floor", "one process"

@@ -1,19 +1,19 @@
 """What comparisons are made of: a stored run's rows and samples, grouped into contenders.
 
-A cell is identified by KEY_COLUMNS; within it a contender is an agent in the mode it actually
-ran. The samples of every repetition of a contender's cell are pooled (as groups, one per
-repetition, for the cluster bootstrap). Only ok rows with samples are contenders; the failed
-processes of each contender's cell come with it (`failed`), so that no comparison is made from
-the processes that finished as though they were all there were. Interfered processes (other
-processes took the agent's CPUs while they were timed, run/interference.py) are left out of the
-groups and named (`interfered`); a contender all of whose processes were interfered keeps them
-as its groups, `clean` False, to be described and never called."""
+A cell is identified by its CellKey (store/cell_key.py); within it a contender is an agent in
+the mode it actually ran. The samples of every repetition of a contender's cell are pooled (as
+groups, one per repetition, for the cluster bootstrap). Only ok rows with samples are
+contenders; the failed processes of each contender's cell come with it (`failed`), so that no
+comparison is made from the processes that finished as though they were all there were.
+Interfered processes (other processes took the agent's CPUs while they were timed,
+run/interference.py) are left out of the groups and named (`interfered`); a contender all of
+whose processes were interfered keeps them as its groups, `clean` False, to be described and
+never called."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,13 +25,7 @@ from fwbench.collector.stats.bootstrap import FloatArray
 from fwbench.collector.stats.failures import FAILED, failure_text
 from fwbench.collector.stats.samples import is_noisy
 from fwbench.collector.store import ResultStore
-
-# A world's strategy is part of its cell: the same world measured with ddp and pipeline (or
-# jax_sharded and tensor) ran two computations, never repetitions of one.
-KEY_COLUMNS = (
-    "workload", "phase", "batch_size", "dtype", "threads_requested", "params", "strategy",
-)  # fmt: skip
-CellKey = tuple[Any, ...]
+from fwbench.collector.store.cell_key import CellKey, clean
 
 
 class ComparisonError(ValueError):
@@ -108,16 +102,6 @@ class Contender:
         return is_noisy(pooled.size, cv)
 
 
-def clean(value: Any) -> Any:
-    """None for a missing value (None, pandas' NA, NaN), else the value."""
-    return None if value is None or value is pd.NA or value != value else value
-
-
-def row_key(row: Mapping[Any, Any]) -> CellKey:
-    """The cell a row (stored JSON or a results-frame record) measured."""
-    return tuple(clean(row.get(column)) for column in KEY_COLUMNS)
-
-
 def samples_by_cell(samples: pd.DataFrame) -> dict[int, FloatArray]:
     """The long samples table (cell, iteration, seconds) as one array per cell."""
     cells = samples["cell"].to_numpy(dtype=np.int64)
@@ -138,7 +122,9 @@ def failures(run: RunData) -> dict[tuple[str, str, CellKey], list[str]]:
     failed = run.results[run.results["status"] == FAILED].sort_values("cell")
     for row in failed.to_dict("records"):
         text = failure_text(clean(row.get("error_code")), clean(row.get("error")))
-        found.setdefault((row["agent"], clean(row["mode"]) or "", row_key(row)), []).append(text)
+        found.setdefault((row["agent"], clean(row["mode"]) or "", CellKey.of_row(row)), []).append(
+            text
+        )
     return found
 
 
@@ -185,7 +171,7 @@ def contenders(run: RunData) -> list[Contender]:
         values = by_cell.get(int(row["cell"]))
         if values is None or not values.size:
             continue
-        key = row_key(row)
+        key = CellKey.of_row(row)
         mode = clean(row["mode"]) or ""
         side = (row["agent"], mode, key)
         if bool(clean(row.get("interfered"))):
@@ -228,24 +214,5 @@ def every_process_failed(run: RunData, cells: list[Contender]) -> list[str]:
     said: dict[tuple[str, CellKey], str] = {}
     for (agent, _, key), texts in failures(run).items():
         if (agent, key) not in present:
-            said[(agent, key)] = f"{agent} {key_label(key)}: every process failed ({texts[-1]})"
+            said[(agent, key)] = f"{agent} {key.label()}: every process failed ({texts[-1]})"
     return list(said.values())
-
-
-def key_label(key: CellKey, shown: Collection[str] = ()) -> str:
-    """A cell's name; `shown`: the shape parameters to name too (varying_params: those a run
-    swept, without which two of its cells would read the same)."""
-    workload, phase, batch, dtype, threads, params, strategy = key
-    text = f"{workload} {phase} bs={batch} {dtype}"
-    values = json.loads(params or "{}") if shown else {}
-    text += "".join(f" {name}={values[name]}" for name in sorted(shown) if name in values)
-    return text + (f" t={threads}" if threads else "") + (f" {strategy}" if strategy else "")
-
-
-def varying_params(keys: Iterable[CellKey]) -> set[str]:
-    """The shape parameters that take more than one value among the cells of `keys`."""
-    seen: dict[str, set[object]] = {}
-    for key in keys:
-        for name, value in json.loads(key[5] or "{}").items():
-            seen.setdefault(name, set()).add(value)
-    return {name for name, values in seen.items() if len(values) > 1}

@@ -21,7 +21,6 @@ from fwbench.collector.analysis.answers import (
     repeated_phrases,
 )
 from fwbench.collector.analysis.comparison import ONE_PROCESS_NOTE, Comparison, ComparisonSet
-from fwbench.collector.analysis.contenders import KEY_COLUMNS, key_label, varying_params
 from fwbench.collector.analysis.decisions import (
     DECISION_HEADERS,
     SEQUENTIAL_NOTE,
@@ -32,6 +31,7 @@ from fwbench.collector.analysis.efficiency import percent_interval
 from fwbench.collector.analysis.findings import Findings, markdown_lines
 from fwbench.collector.analysis.history import HISTORY_NOTE
 from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
+from fwbench.collector.store.cell_key import KEY_COLUMNS, varying_params
 
 
 class OutputFormat(StrEnum):
@@ -132,7 +132,7 @@ def row_cells(
     if comparison.baseline_mode and comparison.baseline_mode != mode:
         mode = f"{mode} (vs {comparison.baseline_mode})"
     return [
-        key_label(comparison.key, shown),
+        comparison.key.label(shown),
         f"{comparison.agent} vs {comparison.baseline}" if against else comparison.agent,
         mode,
         f"{comparison.median_seconds * 1e3:.3f}",

@@ -35,10 +35,11 @@ from scipy.special import polygamma
 
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.analysis import hosts
-from fwbench.collector.analysis.contenders import Contender, RunData, clean, row_key
+from fwbench.collector.analysis.contenders import Contender, RunData
 from fwbench.collector.stats.margins import NO_HISTORY_MARGIN, margin_for
 from fwbench.collector.stats.significance import DEFAULT_MARGIN, Prior, ProcessSpread
 from fwbench.collector.store import ResultStore
+from fwbench.collector.store.cell_key import CellKey, clean
 
 # What makes two processes the same experiment, besides the agent, mode and cell.
 SAME_WAY = (
@@ -82,7 +83,7 @@ def _host(run_id: str, metadata: Mapping[str, Any]) -> str:
 def _identity(row: Mapping[Any, Any]) -> Identity:
     mode = clean(row.get("mode")) or ""
     same = tuple(clean(row.get(column)) for column in SAME_WAY)
-    return (aa_base(str(row["agent"])), mode, row_key(row), same)
+    return (aa_base(str(row["agent"])), mode, CellKey.of_row(row), same)
 
 
 def host_history(store: ResultStore, run: RunData) -> HostHistory:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from fwbench.collector.analysis.contenders import Contender, RunData, key_label
+from fwbench.collector.analysis.contenders import Contender, RunData
 
 SECONDS, PEAK_FRACTION = "seconds", "peak fraction"
 
@@ -63,7 +63,7 @@ def to_peak_fraction(
     peak_before, peak_after = _peak(before, base), _peak(after, cell)
     if peak_before is None or peak_after is None:
         missing = before.run_id if peak_before is None else after.run_id
-        return None, f"{cell.agent} {key_label(cell.key)}: no calibrated peak in run {missing}"
+        return None, f"{cell.agent} {cell.key.label()}: no calibrated peak in run {missing}"
     factor = peak_after / peak_before
     groups = tuple(np.asarray(group) * factor for group in cell.groups)
     note = f"peak fraction: times x{factor:.3g} (peak {after.run_id} / peak {before.run_id})"

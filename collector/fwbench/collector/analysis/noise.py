@@ -7,8 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fwbench.collector.agents.specs import aa_pairs
-from fwbench.collector.analysis.contenders import CellKey, Contender
+from fwbench.collector.analysis.contenders import Contender
 from fwbench.collector.stats.significance import estimate_speedup, relative_difference
+from fwbench.collector.store.cell_key import CellKey
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from fwbench.collector.agents.families import FAMILY, family_baselines, result_triples
-from fwbench.collector.analysis.contenders import CellKey, ComparisonError, clean, row_key
+from fwbench.collector.analysis.contenders import ComparisonError
+from fwbench.collector.store.cell_key import CellKey, clean
 
 
 class NothingToCompare(ComparisonError):
@@ -50,7 +51,7 @@ def next_steps(results: pd.DataFrame, out_dir: Path | str, baseline: str | None)
     where some agent stands beside another framework; for a run with nothing to compare, the
     report and the results, and what would compare the agent."""
     ok = results[results["status"] == "ok"].to_dict("records")
-    alone = only_agent(results["agent"], ((clean(r["mode"]) or "", row_key(r)) for r in ok))
+    alone = only_agent(results["agent"], ((clean(r["mode"]) or "", CellKey.of_row(r)) for r in ok))
     if alone is not None:
         return (
             f"next: collector report {out_dir}  |  collector results {out_dir}  "

@@ -30,16 +30,9 @@ import numpy as np
 from fwbench.collector.agents.arithmetic import arithmetic, difference
 from fwbench.collector.agents.families import FAMILY, describe_triples, family_baselines
 from fwbench.collector.agents.kernel_time import compared, kernel_lead, kernel_share
-from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.plan import Cell
-from fwbench.collector.run.questions import (
-    DecideSettings,
-    Decisions,
-    Key,
-    Question,
-    cell_key,
-)
+from fwbench.collector.run.questions import DecideSettings, Decisions, Question
 from fwbench.collector.run.work import AgentWork
 from fwbench.collector.stats.failures import FAILED, FAILED_NOTE, OTHERWISE_NOTE, failure_text
 from fwbench.collector.stats.margins import SpreadOf, margin_for
@@ -53,6 +46,7 @@ from fwbench.collector.stats.significance import (
     RatioEstimate,
     repetitions_needed,
 )
+from fwbench.collector.store.cell_key import CellKey
 
 __all__ = ["DecideSettings", "Decisions", "Question", "run_until_decided"]
 
@@ -61,24 +55,26 @@ def questions_for(work: Sequence[AgentWork], baseline: str) -> list[Question]:
     """Every agent's cell (in each mode it runs) against the baseline's (with `--baseline
     family`, its family's native agent's: agents/families.py) cell of the same key, an A/A
     twin's against its own agent's; the baseline's twins against the baseline."""
-    first_modes: dict[tuple[str, Key], str] = {}
+    first_modes: dict[tuple[str, CellKey], str] = {}
     for item in work:
         for cell in item.cells:
             if not cell.unsupported_reason:
-                first_modes.setdefault((item.handle.name, cell_key(cell)), cell.mode)
+                first_modes.setdefault((item.handle.name, cell.key), cell.mode)
     found = []
     natives = family_baselines(describe_triples({w.handle.name: w.describe for w in work}))
+    groups = {w.handle.name: w.handle.instance.first_copy for w in work}  # A/A groups
     for item in work:
         name, first = item.handle.name, str(item.handle.instance.first_copy)
         base = natives.get(name) if baseline == FAMILY else baseline
         if (against := first if first != name else base) is None:
             continue  # family view: a native agent, or one whose family has none here
         for cell in item.cells:
-            key = cell_key(cell)
+            key = cell.key
             mode = first_modes.get((against, key))
             if mode is None or cell.unsupported_reason or (name, cell.mode) == (against, mode):
                 continue
-            found.append(Question(key, name, cell.mode, against, mode))
+            twins = groups[name] == groups.get(against)
+            found.append(Question(key, name, cell.mode, against, mode, twins=twins))
     return found
 
 
@@ -95,15 +91,15 @@ def run_until_decided(
     settings = decisions.settings
     planned = {id(item): list(item.cells) for item in work}
     decisions.questions = questions_for(work, settings.baseline)
-    groups: dict[tuple[str, str, Key], list[np.ndarray]] = {}
-    ran: dict[tuple[str, str, Key], dict[str, str]] = {}  # each side's float32 arithmetic
-    kernel: dict[tuple[str, str, Key], list[float]] = {}  # each side's processes' kernel shares
-    spreads: dict[tuple[str, str, Key], ProcessSpread | None] = {}
+    groups: dict[tuple[str, str, CellKey], list[np.ndarray]] = {}
+    ran: dict[tuple[str, str, CellKey], dict[str, str]] = {}  # each side's float32 arithmetic
+    kernel: dict[tuple[str, str, CellKey], list[float]] = {}  # each side's processes' kernel shares
+    spreads: dict[tuple[str, str, CellKey], ProcessSpread | None] = {}
     # Each side's processes that cannot stand in a verdict (stats/failures.py): what happened,
     # and why that stops its comparisons.
-    lost: dict[tuple[str, str, Key], list[tuple[str, str]]] = {}
+    lost: dict[tuple[str, str, CellKey], list[tuple[str, str]]] = {}
     # Each side's interfered processes, left out: why, each.
-    spoiled: dict[tuple[str, str, Key], list[str]] = {}
+    spoiled: dict[tuple[str, str, CellKey], list[str]] = {}
 
     def observe(cell: Cell, row: dict[str, Any], samples: Sequence[int]) -> None:
         said, process = "", f"{cell.agent}'s process in round {ctx.round + 1}"
@@ -114,20 +110,20 @@ def run_until_decided(
             said = f"{process} ran otherwise than asked ({row['settings_mismatch']})"
             why = OTHERWISE_NOTE
         if said:
-            lost.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append((said, why))
+            lost.setdefault((cell.agent, cell.mode, cell.key), []).append((said, why))
         if row["status"] == "ok" and bool(row.get("interfered")):
-            side = (cell.agent, cell.mode, cell_key(cell))
+            side = (cell.agent, cell.mode, cell.key)
             spoiled.setdefault(side, []).append(f"{process}: {row.get('interference')}")
             return  # measured again next round, as though it had not run
         if row["status"] == "ok" and len(samples):
             sample = np.asarray(samples, dtype=np.float64) / 1e9
-            groups.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append(sample)
-            ran.setdefault((cell.agent, cell.mode, cell_key(cell)), arithmetic(row.get("settings")))
-            if spread_of is not None and (cell.agent, cell.mode, cell_key(cell)) not in spreads:
-                spreads[(cell.agent, cell.mode, cell_key(cell))] = spread_of(row)
+            groups.setdefault((cell.agent, cell.mode, cell.key), []).append(sample)
+            ran.setdefault((cell.agent, cell.mode, cell.key), arithmetic(row.get("settings")))
+            if spread_of is not None and (cell.agent, cell.mode, cell.key) not in spreads:
+                spreads[(cell.agent, cell.mode, cell.key)] = spread_of(row)
             share = kernel_share(row)
             if share is not None:
-                kernel.setdefault((cell.agent, cell.mode, cell_key(cell)), []).append(share)
+                kernel.setdefault((cell.agent, cell.mode, cell.key), []).append(share)
 
     ctx.observe = observe
     started = time.monotonic()
@@ -149,7 +145,7 @@ def run_until_decided(
             item.cells = [
                 c
                 for c in planned[id(item)]
-                if round_number == 0 or (item.handle.name, c.mode, cell_key(c)) in needed
+                if round_number == 0 or (item.handle.name, c.mode, c.key) in needed
             ]
         cells = sum(len(item.cells) for item in work)
         if round_number and decisions.round_seconds:
@@ -197,7 +193,7 @@ def run_until_decided(
 
 
 def _stop_failed(
-    decisions: Decisions, lost: dict[tuple[str, str, Key], list[tuple[str, str]]]
+    decisions: Decisions, lost: dict[tuple[str, str, CellKey], list[tuple[str, str]]]
 ) -> None:
     """Stops, undecided, every open comparison one of whose sides had a process fail in its
     cell or run otherwise than asked, saying which and why, so that its cells are not
@@ -236,11 +232,11 @@ def _what_would_decide(question: Question, settings: DecideSettings) -> str:
 
 def _look(
     decisions: Decisions,
-    groups: dict[tuple[str, str, Key], list[np.ndarray]],
+    groups: dict[tuple[str, str, CellKey], list[np.ndarray]],
     elapsed: float = 0.0,
     looks_time: float = 0.0,
-    spreads: dict[tuple[str, str, Key], ProcessSpread | None] | None = None,
-    spoiled: dict[tuple[str, str, Key], list[str]] | None = None,
+    spreads: dict[tuple[str, str, CellKey], ProcessSpread | None] | None = None,
+    spoiled: dict[tuple[str, str, CellKey], list[str]] | None = None,
 ) -> None:
     """Looks at every open comparison; `elapsed` seconds of `looks_time` (what the budget
     left after the first round) are gone: the error budget is spent by looks or by time,
@@ -274,7 +270,7 @@ def _look(
                 (spreads or {}).get((question.agent, question.mode, question.key)),
                 question.against,
                 (spreads or {}).get((question.against, question.against_mode, question.key)),
-                twins=aa_base(question.agent) == aa_base(question.against),
+                twins=question.twins,
             )
         spent = spent_fraction(question.looks, planned, elapsed, looks_time)
         if spent <= question.spent:  # the budget is spent: nothing left to look with

@@ -15,6 +15,7 @@ from fwbench.collector.launchers import AgentHandle
 from fwbench.collector.run.generation import bandwidth_fraction, generation_columns
 from fwbench.collector.run.plan import Cell
 from fwbench.collector.stats.samples import sample_stats, throughput
+from fwbench.collector.store.cell_key import params_text
 from fwbench.collector.store.schema import SCHEMA_VERSION
 from fwbench.spec import Catalogue
 from fwbench.spec.enums import DTYPE_NAMES
@@ -64,7 +65,7 @@ def identity_columns(
         "mode": cell.mode,
         "strategy": cell.strategy or None,  # a world's: the rank's RankResult fills in the default
         "threads_requested": cell.threads,
-        "params": json.dumps(dict(sorted(cell.params.items()))),
+        "params": params_text(cell.params),
         "flops_per_item": catalogue.flops_per_item(cell.workload, cell.phase, cell.params),
     }
 

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.run.cell_choices import cell_modes, cell_strategies, unsupported
 from fwbench.collector.run.shapes import SelectionError as SelectionError  # its home, for callers
-from fwbench.collector.run.shapes import param_combinations, parse_params
+from fwbench.collector.run.shapes import choices, integers, param_combinations, parse_params
 from fwbench.collector.run.validate import iteration_limit
+from fwbench.collector.store.cell_key import CellKey, params_text
 from fwbench.spec import Catalogue, CatalogueError
 from fwbench.spec.catalogue import DTYPES, PHASES
 
@@ -69,33 +70,15 @@ class Cell:
     mode: str = ""  # "" = the agent's default mode
     strategy: str = ""  # a world's distributed strategy; "" = the agent's default (or alone)
 
+    @property
+    def key(self) -> CellKey:
+        """What every agent runs alike in this cell (the mode is each agent's own)."""
+        return CellKey(self.workload, self.phase, self.batch_size, self.dtype, self.threads,
+                       params_text(self.params), self.strategy or None)  # fmt: skip
+
 
 def split_list(text: str) -> list[str]:
     return [item.strip() for item in text.split(",") if item.strip()]
-
-
-def _choices(kind: str, given: list[str], valid: tuple[str, ...]) -> tuple[str, ...]:
-    if not given:
-        raise SelectionError(f"no {kind} given; valid: {', '.join(valid)}")
-    for item in given:
-        if item not in valid:
-            raise SelectionError(f"unknown {kind[:-1]} {item!r}; valid: {', '.join(valid)}")
-    return tuple(dict.fromkeys(given))
-
-
-def _integers(kind: str, given: list[str], minimum: int) -> tuple[int, ...]:
-    values = []
-    for item in given:
-        try:
-            value = int(item)
-        except ValueError:
-            raise SelectionError(f"invalid {kind} {item!r}: must be an integer") from None
-        if value < minimum:
-            raise SelectionError(f"invalid {kind} {value}: must be >= {minimum}")
-        values.append(value)
-    if not values:
-        raise SelectionError(f"no {kind} given")
-    return tuple(dict.fromkeys(values))
 
 
 def build_selection(
@@ -116,11 +99,11 @@ def build_selection(
 ) -> Selection:
     """Parses comma-separated CLI values; raises SelectionError on anything invalid."""
     selection = Selection(
-        workloads=_choices("workloads", split_list(workloads), tuple(catalogue.workloads)),
-        phases=_choices("phases", split_list(phases), PHASES),
-        batch_sizes=_integers("batch size", split_list(batch_sizes), 1),
-        dtypes=_choices("dtypes", split_list(dtypes), DTYPES),
-        threads=_integers("thread count", split_list(threads), 0),
+        workloads=choices("workloads", split_list(workloads), tuple(catalogue.workloads)),
+        phases=choices("phases", split_list(phases), PHASES),
+        batch_sizes=integers("batch size", split_list(batch_sizes), 1),
+        dtypes=choices("dtypes", split_list(dtypes), DTYPES),
+        threads=integers("thread count", split_list(threads), 0),
         modes=_modes(split_list(modes)),
         params=parse_params(params or []),
         loop=loop,

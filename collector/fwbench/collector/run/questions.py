@@ -3,36 +3,13 @@ record of what it decided, for run.json and the printed summary."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fwbench.collector.run.plan import Cell
 from fwbench.collector.stats.sequential import METHOD
 from fwbench.collector.stats.significance import UNDECIDED
-
-# A comparison's cell: what every agent runs alike (the mode is the agent's own).
-Key = tuple[str, str, int, str, int, str, str]
-
-
-def cell_key(cell: Cell) -> Key:
-    params = json.dumps(dict(sorted(cell.params.items())))
-    return (
-        cell.workload,
-        cell.phase,
-        cell.batch_size,
-        cell.dtype,
-        cell.threads,
-        params,
-        cell.strategy,
-    )
-
-
-def key_text(key: Key) -> str:
-    threads = f" t={key[4]}" if key[4] else ""
-    strategy = f" {key[6]}" if key[6] else ""
-    return f"{key[0]} {key[1]} bs={key[2]} {key[3]}{threads}{strategy}"
+from fwbench.collector.store.cell_key import CellKey
 
 
 @dataclass
@@ -40,7 +17,7 @@ class Question:
     """One comparison: `agent` (in `mode`) against agent `against` (in its first mode) in
     `key`: the baseline, or for an A/A twin its own agent."""
 
-    key: Key
+    key: CellKey
     agent: str
     mode: str
     against: str
@@ -58,6 +35,9 @@ class Question:
     margin: float = float("nan")
     margin_from: str = ""  # where the margin came from
     why: str = ""  # why it ended undecided, or "" while open
+    # Whether both sides are instances of one agent (an A/A pair, or its two modes): their
+    # margin comes from the agent's own spread once (stats/margins.py). Not recorded.
+    twins: bool = False
     arithmetic: str = ""  # the two sides ran different float32 arithmetic (agents/arithmetic.py)
     kernel: str = ""  # a decided one's sides' CPU in the kernel (agents/kernel_time.py)
     # Its sides' processes left out as interfered (run/interference.py), each measured again,
@@ -99,10 +79,14 @@ class Decisions:
             "stopped": self.stopped,
             "method": METHOD,
             "decisions": [
-                {**_finite(asdict(q)), "cell": key_text(q.key), "key": list(q.key)}
+                {**_finite(_recorded(q)), "cell": q.key.label(), "key": list(q.key)}
                 for q in self.questions
             ],
         }
+
+
+def _recorded(question: Question) -> dict[str, Any]:
+    return {k: v for k, v in asdict(question).items() if k != "twins"}
 
 
 def _finite(record: dict[str, Any]) -> dict[str, Any]:

@@ -17,13 +17,15 @@ import pandas as pd
 
 from fwbench.collector.run.plan import Cell, LoopSettings, Selection
 from fwbench.collector.store import ResultStore
+from fwbench.collector.store.cell_key import CellKey
 from fwbench.collector.store.database import saving
 from fwbench.collector.store.folder import RunFolder
 from fwbench.collector.store.owner import ResumeRefused, collector_gone, owner_text
 
-# What identifies a cell in a plan and in a recorded row (mode and dtype are left out: a row
-# holds the effective ones, which may differ from those asked for).
-CellKey = tuple[str, str, str, int, int, str, int]
+# What identifies a cell in a plan and in a recorded row: the agent, the repetition and the
+# cell's key as asked for (CellKey.as_asked: a row holds the dtype, mode and strategy the agent
+# ran, which may differ from those asked for).
+Planned = tuple[str, int, CellKey]
 _IDENTITY = ("framework", "framework_version", "variant", "plugin_version")
 _TUPLES = (
     "workloads",
@@ -148,37 +150,21 @@ def check_same_agents(point: ResumePoint, described: Mapping[str, Mapping[str, A
             )
 
 
-def cell_key(cell: Cell, repetition: int) -> CellKey:
-    params = json.dumps(dict(sorted(cell.params.items())))
-    return (
-        cell.agent,
-        cell.workload,
-        cell.phase,
-        cell.batch_size,
-        cell.threads,
-        params,
-        repetition,
-    )
+def planned_key(cell: Cell, repetition: int) -> Planned:
+    return cell.agent, repetition, cell.key.as_asked()
 
 
-def row_key(row: Mapping[str, Any]) -> CellKey:
+def row_key(row: Mapping[str, Any]) -> Planned:
     repetition = row.get("repetition")
-    return (
-        str(row["agent"]),
-        str(row["workload"]),
-        str(row["phase"]),
-        int(row["batch_size"]),
-        int(row["threads_requested"]),
-        str(row["params"]),
-        0 if repetition is None or pd.isna(repetition) else int(repetition),
-    )
+    repetition = 0 if repetition is None or pd.isna(repetition) else int(repetition)
+    return str(row["agent"]), repetition, CellKey.of_row(row).as_asked()
 
 
 def cells_to_skip(point: ResumePoint, order: Sequence[tuple[Cell, int]]) -> frozenset[int]:
     """The planned cell numbers that already hold a kept row; refuses a plan that puts a
     recorded cell elsewhere (the catalogue or an agent's offer changed)."""
     kept = point.kept()
-    planned = [cell_key(cell, repetition) for cell, repetition in order]
+    planned = [planned_key(cell, repetition) for cell, repetition in order]
     for row in _records(kept):
         index = int(row["cell"])
         if index >= len(planned) or planned[index] != row_key(row):

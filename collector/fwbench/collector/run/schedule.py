@@ -37,10 +37,6 @@ Work = TypeVar("Work", bound=HasCells)
 Stretch = tuple[Work, list[tuple[Cell, int]]]
 
 
-def cell_key(cell: Cell) -> tuple[int, str, str, int, str, str]:
-    return (cell.threads, cell.workload, cell.phase, cell.batch_size, cell.dtype, cell.strategy)
-
-
 def agent_order(count: int, block: int) -> list[int]:
     """The order of `count` agents in repetition (or round) `block`: row `block` of a Williams
     design, a Latin square balanced for first-order carry-over (Williams 1949). Its first row
@@ -73,12 +69,12 @@ def stretches(
     the agents' order as a repetition number would."""
     if repeat <= 1:
         return [(item, [(cell, 0) for cell in item.cells]) for item in in_order(work, first_block)]
-    keys = list(dict.fromkeys(cell_key(cell) for item in work for cell in item.cells))
-    thread_order = list(dict.fromkeys(key[0] for key in keys))
-    keys.sort(key=lambda key: thread_order.index(key[0]))  # stable: plan order within
+    keys = list(dict.fromkeys(cell.key for item in work for cell in item.cells))
+    thread_order = list(dict.fromkeys(key.threads for key in keys))
+    keys.sort(key=lambda key: thread_order.index(key.threads))  # stable: plan order within
     # A group of keys runs all its repetitions before the next group starts.
     groups = (
-        [[key for key in keys if key[0] == threads] for threads in thread_order]
+        [[key for key in keys if key.threads == threads] for threads in thread_order]
         if fresh_process
         else [[key] for key in keys]
     )
@@ -90,7 +86,7 @@ def stretches(
                     (cell, repetition)
                     for key in group
                     for cell in item.cells
-                    if cell_key(cell) == key and (repetition == 0 or not cell.unsupported_reason)
+                    if cell.key == key and (repetition == 0 or not cell.unsupported_reason)
                 ]
                 if cells:
                     order.append((item, cells))

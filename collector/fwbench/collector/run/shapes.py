@@ -42,3 +42,29 @@ def param_combinations(
         own.resolve_params(dict(zip(names, values, strict=True)))
         for values in itertools.product(*(params[name] for name in names))
     ]
+
+
+def choices(kind: str, given: list[str], valid: tuple[str, ...]) -> tuple[str, ...]:
+    """`given` (a comma-separated option's items), each one of `valid`, in order, once."""
+    if not given:
+        raise SelectionError(f"no {kind} given; valid: {', '.join(valid)}")
+    for item in given:
+        if item not in valid:
+            raise SelectionError(f"unknown {kind[:-1]} {item!r}; valid: {', '.join(valid)}")
+    return tuple(dict.fromkeys(given))
+
+
+def integers(kind: str, given: list[str], minimum: int) -> tuple[int, ...]:
+    """`given` as integers of at least `minimum`, in order, once."""
+    values = []
+    for item in given:
+        try:
+            value = int(item)
+        except ValueError:
+            raise SelectionError(f"invalid {kind} {item!r}: must be an integer") from None
+        if value < minimum:
+            raise SelectionError(f"invalid {kind} {value}: must be >= {minimum}")
+        values.append(value)
+    if not values:
+        raise SelectionError(f"no {kind} given")
+    return tuple(dict.fromkeys(values))

@@ -22,19 +22,13 @@ from fwbench.collector.analysis.answers.found import (
 from fwbench.collector.analysis.answers.reasons import Groups, comparison_reason, decision_reason
 from fwbench.collector.analysis.compare import compare_to_baseline
 from fwbench.collector.analysis.comparison import Comparison, ComparisonSet
-from fwbench.collector.analysis.contenders import (
-    CellKey,
-    ComparisonError,
-    contenders,
-    key_label,
-    load_run,
-    varying_params,
-)
+from fwbench.collector.analysis.contenders import ComparisonError, contenders, load_run
 from fwbench.collector.analysis.decisions import decision_note, stored_decisions
 from fwbench.collector.analysis.efficiency import percent_interval
 from fwbench.collector.analysis.history import host_history, margin_histories
 from fwbench.collector.stats.significance import FASTER, SLOWER, UNDECIDED
 from fwbench.collector.store import PersistenceError, ResultStore
+from fwbench.collector.store.cell_key import CellKey, varying_params
 
 _Namer = Callable[[CellKey], str]
 
@@ -84,7 +78,9 @@ def answers(
     undecided are made; `runs`: (before, after) when `result` compares two runs."""
     record = decided or {}
     questions = list(record.get("decisions", []))
-    cell = _cell_namer([c.key for c in result.comparisons] + [tuple(q["key"]) for q in questions])
+    cell = _cell_namer(
+        [c.key for c in result.comparisons] + [CellKey(*q["key"]) for q in questions]
+    )
     modes: dict[str, set[str]] = {}
     for comparison in result.comparisons:
         modes.setdefault(comparison.agent, set()).add(comparison.mode)
@@ -114,7 +110,7 @@ def _decided_line(q: dict[str, Any], decided: dict[str, Any], cell: _Namer) -> F
     within = max(margin, decided.get("floor", 0.0)) if margin is not None else None
     agent = q["agent"] + (f" ({q['mode']})" if q["mode"] else "")
     against = q["against"] + (f" ({q['against_mode']})" if q["against_mode"] else "")
-    where = cell(tuple(q["key"]))
+    where = cell(CellKey(*q["key"]))
     text = _sentence(agent, against, q["verdict"], where, within)
     text += ": " + _ratio(q["speedup"], q["ci_low"], q["ci_high"])
     return Found(q["verdict"], text, agent, against, where, q["speedup"], q["ci_low"],
@@ -244,10 +240,14 @@ def _sentence(
 def _cell_namer(keys: Sequence[CellKey]) -> _Namer:
     """Names cells as tables do, without the dtype where every cell has the same one."""
     shown = varying_params(keys)
-    one_dtype = len({key[3] for key in keys}) <= 1
+    one_dtype = len({key.dtype for key in keys}) <= 1
 
     def name(key: CellKey) -> str:
-        label = key_label(key, shown)
-        return label.replace(f" bs={key[2]} {key[3]}", f" bs={key[2]}", 1) if one_dtype else label
+        label = key.label(shown)
+        return (
+            label.replace(f" bs={key.batch_size} {key.dtype}", f" bs={key.batch_size}", 1)
+            if one_dtype
+            else label
+        )
 
     return name

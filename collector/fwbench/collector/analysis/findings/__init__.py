@@ -34,7 +34,7 @@ enough for the end of a run and never rest on one repetition's luck."""
 
 from __future__ import annotations
 
-from fwbench.collector.analysis.contenders import RunData, row_key, varying_params
+from fwbench.collector.analysis.contenders import RunData
 from fwbench.collector.analysis.findings.agents import agent_findings
 from fwbench.collector.analysis.findings.cells import measured_cells, ok_rows
 from fwbench.collector.analysis.findings.model import (
@@ -73,6 +73,7 @@ from fwbench.collector.analysis.findings.show import (
     rich_table,
     summary_lines,
 )
+from fwbench.collector.store.cell_key import CellKey, varying_params
 
 __all__ = [
     "BACKWARDS_MIN",
@@ -109,7 +110,7 @@ def find(run: RunData) -> Findings:
     """Every rule's findings in `run`, most severe first (RULES' order, then the largest
     departure first, then by statement): the same run always gives the same list."""
     rows = ok_rows(run)
-    shown = varying_params(row_key(row) for row in rows)
+    shown = varying_params(CellKey.of_row(row) for row in rows)
     measured = measured_cells(run, rows)
     trend, off_trend = trend_findings(measured, shown)
     against, off_others = agent_findings(measured, shown, off_trend)
@@ -125,7 +126,7 @@ def find(run: RunData) -> Findings:
     order = list(RULES)
     found.sort(key=lambda f: (order.index(f.rule), -f.size, f.statement))
     agents = len({row["agent"] for row in rows})
-    cells = len({(row["agent"], row_key(row)) for row in rows})
+    cells = len({(row["agent"], CellKey.of_row(row)) for row in rows})
     checked = (
         f"{cells} measured cell{'s' if cells != 1 else ''} of {agents} "
         f"agent{'s' if agents != 1 else ''} checked for {CHECKED}"

@@ -10,7 +10,6 @@ from typing import Any
 
 import numpy as np
 
-from fwbench.collector.analysis.contenders import CellKey, key_label
 from fwbench.collector.analysis.findings.cells import (
     Cell,
     Named,
@@ -27,6 +26,7 @@ from fwbench.collector.analysis.findings.model import (
     Evidence,
     Finding,
 )
+from fwbench.collector.store.cell_key import CellKey
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def agent_findings(
     (off its own trend) gets none."""
     sweeps: dict[CellKey, Sweep] = {}
     for cell in measured:
-        units = sweeps.setdefault(without(cell.key, 2, 4), {})
+        units = sweeps.setdefault(without(cell.key, "batch_size", "threads"), {})
         units.setdefault(cell.unit, {})[(cell.batch, cell.threads)] = cell
     found: list[Finding] = []
     named: Named = set()
@@ -124,7 +124,7 @@ def _one_off(
         (worst.ratio, worst.usual) if worst.a == unit else (1 / worst.ratio, 1 / worst.usual)
     )
     rest = sorted(_unit_name(sweep, p.b if p.a == unit else p.a) for p in pairs if p is not worst)
-    label = key_label(cell.key, tuple(shown))
+    label = cell.key.label(tuple(shown))
     return Finding(
         OFF_OTHERS,
         f"{_unit_name(sweep, unit)} {label}: far off the other agents in this cell alone, "
@@ -137,7 +137,7 @@ def _one_off(
 
 
 def _pair_off(sweep: Sweep, pair: _Odd, shown: set[str]) -> Finding:
-    label = key_label(sweep[pair.a][pair.place].key, tuple(shown))
+    label = sweep[pair.a][pair.place].key.label(tuple(shown))
     a, b = _unit_name(sweep, pair.a), _unit_name(sweep, pair.b)
     return Finding(
         OFF_OTHERS,

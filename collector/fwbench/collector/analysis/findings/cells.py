@@ -11,15 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from fwbench.collector.analysis.contenders import (
-    CellKey,
-    RunData,
-    clean,
-    key_label,
-    row_key,
-    samples_by_cell,
-)
+from fwbench.collector.analysis.contenders import RunData, samples_by_cell
 from fwbench.collector.analysis.findings.model import BACKWARDS_MIN, Evidence
+from fwbench.collector.store.cell_key import CellKey, clean
 
 
 @dataclass(frozen=True)
@@ -43,17 +37,17 @@ class Cell:
 
     @property
     def batch(self) -> int:
-        return int(self.key[2])
+        return int(self.key.batch_size)
 
     @property
     def threads(self) -> int:
-        return int(self.key[4] or 0)
+        return int(self.key.threads or 0)
 
     def per_item(self) -> tuple[float, float, float]:
         return self.median / self.items, self.low / self.items, self.high / self.items
 
     def evidence(self, tag: str, shown: Iterable[str], note: str = "") -> Evidence:
-        label = key_label(self.key, tuple(shown))
+        label = self.key.label(tuple(shown))
         return Evidence(
             tag, self.agent, self.mode, label, self.cells, self.median, self.low, self.high,
             self.items, note,
@@ -105,7 +99,7 @@ def _pooled(rows: Sequence[Mapping[str, Any]], by_cell: Mapping[int, np.ndarray]
         items = float(first["batch_size"])  # runs before items_per_sample existed
     cores = clean(first.get("usable_cores"))
     return Cell(
-        str(first["agent"]), clean(first.get("mode")) or "", row_key(first), cells, median,
+        str(first["agent"]), clean(first.get("mode")) or "", CellKey.of_row(first), cells, median,
         min(lows), max(highs), items, int(cores) if cores else None,
     )  # fmt: skip
 
@@ -116,7 +110,7 @@ def measured_cells(run: RunData, rows: Sequence[dict[str, Any]]) -> list[Cell]:
     for row in rows:
         if _distrusted(row) or clean(row.get("batch_size")) is None:
             continue
-        side = (str(row["agent"]), clean(row.get("mode")) or "", row_key(row))
+        side = (str(row["agent"]), clean(row.get("mode")) or "", CellKey.of_row(row))
         grouped.setdefault(side, []).append(row)
     needed = any(len(group) > 1 for group in grouped.values())
     by_cell = samples_by_cell(run.samples) if needed and not run.samples.empty else {}
@@ -128,14 +122,15 @@ def measured_cells(run: RunData, rows: Sequence[dict[str, Any]]) -> list[Cell]:
     return [replace(cell, many_modes=len(modes[cell.agent]) > 1) for cell in found]
 
 
-def without(key: CellKey, *positions: int) -> CellKey:
-    return tuple(None if i in positions else value for i, value in enumerate(key))
+def without(key: CellKey, *fields: str) -> CellKey:
+    """`key` with `fields` None: the cells of a sweep over them share it."""
+    return CellKey._make(None if name in fields else value for name, value in key._asdict().items())
 
 
 def sweep_label(key: CellKey, shown: Iterable[str], drop: str) -> str:
     """The cell's name without the swept part: "bs" (batch size) or "t" (threads)."""
-    value = key[2] if drop == "bs" else key[4]
-    return re.sub(rf" {drop}={value}(?= |$)", "", key_label(key, tuple(shown)), count=1)
+    value = key.batch_size if drop == "bs" else key.threads
+    return re.sub(rf" {drop}={value}(?= |$)", "", key.label(tuple(shown)), count=1)
 
 
 def apart(higher: tuple[float, float, float], lower: tuple[float, float, float]) -> bool:

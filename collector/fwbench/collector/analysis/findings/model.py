@@ -72,7 +72,7 @@ class Evidence:
     tag: str  # what tells it from the finding's other evidence: "bs=1", "t=4", an agent
     agent: str
     mode: str
-    cell: str  # contenders.key_label
+    cell: str  # CellKey.label
     cells: tuple[int, ...]  # the rows' cell indices, in execution order
     median_seconds: float
     ci_low_seconds: float

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from fwbench.collector.analysis.contenders import RunData, clean, key_label, row_key
+from fwbench.collector.analysis.contenders import RunData
 from fwbench.collector.analysis.findings.cells import number
 from fwbench.collector.analysis.findings.model import (
     CEILING,
@@ -17,16 +17,17 @@ from fwbench.collector.analysis.findings.model import (
     Evidence,
     Finding,
 )
+from fwbench.collector.store.cell_key import CellKey, clean
 
 
 def _row_evidence(row: Mapping[str, Any], tag: str, shown: set[str], note: str) -> Evidence:
     median = number(row.get("median_seconds"))
     low, high = number(row.get("median_ci_low_seconds")), number(row.get("median_ci_high_seconds"))
     items = number(row.get("items_per_sample"))
+    label = CellKey.of_row(row).label(tuple(shown))
     return Evidence(
-        tag, str(row["agent"]), clean(row.get("mode")) or "", key_label(row_key(row), tuple(shown)),
-        (int(row["cell"]),), median, low, high, items if items > 0 else float(row["batch_size"]),
-        note,
+        tag, str(row["agent"]), clean(row.get("mode")) or "", label, (int(row["cell"]),),
+        median, low, high, items if items > 0 else float(row["batch_size"]), note,
     )  # fmt: skip
 
 
@@ -49,7 +50,7 @@ def ceiling_findings(run: RunData, rows: list[dict[str, Any]], shown: set[str]) 
             fraction = number(row.get(column))
             if not fraction > CEILING:
                 continue
-            label = key_label(row_key(row), tuple(shown))
+            label = CellKey.of_row(row).label(tuple(shown))
             found.append(
                 Finding(
                     PAST_CEILING,
@@ -69,7 +70,7 @@ def ceiling_findings(run: RunData, rows: list[dict[str, Any]], shown: set[str]) 
                 continue
             row = raiser
             raised = float(seen["flops_per_second"]) / calibrated
-            label = key_label(row_key(row), tuple(shown))
+            label = CellKey.of_row(row).label(tuple(shown))
             found.append(
                 Finding(
                     PAST_CEILING,

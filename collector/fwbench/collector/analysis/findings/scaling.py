@@ -7,7 +7,6 @@ import json
 from itertools import combinations
 from typing import Any
 
-from fwbench.collector.analysis.contenders import CellKey
 from fwbench.collector.analysis.findings.cells import (
     Cell,
     Named,
@@ -24,12 +23,13 @@ from fwbench.collector.analysis.findings.model import (
     THREADS_BACKWARDS,
     Finding,
 )
+from fwbench.collector.store.cell_key import CellKey
 
 
 def _batch_sweeps(measured: list[Cell]) -> list[list[Cell]]:
     sweeps: dict[tuple[str, str, CellKey], list[Cell]] = {}
     for cell in measured:
-        sweeps.setdefault((cell.agent, cell.mode, without(cell.key, 2)), []).append(cell)
+        sweeps.setdefault((cell.agent, cell.mode, without(cell.key, "batch_size")), []).append(cell)
     return [
         sorted(s, key=lambda c: c.batch)
         for _, s in sorted(sweeps.items(), key=_order)
@@ -133,7 +133,9 @@ def thread_findings(measured: list[Cell], shown: set[str], odd: Named) -> list[F
     for cell in measured:
         # 0 asks for the agent's default: no count to scale.
         if cell.threads > 0 and name_of(cell) not in odd:
-            sweeps.setdefault((cell.agent, cell.mode, without(cell.key, 4)), []).append(cell)
+            sweeps.setdefault((cell.agent, cell.mode, without(cell.key, "threads")), []).append(
+                cell
+            )
     found: list[Finding] = []
     for _, unsorted in sorted(sweeps.items(), key=_order):
         sweep = sorted(unsorted, key=lambda c: c.threads)

@@ -10,15 +10,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from fwbench.collector.analysis.contenders import (
-    KEY_COLUMNS,
-    RunData,
-    clean,
-    contenders,
-    samples_by_cell,
-)
+from fwbench.collector.analysis.contenders import RunData, contenders, samples_by_cell
 from fwbench.collector.stats.bootstrap import median_interval
 from fwbench.collector.stats.samples import sample_stats
+from fwbench.collector.store.cell_key import KEY_COLUMNS, clean
 
 RESOURCE_COLUMNS = (
     "cpu_user_percent",
@@ -44,7 +39,7 @@ def cell_summary(run: RunData) -> pd.DataFrame:
         low, high = median_interval(cell.groups)
         per_sample = rows[cell.first_cell].get("items_per_sample")
         if per_sample is None or pd.isna(per_sample):
-            per_sample = cell.key[2]  # batch size (runs before items_per_sample existed)
+            per_sample = cell.key.batch_size  # (runs before items_per_sample existed)
         median = cell.median_seconds
         records.append(
             {

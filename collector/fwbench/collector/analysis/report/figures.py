@@ -15,13 +15,9 @@ from matplotlib.figure import Figure
 
 from fwbench.collector.agents.families import FAMILY
 from fwbench.collector.analysis.comparison import ComparisonSet
-from fwbench.collector.analysis.contenders import (
-    RunData,
-    key_label,
-    samples_by_cell,
-    varying_params,
-)
+from fwbench.collector.analysis.contenders import RunData, samples_by_cell
 from fwbench.collector.analysis.report.data import accuracy_curves, has_gpu_telemetry
+from fwbench.collector.store.cell_key import varying_params
 
 DPI = 100
 PALETTE = (
@@ -81,10 +77,8 @@ def relative_time(result: ComparisonSet, baseline: str, palette: dict[str, str])
     shown = varying_params(c.key for c in result.comparisons)
     frame = pd.DataFrame(
         {
-            "phase": [c.key[1] for c in result.comparisons],
-            "cell": [
-                key_label(c.key, shown).replace(f" {c.key[1]}", "") for c in result.comparisons
-            ],
+            "phase": [c.key.phase for c in result.comparisons],
+            "cell": [c.key.label(shown).replace(f" {c.key.phase}", "") for c in result.comparisons],
             "label": [f"{c.agent} ({c.mode})" if c.mode else c.agent for c in result.comparisons],
             "agent": [c.agent for c in result.comparisons],
             "relative": [1 / c.speedup for c in result.comparisons],

@@ -25,7 +25,7 @@ from fwbench.collector.analysis.answers import (
 )
 from fwbench.collector.analysis.compare import compare_to_baseline
 from fwbench.collector.analysis.comparison import ComparisonSet
-from fwbench.collector.analysis.contenders import RunData, contenders, varying_params
+from fwbench.collector.analysis.contenders import RunData, contenders
 from fwbench.collector.analysis.decisions import (
     DECISION_HEADERS,
     SEQUENTIAL_NOTE,
@@ -42,6 +42,7 @@ from fwbench.collector.analysis.report.generation import generation_plots
 from fwbench.collector.analysis.report.roofline import roofline
 from fwbench.collector.stats.samples import MIN_SAMPLES, NOISY_CV, TUKEY_K
 from fwbench.collector.stats.significance import ALPHA, DEFAULT_NOISE_FLOOR
+from fwbench.collector.store.cell_key import varying_params
 from fwbench.collector.store.reasons import reason_lines
 
 _TEMPLATES = jinja2.Environment(
@@ -206,9 +207,8 @@ def _context(
     metadata = run.metadata
     environments = data.environments(run)
     shown = varying_params(c.key for c in result.comparisons)
-    comparison_rows = [
-        formats.row_cells(c, shown, result.per_row_baseline) for c in result.comparisons
-    ]
+    comparison_rows = [formats.row_cells(c, shown, result.per_row_baseline)
+                       for c in result.comparisons]  # fmt: skip
     # What the run found opens the page; a long note of many rows is said once, under them.
     decided = stored_decisions(metadata)
     title = answers_title(run.run_id, baseline, decided)
