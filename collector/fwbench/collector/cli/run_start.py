@@ -46,6 +46,7 @@ from fwbench.collector.launchers import (
     launcher_options,
 )
 from fwbench.collector.launchers.python_options import PythonOptions
+from fwbench.collector.launchers.slurm_options import SlurmOptions
 from fwbench.collector.run.options import Decision, Launch, Limits, RunOptions, Telemetry
 from fwbench.collector.run.plan import (
     LoopSettings,
@@ -165,8 +166,8 @@ def start_run(
     except BAD_INPUT as error:
         fail_with(error)
     if asked.slurm_export:
-        slurm_options: tuple[str, ...] = getattr(own, "slurm_options", ())
-        return export_run(ctx, asked.slurm_export, slurm_options, asked.out)
+        assert isinstance(own, SlurmOptions)  # an exported run's are the Slurm launcher's
+        return export_run(ctx, asked.slurm_export, own.slurm_options, asked.out)
     options = RunOptions(
         instances,
         asked.out,
