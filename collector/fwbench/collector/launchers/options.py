@@ -45,8 +45,31 @@ class OptionContext:
     declared: Mapping[str, AgentManifest] = dataclasses.field(default_factory=dict)
 
 
+class Recorded:
+    """A frozen dataclass recorded with a run (run.json "options") field by field, tuples as
+    lists, and read back by name, a field the record lacks (a run recorded before it existed)
+    at its default: a launcher's options, and a run's parts (run/options.py)."""
+
+    def record(self) -> dict[str, Any]:
+        return {
+            field.name: list(value) if isinstance(value := getattr(self, field.name), tuple)
+            else value
+            for field in dataclasses.fields(self)  # type: ignore[arg-type]
+        }  # fmt: skip
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Self:
+        values = {
+            field.name: tuple(record[field.name]) if isinstance(field.default, tuple)
+            else record[field.name]
+            for field in dataclasses.fields(cls)  # type: ignore[arg-type]
+            if field.name in record
+        }  # fmt: skip
+        return cls(**values)
+
+
 @dataclass(frozen=True)
-class LauncherOptions:
+class LauncherOptions(Recorded):
     """No options (a launcher that takes none). A subclass declares its fields, the FLAGS they
     come from (parameter name -> Flag) and a `parse` from those flags' values."""
 
@@ -58,29 +81,7 @@ class LauncherOptions:
         raises LaunchOptionError for one that cannot hold."""
         return cls()
 
-    def record(self) -> dict[str, Any]:
-        """As JSON for the run's metadata (tuples as lists)."""
-        return {field.name: _plain(getattr(self, field.name)) for field in dataclasses.fields(self)}
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Self:
-        """The options a run recorded (fields it lacks take their defaults)."""
-        values = {
-            field.name: _typed(record[field.name], field.default)
-            for field in dataclasses.fields(cls)
-            if field.name in record
-        }
-        return cls(**values)
-
     def threads_per_rank(self) -> int:
         """CPUs a scheduler gives each rank (--slurm cpus-per-task=N, --k8s cpus=N); 0 = none
         said: the host's are shared."""
         return 0
-
-
-def _plain(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
-
-
-def _typed(value: Any, default: Any) -> Any:
-    return tuple(value) if isinstance(default, tuple) else value

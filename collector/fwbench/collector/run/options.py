@@ -9,12 +9,13 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.launchers import LauncherKind, LauncherOptions, recorded_options
 from fwbench.collector.launchers.base import START_TIMEOUT_SECONDS
+from fwbench.collector.launchers.options import Recorded
 from fwbench.collector.run.interference import DEFAULT_THRESHOLD_PERCENT
 from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
@@ -24,30 +25,8 @@ from fwbench.collector.stats.significance import DEFAULT_NOISE_FLOOR
 CELL_TIMEOUT_SECONDS = 1800.0
 
 
-class _Recorded:
-    """A part whose fields are recorded as they are (tuples as lists) and read back by name,
-    each missing one (a run recorded before it existed) at its default."""
-
-    def record(self) -> dict[str, Any]:
-        return {
-            field.name: list(value) if isinstance(value := getattr(self, field.name), tuple)
-            else value
-            for field in dataclasses.fields(self)  # type: ignore[arg-type]
-        }  # fmt: skip
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Self:
-        values = {
-            field.name: tuple(record[field.name]) if isinstance(field.default, tuple)
-            else record[field.name]
-            for field in dataclasses.fields(cls)  # type: ignore[arg-type]
-            if field.name in record
-        }  # fmt: skip
-        return cls(**values)
-
-
 @dataclass(frozen=True)
-class Limits(_Recorded):
+class Limits(Recorded):
     """How long an agent may take to start, a cell to run (None: for ever), and an agent to
     stay silent (no heartbeat, no progress) before it counts as hung (None: the cell's
     limit only)."""
@@ -58,7 +37,7 @@ class Limits(_Recorded):
 
 
 @dataclass(frozen=True)
-class Telemetry(_Recorded):
+class Telemetry(Recorded):
     """Seconds between /metrics scrapes during each cell (None: no scraping); interference
     (run/interference.py): the percent of the agent's CPUs others may take before a row is
     interfered, and the most seconds to wait for a quiet host before each cell."""
@@ -107,7 +86,7 @@ class Launch:
 
 
 @dataclass(frozen=True)
-class Decision(_Recorded):
+class Decision(Recorded):
     """--until-decided (run/decide.py): the budget in seconds (None: a plain run), the agent
     every other is compared with, the noise floor and the equivalence margin (None: each
     comparison's from this host's earlier runs, stats/margins.py)."""
