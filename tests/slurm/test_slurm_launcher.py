@@ -181,6 +181,24 @@ def test_a_world_is_one_allocation_whose_tasks_are_its_ranks(
     assert our_jobs() == []
 
 
+def test_a_world_whose_port_was_taken_is_submitted_again(
+    slurm_cluster: Path, manifests: Path, tmp_path: Path
+) -> None:
+    """The collector picks a world's ports blind (it cannot probe a node). When rank 0 finds
+    its port taken, its job fails with srun's own lines last in the log; the start is still
+    known for a taken port and the world is submitted again on others."""
+    taken = tmp_path / "taken"
+    command = _command(tmp_path, manifests, "--batch-sizes", "1", "--world-sizes", "2",
+                       "--phases", "train", "--iterations", "3",
+                       "--agent-env", f"FAKE_PORT_TAKEN_ONCE={taken}")  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert taken.exists()  # a start did fail on its port
+    (row,) = pd.read_parquet(tmp_path / "run" / "results.parquet").to_dict("records")
+    assert (row["status"], row["world_size"]) == ("ok", 2), row["error"]
+    assert our_jobs() == []
+
+
 def test_worlds_that_cannot_fit_together_run_one_after_another(
     slurm_cluster: Path, manifests: Path, tmp_path: Path
 ) -> None:

@@ -108,3 +108,34 @@ def test_the_lstm_trains_too_with_its_sparse_embedding_gradient_and_keras_seed_s
     first, second = _world("lstm", steps=2)  # Keras' LSTM holds an int64 non-trainable variable
     assert first["weights"] == second["weights"]
     assert first["first_step_loss"] != second["first_step_loss"]
+
+
+def test_a_rank_whose_port_is_taken_says_address_already_in_use() -> None:
+    """TensorFlow says only "Could not start gRPC server" when a rank's port is taken; the
+    rank says "Address already in use", the words on which the collector places the world on
+    other ports (launchers/world.py)."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        environment = {
+            **os.environ,
+            "WORLD_SIZE": "2",
+            "RANK": "0",
+            "LOCAL_RANK": "0",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(_free_port()),
+            "FWBENCH_PEERS": f"127.0.0.1:{port},127.0.0.1:{_free_port()}",
+            "FWBENCH_DIST_TIMEOUT_SECONDS": "30",
+        }
+        done = subprocess.run(
+            [sys.executable, str(RANK_SCRIPT), "allreduce", "float32", "1"],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"OSError: [Errno 98] Address already in use: 127.0.0.1:{port}"), last
+    assert distributed.port_taken(f"127.0.0.1:{port}") is False  # the holder is gone

@@ -16,8 +16,10 @@ the ranks' engine_nanoseconds stay empty."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -137,12 +139,36 @@ def start(world: World, device: str) -> Rank:
         ),
         timeout_seconds=seconds,
     )
-    strategies: dict[str, tf.distribute.Strategy] = {
-        MWMS: tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    }
+    try:
+        strategies: dict[str, tf.distribute.Strategy] = {
+            MWMS: tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+        }
+    except tf.errors.UnknownError as error:
+        address = tf_config(world)["cluster"]["worker"][world.rank]
+        if "grpc server" in str(error).lower() and port_taken(address):
+            raise OSError(
+                errno.EADDRINUSE,
+                f"Address already in use: {address}, where rank {world.rank}'s TensorFlow "
+                f"gRPC server was to listen ({error.message})",
+            ) from error
+        raise
     if world.size == 1:
         strategies[MIRRORED] = _local_strategy(world, device)
     return Rank(world, strategies, implementation, device)
+
+
+def port_taken(address: str) -> bool:
+    """Whether this host's PORT of HOST:PORT is bound by another socket. TensorFlow says only
+    "Could not start gRPC server" (its log: "Failed to add port to server"); the collector
+    places a world again on other ports when a rank says "Address already in use"."""
+    port = int(address.rpartition(":")[2])
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+        try:
+            probe.bind(("", port))
+        except OSError as error:
+            return error.errno == errno.EADDRINUSE
+    return False
 
 
 def capabilities(dtypes: tuple[str, ...], rank: Rank) -> dict[str, Capability]:

@@ -54,16 +54,19 @@ class AgentClient:
         self._stub = agent_pb2_grpc.AgentServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
-    def wait_healthy(self, timeout_seconds: float, alive: object = None) -> None:
+    def wait_healthy(
+        self, timeout_seconds: float, alive: object = None, why: object = None
+    ) -> None:
         """Blocks until the health service says SERVING; raises AgentUnavailable on timeout.
 
         `alive`, when given, is a zero-argument callable; False means stop waiting at once
-        (the agent process died)."""
+        (the agent process died), saying what `why()` returns (the handle's exit reason)."""
         deadline = time.monotonic() + timeout_seconds
         last_error = "no answer"
         while time.monotonic() < deadline:
             if callable(alive) and not alive():
-                raise AgentUnavailable(f"agent {self.name} exited before it became healthy")
+                said = f": {why()}" if callable(why) else ""
+                raise AgentUnavailable(f"agent {self.name} exited before it became healthy{said}")
             try:
                 reply = self._health.Check(
                     health_pb2.HealthCheckRequest(service=""), timeout=2, metadata=self._metadata

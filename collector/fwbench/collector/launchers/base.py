@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Mapping
@@ -102,11 +103,34 @@ class AgentHandle:
             **self.details,
         }
 
+    # Lines a launcher's own tools write into the agent's log (srun's), never the agent's why.
+    LOG_NOISE: ClassVar[tuple[str, ...]] = ()
+
     def _log_tail(self) -> str:
         if self.log_path is None or not self.log_path.exists():
             return ""
-        lines = [line for line in self.log_path.read_text(errors="replace").splitlines() if line]
-        return f"; last log line: {lines[-1][:300]}" if lines else ""
+        return log_tail(self.log_path.read_text(errors="replace"), self.LOG_NOISE)
+
+
+# The last line of a Python traceback: the exception's (qualified) type, a colon, its message.
+_RAISED = re.compile(r"^[\w.]*(Error|Exception|Interrupt|Exit)\b:")
+TAIL_LINES = 40  # how far back a log is read for the error that ended it
+
+
+def log_tail(text: str, noise: tuple[str, ...] = ()) -> str:
+    """ "; last log line: ...", or "" for an empty log; preceded by "; last error in the log:
+    ..." when a Python traceback in the last TAIL_LINES lines named an exception that is not
+    that last line: a world's ranks share one log, where a live rank's line can follow the
+    failed rank's error. Lines that start with `noise` are skipped (a scheduler's, written
+    after the agent died: srun's "task 0: Exited with exit code 1")."""
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith(noise)]
+    if not lines:
+        return ""
+    last = f"; last log line: {lines[-1][:300]}"
+    raised = [line for line in lines[-TAIL_LINES:] if _RAISED.match(line)]
+    if raised and raised[-1] != lines[-1]:
+        return f"; last error in the log: {raised[-1][:300]}{last}"
+    return last
 
 
 @dataclass

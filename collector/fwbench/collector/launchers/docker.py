@@ -29,6 +29,7 @@ from fwbench.collector.launchers.base import (
     LauncherKind,
     LaunchSettings,
     Placement,
+    log_tail,
 )
 from fwbench.collector.launchers.docker_container import (
     ContainerLimits,
@@ -84,9 +85,7 @@ class ContainerAgent(AgentHandle):
         how = f"exited with code {state.get('ExitCode')}"
         if state.get("OOMKilled"):
             how = "was killed for using too much memory"
-        lines = [line for line in self.logs().splitlines() if line.strip()]
-        tail = f"; last log line: {lines[-1][:300]}" if lines else ""
-        return f"agent container {self.container.name} {how}{tail}"
+        return f"agent container {self.container.name} {how}{log_tail(self.logs())}"
 
     def stop(self, grace_seconds: float = 10.0) -> None:
         """Stops (SIGTERM, SIGKILL after the grace period), keeps the log, removes. Idempotent;
@@ -255,7 +254,7 @@ def start_docker(
                 raise AgentUnavailable(f"the start of {name} was abandoned: its world failed")
             return handle.alive()
 
-        handle.client.wait_healthy(timeout_seconds, alive=alive)
+        handle.client.wait_healthy(timeout_seconds, alive=alive, why=handle.exit_reason)
         handle.host_pid = agent_pid(container) or handle.host_pid
     except BaseException:
         handle.stop()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fwbench.collector.agents.client import AgentUnavailable
-from fwbench.collector.launchers.base import process_exists
+from fwbench.collector.launchers.base import log_tail, process_exists
 from fwbench.collector.launchers.kubernetes_objects import INDEX_ANNOTATION, RUN_LABEL
 
 COLLECTOR_ANNOTATION = "fwbench.io/collector"  # HOST:PID of the collector that made the object
@@ -90,13 +90,12 @@ class Cluster:
             return None
 
     def log_tail(self, name: str) -> str:
-        """ "; last log line: ..." of the pod's container, or "" when it has none."""
+        """base.log_tail of the pod's container's last lines, or "" when it has none."""
         try:
             text = self.core.read_namespaced_pod_log(name, self.namespace, tail_lines=20)
         except Exception:  # noqa: BLE001 (no log yet, the pod gone, the API unreachable)
             return ""
-        lines = [line for line in str(text or "").splitlines() if line.strip()]
-        return f"; last log line: {lines[-1][:300]}" if lines else ""
+        return log_tail(str(text or ""))
 
     def save_log(self, name: str, path: Path) -> None:
         """Appends the pod's whole log to `path` (the run folder keeps it: the pod and its log

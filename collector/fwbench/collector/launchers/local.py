@@ -226,11 +226,13 @@ def start_local(
         if ports.get("metrics"):
             handle.metrics_address = f"127.0.0.1:{ports['metrics']}"
         handle.client = AgentClient(name, handle.address)
-        handle.client.wait_healthy(
-            timeout_seconds, alive=lambda: handle.alive() and not abandoned()
-        )
-        if abandoned():
-            raise AgentUnavailable(f"the start of {name} was abandoned: the run is ending")
+
+        def alive() -> bool:
+            if abandoned():
+                raise AgentUnavailable(f"the start of {name} was abandoned: the run is ending")
+            return handle.alive()
+
+        handle.client.wait_healthy(timeout_seconds, alive=alive, why=handle.exit_reason)
     except BaseException:
         handle.stop()
         raise

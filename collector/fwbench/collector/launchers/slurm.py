@@ -12,7 +12,6 @@ folder (TMPDIR) must be on a filesystem the nodes share (docs/cluster.md)."""
 from __future__ import annotations
 
 import os
-import random
 import secrets
 import socket
 import subprocess
@@ -56,6 +55,7 @@ from fwbench.collector.launchers.slurm_scripts import (
     InImage,
     agent_command,
     agent_script,
+    blind_port,
     world_script,
 )
 from fwbench.spec import startup
@@ -68,6 +68,7 @@ class SlurmAgent(AgentHandle):
     """An agent running as a Slurm job this collector submitted."""
 
     kind: ClassVar[str] = LauncherKind.SLURM.value
+    LOG_NOISE: ClassVar[tuple[str, ...]] = ("srun:", "slurmstepd")  # "slurmstepd-NODE: ..."
 
     job_id: str = ""
     node: str = ""
@@ -213,7 +214,9 @@ class SlurmLauncher:
             if found.get("metrics"):
                 handle.metrics_address = f"{handle.node}:{found['metrics']}"
             handle.client = AgentClient(name, handle.address, self._security)
-            handle.client.wait_healthy(self.settings.start_timeout_seconds, alive=handle.alive)
+            handle.client.wait_healthy(
+                self.settings.start_timeout_seconds, alive=handle.alive, why=handle.exit_reason
+            )
         except BaseException:
             handle.stop(grace_seconds=2.0)
             raise
@@ -266,7 +269,7 @@ class SlurmLauncher:
         extra = {startup.LOCAL_DEVICES: str(devices)} if devices > 1 else {}
         env, variables = self._environment(manifest, threads, extra)
         folder = scratch_folder("ports")
-        port = random.randint(20000, 39999)  # on a node the collector cannot probe
+        port = blind_port(world.ranks + 1)  # on a node the collector cannot probe
         agent = agent_command(env.python, manifest, Path("PORTS"), self._token_file)
         script = world_script(variables, agent, folder, port, self._container,
                               self._image(manifest), manifest.requires_gpu,

@@ -4,6 +4,7 @@ one job whose srun step starts every rank of a world."""
 from __future__ import annotations
 
 import os
+import random
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -51,6 +52,25 @@ def agent_script(
         return "\n".join([*exports(variables), command]) + "\n"
     step = shlex.join(["srun", "--export=ALL", *container.pyxis(image, folders), *agent])
     return "\n".join([*exports(variables), *until_ended(step)]) + "\n"
+
+
+# Where the kernel picks the ports of outgoing connections (Linux's default), which a node
+# may be using however quiet it is: a world's ports are chosen below it.
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 20000
+
+
+def blind_port(span: int) -> int:
+    """The first of `span` consecutive ports for a world on nodes the collector cannot probe:
+    random in [LOWEST_PORT, the ephemeral range's start), this host's range standing for the
+    nodes'. Still a guess: a taken port fails the world's start with "Address already in use"
+    and the world is placed again (world.py)."""
+    try:
+        first = int(EPHEMERAL_PORTS.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        first = 32768
+    top = max(first - span, LOWEST_PORT + 1000)
+    return random.randint(LOWEST_PORT, top)
 
 
 def world_script(
