@@ -234,6 +234,27 @@ def test_run_all_failed_fresh_start_fails_that_repetition_only() -> None:
     assert "repetition 1 failed: port in use" in recorder.rows[1]["error"]
 
 
+def test_an_agent_given_back_whose_start_fails_says_so_and_fails_its_cells() -> None:
+    """After Describe an agent's process is given back (idle, as a scheduler's job is); the
+    start for its cells failing fails them, naming a start, not a restart, and the threads
+    as the cell asked them ("its default threads" for 0)."""
+    selection = build_selection(CATALOGUE, workloads="gemm,conv2d", phases="train", batch_sizes="8")
+    log: list = []
+    items = work_for(["a"], selection, log)
+    items[0].rest()
+
+    def refused(threads: int) -> AgentHandle:
+        raise RuntimeError("Slurm job 30: FAILED")
+
+    items[0].restart = refused
+    recorder = Recorder()
+    ctx = RunContext("r", CATALOGUE, selection, recorder, Display(), None)  # type: ignore[arg-type]
+    run_all(items, ctx)
+    assert [r["status"] for r in recorder.rows] == ["failed", "failed"]
+    said = "not run: starting a with its default threads failed: Slurm job 30: FAILED"
+    assert {r["error"] for r in recorder.rows} == {said}
+
+
 def test_run_all_same_process_alternates_agents_per_cell() -> None:
     rows, log = run(["a", "b"], workloads="gemm,conv2d", repeat=3, fresh_process=False)
     assert [(r["agent"], r["workload"], r["repetition"]) for r in rows] == [

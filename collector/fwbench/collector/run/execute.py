@@ -129,12 +129,13 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
         telemetry: pd.DataFrame | None
         for index, (cell, repetition) in stretch:
             if not crashed and not cell.unsupported_reason:
+                verb = "starting" if item.idle else "restarting"  # given back after Describe
                 try:
                     reason = item.ensure_threads(cell.threads)
                 except Exception as error:  # noqa: BLE001 (a failed restart fails the rest)
                     code = "UNAVAILABLE"
-                    crashed = f"restarting {item.handle.name} with {cell.threads} threads failed"
-                    crashed += f": {error}"
+                    threads = f"{cell.threads} threads" if cell.threads else "its default threads"
+                    crashed = f"{verb} {item.handle.name} with {threads} failed: {error}"
                     reason = ""
                 if reason:
                     cell = dataclasses.replace(cell, unsupported_reason=reason)
