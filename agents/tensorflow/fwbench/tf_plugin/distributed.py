@@ -131,7 +131,8 @@ def start(world: World, device: str) -> Rank:
     gpus = tf.config.list_physical_devices("GPU")
     if gpus and tf.config.get_visible_devices("GPU"):
         tf.config.set_visible_devices(gpus[world.local_rank % len(gpus)], "GPU")
-    os.environ["TF_CONFIG"] = json.dumps(tf_config(world))
+    config = tf_config(world)
+    os.environ["TF_CONFIG"] = json.dumps(config)
     seconds = float(world.timeout_seconds)  # FWBENCH_DIST_TIMEOUT_SECONDS
     options = tf.distribute.experimental.CommunicationOptions(
         implementation=getattr(
@@ -144,7 +145,7 @@ def start(world: World, device: str) -> Rank:
             MWMS: tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
         }
     except tf.errors.UnknownError as error:
-        address = tf_config(world)["cluster"]["worker"][world.rank]
+        address = config["cluster"]["worker"][world.rank]
         if "grpc server" in str(error).lower() and port_taken(address):
             raise OSError(
                 errno.EADDRINUSE,
