@@ -105,11 +105,22 @@ test-plugins: setup system-deps
 	$(PLUGIN_MATRIX) --run --jobs 2
 
 # docker-deps made sure an engine runs: a Docker test that cannot reach it fails, not skips.
+# Most of the suite's time is waiting (agents starting, heartbeats, Slurm, Docker; one CPU of
+# two busy on average), so TEST_WORKERS pytest-xdist workers share it, a module (or a folder
+# that shares a daemon) whole on one worker (tests/conftest.py); then the modules marked
+# `serial`, whose assertions depend on timings or on a quiet host, run alone. Both parts run
+# even when the first fails, and the target fails if either did.
+TEST_WORKERS ?= 2
+MAIN_PYTEST = FWBENCH_REQUIRE_DOCKER=1 FWBENCH_REQUIRE_SLURM=1 $(BIN)/pytest --durations=30 \
+	--ignore=tests/plugin_contract \
+	$$($(PLUGIN_MATRIX) | while read -r agent plugin folders; do \
+		for f in $$folders; do printf -- '--ignore=%s ' $$f; done; done)
+
 test-main: setup system-deps docker-deps slurm-deps
-	FWBENCH_REQUIRE_DOCKER=1 FWBENCH_REQUIRE_SLURM=1 $(BIN)/pytest --durations=30 \
-		--ignore=tests/plugin_contract \
-		$$($(PLUGIN_MATRIX) | while read -r agent plugin folders; do \
-			for f in $$folders; do printf -- '--ignore=%s ' $$f; done; done)
+	status=0; \
+	$(MAIN_PYTEST) -n $(TEST_WORKERS) --dist loadscope -m "not serial" || status=$$?; \
+	$(MAIN_PYTEST) -m serial || status=$$?; \
+	exit $$status
 
 test: lint test-plugins test-main
 
@@ -121,9 +132,15 @@ test-equivalence: setup
 # The quick loop while developing: lint and the tests that need no agent environment, no
 # Docker and no host tools (the collector against fakes, the runtime in-process, the spec,
 # the example agent as a process).
+FAST_TESTS = tests/collector tests/runtime tests/spec tests/faults tests/docs tests/conformance \
+	tests/examples tests/distributed tests/cluster
+
 test-fast: lint
-	$(BIN)/pytest -m "not agent and not docker" tests/collector tests/runtime tests/spec tests/faults tests/docs \
-		tests/conformance tests/examples tests/distributed tests/cluster
+	status=0; \
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope -m "not agent and not docker and not serial" \
+		$(FAST_TESTS) || status=$$?; \
+	$(BIN)/pytest -m "not agent and not docker and serial" $(FAST_TESTS) || status=$$?; \
+	exit $$status
 
 bench: setup
 	$(BIN)/python tests/benchmarks/bench_harness.py

@@ -24,3 +24,34 @@ def quick_host_calibration(tmp_path_factory: pytest.TempPathFactory) -> Iterator
         os.environ[DIR_VARIABLE] = str(tmp_path_factory.mktemp("calibration"))
         host_calibration([], effort=os.environ["FWBENCH_CALIBRATION"])
     yield
+
+
+# `make test-main` runs the suite on two pytest-xdist workers (`--dist loadscope`), then the
+# modules marked `serial` alone. Each module is one scope, run whole on one worker, so its
+# module and session fixtures are made once; each folder whose tests share one daemon or one
+# cluster (a Docker engine whose containers they count, Slurm clusters, the fake Kubernetes
+# API) is one scope. (xdist_group marks would say the same, but `--dist loadgroup` ignores
+# them under pytest 9.2: pytest-dev/pytest-xdist#1386.)
+SHARED_FOLDERS = frozenset({"docker", "slurm", "cluster"})
+
+
+def scope_of(nodeid: str) -> str:
+    """The module of a test, or its folder when that is one of SHARED_FOLDERS."""
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    if len(parts) > 2 and parts[0] == "tests" and parts[1] in SHARED_FOLDERS:
+        return "/".join(parts[:2])
+    return path
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)  # xdist's hook; agent environments lack it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesAndSharedFolders(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return ModulesAndSharedFolders(config, log)

@@ -15,10 +15,13 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from fake_agent import write_fake_agents
 
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.analysis.scaling import scaling_table
+
+pytestmark = pytest.mark.serial  # it checks that no row was left out as interfered
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 

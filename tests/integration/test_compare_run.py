@@ -14,8 +14,11 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from collector_cli import collector
 from fake_agent import write_fake_agents
+
+pytestmark = pytest.mark.serial  # its verdicts leave interfered rows out
 
 
 def test_tf_variants_interleave_and_the_aa_pair_is_labelled(tmp_path: Path, isolated_store) -> None:

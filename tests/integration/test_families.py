@@ -10,8 +10,11 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from collector_cli import collector
 from fake_agent import write_fake_agents
+
+pytestmark = pytest.mark.serial  # its verdicts leave interfered rows out
 
 AGENTS = {
     "native": {},  # framework "fake": its own family's native agent

@@ -11,8 +11,11 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from collector_cli import collector
 from fake_agent import write_fake_agents
+
+pytestmark = pytest.mark.serial  # its findings leave interfered rows out
 
 
 def run_fakes(manifests: Path, agents: str, out: Path) -> subprocess.CompletedProcess[str]:

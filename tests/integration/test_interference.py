@@ -16,8 +16,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from collector_cli import COLLECTOR, collector
 from fake_agent import write_fake_agents
+
+pytestmark = pytest.mark.serial  # it makes interference: another test's load adds some
 
 AGENTS = {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}}
 CELLS = (

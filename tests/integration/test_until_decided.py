@@ -10,8 +10,11 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from collector_cli import collector
 from fake_agent import write_fake_agents
+
+pytestmark = pytest.mark.serial  # its rounds end when timings decide
 
 
 def _run(tmp_path: Path, agents: dict[str, dict[str, str]], *extra: str) -> tuple[Path, object]:
