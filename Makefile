@@ -116,11 +116,15 @@ MAIN_PYTEST = FWBENCH_REQUIRE_DOCKER=1 FWBENCH_REQUIRE_SLURM=1 $(BIN)/pytest --d
 	$$($(PLUGIN_MATRIX) | while read -r agent plugin folders; do \
 		for f in $$folders; do printf -- '--ignore=%s ' $$f; done; done)
 
-test-main: setup system-deps docker-deps slurm-deps
-	status=0; \
-	$(MAIN_PYTEST) -n $(TEST_WORKERS) --dist loadscope -m "not serial" || status=$$?; \
-	$(MAIN_PYTEST) -m serial || status=$$?; \
+# $(call workers_then_serial,PYTEST,MARKS): PYTEST on TEST_WORKERS workers for the tests
+# `MARKS not serial`, then alone for `MARKS serial`; both always, failing if either did.
+workers_then_serial = status=0; \
+	$(1) -n $(TEST_WORKERS) --dist loadscope -m "$(2)not serial" || status=$$?; \
+	$(1) -m "$(2)serial" || status=$$?; \
 	exit $$status
+
+test-main: setup system-deps docker-deps slurm-deps
+	$(call workers_then_serial,$(MAIN_PYTEST),)
 
 test: lint test-plugins test-main
 
@@ -136,11 +140,7 @@ FAST_TESTS = tests/collector tests/runtime tests/spec tests/faults tests/docs te
 	tests/examples tests/distributed tests/cluster
 
 test-fast: lint
-	status=0; \
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope -m "not agent and not docker and not serial" \
-		$(FAST_TESTS) || status=$$?; \
-	$(BIN)/pytest -m "not agent and not docker and serial" $(FAST_TESTS) || status=$$?; \
-	exit $$status
+	$(call workers_then_serial,$(BIN)/pytest $(FAST_TESTS),not agent and not docker and )
 
 bench: setup
 	$(BIN)/python tests/benchmarks/bench_harness.py
