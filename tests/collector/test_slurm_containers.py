@@ -74,10 +74,13 @@ def test_a_worlds_ranks_run_in_the_image_too(container: Container) -> None:
         assert f"--container-image={image}" in step and "--no-container-mount-home" in step
         assert "apptainer" not in step
     else:
-        assert f"exec apptainer exec --no-home --bind {FOLDER}:{FOLDER},{TOKEN}:{TOKEN}" in step
+        assert f"; apptainer exec --no-home --bind {FOLDER}:{FOLDER},{TOKEN}:{TOKEN}" in step
         assert image in step and "--container-image" not in step
     assert f"{IMAGE_PYTHON} -m fwbench.runtime" in step
     assert f"{FOLDER}/ports-$SLURM_PROCID.json" in step
+    # A rank that ends by itself leaves its status for the script's SIGTERM trap to read.
+    assert f"status=$?; echo $status > {FOLDER}/exit-$SLURM_PROCID; exit $status" in step
+    assert f"exits={FOLDER}" in script and '"$exits"/exit-*' in script
     plain = world_script({}, AGENT, FOLDER, 29500)
     assert "apptainer" not in plain and "--container-image" not in plain
 

@@ -150,6 +150,8 @@ class FakePlugin:
                 "fake", lambda: {"communication_not_overlapped": 1000}, replicas=replicas
             )
         fail_at = int(os.environ.get(f"FAKE_RANK{world.rank}_FAIL_AT", "0")) if world else 0
+        # FAKE_RANK<N>_EXIT_AT: rank N's process dies at that step (a crash, no reply at all).
+        exit_at = int(os.environ.get(f"FAKE_RANK{world.rank}_EXIT_AT", "0")) if world else 0
         once = os.environ.get("FAKE_FAIL_ONCE", "")  # a file: only the first cell fails
         if fail_at and once:
             fail_at = 0 if os.path.exists(once) else fail_at
@@ -177,6 +179,8 @@ class FakePlugin:
             steps[0] += 1
             if steps[0] == fail_at:
                 raise RuntimeError(f"rank failed at step {fail_at}")
+            if steps[0] == exit_at:
+                os._exit(3)
             if steps[0] == int(stuck_at):
                 threading.Event().wait()  # forever; heartbeats go on from another thread
             if spin:  # FAKE_SPIN: the step's time on the CPU, in user space, not asleep

@@ -36,6 +36,13 @@ def _running_jobs() -> list[str]:
     return [line.split("|")[0] for line in done.stdout.splitlines() if "|fwbench:" in line]
 
 
+def _job_state(job: str) -> str:
+    """JobState=... of a job Slurm still remembers (`slurm:ID` or ID), from scontrol."""
+    show = ["scontrol", "-o", "show", "job", job.removeprefix("slurm:")]
+    shown = subprocess.run(show, capture_output=True, text=True).stdout
+    return next((w for w in shown.split() if w.startswith("JobState=")), shown)
+
+
 def _command(tmp_path: Path, manifests: Path, *extra: str) -> list[str]:
     return [
         str(COLLECTOR), "run", "--launcher", "slurm", "--manifests", str(manifests),
@@ -179,6 +186,25 @@ def test_a_world_is_one_allocation_whose_tasks_are_its_ranks(
     meta = json.loads((tmp_path / "run" / "run.json").read_text())["agents"]["fake~w2"]
     assert len({rank["address"] for rank in meta["ranks"]}) == 2
     assert our_jobs() == []
+    assert _job_state(row["scheduler_job"]) == "JobState=COMPLETED"  # ended as finished work
+
+
+def test_a_world_whose_rank_dies_ends_its_job_failed(
+    slurm_cluster: Path, manifests: Path, tmp_path: Path
+) -> None:
+    """Rank 1's process dies in the timed phase: its cell fails, and the world's job ends
+    FAILED in Slurm's accounting. The collector sees the world break at once and ends its job
+    with SIGTERM while srun is still taking the other rank down; that must not turn a crashed
+    world into finished work (COMPLETED)."""
+    command = _command(tmp_path, manifests, "--batch-sizes", "1", "--world-sizes", "2",
+                       "--phases", "train", "--iterations", "50",
+                       "--agent-env", "FAKE_RANK1_EXIT_AT=3")  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr  # a failed cell: the run says failed
+    (row,) = pd.read_parquet(tmp_path / "run" / "results.parquet").to_dict("records")
+    assert row["status"] == "failed" and row["scheduler_job"].startswith("slurm:"), row
+    assert our_jobs() == []
+    assert _job_state(row["scheduler_job"]) == "JobState=FAILED", row["error"]
 
 
 def test_a_world_whose_port_was_taken_is_submitted_again(

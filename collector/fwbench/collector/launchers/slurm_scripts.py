@@ -83,7 +83,7 @@ def world_script(
     gives FWBENCH_PEERS (rank r listens on PORT+1+r, for TensorFlow's TF_CONFIG); then one
     step starts every rank with torchrun's variables taken from Slurm's, rendezvous on rank
     0's node at PORT; --kill-on-bad-exit: a rank that dies takes the step down. The script
-    waits for that step and, told SIGTERM by the collector, ends it and exits 0. Both steps
+    waits for that step and, told SIGTERM by the collector, ends it (until_ended). Both steps
     say --export=ALL: under sbatch --export=NONE, srun would otherwise start the tasks without
     the script's variables (the agent's own, such as tf-eigen's TF_ENABLE_ONEDNN_OPTS=0, and
     FWBENCH_THREADS), which a test caught."""
@@ -94,9 +94,13 @@ def world_script(
     elif container is not None:
         inside = container.pyxis(image, folders)
     task = shlex.join(agent).replace("PORTS", f"{folder}/ports-$SLURM_PROCID.json")
+    # Each rank's shell stays as the task, waiting on the agent: when the agent ends by itself
+    # it writes the agent's status to the folder (exit-RANK), which tells the script a rank
+    # died; the step's end kills the shell first (the collector's SIGTERM), so then none does.
     rank_env = (
         "export RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
-        f'MASTER_ADDR="$1" MASTER_PORT={port} {startup.PEERS}="$2"; exec {task}'
+        f'MASTER_ADDR="$1" MASTER_PORT={port} {startup.PEERS}="$2"; {task}; status=$?; '
+        f"echo $status > {shlex.quote(str(folder))}/exit-$SLURM_PROCID; exit $status"
     )
     nodes = "srun --export=ALL -l /bin/sh -c 'echo \"$SLURMD_NODENAME\"' | sort -n"
     peers = f'awk -v base={port} \'{{ printf "%s%s:%d", (NR > 1 ? "," : ""), $2, base + NR }}\''
@@ -106,7 +110,8 @@ def world_script(
         "first=${peers%%:*}",
         *until_ended(
             shlex.join(["srun", "--export=ALL", "--kill-on-bad-exit=1", *inside])
-            + f' /bin/sh -c {shlex.quote(rank_env)} sh "$first" "$peers"'
+            + f' /bin/sh -c {shlex.quote(rank_env)} sh "$first" "$peers"',
+            exits=folder,
         ),
     ]
     return "\n".join(lines) + "\n"
@@ -170,13 +175,19 @@ class InImage:
         pass
 
 
-def until_ended(step: str) -> list[str]:
-    """Lines that run `step` (a command line) in the background and wait for it: the
-    collector's SIGTERM (slurm_jobs.end_jobs) ends it and the job as finished work
-    (COMPLETED); a step that fails on its own fails the job (its exit status)."""
+def until_ended(step: str, exits: Path | None = None) -> list[str]:
+    """Lines that run `step` (a command line) in the background and wait for it. A step that
+    ends by itself ends the job with its status (FAILED when not 0). The collector's SIGTERM
+    (slurm_jobs.end_jobs) ends the step (srun then kills its tasks: its status is 137 either
+    way), and the job ends as finished work (COMPLETED), unless a task had ended by itself with
+    a status other than 0 (a file exit-TASK in `exits` says so; world_script): a rank that died
+    just before the collector, seeing its world break, ended the job fails it (FAILED)."""
+    folder = [] if exits is None else [f"exits={shlex.quote(str(exits))}"]
+    ended = '[ "$(cat "$exits"/exit-* 2>/dev/null | grep -cvx 0)" = 0 ]; exit $?'
     return [
+        *folder,
         f"{step} &",
         "step=$!",
-        'trap \'kill -TERM "$step"; wait "$step"; exit 0\' TERM',
+        f'trap \'kill -TERM "$step"; wait "$step"; {ended if folder else "exit 0"}\' TERM',
         'wait "$step"',
     ]
