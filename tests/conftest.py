@@ -44,14 +44,39 @@ def scope_of(nodeid: str) -> str:
     return path
 
 
+# The scopes that take longest are dealt first, the rest in xdist's order (most tests first):
+# a long scope dealt last runs alone while the other worker idles. tests/docker builds its
+# images (minutes on a machine that has none), the equivalence module compiles every model
+# in every framework, tests/slurm starts clusters; none has the most tests.
+LONGEST_FIRST = ("tests/docker", "tests/equivalence/test_equivalence.py", "tests/slurm",
+                 "tests/cluster")  # fmt: skip
+
+
+def longest_first(scopes: list[str]) -> list[str]:
+    """`scopes` with those of LONGEST_FIRST at the front, in its order; the rest as given."""
+    rank = {scope: place for place, scope in enumerate(LONGEST_FIRST)}
+    return sorted(scopes, key=lambda scope: rank.get(scope, len(rank)))
+
+
 @pytest.hookimpl(optionalhook=True, tryfirst=True)  # xdist's hook; agent environments lack it
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     if config.getvalue("dist") != "loadscope":
         return None
+    from collections import OrderedDict
+
     from xdist.scheduler import LoadScopeScheduling
 
     class ModulesAndSharedFolders(LoadScopeScheduling):
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             return scope_of(nodeid)
+
+        def _assign_work_unit(self, node: object) -> None:
+            if not self.ordered:  # the first unit dealt: the queue is whole
+                queue = self.workqueue
+                self.workqueue = OrderedDict((s, queue[s]) for s in longest_first(list(queue)))
+                self.ordered = True
+            super()._assign_work_unit(node)
 
     return ModulesAndSharedFolders(config, log)

@@ -33,6 +33,18 @@ def test_a_scope_is_a_module_or_a_shared_folder() -> None:
     assert scope_of("tests/faults/test_docker.py::test") == "tests/faults/test_docker.py"
 
 
+def test_the_longest_scopes_are_dealt_first_and_the_rest_keep_their_order() -> None:
+    conftest = _conftest()
+    queue = ["tests/spec/test_a.py", "tests/slurm", "tests/faults/test_b.py", "tests/docker"]
+    assert conftest.longest_first(queue) == [
+        "tests/docker", "tests/slurm", "tests/spec/test_a.py", "tests/faults/test_b.py"
+    ]  # fmt: skip
+    assert set(conftest.LONGEST_FIRST) >= {"tests/docker", "tests/slurm"}
+    assert all(  # each names a folder or a module that exists
+        (ROOT / scope).exists() for scope in conftest.LONGEST_FIRST
+    )
+
+
 def test_two_workers_run_each_module_whole() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist",
