@@ -78,8 +78,8 @@ def end_jobs(job_ids: list[str], grace_seconds: float) -> None:
     """Ends jobs the way a finished program ends: SIGTERM to the batch script
     (`scancel --batch --signal=TERM`), so the job ends COMPLETED in Slurm's accounting, not
     CANCELLED. One agent's script is the agent, which stops and exits 0 on it; a world's
-    script passes it to its ranks' srun step and exits with the step's status: 0 when every
-    rank stopped as asked, not 0 when one had died (slurm_scripts.until_ended). A job not
+    script ends its ranks' srun step and exits 0, or 1 when a rank had died by itself just
+    before (slurm_scripts.until_ended). A job not
     running yet is cancelled (scancel would wait to signal it). What has not ended after
     `grace_seconds` is cancelled, then killed."""
     running = [job for job in job_ids if job_state(job) == "RUNNING"]
