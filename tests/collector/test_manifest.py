@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fwbench.collector.agents.environments import requirements_key, sources_key
+from fwbench.collector.agents.environments import copy_sources, requirements_key, sources_key
 from fwbench.collector.agents.manifest import (
     AgentManifest,
     ManifestError,
@@ -225,3 +225,22 @@ def test_sources_key_changes_when_package_lies_under_a_build_folder(tmp_path: Pa
     key = sources_key(manifest)
     (folder / "pkg" / "pkg" / "__init__.py").write_text("VALUE = 2\n")
     assert sources_key(manifest) != key
+
+
+def test_copy_sources_copies_what_the_key_counts_and_no_build_artefact(
+    manifest: AgentManifest, tmp_path: Path
+) -> None:
+    package = manifest.local_packages[0]
+    for artefact in ("build/lib/pkg", "pkg.egg-info", "pkg/__pycache__"):
+        (package / artefact).mkdir(parents=True)
+        (package / artefact / "left.txt").write_text("by a build\n")
+    other = make_package(tmp_path / "elsewhere" / "pkg")  # the same folder name
+    copies = copy_sources([package, other], tmp_path / "copies")
+    assert len(set(copies)) == 2 and all(c.parent == tmp_path / "copies" for c in copies)
+    assert sorted(str(p.relative_to(copies[0])) for p in copies[0].rglob("*")) == [
+        "pkg",
+        "pkg/__init__.py",
+        "pyproject.toml",
+    ]
+    copied = dataclasses.replace(manifest, local_packages=(copies[0],))
+    assert sources_key(copied) == sources_key(manifest)

@@ -3,8 +3,10 @@ that fails, or one that succeeds without the plugin, is never marked ready (`col
 says "failed" with the error, the next command says it builds it again, and fails in one line
 if it still cannot); an environment marked ready by a collector from before that check is
 checked again, kept when it imports its agent (and then marked checked), made again when it
-does not (a pip.py in the caller's folder once left one with nothing installed). Fake-plugin
-agents, environments in a folder of the test's own, the real commands."""
+does not (a pip.py in the caller's folder once left one with nothing installed). Two
+environments build at once, each from its own copy of the agent's packages, leaving their
+folders as they were. Fake-plugin agents, environments in a folder of the test's own, the real
+commands."""
 
 from __future__ import annotations
 
@@ -12,10 +14,14 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from fake_agent import write_fake_agents
+
+from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.manifest import discover_manifests
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 GEMM = ["--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1", "--min-seconds", "0.05"]
@@ -135,3 +141,31 @@ def test_an_environment_marked_ready_before_the_check_is_checked_again(
         "module named 'fwbench.runtime')"
     ) in done.stderr
     assert listed(tmp_path, manifests, "good")["environment"] == "ready"
+
+
+def test_two_environments_build_at_once_leaving_the_sources_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FWBENCH_ENV_DIR", str(tmp_path / "envs"))
+    shipped = discover_manifests([write_fake_agents(tmp_path / "agents", {"one": {}, "two": {}})])
+    events: list[str] = []  # "building NAME" and "ready NAME", in the order they happened
+
+    def build(name: str) -> None:
+        environment_for(shipped[name]).ensure(lambda _: events.append(f"building {name}"))
+        events.append(f"ready {name}")
+
+    threads = [threading.Thread(target=build, args=(name,)) for name in ("one", "two")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    assert sorted(events) == ["building one", "building two", "ready one", "ready two"]
+    # Neither waited for the other to finish before it began.
+    assert [event.split()[0] for event in events] == ["building", "building", "ready", "ready"]
+    # pip built copies: the plugin's folder holds no build/ nor *.egg-info, only its sources.
+    package = tmp_path / "agents" / "plugin"
+    assert sorted(p.name for p in package.iterdir()) == ["fwbench_test_fake", "pyproject.toml"]
+    assert sorted(p.name for p in (package / "fwbench_test_fake").iterdir()) == [
+        "__init__.py",
+        "plugin.py",
+    ]

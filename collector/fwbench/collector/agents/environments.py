@@ -20,7 +20,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,17 +59,33 @@ def requirements_key(manifest: AgentManifest) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
+def _is_artefact(name: str) -> bool:
+    """A file or folder a build or a tool leaves in a package's folder: not a source."""
+    return name in _SKIP_PARTS or name.endswith(".egg-info")
+
+
 def sources_key(manifest: AgentManifest) -> str:
     digest = hashlib.sha256()
     for package in manifest.local_packages:
         for path in sorted(package.rglob("*")):
             relative = path.relative_to(package)
-            if path.is_file() and not any(
-                part in _SKIP_PARTS or part.endswith(".egg-info") for part in relative.parts
-            ):
+            if path.is_file() and not any(_is_artefact(part) for part in relative.parts):
                 digest.update(str(relative).encode())
                 digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
+
+
+def copy_sources(packages: Iterable[Path], folder: Path) -> list[Path]:
+    """Copies of local packages' sources (what sources_key counts) in `folder`, for pip to
+    build from: pip builds a local package inside its folder (build/, *.egg-info), where two
+    builds at once (two environments, an image's wheels, a developer's editable install)
+    would meet."""
+    copies = []
+    for index, package in enumerate(packages):
+        copy = folder / f"{index}-{package.name}"
+        shutil.copytree(package, copy, ignore=lambda _, names: list(filter(_is_artefact, names)))
+        copies.append(copy)
+    return copies
 
 
 @dataclass(frozen=True)
@@ -136,19 +153,21 @@ class AgentEnvironment:
     def ensure(self, report: Callable[[str], None] = lambda _: None) -> None:
         """Creates or refreshes the environment; blocks (minutes on first use). Safe to call
         from several threads and collectors at once: they take turns on a lock file per
-        environment and, to build, on one for all of them: pip builds the agents' own
-        packages inside their source folders (build/), which two builds at once would share."""
+        environment; different environments build at once (each from its own copy of the
+        agent's packages: copy_sources)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with FileLock(f"{self.path}.lock"):
             if self.state() == "ready" and not self._recheck():
                 return
-            with FileLock(self.path.parent / ".builds.lock"):
-                try:
-                    self._ensure_locked(report)
-                except EnvironmentBuildError as error:
-                    if self.path.is_dir():
-                        (self.path / _FAILED).write_text(f"{error}\n")
-                    raise
+            try:
+                with tempfile.TemporaryDirectory(prefix=f"fwbench-{self.manifest.name}-") as copy:
+                    self._ensure_locked(
+                        report, copy_sources(self.manifest.local_packages, Path(copy))
+                    )
+            except EnvironmentBuildError as error:
+                if self.path.is_dir():
+                    (self.path / _FAILED).write_text(f"{error}\n")
+                raise
 
     def _recheck(self) -> str:
         """ "" when the marker records the full check; a marker from before that check is
@@ -168,14 +187,16 @@ class AgentEnvironment:
         partial.write_text(json.dumps(record))
         partial.replace(self.path / _MARKER)
 
-    def _ensure_locked(self, report: Callable[[str], None]) -> None:
+    def _ensure_locked(self, report: Callable[[str], None], packages: list[Path]) -> None:
+        """Makes or refreshes the environment, installing the agent's packages from
+        `packages` (copies of manifest.local_packages)."""
         state, why = self.status()
         if state == "ready":
             why = self._recheck()
             if not why:
                 return
             state = "broken"
-        local = [str(p) for p in self.manifest.local_packages]
+        local = [str(p) for p in packages]
         pip = isolated(self.python, "-m", "pip", "install", "--no-build-isolation")
         lock = current_lock(self.manifest)
         if state != "stale":

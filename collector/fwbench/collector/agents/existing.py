@@ -20,6 +20,7 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -30,7 +31,12 @@ from typing import Any
 from filelock import FileLock
 from packaging.requirements import Requirement
 
-from fwbench.collector.agents.environments import EnvironmentBuildError, env_root, sources_key
+from fwbench.collector.agents.environments import (
+    EnvironmentBuildError,
+    copy_sources,
+    env_root,
+    sources_key,
+)
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.pythons import run_python, safe_path
 from fwbench.collector.agents.specs import Instance
@@ -107,8 +113,9 @@ class ExistingEnvironment:
             report(f"building the {self.manifest.name} agent packages for an existing Python")
             command = safe_path(sys.executable, "-m", "pip", "install", "--quiet", "--no-deps")
             command += ["--no-build-isolation", "--upgrade", "--target", str(self.overlay)]
-            command += [str(p) for p in self.manifest.local_packages]
-            done = run_python(command, capture_output=True, text=True, check=False)
+            with tempfile.TemporaryDirectory(prefix=f"fwbench-{self.manifest.name}-") as copy:
+                command += map(str, copy_sources(self.manifest.local_packages, Path(copy)))
+                done = run_python(command, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 raise EnvironmentBuildError(
                     f"building the {self.manifest.name} agent packages failed: "

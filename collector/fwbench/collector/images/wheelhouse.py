@@ -25,14 +25,15 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
 
-from fwbench.collector.agents.environments import sources_key
+from fwbench.collector.agents.environments import copy_sources, sources_key
 from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.pythons import run_python, safe_path
@@ -97,11 +98,14 @@ def _pyprojects(packages: Iterable[Path]) -> list[str]:
     return [(p / "pyproject.toml").read_text("utf-8") for p in packages]
 
 
-def _pip_wheel(out: Path, arguments: list[str], report: Callable[[str], None]) -> None:
+def _pip_wheel(
+    out: Path, arguments: list[str], report: Callable[[str], None], local: Sequence[Path] = ()
+) -> None:
     """Fills `out` once (a marker records completion); later calls are free. Blocks for
-    minutes on first use; concurrent callers take turns on a lock."""
+    minutes on first use; concurrent callers take turns on a lock. `local` packages are built
+    from copies (copy_sources), after `arguments`."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{out}.lock"):
+    with FileLock(f"{out}.lock"), tempfile.TemporaryDirectory(prefix="fwbench-wheels-") as copy:
         if (out / _DONE).is_file():
             return
         report(f"making wheels in {out} (first use, minutes)")
@@ -109,7 +113,7 @@ def _pip_wheel(out: Path, arguments: list[str], report: Callable[[str], None]) -
         out.mkdir()
         log = Path(f"{out}.log")
         command = safe_path(sys.executable, "-m", "pip", "wheel", "--wheel-dir", str(out))
-        command += arguments
+        command += [*arguments, *map(str, copy_sources(local, Path(copy)))]
         env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
         with log.open("w") as stream:
             stream.write(f"$ {' '.join(command)}\n")
@@ -118,13 +122,13 @@ def _pip_wheel(out: Path, arguments: list[str], report: Callable[[str], None]) -
             done = run_python(command, out, stdout=stream, stderr=subprocess.STDOUT, env=env)
         if done.returncode != 0:
             raise WheelhouseError(f"pip wheel exited {done.returncode}; see {log}")
-        (out / _DONE).write_text(json.dumps(arguments))
+        (out / _DONE).write_text(json.dumps([*arguments, *map(str, local)]))
 
 
 def _local_wheel(package: Path, report: Callable[[str], None]) -> Path:
     digest = sources_key_of(package)
     out = wheelhouse_root() / "local" / f"{package.name}-{digest}"
-    _pip_wheel(out, ["--no-deps", str(package)], report)
+    _pip_wheel(out, ["--no-deps"], report, [package])
     return next(out.glob("*.whl"))
 
 
@@ -158,15 +162,15 @@ def agent_wheels(manifest: AgentManifest, report: Callable[[str], None]) -> Agen
     runtime_packages = [p for p, n in names.items() if n in RUNTIME_DISTRIBUTIONS]
     root = wheelhouse_root()
     runtime_dir = root / f"runtime-{_key(*_pyprojects(runtime_packages))}"
-    _pip_wheel(runtime_dir, [str(p) for p in runtime_packages], report)
+    _pip_wheel(runtime_dir, [], report, runtime_packages)
     lock = current_lock(manifest)
     if lock is None:
         agent_dir = root / (
             "agent-"
             + _key(manifest.requirements, manifest.pip_args, *_pyprojects(manifest.local_packages))
         )
-        local = [str(p) for p in manifest.local_packages]
-        _pip_wheel(agent_dir, [*manifest.pip_args, *manifest.requirements, *local], report)
+        requirements = [*manifest.pip_args, *manifest.requirements]
+        _pip_wheel(agent_dir, requirements, report, manifest.local_packages)
     else:  # exactly the lock's files, hashes checked; the agent's own packages come below
         agent_dir = root / f"agent-{_key(lock.read_text('utf-8'), manifest.pip_args)}"
         locked = ["--require-hashes", "--no-deps", "-r", str(lock)]
