@@ -132,7 +132,7 @@ def test_ranks_on_the_same_cpus_are_not_each_others_interference() -> None:
 
 
 def test_a_world_takes_every_ranks_load() -> None:
-    world = WorldScraper(["127.0.0.1:1", "127.0.0.1:2"], interval=0)
+    world = WorldScraper(["127.0.0.1:1", "127.0.0.1:2"])
     world.scrapers[0].scrapes = scrapes(agent=1.0, user=1.0, cpus=1, cpu_set="0")
     world.scrapers[1].scrapes = scrapes(agent=0.2, user=1.0, cpus=1, cpu_set="1")
     columns = world.summary(1.0, 2.0)

@@ -225,8 +225,8 @@ def _scraped_cell(
         quiet_before_cell(address, ctx.quiet_host_seconds, ctx.interference_threshold, note, stage)
     interval = ctx.scrape_interval_seconds
     scraper: Scraper | WorldScraper = Scraper(address, interval)
-    if isinstance(handle, WorldHandle):  # every rank's; the timed phase at its edges only
-        scraper = WorldScraper([r.metrics_address for r in handle.ranks], interval)
+    if isinstance(handle, WorldHandle):  # every rank's, at the stages' edges only
+        scraper = WorldScraper([r.metrics_address for r in handle.ranks])
     with scraper:
         row, samples = _run_cell(item, cell, identity, ctx, scraper.on_stage)
     if row["status"] == "ok":
