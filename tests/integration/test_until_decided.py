@@ -250,6 +250,9 @@ def test_an_open_comparison_names_processes_that_differed_in_kernel_time(
         "run", "--manifests", str(manifests), "--agents", "a,b,c", "--workloads", "gemm",
         "--phases", "infer", "--batch-sizes", "1", "--param", "m=3000", "--min-seconds", "1",
         "--until-decided", "--repeat", "2", "--out", str(out),
+        # This test is about kernel time, not interference: a process left out for the
+        # hypervisor's steal (22% of a's round, seen on a KVM guest) leaves two rounds too few.
+        "--interference-threshold", "100",
         cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
