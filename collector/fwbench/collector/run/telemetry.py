@@ -105,8 +105,6 @@ class Scraper:
     errors: int = 0
     last_error: str = ""
     _stop: threading.Event = field(default_factory=threading.Event)
-    _held: bool = False
-    _turn: threading.Lock = field(default_factory=threading.Lock)
     _thread: threading.Thread | None = None
 
     def scrape_once(self) -> None:
@@ -124,24 +122,10 @@ class Scraper:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
-            with self._turn:
-                if self._held:
-                    return
-                self.scrape_once()
+            self.scrape_once()
 
     def on_stage(self, stage: str) -> None:
         """Hears the cell's stages; one agent's timed phase is scraped every interval."""
-
-    def hold(self) -> None:
-        """Scrapes once now, then no more until the cell ends (`__exit__` scrapes once): a
-        world's timed phase is scraped at its edges only, since each scrape is served by the
-        rank's own process on the rank's own CPUs, and a synchronous step waits for the
-        slowest rank. Counters interpolate exactly between the two edges; gauges then come
-        from these scrapes."""
-        with self._turn:
-            if not self._held:
-                self._held = True
-                self.scrape_once()
 
     def __enter__(self) -> Scraper:
         self.scrape_once()

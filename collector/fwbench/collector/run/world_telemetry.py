@@ -31,7 +31,7 @@ HIGHEST = ("gpu_utilization_peak_percent", "gpu_memory_peak_bytes")
 class WorldScraper:
     """Scrapers of every rank, used as one: `with WorldScraper(addresses) as s`. A rank is
     never scraped on a timer: once as the cell begins, once as each stage before the timed
-    loop begins, once as the timed loop begins (Scraper.hold), once after the result. A scrape
+    loop begins, once as the timed loop begins, once after the result. A scrape
     is served by the rank's own process on the rank's own CPUs, and a synchronous step waits
     for the slowest rank; a timer stopped when the collector hears that the timed loop began
     would still fire inside it whenever the collector hears late (a loaded host: 9 scrapes
@@ -51,16 +51,13 @@ class WorldScraper:
             scraper.__exit__(*exc)
 
     def on_stage(self, stage: str) -> None:
-        """Hears the cell's progress: every rank is scraped once when a stage begins; as the
-        timed loop begins, once more and not again until the cell ends (Scraper.hold)."""
+        """Hears the cell's progress: every rank is scraped once as each stage begins, the
+        timed loop's included, and not again until the cell ends."""
         if stage == self._stage or self._stage == "measure":
             return  # a progress count or a heartbeat, or the timed loop under way
         self._stage = stage
         for scraper in self.scrapers:
-            if stage == "measure":
-                scraper.hold()
-            else:
-                scraper.scrape_once()
+            scraper.scrape_once()
 
     @property
     def errors(self) -> int:
