@@ -19,8 +19,9 @@ import argparse
 
 import numpy as np
 
+from fwbench.collector.stats.needed import repetitions_needed
 from fwbench.collector.stats.sequential import look, look_alpha
-from fwbench.collector.stats.significance import UNDECIDED, RatioEstimate, repetitions_needed
+from fwbench.collector.stats.significance import UNDECIDED, RatioEstimate
 
 FLOOR, MARGIN, COMPARISONS = 0.03, 0.05, 8
 CASES = [(1.0, 0.03), (1.0, 0.05), (1.08, 0.04)]  # (contender's speed, spread a process)

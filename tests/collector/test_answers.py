@@ -31,6 +31,7 @@ from fwbench.collector.analysis.answers import (
     run_answers,
     with_decisions,
 )
+from fwbench.collector.analysis.answers.reasons import Groups, decision_reason
 from fwbench.collector.analysis.compare import compare_to_baseline
 from fwbench.collector.analysis.comparison import ONE_PROCESS_NOTE
 from fwbench.collector.analysis.contenders import RunData, load_run
@@ -153,6 +154,23 @@ def test_the_decision_is_the_verdict_of_the_comparison_it_covers(decided: RunDat
     fast = next(c for c in inverted.comparisons if c.agent == "fast")
     assert (fast.verdict, fast.verdict_from) == ("faster", SEQUENTIAL)
     assert fast.notes.startswith("sequential: 1.119x [1.033, 1.212]")
+
+
+def test_a_rerun_of_days_is_not_suggested(decided: RunData) -> None:
+    # The A/A twin as it stood after 5 rounds: 1.036x [0.85, 1.26], past the floor by 0.6%
+    # and inside the 5% margin by 1.3%. Hundreds of processes a side would likely decide it:
+    # said so, with no command (its --budget would be hours of rounds for one comparison).
+    record = {**decided.metadata["until_decided"], "rounds": 5, "max_rounds": 5}
+    record["round_seconds"] = [30.0] * 5
+    twin = record["decisions"][1] = {
+        **record["decisions"][1], "speedup": 1.036, "ci_low": 0.85, "ci_high": 1.26,
+        "repetitions": 5, "why": "--repeat 5: the most rounds allowed",
+    }  # fmt: skip
+    groups = Groups()
+    groups.add(*decision_reason(twin, record, COMMAND), twin)
+    [group] = groups.said(record, COMMAND)
+    assert group.reason.startswith("the round limit (--repeat 5) came first; more than 100 ")
+    assert group.command == "", group
 
 
 def invoke(*args: str) -> str:

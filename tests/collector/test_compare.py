@@ -18,6 +18,7 @@ from rich.console import Console
 
 from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
+from fwbench.collector.analysis.comparison import Comparison
 from fwbench.collector.analysis.contenders import (
     ComparisonError,
     RunData,
@@ -210,14 +211,20 @@ def test_one_process_a_side_without_an_aa_pair_is_undecided(
 def test_undecided_says_how_many_repetitions_would_decide(
     make_run: Callable[..., RunData],
 ) -> None:
-    run = make_run(
-        "close",
-        {"a": {CONV: reps(0.010, 1, count=2, spread=0.2, n=5)},
-         "b": {CONV: reps(0.0108, 2, count=2, spread=0.2, n=5)}},
-    )  # fmt: skip
-    (close,) = compare_to_baseline(run, "a").comparisons
-    assert close.verdict == UNDECIDED and close.evidence == "processes"
-    assert "repetitions a side would likely decide it" in close.notes or "edge" in close.notes
+    def compared(spread: float) -> Comparison:
+        run = make_run(
+            f"close-{spread}",
+            {"a": {CONV: reps(0.010, 1, count=2, spread=spread, n=5)},
+             "b": {CONV: reps(0.0108, 2, count=2, spread=spread, n=5)}},
+        )  # fmt: skip
+        (close,) = compare_to_baseline(run, "a").comparisons
+        assert close.verdict == UNDECIDED and close.evidence == "processes"
+        return close
+
+    close = compared(0.05)
+    assert re.search(r"about \d+ repetitions a side would likely decide it", close.notes)
+    noisy = compared(0.2)  # processes 20% apart: too many to suggest, said as such
+    assert "more than 100 repetitions a side would be needed" in noisy.notes, noisy.notes
 
 
 # --- the `collector compare` and `collector report` commands ----------------------------------

@@ -15,6 +15,7 @@ from fwbench.collector.stats.bootstrap import (
     ratio_interval,
     resampled_medians,
 )
+from fwbench.collector.stats.needed import MOST_SUGGESTED, repetitions_needed, would_decide
 from fwbench.collector.stats.significance import (
     EQUIVALENT,
     FASTER,
@@ -24,7 +25,6 @@ from fwbench.collector.stats.significance import (
     estimate_speedup,
     holm,
     relative_difference,
-    repetitions_needed,
     verdict,
 )
 
@@ -182,6 +182,21 @@ def test_repetitions_needed_shrink_the_interval_to_a_verdict() -> None:
     # On the floor's edge no number is likely to decide it.
     edge = RatioEstimate(speedup=1.03, ci_low=0.95, ci_high=1.12, p_value=0.5)
     assert repetitions_needed(edge, 3, floor=0.03, margin=0.03) is None
+
+
+def test_a_need_beyond_any_run_is_said_as_such_not_as_a_number() -> None:
+    # 1.036x [0.85, 1.26] after 5 processes a side at a sequential look's strict level: past
+    # the floor by 0.6%, inside the margin by 1.3%, its interval +-16%: hundreds a side.
+    near = RatioEstimate(1.036, 0.85, 1.26, math.nan)
+    needed = repetitions_needed(near, 5, floor=0.03, margin=0.05, level=0.9995)
+    assert needed is not None and needed > MOST_SUGGESTED
+    said = would_decide(needed)
+    assert str(needed) not in said and said.startswith(f"more than {MOST_SUGGESTED} processes")
+    assert "--quiet-host" in said
+    assert would_decide(MOST_SUGGESTED, "repetitions", "them") == (
+        f"about {MOST_SUGGESTED} repetitions a side would likely decide them"
+    )
+    assert would_decide(None).startswith("at the edge of the floor or margin")
 
 
 def test_repetitions_needed_count_the_degrees_of_freedom_more_processes_bring() -> None:

@@ -14,6 +14,7 @@ from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.efficiency import SCALING_VERDICTS
 from fwbench.collector.analysis.noise import NoiseMeasurement
 from fwbench.collector.stats.failures import FAILED_NOTE, INTERFERED_NOTE, OTHERWISE_NOTE
+from fwbench.collector.stats.needed import repetitions_needed, would_decide
 from fwbench.collector.stats.significance import (
     ALPHA,
     DEFAULT_MARGIN,
@@ -23,7 +24,6 @@ from fwbench.collector.stats.significance import (
     UNDECIDED,
     RatioEstimate,
     holm,
-    repetitions_needed,
     verdict,
 )
 from fwbench.collector.store.cell_key import KEY_COLUMNS, CellKey
@@ -132,9 +132,7 @@ def how_to_decide(comparison: Comparison) -> str:
     needed = repetitions_needed(
         estimate, repetitions, comparison.noise_floor, comparison.margin, level
     )
-    if needed is None:
-        return "at the edge of the floor: more repetitions may not decide it"
-    return f"about {needed} repetitions a side would likely decide it"
+    return would_decide(needed, "repetitions")
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from fwbench.collector.run.questions import DecideSettings, Decisions, Question
 from fwbench.collector.run.work import AgentWork
 from fwbench.collector.stats.failures import FAILED, FAILED_NOTE, OTHERWISE_NOTE, failure_text
 from fwbench.collector.stats.margins import SpreadOf, margin_for
+from fwbench.collector.stats.needed import repetitions_needed, would_decide
 from fwbench.collector.stats.sequential import alpha_between, look, spent_fraction
 from fwbench.collector.stats.significance import (
     EQUIVALENT,
@@ -44,7 +45,6 @@ from fwbench.collector.stats.significance import (
     UNDECIDED,
     ProcessSpread,
     RatioEstimate,
-    repetitions_needed,
 )
 from fwbench.collector.store.cell_key import CellKey
 
@@ -225,9 +225,7 @@ def _what_would_decide(question: Question, settings: DecideSettings) -> str:
         else f"; one agent's processes differed by {question.spread:.1%} here (SD of their "
         "log medians)"
     )
-    if needed is None:
-        return "; at the edge of the floor or margin: more processes may not decide it" + spread
-    return f"; about {needed} processes a side would likely decide it" + spread
+    return "; " + would_decide(needed) + spread
 
 
 def _look(

@@ -38,7 +38,7 @@
     among them is at most 2.5% (alone, the rule is the 95% interval within the margin; the
     usual TOST uses the 90% one);
   - otherwise "undecided", with the repetitions a side that would likely decide it
-    (repetitions_needed).
+    (needed.py).
   Both conditions for a difference, because with thousands of samples the test alone finds
   differences too small to matter, and the interval alone ignores how many were tried.
 """
@@ -234,60 +234,6 @@ def verdict(
     if within and p_equivalent_adjusted < EQUIVALENCE_ALPHA:
         return EQUIVALENT
     return UNDECIDED
-
-
-def repetitions_needed(
-    estimate: RatioEstimate,
-    repetitions: int,
-    floor: float,
-    margin: float = DEFAULT_MARGIN,
-    level: float | None = None,
-) -> int | None:
-    """About how many repetitions a side would likely settle an undecided comparison measured
-    with `repetitions` a side, if the speedup stays where it is: the interval narrows as one
-    over the square root of the repetitions, until it clears the floor (a difference) or fits
-    the margin (equivalence), whichever needs fewer. None when the estimate sits on the
-    boundary (no number of repetitions is likely to decide it).
-
-    `level`: the confidence level of a Welch interval over the repetitions (process medians).
-    Its t quantile also shrinks as repetitions add degrees of freedom (about 2 (n - 1) for n
-    a side), which matters most where it is largest: few processes at a strict level (at 3 a
-    side and level 1 - 3e-4 the quantile is 2.6 times the large-sample one). Without it
-    (bootstrap intervals) only the square root is applied, which overstates the need there."""
-    if estimate.ci_low <= 0 or repetitions < 1:
-        return None
-    half = (math.log(estimate.ci_high) - math.log(estimate.ci_low)) / 2
-    distance = abs(math.log(estimate.speedup))
-    targets = [
-        room
-        for room in (
-            distance - math.log(1 + floor),  # the interval must clear the floor
-            math.log(1 + max(margin, floor)) - distance,  # or fit inside the margin
-        )
-        if room > 0.005  # closer than half a percent to the boundary: not worth stating
-    ]
-    if not targets or half <= 0:
-        return None
-    target = max(targets)
-    if level is None or repetitions < 2:
-        return max(repetitions + 1, math.ceil(repetitions * (half / target) ** 2))
-    quantile = 1 - (1 - level) / 2
-    standard_error = half / float(student_t.ppf(quantile, 2 * (repetitions - 1)))
-
-    def half_at(n: int) -> float:
-        return (
-            float(student_t.ppf(quantile, 2 * (n - 1)))
-            * standard_error
-            * math.sqrt(repetitions / n)
-        )
-
-    low, high = repetitions, repetitions + 1  # half_at(low) > target throughout
-    while half_at(high) > target:
-        low, high = high, high * 2
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (middle, high) if half_at(middle) > target else (low, middle)
-    return high
 
 
 def relative_difference(speedup: float) -> float:

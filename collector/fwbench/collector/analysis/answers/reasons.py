@@ -20,7 +20,8 @@ from fwbench.collector.analysis.comparison import (
     Comparison,
 )
 from fwbench.collector.stats.failures import FAILED_NOTE, OTHERWISE_NOTE
-from fwbench.collector.stats.significance import DEFAULT_MARGIN, RatioEstimate, repetitions_needed
+from fwbench.collector.stats.needed import MOST_SUGGESTED, repetitions_needed, would_decide
+from fwbench.collector.stats.significance import DEFAULT_MARGIN, RatioEstimate
 
 ONE_PROCESS_REASON = "one process a side, nothing measures how much processes differ"
 MEASURED_REASON = (
@@ -139,12 +140,10 @@ def _more_processes(
     """`reason` with about how many processes a side would likely decide the furthest of
     `held`, and the run's command with the budget and rounds that takes."""
     needed = _processes_needed(held, decided)
-    if needed is None:
-        return reason + "; more processes may not decide them (at the edge of the floor)", ""
-    said = (
-        f"; about {needed} processes a side would likely decide {'them' if len(held) > 1 else 'it'}"
-    )
-    return reason + said, _longer(command, decided, needed)
+    said = reason + "; " + would_decide(needed, it="them" if len(held) > 1 else "it")
+    if needed is None or needed > MOST_SUGGESTED:
+        return said, ""
+    return said, _longer(command, decided, needed)
 
 
 def _processes_needed(held: Sequence[dict[str, Any]], decided: dict[str, Any]) -> int | None:
