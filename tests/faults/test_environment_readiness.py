@@ -5,7 +5,8 @@ if it still cannot); an environment marked ready by a collector from before that
 checked again, kept when it imports its agent (and then marked checked), made again when it
 does not (a pip.py in the caller's folder once left one with nothing installed). Two
 environments build at once, each from its own copy of the agent's packages, leaving their
-folders as they were. Fake-plugin agents, environments in a folder of the test's own, the real
+folders as they were; an agent whose environment would hold what a ready one holds gets a copy
+of it. Fake-plugin agents, environments in a folder of the test's own, the real
 commands."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 from fake_agent import write_fake_agents
 
-from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.environments import EnvironmentBuildError, environment_for
 from fwbench.collector.agents.manifest import discover_manifests
 
 COLLECTOR = Path(sys.executable).with_name("collector")
@@ -169,3 +170,54 @@ def test_two_environments_build_at_once_leaving_the_sources_as_they_were(
         "__init__.py",
         "plugin.py",
     ]
+
+
+def test_an_environment_whose_twin_is_ready_is_its_copy_naming_its_own_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "second" is "first" under another name with another switch, as tf-eigen is tf-mkl with
+    # oneDNN off: the same content, so its environment is a copy of first's, with its own
+    # folder written in and checked with its own switches. "changed" differs in one line of
+    # its plugin, "broken" in its plugin's name: built, and refused, as they would be alone.
+    monkeypatch.setenv("FWBENCH_ENV_DIR", str(tmp_path / "envs"))
+    folder = write_fake_agents(tmp_path / "agents", {"first": {}, "second": {"FAKE_SPIN": "1"}})
+    (folder / "broken.toml").write_text(
+        (folder / "first.toml")
+        .read_text()
+        .replace('"first"', '"broken"')
+        .replace('plugin = "fake"', 'plugin = "nosuch"')
+    )
+    other = write_fake_agents(tmp_path / "other", {"changed": {}})
+    edited = tmp_path / "other" / "plugin" / "fwbench_test_fake" / "plugin.py"
+    edited.write_text(edited.read_text() + "\n# one line more\n")
+    shipped = discover_manifests([folder, other])
+    names = ("first", "second", "changed")
+    first, second, _ = envs = [environment_for(shipped[name]) for name in names]
+    said: dict[str, list[str]] = {}
+    for env in envs:
+        env.ensure(said.setdefault(env.manifest.name, []).append)
+    assert said == {
+        "first": ["creating the first environment (first use, minutes)"],
+        "second": [f"making the {second.path.name} environment as a copy of {first.path.name}"],
+        "changed": ["creating the changed environment (first use, minutes)"],
+    }
+    assert "copied from" in second.log.read_text() and second.state() == "ready"
+    records = [json.loads((env.path / "fwbench-env.json").read_text()) for env in envs]
+    assert records[0]["content"] == records[1]["content"] != records[2]["content"]
+    assert records[1]["manifest"] == str(shipped["second"].path)
+    # The copy names its own folder wherever a virtual environment names one, and runs there.
+    for path in [second.path / "pyvenv.cfg", *(second.path / "bin").iterdir()]:
+        if path.is_file() and not path.is_symlink():
+            assert str(first.path) not in path.read_text(errors="replace"), path
+    where = "import sys, fwbench_test_fake as p; print(sys.prefix, p.__file__)"
+    done = subprocess.run(
+        [str(second.python), "-I", "-c", where], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    prefix, module = done.stdout.split()
+    assert prefix == str(second.path) and module.startswith(str(second.path)), done.stdout
+    # A copy is checked as a build is: the same content under a plugin name it lacks is refused.
+    broken = environment_for(shipped["broken"])
+    with pytest.raises(EnvironmentBuildError, match="installed but cannot run its agent"):
+        broken.ensure()
+    assert broken.state() == "failed" and "copied from" in broken.log.read_text()

@@ -10,7 +10,8 @@ ready (its marker, fwbench-env.json) only after pip succeeded and the environmen
 agent runtime and loads the plugin's entry point (probes/plugin_check.py). A build that failed
 leaves a note (fwbench-env.failed) that `collector agents` shows; a marker written before
 these checks existed is checked again (without importing the framework) before it counts, and
-an environment that fails that check is made again."""
+an environment that fails that check is made again. An environment whose content (content_key)
+a ready one already holds is made as its copy (env_copies.py), then checked the same way."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from fwbench.collector.agents.env_copies import FAILED, MARKER, copy_twin
 from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.pythons import isolated, run_python
@@ -34,8 +36,6 @@ from fwbench.collector.places import cache_path
 from fwbench.spec import settings
 
 ENV_DIR_VARIABLE = settings.ENV_DIR
-_MARKER = "fwbench-env.json"
-_FAILED = "fwbench-env.failed"  # the one line of the last build's failure
 CHECK = Path(__file__).with_name("probes") / "plugin_check.py"
 CHECK_VERSION = 1  # recorded in the marker: the environment passed plugin_check.py
 CHECK_TIMEOUT_SECONDS = 600.0  # a framework's first import on a cold file system can be slow
@@ -57,6 +57,22 @@ def requirements_key(manifest: AgentManifest) -> str:
     installs: object = lock.read_text("utf-8") if lock else manifest.requirements
     blob = json.dumps([installs, manifest.pip_args, sys.version_info[:2]])
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def content_key(manifest: AgentManifest) -> str:
+    """What an environment holds, whichever agent it is for: the installs (a lock's lines
+    without its comments, which name the lock's own file), pip's arguments, the Python version
+    and the agent's packages and their sources. Agents with the same content differ only in
+    their switches (tf-mkl and tf-eigen), so one's environment is a copy of the other's
+    (env_copies.py)."""
+    lock = current_lock(manifest)
+    installs: object = manifest.requirements
+    if lock:
+        lines = (line.strip() for line in lock.read_text("utf-8").splitlines())
+        installs = [line for line in lines if line and not line.startswith("#")]
+    packages = [package.name for package in manifest.local_packages]
+    blob = json.dumps([installs, manifest.pip_args, sys.version_info[:2], packages])
+    return hashlib.sha256(f"{blob}{sources_key(manifest)}".encode()).hexdigest()[:12]
 
 
 def _is_artefact(name: str) -> bool:
@@ -113,10 +129,10 @@ class AgentEnvironment:
 
     def status(self) -> tuple[str, str]:
         """(state, why: the failure or the check's line, else "")."""
-        failed = self.path / _FAILED
+        failed = self.path / FAILED
         if failed.is_file():
             return "failed", failed.read_text(errors="replace").strip()
-        marker = self.path / _MARKER
+        marker = self.path / MARKER
         if not marker.is_file() or not self.python.exists():
             return "missing", ""
         recorded = json.loads(marker.read_text())
@@ -166,13 +182,13 @@ class AgentEnvironment:
                     )
             except EnvironmentBuildError as error:
                 if self.path.is_dir():
-                    (self.path / _FAILED).write_text(f"{error}\n")
+                    (self.path / FAILED).write_text(f"{error}\n")
                 raise
 
     def _recheck(self) -> str:
         """ "" when the marker records the full check; a marker from before that check is
         checked now (importing the plugin) and, when it passes, recorded; else what fails."""
-        marker = self.path / _MARKER
+        marker = self.path / MARKER
         record = json.loads(marker.read_text())
         if record.get("checked") == CHECK_VERSION:
             return ""
@@ -183,9 +199,9 @@ class AgentEnvironment:
 
     def _mark(self, record: dict[str, object]) -> None:
         """Writes the marker whole, then renames it: others read it without the lock."""
-        partial = self.path / f"{_MARKER}.{os.getpid()}.tmp"
+        partial = self.path / f"{MARKER}.{os.getpid()}.tmp"
         partial.write_text(json.dumps(record))
-        partial.replace(self.path / _MARKER)
+        partial.replace(self.path / MARKER)
 
     def _ensure_locked(self, report: Callable[[str], None], packages: list[Path]) -> None:
         """Makes or refreshes the environment, installing the agent's packages from
@@ -199,7 +215,12 @@ class AgentEnvironment:
         local = [str(p) for p in packages]
         pip = isolated(self.python, "-m", "pip", "install", "--no-build-isolation")
         lock = current_lock(self.manifest)
-        if state != "stale":
+        content = content_key(self.manifest)
+        twin = copy_twin(self.path, content, report) if state == "missing" else None
+        if twin is not None:
+            with self.log.open("a") as log:
+                log.write(f"copied from {twin}, whose content is the same (env_copies.py)\n")
+        elif state != "stale":
             name = self.manifest.name
             if state == "missing":
                 report(f"creating the {name} environment (first use, minutes)")
@@ -225,7 +246,7 @@ class AgentEnvironment:
             report(f"reinstalling the {self.manifest.name} agent packages (sources changed)")
             self._run([*pip, "--force-reinstall", "--no-deps", *local])
             self._run([*pip, *self.manifest.pip_args, *local])  # picks up new dependencies
-        (self.path / _MARKER).unlink(missing_ok=True)  # not ready until checked
+        (self.path / MARKER).unlink(missing_ok=True)  # not ready until checked
         problem = self.check()
         if problem:
             raise EnvironmentBuildError(
@@ -234,6 +255,7 @@ class AgentEnvironment:
             )
         record: dict[str, object] = {"manifest": str(self.manifest.path)}
         record["sources"] = sources_key(self.manifest)
+        record["content"] = content
         record["lock"] = str(lock) if lock else None
         record["checked"] = CHECK_VERSION
         self._mark(record)
