@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml proto/pyproject.toml agents/runtime/pyproject.toml
 
-.PHONY: setup system-deps docker-deps slurm-deps images images-deb run lint proto docs test test-fast test-plugins test-main test-equivalence bench clean
+.PHONY: setup system-deps docker-deps slurm-deps images images-deb run lint proto docs test test-fast test-plugins test-main test-full bench clean
 
 setup: $(STAMP)
 
@@ -128,10 +128,14 @@ test-main: setup system-deps docker-deps slurm-deps
 
 test: lint test-plugins test-main
 
-# Every catalogue model's numerics in every framework, VGG-16 and ResNet-152 too (`make test`
-# checks their architecture only; tests/equivalence/test_equivalence.py says why).
-test-equivalence: setup
-	FWBENCH_EQUIVALENCE=full $(BIN)/pytest tests/equivalence/test_equivalence.py
+# Every catalogue model stepped, VGG-16 and ResNet-152 too, in the plugins' tests, their
+# contract suites and the equivalence numerics (`make test` builds those two and checks their
+# architecture; tests/stepped_models.py says why). Run it when a model's definition or weight
+# loading changes.
+test-full: setup system-deps
+	status=0; FWBENCH_FULL=1 $(PLUGIN_MATRIX) --run --jobs 2 || status=$$?; \
+	FWBENCH_FULL=1 $(BIN)/pytest tests/equivalence/test_equivalence.py || status=$$?; \
+	exit $$status
 
 # The quick loop while developing: lint and the tests that need no agent environment, no
 # Docker and no host tools (the collector against fakes, the runtime in-process, the spec,

@@ -5,7 +5,7 @@ once per backend), each in its own process, and compared with PyTorch's.
 1. Architecture: the canonical weight names and shapes each framework exports for a freshly
    initialised model equal PyTorch's (so parameter counts agree too), and match the checked-in
    tests/equivalence/canonical_shapes.json.
-2. Numerics (the models STEPPED names; all 8 with FWBENCH_EQUIVALENCE=full): weights exported
+2. Numerics (the models STEPPED names; all 8 with FWBENCH_FULL=1): weights exported
    once from PyTorch (BatchNorm statistics perturbed, so that they
    matter) are loaded by every framework; inference logits must agree within `LOGIT_RTOL` of
    the logits' scale, the training-mode loss within `LOSS_RTOL`, and one SGD-momentum step must
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from stepped_models import stepped
 
 from fwbench.collector.agents.environments import environment_for
 from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
@@ -48,13 +49,9 @@ MODELS = (
 )
 # The numerics on every model cost most of `make test`'s equivalence time (weights of 138M and
 # 60M parameters written, loaded and stepped by every framework, XLA compiling 152 layers):
-# CI steps the models whose building blocks differ (LeNet's plain conv and dense layers,
-# ResNet's basic and bottleneck blocks, MobileNet's and EfficientNet's depthwise ones, the LSTM)
-# and checks the architecture of all 8. VGG-16 (LeNet's layers, larger) and ResNet-152
-# (ResNet-50's block, more of it) are stepped by `make test-equivalence`
-# (FWBENCH_EQUIVALENCE=full), which a change to a model's definition or to weight loading runs.
-FULL = os.environ.get("FWBENCH_EQUIVALENCE") == "full"
-STEPPED = MODELS if FULL else tuple(m for m in MODELS if m not in ("vgg16", "resnet152"))
+# CI steps the models whose building blocks differ and checks the architecture of all 8;
+# `make test-full` steps VGG-16 and ResNet-152 too (tests/stepped_models.py).
+STEPPED = tuple(m for m in MODELS if stepped(m))
 # Every agent that represents its plugin in the tests ([tests] in the manifests), by name;
 # those whose plugin declares the "equivalence" capability are compared, on the models it
 # covers (`fwbench-reference covers`). torch-cpu is the reference the others must match.

@@ -1,17 +1,14 @@
-"""XLA flags for the JAX plugin tests, set before any test creates a jax backend.
-
-Compiling the big training steps (resnet152, efficientnet_b0) dominates this suite, and most
-of that time is LLVM's optimisation of the generated CPU code. These tests check semantics,
-not speed, so LLVM's expensive passes are skipped: compilation is about twice as fast and the
-results are the same. Benchmarks never see this flag (it lives only in the test process and
-the subprocesses it starts).
-"""
+"""XLA flags for the JAX plugin tests, set before any test creates a jax backend: compiling
+the big training steps dominates this suite, and XLA skips LLVM's expensive passes here
+(tests/stepped_models.py says why that is safe)."""
 
 from __future__ import annotations
 
-import os
+import sys
+from pathlib import Path
 
-_FAST_COMPILE = "--xla_llvm_disable_expensive_passes=true"
+sys.path.insert(0, str(Path(__file__).parents[1]))  # stepped_models
 
-if _FAST_COMPILE.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE}".strip()
+from stepped_models import fast_xla_compile
+
+fast_xla_compile()

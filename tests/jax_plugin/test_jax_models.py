@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import stepped_models
 
 from fwbench.jax_plugin import layers, models
 from fwbench.jax_plugin.plugin import JaxPlugin, is_out_of_memory, select_device
@@ -339,7 +340,7 @@ def _check_model_step(plugin, name: str, phase: str):
 
 
 @pytest.mark.parametrize("phase", ["infer", "train"])
-@pytest.mark.parametrize("name", models.MODEL_NAMES)
+@pytest.mark.parametrize("name", stepped_models.params(models.MODEL_NAMES))
 def test_every_model_builds_and_runs(plugin, name, phase):
     _check_model_step(plugin, name, phase)
 

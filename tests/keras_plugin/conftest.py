@@ -5,20 +5,21 @@ Keras reads KERAS_BACKEND at its first import, and the plugin refuses to start w
 `make test-plugins` runs this folder and the contract suite with the agent's manifest [env]
 (`tests/plugin_matrix.py --env AGENT`), as the agent itself runs.
 
-XLA's expensive LLVM passes are skipped for jax, as in tests/jax_plugin: these tests check
-semantics, not speed."""
+XLA's expensive LLVM passes are skipped, as in tests/jax_plugin (tests/stepped_models.py)."""
 
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
-_FAST_COMPILE = "--xla_llvm_disable_expensive_passes=true"
+sys.path.insert(0, str(Path(__file__).parents[1]))  # stepped_models
 
+from stepped_models import fast_xla_compile
 
-if _FAST_COMPILE.split("=")[0] not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE}".strip()
+fast_xla_compile()
 
 
 def pytest_configure(config: pytest.Config) -> None:

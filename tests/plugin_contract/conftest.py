@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,8 @@ from fwbench.runtime.plugin import BuiltStep, FrameworkPlugin, PluginContext, Wo
 from fwbench.runtime.registry import load_plugin
 from fwbench.spec import load_catalogue
 from fwbench.spec.catalogue import Catalogue, ParamSpec, WorkloadDef
+
+sys.path.insert(0, str(Path(__file__).parents[1]))  # stepped_models
 
 CONTEXT = PluginContext(device="cpu")
 CATALOGUE = load_catalogue()
