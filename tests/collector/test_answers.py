@@ -171,6 +171,15 @@ def test_a_rerun_of_days_is_not_suggested(decided: RunData) -> None:
     [group] = groups.said(record, COMMAND)
     assert group.reason.startswith("the round limit (--repeat 5) came first; more than 100 ")
     assert group.command == "", group
+    # Beside one a run could decide (0.93x [0.80, 1.08], 5 a side): the command is for that one,
+    # and the other is said apart.
+    near = {**twin, "agent": "slow", "speedup": 0.93, "ci_low": 0.80, "ci_high": 1.08}
+    groups.add(*decision_reason(near, record, COMMAND), near)
+    [group] = groups.said(record, COMMAND)
+    assert re.search(r"; about \d+ processes a side would likely decide 1 of them; 1 of them "
+                     r"would need more than 100 processes a side to decide them: too many to run",
+                     group.reason), group.reason  # fmt: skip
+    assert "--repeat" in group.command and "--budget" in group.command, group
 
 
 def invoke(*args: str) -> str:

@@ -80,9 +80,13 @@ def would_decide(needed: int | None, unit: str = "processes", it: str = "it") ->
     if needed is None:
         return f"at the edge of the floor or margin: more {unit} may not decide {it}"
     if needed > MOST_SUGGESTED:
-        return (
-            f"more than {MOST_SUGGESTED} {unit} a side would be needed to decide {it}: too many "
-            "to run, the difference being small for how much processes differ on this host; "
-            f"measure {it} where they differ less (a quieter host, --quiet-host)"
-        )
+        return f"more than {MOST_SUGGESTED} {unit} a side would be needed to decide " + too_many(it)
     return f"about {needed} {unit} a side would likely decide {it}"
+
+
+def too_many(it: str) -> str:
+    """The rest of the sentence for comparisons (`it`) beyond MOST_SUGGESTED a side."""
+    return (
+        f"{it}: too many to run, the difference being small for how much processes differ on "
+        f"this host; measure {it} where they differ less (a quieter host, --quiet-host)"
+    )

@@ -20,7 +20,12 @@ from fwbench.collector.analysis.comparison import (
     Comparison,
 )
 from fwbench.collector.stats.failures import FAILED_NOTE, OTHERWISE_NOTE
-from fwbench.collector.stats.needed import MOST_SUGGESTED, repetitions_needed, would_decide
+from fwbench.collector.stats.needed import (
+    MOST_SUGGESTED,
+    repetitions_needed,
+    too_many,
+    would_decide,
+)
 from fwbench.collector.stats.significance import DEFAULT_MARGIN, RatioEstimate
 
 ONE_PROCESS_REASON = "one process a side, nothing measures how much processes differ"
@@ -138,17 +143,28 @@ def _more_processes(
     reason: str, held: Sequence[dict[str, Any]], decided: dict[str, Any], command: str
 ) -> tuple[str, str]:
     """`reason` with about how many processes a side would likely decide the furthest of
-    `held`, and the run's command with the budget and rounds that takes."""
-    needed = _processes_needed(held, decided)
-    said = reason + "; " + would_decide(needed, it="them" if len(held) > 1 else "it")
-    if needed is None or needed > MOST_SUGGESTED:
-        return said, ""
-    return said, _longer(command, decided, needed)
+    `held` that a run could (MOST_SUGGESTED a side or fewer), and the run's command with the
+    budget and rounds that takes; those beyond are said apart, with no command."""
+    needs = _processes_needed(held, decided)
+    within = [needed for needed in needs if needed <= MOST_SUGGESTED]
+    beyond = len(needs) - len(within)
+    if not within:
+        needed = max(needs) if needs else None
+        return reason + "; " + would_decide(needed, it="them" if len(held) > 1 else "it"), ""
+    if len(held) == 1:
+        it = "it"
+    else:
+        it = "them" if len(within) == len(held) else f"{len(within)} of them"
+    said = "; " + would_decide(max(within), it=it)
+    if beyond:
+        said += f"; {beyond} of them would need more than {MOST_SUGGESTED} processes a side to "
+        said += "decide " + too_many("them")
+    return reason + said, _longer(command, decided, max(within))
 
 
-def _processes_needed(held: Sequence[dict[str, Any]], decided: dict[str, Any]) -> int | None:
-    """About how many processes a side would likely decide the furthest of `held`, if their
-    speedups stay where they are (significance.repetitions_needed)."""
+def _processes_needed(held: Sequence[dict[str, Any]], decided: dict[str, Any]) -> list[int]:
+    """About how many processes a side would likely decide each of `held` that more processes
+    could, if their speedups stay where they are (needed.repetitions_needed)."""
     needs = []
     for q in held:
         if (q.get("repetitions") or 0) < 2 or q.get("ci_low") is None or q.get("ci_high") is None:
@@ -160,7 +176,7 @@ def _processes_needed(held: Sequence[dict[str, Any]], decided: dict[str, Any]) -
         )
         if needed is not None:
             needs.append(needed)
-    return max(needs) if needs else None
+    return needs
 
 
 def _longer(command: str, decided: dict[str, Any], needed: int) -> str:
