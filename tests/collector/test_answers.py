@@ -180,6 +180,7 @@ def test_a_rerun_of_days_is_not_suggested(decided: RunData) -> None:
                      r"would need more than 100 processes a side to decide them: too many to run",
                      group.reason), group.reason  # fmt: skip
     assert "--repeat" in group.command and "--budget" in group.command, group
+    assert group.then.startswith("to decide 1 of them: collector run "), group.then
 
 
 def invoke(*args: str) -> str:

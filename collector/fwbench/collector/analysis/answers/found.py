@@ -41,6 +41,7 @@ class Undecided:
     count: int
     reason: str
     command: str = ""
+    decides: int | None = None  # how many of them the command would likely decide (None: all)
 
     @property
     def text(self) -> str:
@@ -48,6 +49,8 @@ class Undecided:
 
     @property
     def them(self) -> str:
+        if self.decides is not None and self.decides < self.count:
+            return f"{self.decides} of them"
         return "them" if self.count != 1 else "it"
 
     @property

@@ -61,10 +61,10 @@ class Groups:
     def said(self, decided: dict[str, Any], command: str) -> list[Undecided]:
         groups = []
         for reason, held in self.held.items():
-            then = self.commands[reason]
+            then, decides = self.commands[reason], None
             if then is None:
-                reason, then = _more_processes(reason, held, decided, command)
-            groups.append(Undecided(len(held), reason, then))
+                reason, then, decides = _more_processes(reason, held, decided, command)
+            groups.append(Undecided(len(held), reason, then, decides))
         return groups
 
 
@@ -141,16 +141,18 @@ def decision_reason(
 
 def _more_processes(
     reason: str, held: Sequence[dict[str, Any]], decided: dict[str, Any], command: str
-) -> tuple[str, str]:
+) -> tuple[str, str, int | None]:
     """`reason` with about how many processes a side would likely decide the furthest of
-    `held` that a run could (MOST_SUGGESTED a side or fewer), and the run's command with the
-    budget and rounds that takes; those beyond are said apart, with no command."""
+    `held` that a run could (MOST_SUGGESTED a side or fewer), the run's command with the
+    budget and rounds that takes, and how many of `held` it would likely decide; those
+    beyond are said apart."""
     needs = _processes_needed(held, decided)
     within = [needed for needed in needs if needed <= MOST_SUGGESTED]
     beyond = len(needs) - len(within)
     if not within:
         needed = max(needs) if needs else None
-        return reason + "; " + would_decide(needed, it="them" if len(held) > 1 else "it"), ""
+        said = would_decide(needed, it="them" if len(held) > 1 else "it")
+        return f"{reason}; {said}", "", None
     if len(held) == 1:
         it = "it"
     else:
@@ -159,7 +161,7 @@ def _more_processes(
     if beyond:
         said += f"; {beyond} of them would need more than {MOST_SUGGESTED} processes a side to "
         said += "decide " + too_many("them")
-    return reason + said, _longer(command, decided, max(within))
+    return reason + said, _longer(command, decided, max(within)), len(within)
 
 
 def _processes_needed(held: Sequence[dict[str, Any]], decided: dict[str, Any]) -> list[int]:
