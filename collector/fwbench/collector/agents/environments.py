@@ -59,12 +59,12 @@ def requirements_key(manifest: AgentManifest) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def content_key(manifest: AgentManifest) -> str:
+def content_key(manifest: AgentManifest, sources: str) -> str:
     """What an environment holds, whichever agent it is for: the installs (a lock's lines
     without its comments, which name the lock's own file), pip's arguments, the Python version
-    and the agent's packages and their sources. Agents with the same content differ only in
-    their switches (tf-mkl and tf-eigen), so one's environment is a copy of the other's
-    (env_copies.py)."""
+    and the agent's packages and their sources (`sources`: sources_key's digest). Agents with
+    the same content differ only in their switches (tf-mkl and tf-eigen), so one's environment
+    is a copy of the other's (env_copies.py)."""
     lock = current_lock(manifest)
     installs: object = manifest.requirements
     if lock:
@@ -72,7 +72,7 @@ def content_key(manifest: AgentManifest) -> str:
         installs = [line for line in lines if line and not line.startswith("#")]
     packages = [package.name for package in manifest.local_packages]
     blob = json.dumps([installs, manifest.pip_args, sys.version_info[:2], packages])
-    return hashlib.sha256(f"{blob}{sources_key(manifest)}".encode()).hexdigest()[:12]
+    return hashlib.sha256(f"{blob}{sources}".encode()).hexdigest()[:12]
 
 
 def _is_artefact(name: str) -> bool:
@@ -215,7 +215,8 @@ class AgentEnvironment:
         local = [str(p) for p in packages]
         pip = isolated(self.python, "-m", "pip", "install", "--no-build-isolation")
         lock = current_lock(self.manifest)
-        content = content_key(self.manifest)
+        sources = sources_key(self.manifest)  # read once: the key and the marker
+        content = content_key(self.manifest, sources)
         twin = copy_twin(self.path, content, report) if state == "missing" else None
         if twin is not None:
             with self.log.open("a") as log:
@@ -254,7 +255,7 @@ class AgentEnvironment:
                 f"({problem}); see {self.log}"
             )
         record: dict[str, object] = {"manifest": str(self.manifest.path)}
-        record["sources"] = sources_key(self.manifest)
+        record["sources"] = sources
         record["content"] = content
         record["lock"] = str(lock) if lock else None
         record["checked"] = CHECK_VERSION
