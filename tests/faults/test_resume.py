@@ -72,10 +72,14 @@ def test_a_killed_collectors_run_is_interrupted_and_resume_measures_only_the_res
     process = _start(tmp_path, out)
     before = _waitfolder_rows(process, out, 2)
     run_id = json.loads((out / "run.json").read_text())["run_id"]
+    # Frozen mid-run, so that the run cannot finish while a second collector starts (on a
+    # loaded CI host that start outlasted the three cells left, and the kill met a finished run).
+    os.kill(process.pid, signal.SIGSTOP)
     # While it measures, the run is its collector's: no second collector takes it over.
     busy = _collector(tmp_path, "run", "--resume", run_id)
     assert busy.returncode == 2, busy.stderr
     assert "still being measured by collector pid" in busy.stderr
+    assert process.poll() is None  # killed mid-run, as the test means
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     before = folder_rows(out)  # what the killed collector had committed and exported
