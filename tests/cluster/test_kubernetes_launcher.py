@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 from fake_kube import FakeKube, Image, kubeconfig
 from pod_security import check_restricted
+from run_security import refuse_strangers
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 ORPHAN_SECONDS = 6  # the killed collector's agent ends itself this long after its last call
@@ -298,26 +299,24 @@ def test_a_torch_world_meets_through_the_services_pod_hostnames(
 def test_agent_pods_demand_the_runs_token_which_only_a_secret_holds(
     kube: FakeKube, fake_manifests: Path, tmp_path: Path
 ) -> None:
-    """Agent pods listen on their pod's addresses: only the run's token opens them. It reaches
-    the pod through a Secret mounted as a file, never as a literal in a Job's spec or in a
+    """Agent pods listen on their pod's addresses: only the run's token opens them, over TLS
+    with the run's own certificate (a plaintext caller is refused, the token's too). Both reach
+    the pod through a Secret mounted as files, never as a literal in a Job's spec or in a
     variable."""
-    from fwbench.collector.agents.client import AgentClient, AgentUnavailable
     from fwbench.collector.agents.manifest import discover_manifests
     from fwbench.collector.agents.specs import Instance
     from fwbench.collector.images.build import image_tag
     from fwbench.collector.launchers import LaunchSettings
     from fwbench.collector.launchers.kubernetes import KubernetesLauncher
     from fwbench.spec.metadata import TOKEN_FILE_VARIABLE, TOKEN_VARIABLE
+    from fwbench.spec.startup import TLS_KEY
 
     manifest = discover_manifests([fake_manifests])["fake"]
     settings = LaunchSettings(run_id="tokens", log_dir=tmp_path, image_tag=image_tag)
     launcher = KubernetesLauncher(settings)
     try:
         handle = launcher.start(manifest, Instance("fake"), 0)
-        stranger = AgentClient("stranger", handle.address)
-        with pytest.raises(AgentUnavailable, match="UNAUTHENTICATED"):
-            stranger.describe()
-        stranger.close()
+        refuse_strangers(handle.address, launcher._security)
         assert handle.client.describe().identity.name == "fake"
         (secret,) = kube.created("secrets")
         (job,) = kube.created("jobs")
@@ -328,6 +327,9 @@ def test_agent_pods_demand_the_runs_token_which_only_a_secret_holds(
         token = Path(env[TOKEN_FILE_VARIABLE]).read_text()  # the fake kubelet's mount
         assert token and token not in json.dumps(job)
         assert oct(Path(env[TOKEN_FILE_VARIABLE]).stat().st_mode & 0o777) == "0o440"
+        key = Path(env[TLS_KEY]).read_text()
+        assert "PRIVATE KEY" in key and key not in json.dumps(job)
+        assert oct(Path(env[TLS_KEY]).stat().st_mode & 0o777) == "0o440"
     finally:
         launcher.close()
     assert kube.left() == []  # the Secret went with the run's other objects

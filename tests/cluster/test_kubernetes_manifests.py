@@ -146,10 +146,12 @@ def test_unknown_agents_and_sizes_are_refused() -> None:
 
 
 def test_the_launchers_token_secret_and_the_pods_reference_to_it_validate() -> None:
-    """What `--launcher kubernetes` adds to the rendered objects: the run's token Secret,
-    mounted in each agent's pod as a file the pod's group alone reads, which the agent's
-    variable names; still restricted."""
+    """What `--launcher kubernetes` adds to the rendered objects: the run's token Secret with
+    the agents' TLS pair, mounted in each agent's pod as files the pod's group alone reads,
+    which the agent's variables name; readiness by TCP (the kubelet's gRPC probe cannot speak
+    TLS); still restricted. Rendered agents keep the gRPC probe."""
     from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
+    from fwbench.collector.agents.run_tls import RunCredentials
     from fwbench.collector.launchers.kubernetes_objects import (
         PodShape,
         token_secret,
@@ -157,14 +159,26 @@ def test_the_launchers_token_secret_and_the_pods_reference_to_it_validate() -> N
     )
 
     manifest = discover_manifests(manifest_dirs())["torch-cpu"]
-    secret = token_secret("fwbench-r1-token", "r1", "s3cret", "bench", {"fwbench.io/c": "h:1"})
+    made = RunCredentials.make("r1")
+    secret = token_secret("fwbench-r1-token", "r1", made.token, "bench", {"fwbench.io/c": "h:1"},
+                          (made.cert, made.key))  # fmt: skip
+    assert secret["stringData"] == {
+        "token": made.token, "tls.crt": made.cert.decode(), "tls.key": made.key.decode()
+    }  # fmt: skip
     objects = world_objects(manifest, "img", "r1", 2, PodShape(), "bench",
                             token_secret="fwbench-r1-token")  # fmt: skip
     for obj in (secret, *objects):
         validate(obj)
     env = _env(objects[-1])
     assert env["FWBENCH_AGENT_TOKEN_FILE"] == "/var/run/secrets/fwbench/token"
+    assert env["FWBENCH_TLS_CERT"] == "/var/run/secrets/fwbench/tls.crt"
+    assert env["FWBENCH_TLS_KEY"] == "/var/run/secrets/fwbench/tls.key"
     assert "FWBENCH_AGENT_TOKEN" not in env
+    (container,) = objects[-1]["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"]["tcpSocket"] == {"port": manifest.grpc_port}
+    (rendered,) = world_objects(manifest, "img", "r1", 1, PodShape(), "bench")[-1]["spec"][
+        "template"]["spec"]["containers"]  # fmt: skip
+    assert rendered["readinessProbe"]["grpc"] == {"port": manifest.grpc_port}
     spec = objects[-1]["spec"]["template"]["spec"]
     (volume,) = spec["volumes"]
     assert volume["secret"] == {"secretName": "fwbench-r1-token", "defaultMode": 0o440}

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from fwbench.collector.agents.manifest import discover_manifests
+from fwbench.collector.agents.run_tls import RunFiles
 from fwbench.collector.launchers import local, slurm_scripts
 from fwbench.runtime.cli import build_parser
 from fwbench.spec import startup
@@ -58,16 +59,18 @@ def test_each_launchers_command_line_is_the_one_the_agent_parses(
     if launcher == "local":
         argv = local._command(Path("/env/bin/python"), manifest, tmp_path)
     else:
+        files = RunFiles(tmp_path / "token", tmp_path / "agent.pem", tmp_path / "agent.key")
         argv = slurm_scripts.agent_command(
-            Path("/env/bin/python"), manifest, tmp_path / "ports.json", tmp_path / "token"
+            Path("/env/bin/python"), manifest, tmp_path / "ports.json", files
         )
     assert argv[:4] == ["/env/bin/python", "-P", "-m", "fwbench.runtime.cli"]
     args = build_parser().parse_args(argv[4:])
     assert (args.plugin, args.name, args.variant) == ("numpy", "numpy-cpu", manifest.variant)
     assert args.ports_file is not None and args.port == 0
-    if launcher == "slurm":  # on a node: every address, the run's token, ends when orphaned
+    if launcher == "slurm":  # on a node: every address, the run's token and TLS pair
         assert args.host == startup.ANY_HOST and args.token_file == tmp_path / "token"
-        assert args.orphan_seconds > 0
+        assert (args.tls_cert, args.tls_key) == (files.cert, files.key)
+        assert args.orphan_seconds > 0  # ends when orphaned
     else:
         assert args.host == startup.DEFAULT_HOST and args.exit_with_parent
 

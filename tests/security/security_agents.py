@@ -13,6 +13,9 @@ from pathlib import Path
 
 from certs import Authority, Pair
 
+from fwbench.collector.agents.client import AgentClient
+from fwbench.collector.agents.security import ChannelSecurity
+
 RUNTIME_TESTS = Path(__file__).parents[1] / "runtime"
 
 
@@ -55,3 +58,13 @@ def agent_command(*args: str) -> list[str]:
 
 
 StartAgent = Callable[..., Agent]
+
+
+def describe(address: str, security: ChannelSecurity, wait: float = 10) -> str:
+    """The agent's name, as the collector's client reads it once the agent is healthy."""
+    client = AgentClient("fake", address, security)
+    try:
+        client.wait_healthy(wait)
+        return client.describe().identity.name
+    finally:
+        client.close()

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from security_agents import Agent, Pki, StartAgent, agent_command, agent_environment
+from security_agents import Agent, Pki, StartAgent, agent_command, agent_environment, describe
 
-from fwbench.collector.agents.client import AgentClient, AgentUnavailable
+from fwbench.collector.agents.client import AgentUnavailable
 from fwbench.collector.agents.security import ChannelSecurity, SecurityError, channel_security
 from fwbench.runtime.healthcheck import main as healthcheck
 
@@ -20,33 +20,24 @@ def _tls_agent(start_agent: StartAgent, pki: Pki, *extra: str) -> Agent:
     return start_agent("--tls-cert", str(pki.server.cert), "--tls-key", str(pki.server.key), *extra)
 
 
-def _describe(agent: Agent, security: ChannelSecurity, wait: float = 10) -> str:
-    client = AgentClient("fake", agent.address, security)
-    try:
-        client.wait_healthy(wait)
-        return client.describe().identity.name
-    finally:
-        client.close()
-
-
 def test_tls_agent_is_reached_with_its_ca_and_refused_without(
     pki: Pki, start_agent: StartAgent
 ) -> None:
     agent = _tls_agent(start_agent, pki)
     assert "(metrics 0; TLS)" in agent.log.read_text()
-    assert _describe(agent, channel_security(ca=pki.ca.cert, environ={})) == "fake"
+    assert describe(agent.address, channel_security(ca=pki.ca.cert, environ={})) == "fake"
     with pytest.raises(AgentUnavailable, match="closes plaintext connections: give --tls-ca"):
-        _describe(agent, ChannelSecurity(), wait=1.5)
+        describe(agent.address, ChannelSecurity(), wait=1.5)
     started = time.monotonic()
     stranger_ca = pki.ca.cert.with_name("other-ca.pem")
     with pytest.raises(AgentUnavailable, match=r"TLS refused .*CERTIFICATE_VERIFY_FAILED"):
-        _describe(agent, channel_security(ca=stranger_ca, environ={}))
+        describe(agent.address, channel_security(ca=stranger_ca, environ={}))
     assert time.monotonic() - started < 5  # a refusal no retry mends fails at once
     # The name checked is the address's host unless overridden.
     ca = pki.ca.cert.read_bytes()
-    assert _describe(agent, ChannelSecurity(ca=ca, server_name="localhost")) == "fake"
+    assert describe(agent.address, ChannelSecurity(ca=ca, server_name="localhost")) == "fake"
     with pytest.raises(AgentUnavailable, match="Hostname Verification"):
-        _describe(agent, ChannelSecurity(ca=ca, server_name="example.com"))
+        describe(agent.address, ChannelSecurity(ca=ca, server_name="example.com"))
 
 
 def test_mutual_tls_demands_a_client_certificate_the_ca_signed(
@@ -56,12 +47,12 @@ def test_mutual_tls_demands_a_client_certificate_the_ca_signed(
     assert "(metrics 0; mutual TLS)" in agent.log.read_text()
     ca = pki.ca.cert
     client = channel_security(ca=ca, cert=pki.client.cert, key=pki.client.key, environ={})
-    assert _describe(agent, client) == "fake"
+    assert describe(agent.address, client) == "fake"
     with pytest.raises(AgentUnavailable, match="without one: give --tls-cert and --tls-key"):
-        _describe(agent, channel_security(ca=ca, environ={}), wait=1.5)
+        describe(agent.address, channel_security(ca=ca, environ={}), wait=1.5)
     stranger = channel_security(ca=ca, cert=pki.stranger.cert, key=pki.stranger.key, environ={})
     with pytest.raises(AgentUnavailable, match="may not accept this client certificate"):
-        _describe(agent, stranger, wait=1.5)
+        describe(agent.address, stranger, wait=1.5)
 
 
 def test_the_healthcheck_speaks_tls_from_the_environment(

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from fake_agent import write_fake_agents
+from run_security import refuse_strangers
 
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.launchers.base import ORPHAN_SECONDS
@@ -288,9 +289,9 @@ def test_real_agents_and_torch_and_tensorflow_worlds_through_slurm(
 def test_slurm_ranks_demand_the_runs_token_and_are_told_every_peer(
     slurm_cluster: Path, manifests: Path, tmp_path: Path
 ) -> None:
-    """Agents on a cluster listen on their node's addresses: only the run's token opens them.
+    """Agents on a cluster listen on their node's addresses: only the run's token opens them,
+    over TLS with the run's own certificate (a plaintext caller is refused, the token's too).
     Every rank's process gets FWBENCH_PEERS (TensorFlow's TF_CONFIG) and its thread count."""
-    from fwbench.collector.agents.client import AgentClient, AgentUnavailable
     from fwbench.collector.agents.manifest import discover_manifests
     from fwbench.collector.launchers import LaunchSettings
     from fwbench.collector.launchers.slurm import SlurmLauncher
@@ -302,10 +303,8 @@ def test_slurm_ranks_demand_the_runs_token_and_are_told_every_peer(
         world = Instance("fake", ranks=2, devices=1)
         place = launcher.place_world(manifest, world, 1)
         ranks = [launcher.start(manifest, world.of_rank(rank), 1) for rank in range(2)]
-        stranger = AgentClient("stranger", ranks[0].address)
-        with pytest.raises(AgentUnavailable, match="UNAUTHENTICATED"):
-            stranger.describe()
-        stranger.close()
+        refuse_strangers(ranks[0].address, launcher._security)
+        assert "token and TLS" in ranks[0].log_path.read_text()
         environments = []
         for rank in ranks:
             pid = rank.client.describe().pid  # one node: the rank's process is on this host

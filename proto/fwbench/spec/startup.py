@@ -66,6 +66,8 @@ class AgentCommand:
     ports_file: Path | None = None
     orphan_seconds: float = 0.0
     token_file: Path | None = None
+    tls_cert: Path | None = None  # with tls_key: serve TLS with this pair
+    tls_key: Path | None = None
     exit_with_parent: int = 0  # the collector's pid: end with it (a local process)
 
     def argv(self) -> list[str]:
@@ -82,6 +84,8 @@ class AgentCommand:
             argv += ["--orphan-seconds", f"{self.orphan_seconds:g}"]
         if self.token_file is not None:
             argv += ["--token-file", str(self.token_file)]
+        if self.tls_cert is not None and self.tls_key is not None:
+            argv += ["--tls-cert", str(self.tls_cert), "--tls-key", str(self.tls_key)]
         if self.exit_with_parent:
             argv += ["--exit-with-parent", str(self.exit_with_parent)]
         return argv

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import secrets
 import socket
 import threading
 import time
@@ -22,7 +21,7 @@ from typing import Any, ClassVar
 
 from fwbench.collector.agents.client import AgentClient, AgentUnavailable
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.security import ChannelSecurity
+from fwbench.collector.agents.run_tls import RunCredentials
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.launchers.base import (
     AgentHandle,
@@ -129,13 +128,15 @@ class KubernetesLauncher:
         self._closed = threading.Event()
         self._started: list[AgentHandle] = []
         self._worlds: dict[Instance, str] = {}  # a world -> its Job
-        # Agent pods listen on their pod's addresses: each demands the run's own random token,
-        # which reaches it from a Secret (never in a pod's spec) and travels with every call.
-        token = secrets.token_urlsafe(32)
+        # Agent pods listen on their pod's addresses: each demands the run's own random token
+        # and serves TLS with the run's own certificate, which reach it from a Secret (never
+        # in a pod's spec); the token travels with every call, inside TLS.
+        credentials = RunCredentials.make(settings.run_id)
         self._secret = dns_name(f"fwbench-{settings.run_id}-token")
-        self.cluster.create([token_secret(self._secret, settings.run_id, token,
-                                          self.k8s.namespace, self._notes())])  # fmt: skip
-        self._security = ChannelSecurity(token=token)
+        self.cluster.create([token_secret(self._secret, settings.run_id, credentials.token,
+                                          self.k8s.namespace, self._notes(),
+                                          (credentials.cert, credentials.key))])  # fmt: skip
+        self._security = credentials.channel()
         keepalive = keepalive_seconds()
         self._keepalive = threading.Thread(
             target=keep_alive, args=(self._started, self._closed, keepalive), daemon=True

@@ -38,6 +38,7 @@ RENDEZVOUS_PORT = 29500  # MASTER_PORT, on rank 0's pod
 PEER_PORT = 29501  # each rank's own (FWBENCH_PEERS)
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 SECRET_KEY = "token"  # the key of the run's token in its Secret
+CERT_KEY, KEY_KEY = "tls.crt", "tls.key"  # the keys of the agents' TLS pair in it
 TOKEN_FOLDER = "/var/run/secrets/fwbench"  # where the Secret is mounted: TOKEN_FOLDER/token
 
 
@@ -98,7 +99,9 @@ def world_objects(
     (default: from the run, agent and size), with `annotations` on every object and pod, and
     `extra_env` added to (or replacing) the pod's variables. With `token_secret`, the agent
     demands the token that Secret holds, mounted as a file (TOKEN_FILE_VARIABLE names it):
-    the token is in no variable and no spec."""
+    the token is in no variable and no spec; and serves TLS with the pair the Secret holds
+    (token_secret's `tls`), its readiness then probed by TCP (the kubelet's gRPC probe speaks
+    plaintext only)."""
     # A pod's hostname is JOB-INDEX: leave room for the index within DNS's 63 characters.
     name = dns_name(name or f"fwbench-{run_id}-{manifest.name}-w{world_size}", 56)
     notes = dict(annotations or {})
@@ -155,6 +158,10 @@ def world_objects(
         )
         mounts.append({"name": "token", "mountPath": TOKEN_FOLDER, "readOnly": True})
         env.append({"name": TOKEN_FILE_VARIABLE, "value": f"{TOKEN_FOLDER}/{SECRET_KEY}"})
+        env.append({"name": startup.TLS_CERT, "value": f"{TOKEN_FOLDER}/{CERT_KEY}"})
+        env.append({"name": startup.TLS_KEY, "value": f"{TOKEN_FOLDER}/{KEY_KEY}"})
+    check = "tcpSocket" if token_secret else "grpc"
+    probe: dict[str, Any] = {check: {"port": manifest.grpc_port}, "periodSeconds": 5}
     container = {
         "name": "agent",
         "image": image,
@@ -162,10 +169,7 @@ def world_objects(
         "env": env,
         "ports": [{"name": p["name"], "containerPort": p["port"]} for p in ports],
         "resources": {"requests": resources, "limits": dict(resources)},
-        "readinessProbe": {
-            "grpc": {"port": manifest.grpc_port},
-            "periodSeconds": 5,
-        },
+        "readinessProbe": probe,
         "securityContext": CONTAINER_SECURITY,
         **({"volumeMounts": mounts} if mounts else {}),
     }
@@ -213,10 +217,16 @@ def world_objects(
 
 
 def token_secret(
-    name: str, run_id: str, token: str, namespace: str, annotations: Mapping[str, str]
+    name: str,
+    run_id: str,
+    token: str,
+    namespace: str,
+    annotations: Mapping[str, str],
+    tls: tuple[bytes, bytes],
 ) -> dict[str, Any]:
-    """The Secret holding a run's agent token (world_objects' `token_secret`), labelled with
-    the run like the rest, so that what deletes the run's objects deletes it too."""
+    """The Secret holding a run's agent token and the agents' TLS pair (`tls`: PEM
+    certificate and key; world_objects' `token_secret`), labelled with the run like the rest,
+    so that what deletes the run's objects deletes it too."""
     labels = {"app.kubernetes.io/managed-by": "fwbench", RUN_LABEL: dns_name(run_id)}
     return {
         "apiVersion": "v1",
@@ -228,7 +238,7 @@ def token_secret(
             "annotations": dict(annotations),
         },
         "type": "Opaque",
-        "stringData": {SECRET_KEY: token},
+        "stringData": {SECRET_KEY: token, CERT_KEY: tls[0].decode(), KEY_KEY: tls[1].decode()},
     }
 
 

@@ -12,7 +12,6 @@ folder (TMPDIR) must be on a filesystem the nodes share (docs/cluster.md)."""
 from __future__ import annotations
 
 import os
-import secrets
 import socket
 import subprocess
 import threading
@@ -26,8 +25,8 @@ from fwbench.collector.agents.client import AgentClient, AgentUnavailable
 from fwbench.collector.agents.environments import AgentEnvironment, environment_for
 from fwbench.collector.agents.existing import ExistingEnvironment
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.run_tls import RunCredentials
 from fwbench.collector.agents.scratch import scratch_folder
-from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.launchers.base import (
     AgentHandle,
@@ -124,12 +123,11 @@ class SlurmLauncher:
         # World instance -> (its job, the folder of its ranks' ports files, its environment).
         self._worlds: dict[Instance, tuple[str, Path, Environment]] = {}
         # Agents on a cluster listen on their nodes' addresses: each demands the run's own
-        # random token (in a file of this user's only, on the filesystem the nodes share).
-        token = secrets.token_urlsafe(32)
-        self._token_file = scratch_folder("ports") / "token"
-        self._token_file.touch(mode=0o600)
-        self._token_file.write_text(token + "\n")
-        self._security = ChannelSecurity(token=token)
+        # random token and serves TLS with the run's own certificate (files of this user's
+        # only, on the filesystem the nodes share).
+        credentials = RunCredentials.make(settings.run_id)
+        self._files = credentials.write(scratch_folder("ports"))
+        self._security = credentials.channel()
         self._keepalive = threading.Thread(
             target=keep_alive, args=(self._started, self._closed, keepalive_seconds()), daemon=True
         )
@@ -152,7 +150,7 @@ class SlurmLauncher:
         python = self.own.python_for(manifest.name)
         env: Environment
         if self._container is not None:
-            env = InImage(IMAGE_PYTHON, self._token_file.parent)  # mounted in the container
+            env = InImage(IMAGE_PYTHON, self._files.token.parent)  # mounted in the container
         elif python:
             env = ExistingEnvironment(manifest, Path(python))
         else:
@@ -188,8 +186,8 @@ class SlurmLauncher:
         else:
             env, variables = self._environment(manifest, threads, extra_environment)
             ports = scratch_folder("ports") / "ports.json"
-            command = agent_command(env.python, manifest, ports, self._token_file)
-            folders = [ports.parent, self._token_file.parent]
+            command = agent_command(env.python, manifest, ports, self._files)
+            folders = [ports.parent, self._files.token.parent]
             script = agent_script(variables, command, self._container, self._image(manifest),
                                   folders, manifest.requires_gpu)  # fmt: skip
             job = self._submit(instance, script, log, [f"--chdir={env.folder}"])
@@ -270,10 +268,10 @@ class SlurmLauncher:
         env, variables = self._environment(manifest, threads, extra)
         folder = scratch_folder("ports")
         port = blind_port(world.ranks + 1)  # on a node the collector cannot probe
-        agent = agent_command(env.python, manifest, Path("PORTS"), self._token_file)
+        agent = agent_command(env.python, manifest, Path("PORTS"), self._files)
         script = world_script(variables, agent, folder, port, self._container,
                               self._image(manifest), manifest.requires_gpu,
-                              self._token_file.parent)  # fmt: skip
+                              self._files.token.parent)  # fmt: skip
         log = self.settings.log_dir / f"{world}.log"
         options = [f"--ntasks={world.ranks}", *([f"--cpus-per-task={threads}"] if threads else [])]
         options.append(f"--chdir={env.folder}")  # not the caller's folder (agents/pythons.py)

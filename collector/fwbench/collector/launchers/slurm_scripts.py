@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.run_tls import RunFiles
 from fwbench.collector.agents.security import AGENT_VARIABLES
 from fwbench.collector.launchers.base import orphan_seconds
 from fwbench.spec import startup
@@ -29,13 +30,15 @@ def exports(variables: Mapping[str, str]) -> list[str]:
 
 
 def agent_command(
-    python: Path, manifest: AgentManifest, ports: Path, token_file: Path
+    python: Path, manifest: AgentManifest, ports: Path, credentials: RunFiles
 ) -> list[str]:
     """The agent, listening on every address of its node (the collector is elsewhere) behind
-    the run's token, ending itself when its collector is gone."""
+    the run's token, over TLS with the run's certificate, ending itself when its collector is
+    gone."""
     return startup.AgentCommand(
         python, manifest.plugin, manifest.name, manifest.variant, host=startup.ANY_HOST,
-        ports_file=ports, orphan_seconds=orphan_seconds(), token_file=token_file,
+        ports_file=ports, orphan_seconds=orphan_seconds(), token_file=credentials.token,
+        tls_cert=credentials.cert, tls_key=credentials.key,
     ).argv()  # fmt: skip
 
 
