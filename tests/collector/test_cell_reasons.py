@@ -1,7 +1,9 @@
 """The run's table (`collector run`, `collector results RUN`) says why every cell that did not
 measure did not, in full under the table however narrow the terminal, and shows the strategy
 of a run's worlds in a column of its own (issue 39: unsupported cells read `unsupp…`, and
-a world's strategy was nowhere in the table)."""
+a world's strategy was nowhere in the table). Names and figures are never cut short: where the
+table cannot be drawn whole, telemetry columns are left out, and said (issue 35's command
+showed keras-torch, keras-jax and keras-tf each as `keras…`)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import numpy as np
 import pandas as pd
 from rich.console import Console
 
-from fwbench.collector.run.progress import summary_table
+from fwbench.collector.run.run_table import summary_table
 from fwbench.collector.store.reasons import MOST_LINES, reason_lines
 
 
@@ -59,6 +61,32 @@ def test_an_unsupported_cells_reason_is_read_in_full_under_a_narrow_table() -> N
     header = next(line for line in wide.splitlines() if "workload" in line)
     assert "strategy" in header  # a column of its own, between mode and threads
     assert header.index("mode") < header.index("strategy") < header.index("thr")
+
+
+def test_names_and_figures_are_never_cut_and_left_out_columns_are_named() -> None:
+    telemetry = {"cpu_user_percent": 190.0, "cpu_system_percent": 3.0,
+                 "host_iowait_percent": 0.0, "others_cpu_percent": 2.0,
+                 "rss_peak_bytes": 600 * 2**20, "peak_fraction": 0.25}  # fmt: skip
+    agents = ["torch-cpu", "keras-torch", "jax-cpu", "keras-jax", "tf-eigen", "keras-tf",
+              "onnxruntime-cpu", "paddle-cpu"]  # fmt: skip
+    results = pd.DataFrame([_row(agent, items_per_second=25_825.4, **telemetry)
+                            for agent in agents])  # fmt: skip
+    results["workload"] = "mobilenet_v2"
+    text = _shown(results, 160)
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 160
+    body = [line.split("│")[1:3] for line in text.splitlines() if line.startswith("│")]
+    assert [(a.strip(), w.strip()) for a, w in body] == [(a, "mobilenet_v2") for a in agents]
+    assert all("25,825.4" in line for line in text.splitlines() if line.startswith("│"))
+    assert "left out at this width (160 columns): others %, iowait %, usr/sys %;" in text
+    # Too narrow for the table's names and figures whole: a line a cell, nothing cut.
+    narrow = _shown(results, 80)
+    assert "…" not in narrow and "│" not in narrow
+    lines = " ".join(narrow.split())
+    for agent in agents:
+        said = f"{agent} mobilenet_v2 train bs=8 float32 eager: ok; median 10.00 ms, CV 2.0%"
+        assert f"{said}, items/s 25,825.4" in lines
+    wide = _shown(results, 250)
+    assert "left out" not in wide and "others" in wide and "600 MiB" in wide
 
 
 def test_no_strategy_column_without_worlds_and_no_caption_when_all_measured() -> None:

@@ -35,8 +35,8 @@ from fwbench.collector.cli.security import SECURITY_OPTIONS
 from fwbench.collector.cli.worlds import world_table
 from fwbench.collector.run.options import RunOptions, options_from_record
 from fwbench.collector.run.plan import Selection
-from fwbench.collector.run.progress import summary_table
 from fwbench.collector.run.resume import ResumePoint, resume_point
+from fwbench.collector.run.run_table import summary_table
 from fwbench.collector.run.session import DEFAULT_OUT, execute_run
 from fwbench.collector.store import (
     PersistenceError,

@@ -19,7 +19,7 @@ from fwbench.collector.cli.common import (
     reads_store,
 )
 from fwbench.collector.cli.worlds import world_table
-from fwbench.collector.run.progress import summary_table
+from fwbench.collector.run.run_table import summary_table
 from fwbench.collector.store import ResultStore, default_store_path
 from fwbench.collector.store.merge import MergeRefused, merge_stores, source_store
 from fwbench.collector.store.schema import schema_markdown
