@@ -21,7 +21,6 @@ from typing import Any, ClassVar
 
 from fwbench.collector.agents.client import AgentClient, AgentUnavailable
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.run_tls import RunCredentials
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.launchers.base import (
     AgentHandle,
@@ -131,6 +130,8 @@ class KubernetesLauncher:
         # Agent pods listen on their pod's addresses: each demands the run's own random token
         # and serves TLS with the run's own certificate, which reach it from a Secret (never
         # in a pod's spec); the token travels with every call, inside TLS.
+        from fwbench.collector.agents.run_tls import RunCredentials  # cryptography: on use
+
         credentials = RunCredentials.make(settings.run_id)
         self._secret = dns_name(f"fwbench-{settings.run_id}-token")
         self.cluster.create([token_secret(self._secret, settings.run_id, credentials.token,

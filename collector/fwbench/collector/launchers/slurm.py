@@ -25,7 +25,6 @@ from fwbench.collector.agents.client import AgentClient, AgentUnavailable
 from fwbench.collector.agents.environments import AgentEnvironment, environment_for
 from fwbench.collector.agents.existing import ExistingEnvironment
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.run_tls import RunCredentials
 from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.launchers.base import (
@@ -125,6 +124,8 @@ class SlurmLauncher:
         # Agents on a cluster listen on their nodes' addresses: each demands the run's own
         # random token and serves TLS with the run's own certificate (files of this user's
         # only, on the filesystem the nodes share).
+        from fwbench.collector.agents.run_tls import RunCredentials  # cryptography: on use
+
         credentials = RunCredentials.make(settings.run_id)
         self._files = credentials.write(scratch_folder("ports"))
         self._security = credentials.channel()

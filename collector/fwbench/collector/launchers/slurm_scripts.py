@@ -9,12 +9,15 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.run_tls import RunFiles
 from fwbench.collector.agents.security import AGENT_VARIABLES
 from fwbench.collector.launchers.base import orphan_seconds
 from fwbench.spec import startup
+
+if TYPE_CHECKING:  # cryptography is imported only by a cluster launcher's start
+    from fwbench.collector.agents.run_tls import RunFiles
 
 
 def exports(variables: Mapping[str, str]) -> list[str]:
