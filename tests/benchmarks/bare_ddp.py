@@ -6,7 +6,9 @@ collector. Run with the torch agent environment's python, once per rank, with to
 variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT); pin it yourself (taskset).
 
 Usage: python bare_ddp.py WORKLOAD BATCH WARMUP ITERATIONS THREADS
-       -> JSON {"samples": [ns, ...], "first_step_loss": float} on stdout
+       -> JSON {"samples": [ns, ...], "first_step_loss": float, "ends": [ns, ...]} on stdout
+("ends": each timed step's end on perf_counter_ns, CLOCK_MONOTONIC, which every process of
+the host shares: wakeup_cost.py lines them up with another process's phases).
 """
 
 from __future__ import annotations
@@ -48,14 +50,16 @@ def main() -> None:
 
     for _ in range(int(warmup) + 1):  # the first iteration, then the warm-up
         step()
-    samples = []
+    samples, ends = [], []
     for _ in range(int(iterations)):
         start = time.perf_counter_ns()
         step()
-        samples.append(time.perf_counter_ns() - start)
+        end = time.perf_counter_ns()
+        samples.append(end - start)
+        ends.append(end)
     dist.barrier()
     dist.destroy_process_group()
-    print(json.dumps({"samples": samples, "first_step_loss": losses[0]}))
+    print(json.dumps({"samples": samples, "first_step_loss": losses[0], "ends": ends}))
 
 
 if __name__ == "__main__":

@@ -133,6 +133,27 @@ def bare_side(batch: int, settle: float, seconds: float) -> list[dict[str, objec
             rank.wait()
 
 
+COLLECTIVE = ("gloo", "pt_", "tf_", "xla")  # the framework's communication threads, by name
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """A rank's threads in three kinds: the stepping thread (its busiest Python thread), the
+    collective's, and the rest (the agent's own: gRPC, /metrics, the relay, the watches), each
+    with its CPU share and its wake-ups (voluntary and involuntary switches) a second."""
+    ranks = table[table["rank"] != "collector"].copy()
+    stepping = ranks[ranks["thread"] == "python"].groupby(["side", "rank"])["cpu_share"].idxmax()
+    ranks["kind"] = "the agent's own"
+    ranks.loc[ranks["thread"].str.startswith(COLLECTIVE), "kind"] = "collective"
+    ranks.loc[stepping.values, "kind"] = "stepping"
+    ranks.loc[(ranks["side"] == BARE) & (ranks["kind"] == "the agent's own"), "kind"] = "other"
+    ranks["wakeups_per_s"] = ranks["voluntary_per_s"] + ranks["involuntary_per_s"]
+    grouped = ranks.groupby(["side", "rank", "kind"], as_index=False)
+    return grouped.agg(
+        threads=("tid", "count"), cpu_share=("cpu_share", "sum"),
+        wakeups_per_s=("wakeups_per_s", "sum"),
+    ).round(3)  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=8)
@@ -147,6 +168,8 @@ def main() -> None:
     busy = table[(table["cpu_share"] > 0) | (table["voluntary_per_s"] + table["involuntary_per_s"]
                                              > 0)]  # fmt: skip
     print(busy.drop(columns="tid").to_markdown(index=False), file=sys.stdout)
+    print(file=sys.stdout)
+    print(summary(table).to_markdown(index=False), file=sys.stdout)
     if args.csv:
         table.to_csv(args.csv, index=False)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.runtime.plugin import Capability, UnsupportedWorkload, WorkloadSpec
-from fwbench.runtime.timing import LoopPlan
+from fwbench.runtime.timing import PROGRESS_SECONDS, WORLD_PROGRESS_SECONDS, LoopPlan
 from fwbench.runtime.world import World
 from fwbench.spec.catalogue import Catalogue, CatalogueError, ParamSpec
 from fwbench.spec.enums import DTYPE_NAMES, PHASE_NAMES
@@ -131,4 +131,6 @@ def loop_plan(
                 f"min_iterations={min_iterations} (every rank runs the same steps)",
                 "max_iterations",
             )
-    return LoopPlan(warmup, min_iterations, min_seconds, max_iterations)
+    several = world is not None and world.size > 1
+    progress = WORLD_PROGRESS_SECONDS if several else PROGRESS_SECONDS
+    return LoopPlan(warmup, min_iterations, min_seconds, max_iterations, progress)

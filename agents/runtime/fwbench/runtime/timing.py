@@ -17,6 +17,14 @@ from fwbench.runtime.plugin import BuiltStep, GenerationSteps
 Clock = Callable[[], int]  # monotonic nanoseconds
 ProgressCallback = Callable[[str, int], None]  # (stage, iterations done in that stage)
 
+# How often a growing count goes out (a Progress the collector relays to its display and its
+# hang check). A world's ranks report less often: each report wakes the rank's relay, gRPC and
+# the collector on the rank's own CPU, which its stepping thread and the collective's threads
+# already share (docs/lab/world-overhead.md); under the heartbeat interval (2 s) all the same,
+# so the agent never has to repeat a count while the loop runs.
+PROGRESS_SECONDS = 0.5
+WORLD_PROGRESS_SECONDS = 1.5
+
 
 class RunCancelled(Exception):
     """The run's cancel event was set; raised between iterations."""
@@ -28,7 +36,7 @@ class LoopPlan:
     min_iterations: int
     min_seconds: float
     max_iterations: int
-    progress_interval_seconds: float = 0.5
+    progress_interval_seconds: float = PROGRESS_SECONDS
 
 
 @dataclass

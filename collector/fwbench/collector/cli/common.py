@@ -79,7 +79,8 @@ KNOWN_ERRORS = tuple(EXIT_CODES)
 
 # Results go to stdout (pipeable); progress, notices and errors to stderr.
 console = Console(width=None if sys.stdout.isatty() else 160)
-errors = Console(stderr=True)
+# A log (stderr not a terminal) keeps each line whole: no break inside a figure at column 80.
+errors = Console(stderr=True, soft_wrap=not sys.stderr.isatty())
 
 ManifestDirs = Annotated[
     list[Path] | None,

@@ -107,6 +107,9 @@ def interference_text(row: Mapping[Any, Any]) -> str:
     return "" if row.get("status") != "ok" or missing(value) else str(value)
 
 
+REFRESH_PER_SECOND = 2
+
+
 class RichDisplay:
     def __init__(
         self, console: Console, cells_per_agent: dict[str, int], swept: Collection[str] = ()
@@ -121,6 +124,11 @@ class RichDisplay:
             TextColumn("{task.description}"),
             TimeElapsedColumn(),
             console=console,
+            # Redrawn twice a second, not Rich's ten: the display's thread shares the CPUs it
+            # measures (a world's ranks, most of all); off a terminal nothing is drawn until
+            # the end, so nothing wakes it at all.
+            refresh_per_second=REFRESH_PER_SECOND,
+            auto_refresh=console.is_terminal,
         )
         self._tasks: dict[str, TaskID] = {}
         self._add_tasks(cells_per_agent)
