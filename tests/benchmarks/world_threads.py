@@ -29,6 +29,7 @@ from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
 
 HERE = Path(__file__).parent
 TICK = os.sysconf("SC_CLK_TCK")
+SCHED_IDLE = 5
 ITERATIONS = 1_000_000  # ended by this script long before
 
 
@@ -52,6 +53,7 @@ def threads_of(pid: int) -> dict[int, dict[str, object]]:
             "involuntary": int(status["nonvoluntary_ctxt_switches"]),
             "allowed": status["Cpus_allowed_list"].strip(),
             "cpu": int(fields[36]),
+            "policy": int(fields[38]),  # 0 normal, 5 SCHED_IDLE (sched(7))
         }
     return found
 
@@ -72,6 +74,7 @@ def sample(pids: list[int], seconds: float, side: str) -> list[dict[str, object]
                 "involuntary_per_s": round(
                     (now["involuntary"] - then["involuntary"]) / seconds, 1),
                 "allowed": now["allowed"], "last_cpu": now["cpu"],
+                "idle_class": now["policy"] == SCHED_IDLE,
             })  # fmt: skip
     return rows
 
@@ -138,19 +141,25 @@ COLLECTIVE = ("gloo", "pt_", "tf_", "xla")  # the framework's communication thre
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
     """A rank's threads in three kinds: the stepping thread (its busiest Python thread), the
-    collective's, and the rest (the agent's own: gRPC, /metrics, the relay, the watches), each
-    with its CPU share and its wake-ups (voluntary and involuntary switches) a second."""
-    ranks = table[table["rank"] != "collector"].copy()
+    collective's, and the rest (the agent's own: gRPC, /metrics, the relay, the watches), and
+    the collector's process, each with its CPU share and its wake-ups (voluntary and
+    involuntary switches) a second, all and at the normal class (those that compete with the
+    ranks; SCHED_IDLE threads run only on an otherwise idle CPU)."""
+    ranks = table.copy()
     stepping = ranks[ranks["thread"] == "python"].groupby(["side", "rank"])["cpu_share"].idxmax()
     ranks["kind"] = "the agent's own"
     ranks.loc[ranks["thread"].str.startswith(COLLECTIVE), "kind"] = "collective"
     ranks.loc[stepping.values, "kind"] = "stepping"
     ranks.loc[(ranks["side"] == BARE) & (ranks["kind"] == "the agent's own"), "kind"] = "other"
+    ranks.loc[ranks["rank"] == "collector", "kind"] = "collector"
     ranks["wakeups_per_s"] = ranks["voluntary_per_s"] + ranks["involuntary_per_s"]
+    ranks["normal_wakeups_per_s"] = ranks["wakeups_per_s"].where(~ranks["idle_class"], 0.0)
+    ranks["rank"] = ranks["rank"].astype(str)
     grouped = ranks.groupby(["side", "rank", "kind"], as_index=False)
     return grouped.agg(
         threads=("tid", "count"), cpu_share=("cpu_share", "sum"),
         wakeups_per_s=("wakeups_per_s", "sum"),
+        normal_wakeups_per_s=("normal_wakeups_per_s", "sum"),
     ).round(3)  # fmt: skip
 
 

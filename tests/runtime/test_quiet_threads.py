@@ -26,6 +26,7 @@ from plugin_dist import write_entry_points
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
 from fwbench.runtime.metrics import AgentMetrics
 from fwbench.runtime.plugin import PluginContext
+from fwbench.runtime.quiet import grpc_threads
 from fwbench.runtime.server import create_server
 from fwbench.runtime.timing import PROGRESS_SECONDS, WORLD_PROGRESS_SECONDS
 from fwbench.runtime.world import World
@@ -184,3 +185,139 @@ def test_the_metrics_server_binds_the_hosts_an_agent_is_given(host: str) -> None
     port = AgentMetrics({"agent_name": "quiet"}).serve(host, 0)
     with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as reply:
         assert reply.status == 200
+
+
+AGENTS = ("fwbench-grpc", "fwbench-measure")  # the agents' threads that serve in this test
+SCHED_IDLE = 5  # Linux's number for the class, as /proc/PID/task/TID/stat's field 41 gives it
+
+
+def policy(tid: int) -> int | None:
+    """A thread of this process's scheduling class (0: the normal one); None once it ended."""
+    try:
+        fields = Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return None
+    return int(fields[38])  # field 41 of stat(5), counted after the command's closing ")"
+
+
+def test_a_world_calls_threads_in_the_collector_run_at_the_idle_class() -> None:
+    """The collector's threads that watch a world's Run (one a rank, and gRPC's thread that
+    serves each rank's channel meanwhile) wake many times a second on CPUs the ranks step on;
+    at SCHED_IDLE they run only when a CPU has nothing else to do. They end with the call, and
+    no other thread changes class (an unprivileged thread could not change back)."""
+    from types import SimpleNamespace
+
+    from fwbench.collector.agents.client import AgentClient
+    from fwbench.collector.launchers.world import WorldClient
+
+    servers = [
+        create_server(FakePlugin(PluginContext(device="cpu")), name="fake-cpu", variant="cpu")
+        for _ in range(2)
+    ]
+    addresses = [f"127.0.0.1:{server.port}" for server in servers]
+    ranks = [SimpleNamespace(address=a, client=AgentClient("fake", a)) for a in addresses]
+    request = agent_pb2.RunRequest(
+        run_id="quiet", workload="gemm", phase=agent_pb2.PHASE_TRAIN, batch_size=1,
+        params={"m": 10_000}, warmup_iterations=0, min_iterations=150, max_iterations=150,
+        min_seconds=0,
+    )  # fmt: skip
+    before = {t.native_id for t in threading.enumerate()}
+    main = threading.get_native_id()
+    world = WorldClient(SimpleNamespace(), ranks, lambda _, results: results[0])  # type: ignore[arg-type]
+    seen: dict[str, int] = {}
+    grpc_classes: set[int | None] = set()
+    try:
+        call = world.run(request, 60)
+        for event in call:
+            if event.HasField("progress") and event.progress.stage == agent_pb2.STAGE_MEASURE:
+                grpc_classes |= {policy(tid) for tid in grpc_threads()}
+                for thread in threading.enumerate():
+                    new = thread.native_id not in before and not thread.name.startswith(AGENTS)
+                    if new and (class_ := policy(thread.native_id)) is not None:
+                        seen.setdefault(thread.name, class_)
+        assert event.HasField("result")
+    finally:
+        world.close()
+        for server in servers:
+            server.stop(0)
+    assert sum(name.startswith("fwbench-world-rank") for name in seen) == 2, seen
+    assert len(seen) == 4, f"not one gRPC thread for each rank's channel: {seen}"
+    assert set(seen.values()) == {SCHED_IDLE}, seen
+    assert grpc_classes - {None} == {SCHED_IDLE}, grpc_classes
+    assert policy(main) == 0
+    for thread in threading.enumerate():
+        if thread.native_id in before:
+            assert policy(thread.native_id) in (0, None), thread.name
+    # Back where the process may (root, as in CI); an unprivileged one cannot leave the class.
+    after = {policy(tid) for tid in grpc_threads()} - {None}
+    assert after == ({0} if os.geteuid() == 0 else {SCHED_IDLE}), after
+    deadline = time.monotonic() + 10
+    while any(t.native_id not in before and t.name in seen for t in threading.enumerate()):
+        assert time.monotonic() < deadline, "the call's threads outlived it"
+        time.sleep(0.05)
+
+
+def _classes_while_measuring(tmp_path: Path, world: dict[str, str]) -> dict[str, set[int]]:
+    """The real agent command line, alone or as a world's rank (`world`: its variables): each
+    of its threads' scheduling classes while it measures, by kind ("grpc": gRPC core's)."""
+    import json
+
+    plugins = write_entry_points(tmp_path / "plugins", {"fake": "fake_plugin:FakePlugin"})
+    ports = tmp_path / "ports.json"
+    env = {**os.environ, **world,
+           "PYTHONPATH": os.pathsep.join([str(plugins), str(HERE), *sys.path])}  # fmt: skip
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "fwbench.runtime.cli", "--plugin", "fake",
+         "--ports-file", str(ports)], env=env, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    classes: dict[str, set[int]] = {"grpc": set(), "other": set()}
+    try:
+        deadline = time.monotonic() + 60
+        while not ports.exists():
+            assert agent.poll() is None and time.monotonic() < deadline, "the agent did not serve"
+            time.sleep(0.05)
+        port = json.loads(ports.read_text())["grpc"]
+        request = agent_pb2.RunRequest(
+            workload="gemm", phase=agent_pb2.PHASE_TRAIN, batch_size=1, params={"m": 10_000},
+            warmup_iterations=0, min_iterations=100, max_iterations=100, min_seconds=0,
+            strategy="ddp" if world else "",
+        )  # fmt: skip
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            for event in agent_pb2_grpc.AgentServiceStub(channel).Run(request, timeout=60):
+                if event.HasField("progress") and event.progress.stage == agent_pb2.STAGE_MEASURE:
+                    for task in Path(f"/proc/{agent.pid}/task").iterdir():
+                        try:
+                            comm = (task / "comm").read_text().strip()
+                            stat = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                        except OSError:
+                            continue
+                        kind = (
+                            "grpc"
+                            if comm.startswith(("event_engine", "lifeguard", "grpc_"))
+                            else "other"
+                        )
+                        classes[kind].add(int(stat[38]))
+        assert event.HasField("result")
+    finally:
+        agent.kill()
+        agent.wait()
+    return classes
+
+
+def test_a_worlds_rank_runs_grpcs_threads_at_the_idle_class(tmp_path: Path) -> None:
+    """gRPC core polls several times a second on the rank's one CPU: at SCHED_IDLE from a
+    world's Run on; the agent's Python threads stay at the normal class (an idle one holding
+    the GIL would stall the stepping thread). An agent alone keeps the normal class."""
+    rank = _classes_while_measuring(
+        tmp_path / "rank",
+        {
+            "WORLD_SIZE": "2",
+            "RANK": "1",
+            "LOCAL_RANK": "1",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": "29500",
+        },
+    )
+    assert rank == {"grpc": {SCHED_IDLE}, "other": {0}}, rank
+    alone = _classes_while_measuring(tmp_path / "alone", {})
+    assert alone == {"grpc": {0}, "other": {0}}, alone

@@ -36,6 +36,7 @@ from fwbench.runtime.plugin import (
     UnsupportedWorkload,
     WorkloadSpec,
 )
+from fwbench.runtime.quiet import idle_grpc_threads
 from fwbench.runtime.reference import AccuracyPlugin
 from fwbench.runtime.requests import loop_plan, workload_spec
 from fwbench.runtime.security import caller
@@ -169,6 +170,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._active = active
         context.add_callback(active.cancel.set)  # client gone or deadline passed: stop work
         events: queue.Queue[object] = queue.Queue()
+        if self._world is not None and self._world.size > 1:
+            idle_grpc_threads()  # off the rank's CPU while it steps (quiet.py)
         self._executor.submit(self._execute, spec, plan, active, events)
         yield from self._relay(run_id, events, context)
 
