@@ -204,7 +204,19 @@ def test_a_world_calls_threads_in_the_collector_run_at_the_idle_class() -> None:
     """The collector's threads that watch a world's Run (one a rank, and gRPC's thread that
     serves each rank's channel meanwhile) wake many times a second on CPUs the ranks step on;
     at SCHED_IDLE they run only when a CPU has nothing else to do. They end with the call, and
-    no other thread changes class (an unprivileged thread could not change back)."""
+    no other thread changes class (an unprivileged thread could not change back). In a process
+    of its own: an unprivileged one's gRPC threads stay idle-class after the call."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
+    script = "from test_quiet_threads import watch_a_world_call; watch_a_world_call()"
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "ok", done.stdout
+
+
+def watch_a_world_call() -> None:
+    """One world call of two in-process fake agents, its threads' classes checked meanwhile."""
     from types import SimpleNamespace
 
     from fwbench.collector.agents.client import AgentClient
@@ -255,6 +267,7 @@ def test_a_world_calls_threads_in_the_collector_run_at_the_idle_class() -> None:
     while any(t.native_id not in before and t.name in seen for t in threading.enumerate()):
         assert time.monotonic() < deadline, "the call's threads outlived it"
         time.sleep(0.05)
+    print("ok")
 
 
 def _classes_while_measuring(tmp_path: Path, world: dict[str, str]) -> dict[str, set[int]]:
