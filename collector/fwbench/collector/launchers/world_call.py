@@ -45,6 +45,12 @@ DRAIN_SECONDS = 5.0  # after a rank failed: how long the others get to end their
 _log = logging.getLogger(__name__)
 
 
+IDLE, NORMAL = getattr(os, "SCHED_IDLE", None), getattr(os, "SCHED_OTHER", 0)
+# /proc/self/task/TID/comm of gRPC core's threads: its event engine's pool, the pool's
+# lifeguard, its global timer. They run no Python, so they never hold the GIL.
+GRPC_THREADS = ("event_engine", "lifeguard", "grpc_")
+
+
 def idle_class() -> bool:
     """Puts the calling thread (only it) in Linux's SCHED_IDLE class: it runs only when a CPU
     has nothing else to run, so its wake-ups never take a rank's CPU from the rank. A wake-up
@@ -53,12 +59,6 @@ def idle_class() -> bool:
     unprivileged thread cannot leave SCHED_IDLE again, so only threads that end with their
     call enter it. False where the class does not exist or is refused."""
     return _set_class(0, IDLE) if IDLE is not None else False
-
-
-IDLE, NORMAL = getattr(os, "SCHED_IDLE", None), getattr(os, "SCHED_OTHER", 0)
-# /proc/self/task/TID/comm of gRPC core's threads: its event engine's pool, the pool's
-# lifeguard, its global timer. They run no Python, so they never hold the GIL.
-GRPC_THREADS = ("event_engine", "lifeguard", "grpc_")
 
 
 def _set_class(tid: int, policy: int) -> bool:
@@ -70,31 +70,42 @@ def _set_class(tid: int, policy: int) -> bool:
     return True
 
 
-def idle_grpc_threads() -> list[int]:
-    """Puts this process's gRPC core threads (which poll several times a second whatever the
-    calls) at SCHED_IDLE while a world measures; the ones changed, for restore_threads()."""
-    if IDLE is None or not os.path.isdir("/proc/self/task"):
-        return []
-    changed = []
-    for tid in (int(task) for task in os.listdir("/proc/self/task")):
+def _grpc_threads() -> list[int]:
+    found = []
+    for task in os.listdir("/proc/self/task"):
         try:
-            with open(f"/proc/self/task/{tid}/comm") as comm:
-                if not comm.read().startswith(GRPC_THREADS):
-                    continue
-            if os.sched_getscheduler(tid) != IDLE and _set_class(tid, IDLE):
-                changed.append(tid)
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                if comm.read().startswith(GRPC_THREADS):
+                    found.append(int(task))
         except OSError:
             continue  # the thread ended
-    return changed
+    return found
 
 
-def restore_threads(tids: list[int]) -> None:
-    """Back to the normal class where this process may (root, or CAP_SYS_NICE): an
-    unprivileged one cannot leave SCHED_IDLE, and its gRPC threads stay there, which only makes
-    the collector's own calls wait for an idle CPU."""
-    for tid in tids:
-        if not _set_class(tid, NORMAL):
-            return
+def idle_grpc_threads() -> bool:
+    """Puts this process's gRPC core threads (which poll several times a second whatever the
+    calls) at SCHED_IDLE while a world measures; whether any is there now."""
+    if IDLE is None or not os.path.isdir("/proc/self/task"):
+        return False
+    done = False
+    for tid in _grpc_threads():
+        try:
+            done = os.sched_getscheduler(tid) == IDLE or _set_class(tid, IDLE) or done
+        except OSError:
+            continue  # the thread ended
+    return done
+
+
+def restore_grpc_threads() -> None:
+    """Back to the normal class where this process may (root, or CAP_SYS_NICE), threads the
+    pool started meanwhile too: an unprivileged one cannot leave SCHED_IDLE, and its gRPC
+    threads stay there, which only makes the collector's own calls wait for a free CPU."""
+    for tid in _grpc_threads():
+        try:
+            if os.sched_getscheduler(tid) == IDLE and not _set_class(tid, NORMAL):
+                return
+        except OSError:
+            continue  # the thread ended
 
 
 def rank_run_id(run_id: str, rank: int) -> str:
@@ -110,7 +121,8 @@ class WorldCall:
     cancels the others; a failure that is not a refusal every rank gave alike breaks the
     world (ranks may be blocked in a collective): the call fails UNAVAILABLE, the client is
     no longer healthy, and the run starts a fresh world. When every rank has answered: one
-    combined RunResult (run/combine.py)."""
+    combined RunResult (run/combine.py). What only watches the ranks runs at SCHED_IDLE
+    (idle_class(), idle_grpc_threads()), off the CPUs the ranks step on."""
 
     def __init__(
         self, client: WorldClient, request: agent_pb2.RunRequest, timeout: float | None
@@ -132,9 +144,10 @@ class WorldCall:
             raise self._refused[0]
 
     def _pump(self, index: int, timeout: float | None, started: threading.Barrier) -> None:
-        """Starts rank `index`'s call and relays its events, at SCHED_IDLE (idle_class): so
-        do the gRPC thread that serves the call (started by its first call on the channel)
-        and the waits that poll it ten times a second, through the world's timed phase."""
+        """Starts rank `index`'s call and relays its events from a thread at SCHED_IDLE
+        (idle_class()): the waits that poll the call ten times a second are this thread's, and
+        gRPC's channel thread that the call starts (the channel's first call in flight)
+        inherits the class; both end with the call."""
         idle_class()
         try:
             own = agent_pb2.RunRequest()
@@ -173,22 +186,23 @@ class WorldCall:
 
     def __iter__(self) -> Iterator[agent_pb2.RunResponse]:
         results: dict[int, agent_pb2.RunResult] = {}
-        quieted: list[int] = []
+        quieted: list[bool] = []
         try:
             yield from self._relay(results, quieted)
         finally:
-            restore_threads(quieted)
+            if any(quieted):
+                restore_grpc_threads()
         ordered = [results[i] for i in sorted(results)]
         self.client.last_results = ordered
         if len(ordered) == len(self._calls):
             yield agent_pb2.RunResponse(result=self.client.combine(self.request, ordered))
 
     def _relay(
-        self, results: dict[int, agent_pb2.RunResult], quieted: list[int]
+        self, results: dict[int, agent_pb2.RunResult], quieted: list[bool]
     ) -> Iterator[agent_pb2.RunResponse]:
         """The ranks' events until every rank has answered, their results into `results`;
-        from the first rank's timed loop on, this process's gRPC threads at SCHED_IDLE (the
-        ones changed into `quieted`)."""
+        from the first rank's timed loop on, this process's gRPC threads at SCHED_IDLE
+        (`quieted` says whether any is)."""
         finished: set[int] = set()
         heard: set[int] = set()
         measuring = False
@@ -210,7 +224,7 @@ class WorldCall:
                 begun = item.progress.stage == agent_pb2.STAGE_MEASURE and not measuring
                 if begun:  # the first rank in its timed loop: the world's has begun
                     measuring = True
-                    quieted.extend(idle_grpc_threads())
+                    quieted.append(idle_grpc_threads())
                 if len(heard) == len(self._calls):
                     heard.clear()
                     yield last
