@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -225,7 +226,10 @@ def test_a_stopped_rank_silences_the_world_which_is_hung_and_replaced(tmp_path: 
     assert process.returncode == 1, stderr.decode()
     rows = pd.read_parquet(out / "results.parquet").sort_values("cell")
     assert list(rows["status"]) == ["failed", "ok"]
-    assert "sent nothing for 5 s" in rows["error"].iloc[0]
+    # silent from the start, or after a heartbeat that came before the stop: both true
+    error = rows["error"].iloc[0]
+    assert re.search(r"sent nothing for (the last )?\d+ s", error), error
+    assert "hung, stopped or frozen" in error
     for rank in ranks:  # the stopped rank and its peer: both stopped, none left behind
         assert not Path(f"/proc/{rank['pid']}").exists()
 

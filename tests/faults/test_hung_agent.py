@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,7 +45,10 @@ def test_a_stopped_agent_is_hung_killed_restarted_and_the_sweep_goes_on(tmp_path
     assert process.returncode == 1, stderr.decode()
     rows = folder_rows(out).sort_values("cell")
     assert list(rows["status"]) == ["ok", "failed", "ok"]
-    assert "sent nothing for 5 s" in rows["error"].iloc[1]
+    # silent from the start, or after a heartbeat that came before the stop: both true
+    error = rows["error"].iloc[1]
+    assert re.search(r"sent nothing for (the last )?\d+ s", error), error
+    assert "hung, stopped or frozen" in error
     assert rows["agent_pid"].iloc[2] != pid  # a fresh process measured the rest
     assert elapsed < 120  # not the 600 s cell timeout
     assert not Path(f"/proc/{pid}").exists()  # the stopped process was killed, not left behind
