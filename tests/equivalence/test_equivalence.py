@@ -69,9 +69,11 @@ OPTIMIZER = OptimizerSpec(learning_rate=0.01, momentum=0.9)
 LOGIT_RTOL = 1e-5  # of max |logit|; measured: at most 7e-7
 LOSS_RTOL = 1e-4  # measured: at most 2e-5
 DELTA_RTOL = 2e-2  # of the loss change one step makes; measured: at most 5e-3 ...
-# ... except ResNet-152, where one step at lr 0.01 cuts the loss from 7.4 to about 2.4 and the
-# frameworks land 3-7% apart (float32 through 152 layers, a step far outside the linear regime).
-DELTA_RTOL_BY_MODEL = {"resnet152": 0.1}
+# ... except the deep ResNets, whose one step at lr 0.01 is far outside the linear regime
+# (ResNet-152's loss 7.4 -> about 2.4, ResNet-50's 6.8 -> 1.9) after 50 or 152 layers of float32
+# summed in each library's own order: ResNet-152's frameworks land 3-7% apart; ResNet-50's
+# within 1% on Intel Xeons, but keras-tf 2.4% on an AMD EPYC (family 25, 2026-12-02, CI).
+DELTA_RTOL_BY_MODEL = {"resnet50": 0.05, "resnet152": 0.1}
 
 
 def _python(agent: str) -> Path:
