@@ -6,7 +6,21 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml proto/pyproject.toml agents/runtime/pyproject.toml
 
-.PHONY: setup system-deps docker-deps slurm-deps images images-deb run lint proto docs test test-fast test-plugins test-main test-full bench clean
+.PHONY: setup system-deps docker-deps slurm-deps images images-deb run lint proto docs test test-fast test-plugins test-main test-full test-time bench clean
+
+# Every test target keeps where its time went in one folder a make command (test-runs/UTC-TIME,
+# test-runs/latest the newest): each stage's start and end with the host's busy, idle, iowait
+# and steal time over it, and every test's duration (junit XML). `make test-time` prints it;
+# `make test` prints it at its end. tests/suite_clock.py says how (standard library only).
+ifndef FWBENCH_TEST_RUN
+FWBENCH_TEST_RUN := $(CURDIR)/test-runs/$(shell date -u +%Y%m%dT%H%M%SZ)
+endif
+export FWBENCH_TEST_RUN
+CLOCK := $(PYTHON) tests/suite_clock.py
+# $(call clocked,STAGE,COMMAND): COMMAND recorded as the stage STAGE; `status` takes its exit
+# status when it fails. $(call timed,STAGE,COMMAND): the same, exiting with that status.
+clocked = $(CLOCK) start $(1); s=0; $(2) || s=$$?; $(CLOCK) stop $(1) $$s; [ $$s = 0 ] || status=$$s
+timed = status=0; $(call clocked,$(1),$(2)); exit $$status
 
 setup: $(STAMP)
 
@@ -14,10 +28,10 @@ setup: $(STAMP)
 # which mypy and the tests that put a changed copy first on PYTHONPATH rely on; the import hooks
 # of the other modes would not give way. Its banner (a transitional mode) is silenced.
 $(STAMP): $(SOURCES)
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	PYTHONWARNINGS="ignore:Compat editable installs" $(BIN)/pip install --quiet \
-		--config-settings editable_mode=compat -e ./proto -e ./agents/runtime -e '.[dev]'
+	@$(call timed,setup,$(PYTHON) -m venv $(VENV) \
+		&& $(BIN)/pip install --quiet --upgrade pip \
+		&& PYTHONWARNINGS="ignore:Compat editable installs" $(BIN)/pip install --quiet \
+			--config-settings editable_mode=compat -e ./proto -e ./agents/runtime -e '.[dev]')
 	touch $@
 
 run: setup
@@ -25,11 +39,8 @@ run: setup
 		--phases train,infer --batch-sizes 1,8
 
 lint: setup
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	$(BIN)/mypy
-	$(BIN)/lint-imports --no-cache
-	$(BIN)/python agents/lint_imports.py
+	@$(call timed,lint,$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy \
+		&& $(BIN)/lint-imports --no-cache && $(BIN)/python agents/lint_imports.py)
 
 proto: setup
 	$(BIN)/python proto/generate.py
@@ -51,6 +62,7 @@ PLUGIN_MATRIX = $(BIN)/python tests/plugin_matrix.py
 # promtool (Debian's prometheus package) to lint the agents' /metrics, and chromium with a
 # font to open `collector report` pages headless.
 system-deps:
+	@$(CLOCK) start system-deps
 	@missing=""; command -v g++ >/dev/null || missing="$$missing g++"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
@@ -60,14 +72,17 @@ system-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 			apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+	@$(CLOCK) stop system-deps
 
 # A real single-node Slurm for the Slurm launcher's tests (tests/slurm start slurmctld and
 # slurmd themselves, in a temporary folder): Debian's slurm-wlm 22.05 and munge.
 slurm-deps:
+	@$(CLOCK) start slurm-deps
 	@command -v slurmctld >/dev/null && command -v munged >/dev/null || { \
 		echo "installing slurm-wlm munge"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 			apt-get install -y -qq --no-install-recommends slurm-wlm munge; }
+	@$(CLOCK) stop slurm-deps
 
 # Docker for the image and container tests (tests/docker): when no engine answers, Debian's
 # docker.io (dockerd, and a docker CLI whose built-in BuildKit client builds the images) is
@@ -76,6 +91,7 @@ slurm-deps:
 DOCKERD_LOG := /var/log/fwbench-dockerd.log
 
 docker-deps: setup
+	@$(CLOCK) start docker-deps
 	@if ! docker info >/dev/null 2>&1; then \
 		command -v dockerd >/dev/null || { echo "installing docker.io"; \
 			apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
@@ -91,6 +107,7 @@ docker-deps: setup
 		|| { command -v mmdebstrap >/dev/null || DEBIAN_FRONTEND=noninteractive \
 				apt-get install -y -qq --no-install-recommends mmdebstrap; \
 			$(BIN)/collector images base; }
+	@$(CLOCK) stop docker-deps
 
 # The CPU agents' images (cached: seconds when nothing changed).
 images: docker-deps
@@ -102,7 +119,7 @@ images-deb: docker-deps
 	$(BIN)/python images/torch-deb/build.py
 
 test-plugins: setup system-deps
-	$(PLUGIN_MATRIX) --run --jobs 2
+	@$(call timed,plugins,$(PLUGIN_MATRIX) --run --jobs 2)
 
 # docker-deps made sure an engine runs: a Docker test that cannot reach it fails, not skips.
 # Most of the suite's time is waiting (agents starting, heartbeats, Slurm, Docker; one CPU of
@@ -116,26 +133,38 @@ MAIN_PYTEST = FWBENCH_REQUIRE_DOCKER=1 FWBENCH_REQUIRE_SLURM=1 $(BIN)/pytest --d
 	$$($(PLUGIN_MATRIX) | while read -r agent plugin folders; do \
 		for f in $$folders; do printf -- '--ignore=%s ' $$f; done; done)
 
-# $(call workers_then_serial,PYTEST,MARKS): PYTEST on TEST_WORKERS workers for the tests
-# `MARKS not serial`, then alone for `MARKS serial`; both always, failing if either did.
+# $(call workers_then_serial,PYTEST,MARKS,NAME): PYTEST on TEST_WORKERS workers for the tests
+# `MARKS not serial`, then alone for `MARKS serial`; both always, failing if either did; the
+# stages NAME-workers and NAME-serial, each with its junit file in the run's folder.
+JUNIT = --junitxml=$(FWBENCH_TEST_RUN)/$(1).xml -o junit_family=xunit2
 workers_then_serial = status=0; \
-	$(1) -n $(TEST_WORKERS) --dist loadscope -m "$(2)not serial" || status=$$?; \
-	$(1) -m "$(2)serial" || status=$$?; \
+	$(call clocked,$(3)-workers,$(1) -n $(TEST_WORKERS) --dist loadscope -m "$(2)not serial" \
+		$(call JUNIT,$(3)-workers)); \
+	$(call clocked,$(3)-serial,$(1) -m "$(2)serial" $(call JUNIT,$(3)-serial)); \
 	exit $$status
 
 test-main: setup system-deps docker-deps slurm-deps
-	$(call workers_then_serial,$(MAIN_PYTEST),)
+	@$(call workers_then_serial,$(MAIN_PYTEST),,main)
 
-test: lint test-plugins test-main
+# The stages in turn (the first that fails stops the rest, as make does), then where the time
+# went: each stage, the folders, the slowest tests.
+test:
+	@status=0; $(MAKE) --no-print-directory lint test-plugins test-main || status=$$?; \
+	$(CLOCK) report; exit $$status
+
+test-time:
+	@$(CLOCK) report
 
 # Every catalogue model stepped, VGG-16 and ResNet-152 too, in the plugins' tests, their
 # contract suites and the equivalence numerics (`make test` builds those two and checks their
 # architecture; tests/stepped_models.py says why). Run it when a model's definition or weight
 # loading changes.
 test-full: setup system-deps
-	status=0; FWBENCH_FULL=1 $(PLUGIN_MATRIX) --run --jobs 2 || status=$$?; \
-	FWBENCH_FULL=1 $(BIN)/pytest tests/equivalence/test_equivalence.py || status=$$?; \
-	exit $$status
+	@status=0; \
+	$(call clocked,full-plugins,FWBENCH_FULL=1 $(PLUGIN_MATRIX) --run --jobs 2); \
+	$(call clocked,full-equivalence,FWBENCH_FULL=1 $(BIN)/pytest \
+		tests/equivalence/test_equivalence.py $(call JUNIT,full-equivalence)); \
+	$(CLOCK) report; exit $$status
 
 # The quick loop while developing: lint and the tests that need no agent environment, no
 # Docker and no host tools (the collector against fakes, the runtime in-process, the spec,
@@ -144,10 +173,10 @@ FAST_TESTS = tests/collector tests/runtime tests/spec tests/faults tests/docs te
 	tests/examples tests/distributed tests/cluster
 
 test-fast: lint
-	$(call workers_then_serial,$(BIN)/pytest $(FAST_TESTS),not agent and not docker and )
+	@$(call workers_then_serial,$(BIN)/pytest $(FAST_TESTS),not agent and not docker and ,fast)
 
 bench: setup
 	$(BIN)/python tests/benchmarks/bench_harness.py
 
 clean:
-	rm -rf $(VENV) build .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) build .mypy_cache .pytest_cache .ruff_cache test-runs

@@ -5,12 +5,37 @@ is left alone. Tests of the calibration itself set their own effort and folder."
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("FWBENCH_CALIBRATION", "quick")
+
+
+# Where a `make test` run's time went (tests/suite_clock.py): with FWBENCH_TEST_RUN set (the
+# Makefile's test targets), each test's wall time and the CPU time it cost, this process's and
+# that of the child processes it waited for (agents, collectors, compilers), one JSON line a
+# test in the run's folder, a file per pytest process (xdist workers, agent environments).
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    folder = os.environ.get("FWBENCH_TEST_RUN")
+    if not folder:
+        yield
+        return
+    began, before = time.monotonic(), os.times()
+    yield
+    after = os.times()
+    own = after.user + after.system - before.user - before.system
+    children = after.children_user + after.children_system
+    children -= before.children_user + before.children_system
+    line = {"nodeid": item.nodeid, "wall": time.monotonic() - began, "cpu": own + children}
+    name = f"cpu-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}.jsonl"
+    with (Path(folder) / name).open("a") as out:
+        out.write(json.dumps(line) + "\n")
 
 
 @pytest.fixture(scope="session", autouse=True)

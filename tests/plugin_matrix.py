@@ -23,6 +23,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import suite_clock
+
 from fwbench.collector.agents.environments import environment_for
 from fwbench.collector.agents.host import nvidia_gpu_present
 from fwbench.collector.agents.manifest import AgentManifest, discover_manifests
@@ -44,15 +46,24 @@ def _test_files(manifest: AgentManifest) -> int:
 def run_one(manifest: AgentManifest, log: Path) -> tuple[bool, float]:
     """The agent's plugin tests and the contract suite in its environment; (passed, seconds)."""
     started = time.monotonic()
+    recording = suite_clock.VARIABLE in os.environ  # a make target's run: its stages and junit
     with log.open("w") as out:
+        if recording:
+            suite_clock.record("start", f"plugins/{manifest.name}-environment", say=False)
         environment = environment_for(manifest)
         environment.ensure(lambda line: print(line, file=out, flush=True))
         python = str(environment.python)
         install = [python, "-I", "-m", "pip", "install", "--quiet", "pytest", "pytest-timeout"]
         subprocess.run(install, stdout=out, stderr=subprocess.STDOUT, check=True)
+        if recording:
+            suite_clock.record("stop", f"plugins/{manifest.name}-environment", 0, say=False)
+            suite_clock.record("start", f"plugins/{manifest.name}-tests", say=False)
         folders = [str(p.relative_to(ROOT)) for p in manifest.plugin_tests]
         command = [python, "-m", "pytest", "-p", "no:cacheprovider", *folders]
         command += ["tests/plugin_contract", "--plugin", manifest.plugin]
+        if recording:
+            junit = suite_clock.run_folder() / f"plugins-{manifest.name}.xml"
+            command += [f"--junitxml={junit}", "-o", "junit_family=xunit2"]
         done = subprocess.run(
             command,
             cwd=ROOT,
@@ -60,6 +71,8 @@ def run_one(manifest: AgentManifest, log: Path) -> tuple[bool, float]:
             stdout=out,
             stderr=subprocess.STDOUT,
         )
+        if recording:
+            suite_clock.record("stop", f"plugins/{manifest.name}-tests", done.returncode, say=False)
     return done.returncode == 0, time.monotonic() - started
 
 
