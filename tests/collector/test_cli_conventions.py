@@ -5,6 +5,7 @@ choices that name the valid values."""
 from __future__ import annotations
 
 import gc
+import importlib
 import json
 import os
 import socket
@@ -14,6 +15,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from fwbench.collector import __version__
@@ -22,7 +24,7 @@ from fwbench.collector.agents.docker_engine import DockerUnavailable, docker_cli
 from fwbench.collector.agents.environments import EnvironmentBuildError
 from fwbench.collector.agents.specs import AgentSpecError
 from fwbench.collector.cli import app
-from fwbench.collector.cli.common import EXIT_CODES, ExitCode
+from fwbench.collector.cli.common import EXIT_CODES, ExitCode, exit_code, known_errors
 from fwbench.collector.store import PersistenceError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -107,7 +109,27 @@ def test_choices_name_the_valid_values(tmp_path: Path) -> None:
     ],
 )
 def test_one_table_from_error_to_exit_code(error: type[Exception], code: ExitCode) -> None:
-    assert EXIT_CODES[error] == code
+    assert exit_code(error) == code
+    assert exit_code(type("Narrower", (error,), {})) == code  # along the MRO, as `except` is
+
+
+def test_every_error_the_table_names_is_an_exception_class_by_that_name() -> None:
+    """The table names the classes (where each is defined), so that `collector --help` imports
+    none of the modules that raise them: a class renamed or moved must be renamed there too,
+    or its errors would end a command as unexpected ones (exit 1)."""
+    for name in EXIT_CODES:
+        module, _, qualname = name.rpartition(".")
+        found = getattr(importlib.import_module(module), qualname, None)
+        assert isinstance(found, type) and issubclass(found, Exception), f"{name}: no such class"
+        assert f"{found.__module__}.{found.__qualname__}" == name
+
+
+def test_known_errors_ends_the_command_on_the_table_s_errors_only() -> None:
+    with pytest.raises(typer.Exit) as ended, known_errors():
+        raise AgentSpecError("bad --agents")
+    assert ended.value.exit_code == ExitCode.NOT_STARTED
+    with pytest.raises(KeyError), known_errors():  # not in the table: raised as it was
+        raise KeyError("agent")
 
 
 def test_no_docker_socket_is_said_without_leaking_one(

@@ -8,10 +8,10 @@ import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import docker
-import docker.errors
+if TYPE_CHECKING:  # the SDK (and requests) only when a client is made: `collector --help` is fast
+    import docker
 
 __all__ = ["DockerUnavailable", "ImageInfo", "docker_client"]
 
@@ -68,6 +68,9 @@ def docker_client() -> docker.DockerClient:
             f"no Docker daemon answers ({unreachable}); start one (`make docker-deps` "
             "installs and starts Debian's docker.io when none runs)"
         )
+    import docker
+    import docker.errors
+
     client = None
     try:
         client = docker.from_env()

@@ -12,9 +12,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psutil
+if TYPE_CHECKING:  # imported where processes are watched: `collector doctor --help` is fast
+    import psutil
 
 CPU_ROOT = Path("/sys/devices/system/cpu")
 PROC_STAT = Path("/proc/stat")
@@ -93,6 +94,8 @@ def load_reading(cpus: int) -> Reading:
 
 def _watch() -> list[psutil.Process]:
     """Every process but this one, its CPU counter started (psutil measures from here)."""
+    import psutil
+
     watched = []
     for process in psutil.process_iter():
         if process.pid == os.getpid():
@@ -107,6 +110,8 @@ def _watch() -> list[psutil.Process]:
 
 def _busy(watched: Sequence[psutil.Process]) -> list[BusyProcess]:
     """The processes that used CPU since _watch(), busiest first; those gone are left out."""
+    import psutil
+
     found = []
     for process in watched:
         try:

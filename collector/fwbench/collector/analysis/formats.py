@@ -6,7 +6,6 @@ import json
 import math
 import re
 from collections.abc import Collection, Sequence
-from enum import StrEnum
 from typing import Any
 
 import pandas as pd
@@ -30,16 +29,9 @@ from fwbench.collector.analysis.decisions import (
 from fwbench.collector.analysis.efficiency import percent_interval
 from fwbench.collector.analysis.findings import Findings, markdown_lines
 from fwbench.collector.analysis.history import HISTORY_NOTE
+from fwbench.collector.analysis.output_format import OutputFormat as OutputFormat
 from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
 from fwbench.collector.store.cell_key import KEY_COLUMNS, varying_params
-
-
-class OutputFormat(StrEnum):
-    TABLE = "table"
-    MARKDOWN = "markdown"
-    CSV = "csv"
-    JSON = "json"
-
 
 FORMATS = tuple(OutputFormat)
 ONE_PROCESS_SHORT = "one process a side: --repeat 3 (or more)"

@@ -8,17 +8,10 @@ from contextlib import closing
 from typing import Annotated
 
 import typer
-from google.protobuf.json_format import MessageToDict
 from rich.markup import escape
 from rich.table import Table
 
-from fwbench.collector.agents.docker_engine import DockerUnavailable, docker_client
-from fwbench.collector.agents.environments import environment_for
-from fwbench.collector.agents.image_labels import ImageLabelError, manifest_of
-from fwbench.collector.agents.locks import LockError, LockState, lock_state, write_lock
-from fwbench.collector.agents.specs import Instance, one_agent, resolve_agents
 from fwbench.collector.cli.common import (
-    KNOWN_ERRORS,
     ExitCode,
     JsonOutput,
     ManifestDirs,
@@ -26,7 +19,7 @@ from fwbench.collector.cli.common import (
     console,
     errors,
     fail,
-    fail_with,
+    known_errors,
     load_manifests,
     print_json,
     take_interrupts_once,
@@ -38,10 +31,6 @@ from fwbench.collector.cli.security import (
     TlsKey,
     security_settings,
 )
-from fwbench.collector.images.build import image_source, list_images
-from fwbench.collector.launchers.attached import attach
-from fwbench.collector.launchers.local import start_local
-from fwbench.collector.run.plan import split_list
 
 
 def list_agents(manifests: ManifestDirs = None, as_json: JsonOutput = False) -> None:
@@ -49,6 +38,9 @@ def list_agents(manifests: ManifestDirs = None, as_json: JsonOutput = False) -> 
     is ready (or missing, stale, failed or broken, and why), and images in the local Docker
     engine that declare an agent by their labels (run them with `collector run --launcher
     docker --agents IMAGE`)."""
+    from fwbench.collector.agents.environments import environment_for
+    from fwbench.collector.agents.locks import LockError, lock_state
+
     rows: list[dict[str, str]] = []
     for name, manifest in load_manifests(manifests).items():
         try:
@@ -87,6 +79,10 @@ def _image_rows() -> list[dict[str, str]]:
     """An agent per image in the local engine that declares one by its labels (not those
     `collector images build` made from manifests: their agents are listed already). Without
     a Docker daemon, none, and a note on stderr saying so."""
+    from fwbench.collector.agents.docker_engine import DockerUnavailable, docker_client
+    from fwbench.collector.agents.image_labels import ImageLabelError, manifest_of
+    from fwbench.collector.images.build import image_source, list_images
+
     try:
         with closing(docker_client()) as client:
             images = list_images(client)
@@ -125,14 +121,14 @@ def env(
     manifests: ManifestDirs = None,
 ) -> None:
     """Create or refresh an agent's local environment and print its Python interpreter."""
+    from fwbench.collector.agents.environments import environment_for
+
     declared = load_manifests(manifests)
     if agent not in declared:
         fail(f"unknown agent {agent!r}; declared agents: {', '.join(declared)}")
     environment = environment_for(declared[agent])
-    try:
+    with known_errors():
         environment.ensure(lambda line: errors.print(line))
-    except KNOWN_ERRORS as error:
-        fail_with(error)
     print(environment.python)
 
 
@@ -146,28 +142,32 @@ def describe(
     tls_key: TlsKey = None,
 ) -> None:
     """Start (or reach) an agent and print what it reports about itself."""
+    from google.protobuf.json_format import MessageToDict
+
+    from fwbench.collector.agents.specs import Instance, one_agent, resolve_agents
+    from fwbench.collector.launchers.attached import attach
+    from fwbench.collector.launchers.local import start_local
+
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     declared = load_manifests(manifests)
     take_interrupts_once()
     # Kept on every way out (a failed start's error carries the log's last line).
     with command_logs("describe") as logs:
         try:
-            instance = Instance.from_spec(agent)
-            resolve_agents([instance], declared)
-            one_agent(agent)
-            handle = (
-                attach(instance, instance.address, security=security)
-                if instance.attached
-                else start_local(declared[agent], logs, report=lambda line: errors.print(line))
-            )
-        except KNOWN_ERRORS as error:
-            fail_with(error)
+            with known_errors():
+                instance = Instance.from_spec(agent)
+                resolve_agents([instance], declared)
+                one_agent(agent)
+                handle = (
+                    attach(instance, instance.address, security=security)
+                    if instance.attached
+                    else start_local(declared[agent], logs, report=lambda line: errors.print(line))
+                )
         except KeyboardInterrupt:
             fail("interrupted", ExitCode.INTERRUPTED)
         try:
-            reply = MessageToDict(handle.client.describe(), preserving_proto_field_name=True)
-        except KNOWN_ERRORS as error:
-            fail_with(error)
+            with known_errors():
+                reply = MessageToDict(handle.client.describe(), preserving_proto_field_name=True)
         except KeyboardInterrupt:
             fail("interrupted", ExitCode.INTERRUPTED)
         finally:
@@ -190,6 +190,9 @@ def lock(
     manifests: ManifestDirs = None,
 ) -> None:
     """Make each agent's locked, hashed requirements (NAME.lock beside its manifest)."""
+    from fwbench.collector.agents.locks import LockError, LockState, lock_state, write_lock
+    from fwbench.collector.run.plan import split_list
+
     declared = load_manifests(manifests)
     names = split_list(agents) or list(declared)
     unknown = [n for n in names if n not in declared]

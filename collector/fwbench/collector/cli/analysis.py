@@ -3,39 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fwbench.collector.analysis import formats
-from fwbench.collector.analysis.answers import (
-    Answers,
-    answers,
-    answers_title,
-    rich_answers,
-    with_decisions,
-)
-from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
-from fwbench.collector.analysis.comparison import ComparisonSet
-from fwbench.collector.analysis.contenders import ComparisonError, RunData, load_run
-from fwbench.collector.analysis.decisions import SEQUENTIAL_NOTE, stored_decisions
-from fwbench.collector.analysis.efficiency import one_replica_world
-from fwbench.collector.analysis.findings import Findings, find, rich_table
-from fwbench.collector.analysis.history import (
-    HostHistory,
-    host_histories,
-    host_history,
-    margin_histories,
-)
-from fwbench.collector.analysis.report import write_report
+from fwbench.collector.analysis.output_format import OutputFormat
 from fwbench.collector.cli.common import StorePath, console, fail, fail_with, reads_store
 from fwbench.collector.cli.decide import decisions_table
-from fwbench.collector.stats.sequential import MAX_HISTORY_MARGIN
-from fwbench.collector.stats.significance import DEFAULT_MARGIN, DEFAULT_NOISE_FLOOR
-from fwbench.collector.store import ResultStore, default_store_path
+from fwbench.collector.stats.defaults import DEFAULT_MARGIN, DEFAULT_NOISE_FLOOR, MAX_HISTORY_MARGIN
+
+if TYPE_CHECKING:  # what comparing takes is imported where it compares: `--help` is fast
+    from fwbench.collector.analysis.answers import Answers
+    from fwbench.collector.analysis.comparison import ComparisonSet
+    from fwbench.collector.analysis.contenders import RunData
+    from fwbench.collector.analysis.findings import Findings
+    from fwbench.collector.analysis.history import HostHistory
+    from fwbench.collector.store import ResultStore
 
 
 def _load(store: ResultStore, run_id: str) -> RunData:
+    from fwbench.collector.analysis.contenders import ComparisonError, load_run
+
     try:
         return load_run(store, run_id)
     except ComparisonError as error:
@@ -55,11 +43,15 @@ HostHistoryOption = Annotated[
 
 
 def _history(db: ResultStore, run: RunData, wanted: bool) -> HostHistory | None:
+    from fwbench.collector.analysis.history import host_history
+
     return host_history(db, run) if wanted else None
 
 
 def _margins(db: ResultStore, runs: list[RunData], wanted: bool) -> list[HostHistory] | None:
     """Each run's host's spreads measured before the earliest of `runs`, for the margins."""
+    from fwbench.collector.analysis.history import margin_histories
+
     return margin_histories(db, runs) if wanted else None
 
 
@@ -98,16 +90,26 @@ def compare(
         ),
     ] = None,
     output_format: Annotated[
-        formats.OutputFormat, typer.Option("--format", help="How to print the comparisons.")
-    ] = formats.OutputFormat.TABLE,
+        OutputFormat, typer.Option("--format", help="How to print the comparisons.")
+    ] = OutputFormat.TABLE,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
     use_history: HostHistoryOption = True,
     store: StorePath = None,
 ) -> None:
     """Speedups with 95% intervals, tests and verdicts: agents against a baseline in one run,
     or every agent's cells in RUN_B against RUN_A."""
+    from fwbench.collector.analysis import formats
+    from fwbench.collector.analysis.answers import rich_answers, with_decisions
+    from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
+    from fwbench.collector.analysis.contenders import ComparisonError
+    from fwbench.collector.analysis.decisions import SEQUENTIAL_NOTE, stored_decisions
+    from fwbench.collector.analysis.efficiency import one_replica_world
+    from fwbench.collector.analysis.findings import find
+    from fwbench.collector.analysis.history import host_histories
+    from fwbench.collector.store import ResultStore, default_store_path
+
     if as_json:
-        output_format = formats.OutputFormat.JSON
+        output_format = OutputFormat.JSON
     if not 0 <= threshold < 1 or not 0 <= noise_floor < 1 or not 0 <= (margin or 0) < 1:
         fail("--threshold, --noise-floor and --margin are fractions in [0, 1), e.g. 0.05 for 5%")
     db = ResultStore(store or default_store_path(), create=False)
@@ -143,7 +145,7 @@ def compare(
     result = with_decisions(result, decided)
     answered = _answers(result, loaded, baseline, decided)
     found = [find(run) for run in {run.run_id: run for run in loaded}.values()]
-    if output_format == formats.OutputFormat.TABLE:
+    if output_format == OutputFormat.TABLE:
         console.print(rich_answers(answered), highlight=False, soft_wrap=True)
         console.print(formats.rich_table(result))
         for reason in result.skipped:
@@ -155,9 +157,9 @@ def compare(
             console.print(SEQUENTIAL_NOTE, highlight=False)
         for findings in found:
             show_findings(findings)
-    elif output_format == formats.OutputFormat.MARKDOWN:
+    elif output_format == OutputFormat.MARKDOWN:
         print(formats.markdown(result, decided, found, answered=answered), end="")
-    elif output_format == formats.OutputFormat.CSV:
+    elif output_format == OutputFormat.CSV:
         print(formats.csv(result), end="")
     else:
         print(formats.json_text(result, decided, found, answered=answered))
@@ -170,6 +172,8 @@ def _answers(
     decided: dict[str, Any] | None,
 ) -> Answers:
     """What the comparisons found, said first (analysis/answers.py)."""
+    from fwbench.collector.analysis.answers import answers, answers_title
+
     if len(loaded) == 2:
         pair = (loaded[0].run_id, loaded[1].run_id)
         title = f"What changed from run {pair[0]} to run {pair[1]}"
@@ -181,6 +185,8 @@ def _answers(
 
 def show_findings(found: Findings) -> None:
     """A run's findings on the terminal, or the one line that says none were found in what."""
+    from fwbench.collector.analysis.findings import rich_table
+
     if found.findings:
         console.print(rich_table(found))
     else:
@@ -201,6 +207,10 @@ def report(
     store: StorePath = None,
 ) -> None:
     """Write report.html (self-contained: plots embedded) and report.md (with figures/*.png)."""
+    from fwbench.collector.analysis.contenders import ComparisonError
+    from fwbench.collector.analysis.report import write_report
+    from fwbench.collector.store import ResultStore, default_store_path
+
     db = ResultStore(store or default_store_path(), create=False)
     run = _load(db, run_id)
     runs = db.runs()

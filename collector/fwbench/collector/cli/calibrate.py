@@ -4,17 +4,15 @@ measured once and cached; `collector run` takes them from the cache, or measures
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
-from fwbench.collector.agents.environments import environment_for
-from fwbench.collector.agents.locks import LockError
-from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.calibration.cache import cache_path, effort_name, host_calibration
-from fwbench.collector.calibration.measure import EFFORTS, CalibrationError
 from fwbench.collector.cli.common import console, errors, fail, load_manifests, print_json
+
+if TYPE_CHECKING:
+    from fwbench.collector.agents.manifest import AgentManifest
 
 # Agent environments whose PyTorch GEMM is tried too, when they are ready (never built here).
 TORCH_AGENTS = ("torch-cpu",)
@@ -24,6 +22,9 @@ def agent_pythons(declared: dict[str, AgentManifest]) -> list[Path]:
     """The ready environments of TORCH_AGENTS. One whose lock is stale is left out: no
     environment is made from it, and it must not stop a run of other agents (on another
     Python version every shipped lock is stale, its key having the version in it)."""
+    from fwbench.collector.agents.environments import environment_for
+    from fwbench.collector.agents.locks import LockError
+
     found = []
     for name in TORCH_AGENTS:
         if name in declared:
@@ -43,6 +44,9 @@ def _say(text: str) -> None:
 def calibration_for_run(declared: dict[str, AgentManifest]) -> dict[str, Any] | None:
     """This host's calibration for `collector run`: the cached one, or measured now (a line on
     stderr says so). One that cannot be measured is a warning: the run goes on without."""
+    from fwbench.collector.calibration.cache import host_calibration
+    from fwbench.collector.calibration.measure import CalibrationError
+
     try:
         return host_calibration(agent_pythons(declared), say=_say)
     except (CalibrationError, ValueError, OSError) as error:
@@ -91,6 +95,9 @@ def calibrate(
     a torch-cpu environment is ready or --python has torch, PyTorch's BLAS and oneDNN: the best
     is kept) and its STREAM-triad memory bandwidth; cached per host, measured again with
     --force. Ceilings that runs' rows raised (faster than calibrated) are listed too."""
+    from fwbench.collector.calibration.cache import cache_path, effort_name, host_calibration
+    from fwbench.collector.calibration.measure import EFFORTS, CalibrationError
+
     # Absolute: the probes run in a folder of their own, not this one.
     pythons = [*agent_pythons(load_manifests(manifests)), *(p.absolute() for p in python or [])]
     for path in pythons:

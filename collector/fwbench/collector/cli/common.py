@@ -15,34 +15,16 @@ import time
 from collections.abc import Callable, Iterator
 from enum import IntEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from fwbench.collector.agents.client import AgentUnavailable, IncompatibleAgent
-from fwbench.collector.agents.docker_engine import DockerUnavailable
-from fwbench.collector.agents.environments import EnvironmentBuildError
-from fwbench.collector.agents.existing import EnvironmentUnsuitable
-from fwbench.collector.agents.locks import LockError
-from fwbench.collector.agents.manifest import (
-    AgentManifest,
-    ManifestError,
-    discover_manifests,
-    manifest_dirs,
-)
-from fwbench.collector.agents.scratch import mark_logs, move_logs, scratch_folder
-from fwbench.collector.agents.security import SecurityError
-from fwbench.collector.agents.specs import AgentSpecError
-from fwbench.collector.analysis.contenders import ComparisonError
-from fwbench.collector.images.build import ImageBuildError
-from fwbench.collector.launchers import LauncherKind
-from fwbench.collector.run.plan import SelectionError
-from fwbench.collector.run.session import DEFAULT_OUT
-from fwbench.collector.store import PersistenceError, StorageUnusable, default_store_path
-from fwbench.collector.store.merge import MergeRefused
-from fwbench.collector.store.owner import ResumeRefused
+from fwbench.collector.agents.launcher_kinds import LauncherKind
+
+if TYPE_CHECKING:
+    from fwbench.collector.agents.manifest import AgentManifest
 
 
 class ExitCode(IntEnum):
@@ -56,26 +38,39 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130  # Ctrl-C or SIGTERM; what was measured is kept
 
 
-# The one table: an error a command catches -> its exit code (looked up along the MRO).
-EXIT_CODES: dict[type[Exception], ExitCode] = {
-    SelectionError: ExitCode.NOT_STARTED,
-    AgentSpecError: ExitCode.NOT_STARTED,
-    ManifestError: ExitCode.NOT_STARTED,
-    ComparisonError: ExitCode.NOT_STARTED,
-    AgentUnavailable: ExitCode.NOT_STARTED,
-    IncompatibleAgent: ExitCode.NOT_STARTED,
-    EnvironmentBuildError: ExitCode.NOT_STARTED,
-    EnvironmentUnsuitable: ExitCode.NOT_STARTED,
-    LockError: ExitCode.NOT_STARTED,
-    ImageBuildError: ExitCode.NOT_STARTED,
-    DockerUnavailable: ExitCode.NOT_STARTED,
-    ResumeRefused: ExitCode.NOT_STARTED,
-    SecurityError: ExitCode.NOT_STARTED,
-    StorageUnusable: ExitCode.NOT_STARTED,
-    MergeRefused: ExitCode.NOT_STARTED,
-    PersistenceError: ExitCode.FAILED,
+# The one table: an error a command catches -> its exit code, looked up along the error's MRO.
+# Keyed by the classes' qualified names (where each is defined), so that `collector --help`
+# imports none of the modules that raise them (tests/collector/test_startup_imports.py);
+# tests/collector/test_cli_conventions.py checks that every name is a class that exists.
+EXIT_CODES: dict[str, ExitCode] = {
+    "fwbench.collector.run.shapes.SelectionError": ExitCode.NOT_STARTED,
+    "fwbench.collector.agents.specs.AgentSpecError": ExitCode.NOT_STARTED,
+    "fwbench.collector.agents.manifest.ManifestError": ExitCode.NOT_STARTED,
+    "fwbench.collector.analysis.contenders.ComparisonError": ExitCode.NOT_STARTED,
+    "fwbench.collector.agents.client.AgentUnavailable": ExitCode.NOT_STARTED,
+    "fwbench.collector.agents.client.IncompatibleAgent": ExitCode.NOT_STARTED,
+    "fwbench.collector.agents.environments.EnvironmentBuildError": ExitCode.NOT_STARTED,
+    "fwbench.collector.agents.existing.EnvironmentUnsuitable": ExitCode.NOT_STARTED,
+    "fwbench.collector.agents.locks.LockError": ExitCode.NOT_STARTED,
+    "fwbench.collector.images.build.ImageBuildError": ExitCode.NOT_STARTED,
+    "fwbench.collector.agents.docker_engine.DockerUnavailable": ExitCode.NOT_STARTED,
+    "fwbench.collector.store.owner.ResumeRefused": ExitCode.NOT_STARTED,
+    "fwbench.collector.agents.security.SecurityError": ExitCode.NOT_STARTED,
+    "fwbench.collector.store.tables.StorageUnusable": ExitCode.NOT_STARTED,
+    "fwbench.collector.store.merge.MergeRefused": ExitCode.NOT_STARTED,
+    "fwbench.collector.store.database.PersistenceError": ExitCode.FAILED,
 }
-KNOWN_ERRORS = tuple(EXIT_CODES)
+
+
+def exit_code(error_type: type[BaseException]) -> ExitCode | None:
+    """The code EXIT_CODES gives the type, or the nearest of its bases it names; None for an
+    error no command expects."""
+    for base in error_type.__mro__:
+        code = EXIT_CODES.get(f"{base.__module__}.{base.__qualname__}")
+        if code is not None:
+            return code
+    return None
+
 
 # Results go to stdout (pipeable); progress, notices and errors to stderr.
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -168,8 +163,20 @@ def fail(message: str, code: ExitCode = ExitCode.NOT_STARTED) -> NoReturn:
 
 def fail_with(error: Exception, suffix: str = "") -> NoReturn:
     """Exits with the code EXIT_CODES gives the error's type."""
-    code = next((EXIT_CODES[t] for t in type(error).__mro__ if t in EXIT_CODES), ExitCode.FAILED)
-    fail(f"{error}{suffix}", code)
+    code = exit_code(type(error))
+    fail(f"{error}{suffix}", ExitCode.FAILED if code is None else code)
+
+
+@contextlib.contextmanager
+def known_errors() -> Iterator[None]:
+    """An error EXIT_CODES names (a subclass too) ends the command with its code, as fail_with
+    does; any other passes through, as if never caught."""
+    try:
+        yield
+    except Exception as error:
+        if exit_code(type(error)) is None:
+            raise
+        fail_with(error)
 
 
 P = ParamSpec("P")
@@ -183,6 +190,8 @@ def reads_store(command: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(command)
     def reading(*args: P.args, **kwargs: P.kwargs) -> R:
+        from fwbench.collector.store import StorageUnusable, default_store_path
+
         try:
             return command(*args, **kwargs)
         except StorageUnusable as error:
@@ -195,6 +204,8 @@ def reads_store(command: Callable[P, R]) -> Callable[P, R]:
 
 
 def load_manifests(extra: list[Path] | None) -> dict[str, AgentManifest]:
+    from fwbench.collector.agents.manifest import ManifestError, discover_manifests, manifest_dirs
+
     try:
         return discover_manifests(manifest_dirs(extra))
     except ManifestError as error:
@@ -240,6 +251,9 @@ def command_logs(command: str) -> Iterator[Path]:
     stderr; a killed command's are moved there by the next command (agents/scratch.py); where
     they cannot be moved (a read-only folder), where they stay is said. An attached agent
     leaves no log: nothing is written."""
+    from fwbench.collector.agents.scratch import mark_logs, move_logs, scratch_folder
+    from fwbench.collector.run.defaults import DEFAULT_OUT
+
     logs = scratch_folder("logs")
     target = DEFAULT_OUT / "logs" / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}"
     mark_logs(logs, target, make=True)

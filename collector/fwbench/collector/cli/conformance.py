@@ -7,24 +7,14 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fwbench.collector.agents.image_labels import with_image_agents
-from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.agents.specs import (
-    AgentSpecError,
-    Instance,
-    base_name,
-    one_agent,
-    parse_attached,
-    resolve_agents,
-)
+from fwbench.collector.agents.launcher_kinds import LauncherKind
 from fwbench.collector.cli.common import (
-    KNOWN_ERRORS,
     ExitCode,
     JsonOutput,
     ManifestDirs,
@@ -32,7 +22,7 @@ from fwbench.collector.cli.common import (
     console,
     errors,
     fail,
-    fail_with,
+    known_errors,
     load_manifests,
     print_json,
     take_interrupts_once,
@@ -44,17 +34,14 @@ from fwbench.collector.cli.security import (
     TlsKey,
     security_settings,
 )
-from fwbench.collector.conformance.cells import CellSet
-from fwbench.collector.conformance.plan import GROUPS, UnknownGroup, check_groups, run_suite
-from fwbench.collector.conformance.reach import attach_for_suite, suite_variables
-from fwbench.collector.conformance.suite import FAIL, PASS, SKIP, Outcome, Target
-from fwbench.collector.launchers import AgentHandle, Launcher, LauncherKind
-from fwbench.collector.run.launch import launch_all, make_launcher
-from fwbench.collector.run.options import Launch, Limits, RunOptions
-from fwbench.collector.run.plan import split_list
+from fwbench.collector.conformance.choices import GROUPS, CellSet
 from fwbench.spec import load_catalogue, startup
 
-_COLOURS = {PASS: "green", FAIL: "red", SKIP: "yellow"}
+if TYPE_CHECKING:  # the suite (gRPC, the protocol) is imported where it runs: `--help` is fast
+    from fwbench.collector.agents.manifest import AgentManifest
+    from fwbench.collector.conformance.suite import Outcome
+    from fwbench.collector.launchers import AgentHandle, Launcher
+
 ATTACHED_NAME = "agent"  # the name a bare HOST:PORT target goes by
 AgentEnv = Annotated[
     list[str] | None,
@@ -83,6 +70,8 @@ def agent_spec(target: str, declared: dict[str, AgentManifest]) -> str:
 def expected_name(target: str, spec: str) -> str:
     """The name Describe must say: a declared agent's, or the NAME of NAME@HOST:PORT (as
     `collector run` requires); none for a bare HOST:PORT."""
+    from fwbench.collector.agents.specs import base_name, parse_attached
+
     attached = parse_attached(spec)
     if attached is None:
         return base_name(spec)
@@ -93,6 +82,8 @@ def interrupted(spec: str) -> str:
     """What an interrupt says of the agent: one the suite started is stopped (its launcher's
     handle); one running elsewhere (NAME@HOST:PORT, a bare HOST:PORT) is not the suite's to
     stop: its channel is closed, the agent left running."""
+    from fwbench.collector.agents.specs import AgentSpecError, parse_attached
+
     try:
         attached = parse_attached(spec)
     except AgentSpecError:  # not an address after all: nothing reached
@@ -144,6 +135,15 @@ def conformance(
 ) -> None:
     """Check that an agent keeps the protocol: exit 0 when every check passes (or is skipped,
     with why), 3 when any fails."""
+    from fwbench.collector.agents.image_labels import with_image_agents
+    from fwbench.collector.agents.specs import Instance, one_agent, parse_attached, resolve_agents
+    from fwbench.collector.conformance.plan import UnknownGroup, check_groups, run_suite
+    from fwbench.collector.conformance.reach import attach_for_suite, suite_variables
+    from fwbench.collector.conformance.suite import FAIL, Target
+    from fwbench.collector.run.launch import launch_all, make_launcher
+    from fwbench.collector.run.options import Launch, Limits, RunOptions
+    from fwbench.collector.run.plan import split_list
+
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     declared = load_manifests(manifests)
     try:
@@ -161,7 +161,7 @@ def conformance(
     handle: AgentHandle | None = None
     with command_logs("conformance") as logs:
         try:
-            try:
+            with known_errors():
                 if parse_attached(spec) is None:  # a name or an image reference (--launcher docker)
                     names, _, declared = with_image_agents(
                         [spec], [], declared, launcher == LauncherKind.DOCKER
@@ -181,8 +181,6 @@ def conformance(
                         [instance], declared, agent_launcher, start_timeout, security
                     )
                     handle = started_[0]
-            except KNOWN_ERRORS as error:
-                fail_with(error)
             suite = Target(
                 client=handle.client,
                 catalogue=load_catalogue(),
@@ -205,8 +203,14 @@ def conformance(
         raise typer.Exit(ExitCode.NONCONFORMING)
 
 
+def _colour(result: str) -> str:
+    from fwbench.collector.conformance.suite import FAIL, PASS, SKIP
+
+    return {PASS: "green", FAIL: "red", SKIP: "yellow"}[result]
+
+
 def _progress(outcome: Outcome) -> None:
-    colour = _COLOURS[outcome.result]
+    colour = _colour(outcome.result)
     errors.print(
         f"[{colour}]{outcome.result}[/] {escape(outcome.check)} ({outcome.seconds:.2f} s)",
         highlight=False,
@@ -214,6 +218,8 @@ def _progress(outcome: Outcome) -> None:
 
 
 def _print(spec: str, outcomes: list[Outcome], as_json: bool) -> None:
+    from fwbench.collector.conformance.suite import FAIL, PASS, SKIP
+
     counts = {r: sum(o.result == r for o in outcomes) for r in (PASS, FAIL, SKIP)}
     if as_json:
         print_json(
@@ -229,7 +235,7 @@ def _print(spec: str, outcomes: list[Outcome], as_json: bool) -> None:
         return
     table = Table("check", "result", "seconds", "reason", title=f"conformance of {spec}")
     for o in outcomes:
-        result = f"[{_COLOURS[o.result]}]{o.result}[/]"
+        result = f"[{_colour(o.result)}]{o.result}[/]"
         table.add_row(escape(o.check), result, f"{o.seconds:.2f}", escape(o.reason))
     console.print(table)
     console.print(

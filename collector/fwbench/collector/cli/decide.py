@@ -8,27 +8,17 @@ import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from fwbench.collector.agents.families import FAMILY
-from fwbench.collector.agents.specs import Instance
-from fwbench.collector.analysis.decisions import DECISION_HEADERS, decision_rows, decisions_caption
-from fwbench.collector.analysis.history import earlier_history
-from fwbench.collector.run.plan import SelectionError
-from fwbench.collector.stats.margins import SpreadOf
-from fwbench.collector.stats.sequential import MAX_HISTORY_MARGIN
-from fwbench.collector.stats.significance import (
-    DEFAULT_MARGIN,
-    DEFAULT_NOISE_FLOOR,
-    EQUIVALENT,
-    FASTER,
-    SLOWER,
-)
-from fwbench.collector.store import PersistenceError, ResultStore
+from fwbench.collector.stats.defaults import DEFAULT_MARGIN, DEFAULT_NOISE_FLOOR, MAX_HISTORY_MARGIN
+
+if TYPE_CHECKING:
+    from fwbench.collector.agents.specs import Instance
+    from fwbench.collector.stats.margins import SpreadOf
 
 DEFAULT_BUDGET = "10m"
 # --repeat's meaning with --until-decided, unless given. High enough that the budget, not
@@ -47,7 +37,6 @@ DECIDED_MIN_SECONDS = 0.5
 # takes seconds (docs/report.md, "Warm-up"). Used unless --warmup is given.
 DECIDED_WARMUP = 1
 _UNITS = {"s": 1, "m": 60, "h": 3600}
-_STYLES = {FASTER: "green", SLOWER: "red", EQUIVALENT: "cyan"}
 
 UntilDecided = Annotated[
     bool,
@@ -91,6 +80,8 @@ Margin = Annotated[
 
 def parse_budget(text: str) -> float:
     """Seconds in "90s", "10m", "1.5h" or a bare number of seconds."""
+    from fwbench.collector.run.plan import SelectionError
+
     found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text)
     if not found or float(found.group(1)) <= 0:
         raise SelectionError(f"--budget {text!r}: give a positive time such as 90s, 10m or 1h")
@@ -103,6 +94,8 @@ def decided_loop(
     """(--repeat, --iterations, --warmup, --min-seconds) with --until-decided: what was given,
     else the defaults above. --repeat is the most rounds; the error budget is shared by the
     looks those rounds allow, so at least one look (two rounds) is needed."""
+    from fwbench.collector.run.plan import SelectionError
+
     if repeat is not None and repeat < 2:
         raise SelectionError(
             f"--repeat {repeat} with --until-decided: give 2 or more rounds (the first look "
@@ -127,6 +120,9 @@ def decide_options(
     """RunOptions fields for --until-decided (empty without it); SelectionError for bad input.
     `budget` "" when not given (DEFAULT_BUDGET then): one given without --until-decided, even
     the default's value, is refused. --baseline names an instance as the results do."""
+    from fwbench.collector.agents.families import FAMILY
+    from fwbench.collector.run.plan import SelectionError
+
     agents = [str(instance) for instance in instances]
     if not until_decided:
         given = [
@@ -164,6 +160,9 @@ def earlier_spreads(store_path: Path, run_id: str, metadata: dict[str, Any]) -> 
     """What this host's runs before `run_id` measured, for --until-decided's margins
     (stats/margins.py); a store whose history cannot be read leaves every margin at its default
     rather than stopping the run (a warning says so)."""
+    from fwbench.collector.analysis.history import earlier_history
+    from fwbench.collector.store import PersistenceError, ResultStore
+
     try:
         return earlier_history(ResultStore(store_path), run_id, metadata).of_row
     except (PersistenceError, sqlite3.Error, ValueError, KeyError, TypeError) as error:
@@ -177,6 +176,14 @@ def earlier_spreads(store_path: Path, run_id: str, metadata: dict[str, Any]) -> 
 
 def decisions_table(decisions: dict[str, Any], title: str) -> Table:
     """Every comparison's verdict, with its interval and the processes it took."""
+    from fwbench.collector.analysis.decisions import (
+        DECISION_HEADERS,
+        decision_rows,
+        decisions_caption,
+    )
+    from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER
+
+    styles = {FASTER: "green", SLOWER: "red", EQUIVALENT: "cyan"}
     table = Table(
         title=f"{title}: measured until decided (baseline {decisions['baseline']})",
         caption=decisions_caption(decisions),
@@ -184,5 +191,5 @@ def decisions_table(decisions: dict[str, Any], title: str) -> Table:
     for header in DECISION_HEADERS:
         table.add_column(header, justify="right" if header in ("speedup", "processes") else "left")
     for cells, verdict in decision_rows(decisions):
-        table.add_row(*cells[:-1], Text(cells[-1], style=_STYLES.get(verdict, "yellow")))
+        table.add_row(*cells[:-1], Text(cells[-1], style=styles.get(verdict, "yellow")))
     return table

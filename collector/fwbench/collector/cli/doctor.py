@@ -8,28 +8,13 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fwbench.collector.agents.docker_engine import DockerUnavailable, docker_client
-from fwbench.collector.agents.environments import EnvironmentBuildError, environment_for
-from fwbench.collector.agents.existing import (
-    EnvironmentUnsuitable,
-    ExistingEnvironment,
-    parse_pythons,
-)
-from fwbench.collector.agents.host import host_facts, nvidia_facts
-from fwbench.collector.agents.host_state import (
-    DEFAULT_SAMPLE_SECONDS,
-    UNREADABLE,
-    as_json,
-    measurement_state,
-)
-from fwbench.collector.agents.locks import LockError
-from fwbench.collector.agents.manifest import AgentManifest
+from fwbench.collector.agents.host_state import DEFAULT_SAMPLE_SECONDS
 from fwbench.collector.cli.common import (
     JsonOutput,
     ManifestDirs,
@@ -39,12 +24,17 @@ from fwbench.collector.cli.common import (
     load_manifests,
     print_json,
 )
-from fwbench.collector.images.build import find_image, image_tag
+
+if TYPE_CHECKING:
+    from fwbench.collector.agents.manifest import AgentManifest
 
 BASE_IMAGES = ("python:3.11-slim-bookworm", "fwbench/base:bookworm")
 
 
 def _docker() -> tuple[dict[str, Any], Any]:
+    from fwbench.collector.agents.docker_engine import DockerUnavailable, docker_client
+    from fwbench.collector.images.build import find_image
+
     if shutil.which("docker") is None and shutil.which("dockerd") is None:
         return {"state": "not installed (`make docker-deps` installs Debian's docker.io)"}, None
     try:
@@ -58,6 +48,10 @@ def _docker() -> tuple[dict[str, Any], Any]:
 
 
 def _local(manifest: AgentManifest, python: str | None) -> tuple[bool, str]:
+    from fwbench.collector.agents.environments import EnvironmentBuildError, environment_for
+    from fwbench.collector.agents.existing import EnvironmentUnsuitable, ExistingEnvironment
+    from fwbench.collector.agents.locks import LockError
+
     if python:
         try:
             ExistingEnvironment(manifest, Path(python)).ensure()
@@ -78,6 +72,8 @@ def _local(manifest: AgentManifest, python: str | None) -> tuple[bool, str]:
 
 
 def _agent(manifest: AgentManifest, gpu: bool, client: Any, python: str | None) -> dict[str, Any]:
+    from fwbench.collector.images.build import find_image, image_tag
+
     row: dict[str, Any] = {"agent": manifest.name, "requires_gpu": manifest.requires_gpu}
     if manifest.requires_gpu and not gpu:
         why = "needs an NVIDIA GPU and driver; this host has none"
@@ -111,6 +107,10 @@ def doctor(
     its GPUs, and which agents can run here and how (or why not); then the host's state that
     matters for measurement (load, busy processes, steal, governor, turbo, SMT), as pyperf's
     `system show` reads it. Installs and tunes nothing."""
+    from fwbench.collector.agents.existing import EnvironmentUnsuitable, parse_pythons
+    from fwbench.collector.agents.host import host_facts, nvidia_facts
+    from fwbench.collector.agents.host_state import UNREADABLE, as_json, measurement_state
+
     declared = load_manifests(manifests)
     try:
         pythons = parse_pythons(python or [], declared)

@@ -21,12 +21,12 @@ from fwbench.collector.analysis.findings import find, summary_lines
 from fwbench.collector.analysis.one_agent import next_steps
 from fwbench.collector.cli.calibrate import calibration_for_run
 from fwbench.collector.cli.common import (
-    KNOWN_ERRORS,
     ExitCode,
     console,
     errors,
     fail,
     fail_with,
+    known_errors,
     load_manifests,
     take_interrupts_once,
 )
@@ -85,10 +85,8 @@ def resume_run(
         fail_with(error)
     extra = manifests or [Path(folder) for folder in options.launch.manifest_dirs]
     declared = load_manifests(extra)
-    try:
+    with known_errors():
         declared.update(images_by_id(options.launch.images))
-    except KNOWN_ERRORS as error:
-        fail_with(error)
     execute(options, point.selection, declared, point)
 
 
@@ -117,9 +115,8 @@ def execute(
     )
     take_interrupts_once()
     try:
-        summary = execute_run(options, selection, catalogue, declared, errors, resume)
-    except KNOWN_ERRORS as error:
-        fail_with(error)
+        with known_errors():
+            summary = execute_run(options, selection, catalogue, declared, errors, resume)
     except KeyboardInterrupt:
         fail(
             "interrupted before measuring began; agents stopped, nothing written",

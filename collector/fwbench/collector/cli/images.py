@@ -4,44 +4,28 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from fwbench.collector.agents.docker_engine import ImageInfo, docker_client
-from fwbench.collector.agents.host import nvidia_gpu_present
-from fwbench.collector.agents.image_labels import ImageLabelError, manifest_of
-from fwbench.collector.agents.manifest import AgentManifest, discover_manifests
 from fwbench.collector.cli.common import (
-    KNOWN_ERRORS,
     ExitCode,
     JsonOutput,
     ManifestDirs,
     console,
     errors,
     fail,
-    fail_with,
+    known_errors,
     load_manifests,
     print_json,
 )
-from fwbench.collector.images.base_image import make_base_image
-from fwbench.collector.images.build import (
-    LOCAL_BASE_IMAGE,
-    ImageBuildError,
-    ensure_image,
-    image_source,
-    list_images,
-)
-from fwbench.collector.images.compose import (
-    AGENTS_COMPOSE,
-    PROMETHEUS_TARGETS,
-    render_agents_compose,
-    render_prometheus_targets,
-)
-from fwbench.collector.images.dockerfile import GENERATED_MARK, IMAGES_DIR, render
-from fwbench.collector.run.plan import split_list
+from fwbench.collector.images.local_base import LOCAL_BASE_IMAGE
+
+if TYPE_CHECKING:  # Docker's SDK is imported where it is used: `collector images --help` is fast
+    from fwbench.collector.agents.docker_engine import ImageInfo
+    from fwbench.collector.agents.manifest import AgentManifest
 
 images_app = typer.Typer(no_args_is_help=True, help="Build and list the agents' Docker images.")
 
@@ -64,16 +48,19 @@ def build(
     No registry is needed once the base image is here: where python:3.11-slim-bookworm cannot
     be pulled, `collector images base` makes one from Debian packages, used instead (or set
     FWBENCH_BASE_IMAGE)."""
+    from fwbench.collector.agents.docker_engine import docker_client
+    from fwbench.collector.agents.host import nvidia_gpu_present
+    from fwbench.collector.images.build import ImageBuildError, ensure_image
+    from fwbench.collector.run.plan import split_list
+
     declared = load_manifests(manifests)
     gpu = nvidia_gpu_present()
     names = split_list(agents) or [n for n, m in declared.items() if gpu or not m.requires_gpu]
     unknown = [n for n in names if n not in declared]
     if unknown:
         fail(f"unknown agents {', '.join(unknown)}; declared: {', '.join(declared)}")
-    try:
+    with known_errors():
         client = docker_client()
-    except KNOWN_ERRORS as error:
-        fail_with(error)
     table = Table("agent", "image", "id", "framework", "size", "seconds")
     failed = False
     for name in names:
@@ -100,10 +87,11 @@ def build(
 @images_app.command("list")
 def list_command(as_json: JsonOutput = False) -> None:
     """Agent images on the Docker daemon, with the versions their labels record."""
-    try:
+    from fwbench.collector.agents.docker_engine import docker_client
+    from fwbench.collector.images.build import image_source, list_images
+
+    with known_errors():
         client = docker_client()
-    except KNOWN_ERRORS as error:
-        fail_with(error)
     images = list_images(client)
     if as_json:
         print_json(
@@ -141,6 +129,8 @@ def list_command(as_json: JsonOutput = False) -> None:
 
 def declared_by(info: ImageInfo) -> AgentManifest | None:
     """The agent the image's labels declare, None when they cannot (the reason is printed)."""
+    from fwbench.collector.agents.image_labels import ImageLabelError, manifest_of
+
     try:
         return manifest_of(info)
     except ImageLabelError as error:
@@ -156,16 +146,25 @@ def base(
 
     mmdebstrap (as root) makes Debian bookworm with Python 3.11; builds use it where
     python:3.11-slim-bookworm cannot be pulled."""
-    try:
+    from fwbench.collector.agents.docker_engine import docker_client
+    from fwbench.collector.images.base_image import make_base_image
+
+    with known_errors():
         make_base_image(docker_client(), tag, errors.print)
-    except KNOWN_ERRORS as error:
-        fail_with(error)
     print(tag)
 
 
 def generated_files(manifests: dict[str, AgentManifest]) -> dict[Path, str]:
     """What `generate` writes: a Dockerfile per agent (unless its folder holds a hand-written
     one), the fleet's compose file and Prometheus's targets for it."""
+    from fwbench.collector.images.compose import (
+        AGENTS_COMPOSE,
+        PROMETHEUS_TARGETS,
+        render_agents_compose,
+        render_prometheus_targets,
+    )
+    from fwbench.collector.images.dockerfile import GENERATED_MARK, IMAGES_DIR, render
+
     files = {
         AGENTS_COMPOSE: render_agents_compose(manifests.values()),
         PROMETHEUS_TARGETS: render_prometheus_targets(manifests.values()),
@@ -185,6 +184,9 @@ def generate(
 ) -> None:
     """Rewrite images/NAME/Dockerfile, compose/agents.yaml and Prometheus's targets from
     agents/manifests."""
+    from fwbench.collector.agents.manifest import discover_manifests
+    from fwbench.collector.images.dockerfile import IMAGES_DIR
+
     shipped = discover_manifests([IMAGES_DIR.parent / "agents" / "manifests"])
     stale = []
     for path, text in generated_files(shipped).items():

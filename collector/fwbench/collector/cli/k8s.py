@@ -9,12 +9,6 @@ from typing import Annotated
 import typer
 
 from fwbench.collector.cli.common import ManifestDirs, fail, fail_with, load_manifests
-from fwbench.collector.cli.worlds import parse_world_sizes
-from fwbench.collector.images.build import image_tag
-from fwbench.collector.launchers.kubernetes_objects import PodShape, render
-from fwbench.collector.launchers.kubernetes_options import parse_k8s_options
-from fwbench.collector.run.metadata import new_run_id
-from fwbench.collector.run.plan import SelectionError, split_list
 
 k8s_app = typer.Typer(help="Kubernetes: manifests for agents and worlds (docs/cluster.md).")
 
@@ -52,6 +46,13 @@ def render_manifests(
     manifests: ManifestDirs = None,
 ) -> None:
     """Print (or write) an Indexed Job and a headless Service per agent and world size."""
+    from fwbench.collector.cli.worlds import parse_world_sizes
+    from fwbench.collector.images.build import image_tag
+    from fwbench.collector.launchers.kubernetes_objects import PodShape, render
+    from fwbench.collector.launchers.kubernetes_options import parse_k8s_options
+    from fwbench.collector.run.metadata import new_run_id
+    from fwbench.collector.run.plan import SelectionError, split_list
+
     declared = load_manifests(manifests)
     names = split_list(agents)
     unknown = [name for name in names if name not in declared] or ([] if names else [""])

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import pandas as pd
 import typer
 from rich.table import Table
 
-from fwbench.collector.analysis.contenders import ComparisonError, run_id_of
 from fwbench.collector.cli.common import (
     StorePath,
     console,
@@ -18,17 +16,17 @@ from fwbench.collector.cli.common import (
     print_json,
     reads_store,
 )
-from fwbench.collector.cli.worlds import world_table
-from fwbench.collector.run.run_table import summary_table
-from fwbench.collector.store import ResultStore, default_store_path
-from fwbench.collector.store.merge import MergeRefused, merge_stores, source_store
-from fwbench.collector.store.schema import schema_markdown
+
+if TYPE_CHECKING:  # pandas and the store are imported where they are used: `--help` is fast
+    import pandas as pd
 
 EXPORT_FORMATS = (".csv", ".parquet", ".jsonl", ".md")
 
 
 def export_table(frame: pd.DataFrame, path: Path) -> None:
     """Writes the table in the format its suffix names (one of EXPORT_FORMATS)."""
+    import pandas as pd
+
     if path.suffix == ".csv":
         frame.to_csv(path, index=False)
     elif path.suffix == ".parquet":
@@ -75,6 +73,11 @@ def results(
     ] = None,
 ) -> None:
     """List past runs, show one, export one, or merge another store's runs."""
+    from fwbench.collector.analysis.contenders import ComparisonError, run_id_of
+    from fwbench.collector.cli.worlds import world_table
+    from fwbench.collector.run.run_table import summary_table
+    from fwbench.collector.store import ResultStore, default_store_path
+
     if merge is not None:
         merge_into(store or default_store_path(), merge, run_id)
         return
@@ -120,6 +123,9 @@ def results(
 
 
 def merge_into(target: Path, source: Path, run_id: str | None) -> None:
+    from fwbench.collector.store import ResultStore
+    from fwbench.collector.store.merge import MergeRefused, merge_stores, source_store
+
     if run_id is not None:
         fail("--merge adds every run of the store it names; give no RUN_ID with it")
     try:
@@ -140,4 +146,6 @@ def merge_into(target: Path, source: Path, run_id: str | None) -> None:
 
 def schema() -> None:
     """Print the results table schema as Markdown (docs/results-schema.md)."""
+    from fwbench.collector.store.schema import schema_markdown
+
     print(schema_markdown(), end="")

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from fwbench.collector.agents.launcher_kinds import DEFAULT_PIDS_LIMIT, LauncherKind
 from fwbench.collector.agents.specs import IMAGE_SPEC_HELP
 from fwbench.collector.cli.common import (
     AgentEnv,
@@ -21,8 +22,6 @@ from fwbench.collector.cli.common import (
     StorePath,
 )
 from fwbench.collector.cli.decide import Baseline, Budget, Margin, UntilDecided
-from fwbench.collector.cli.execution import resume_run
-from fwbench.collector.cli.run_start import Asked, DecideFlags, LaunchFlags, Measure, start_run
 from fwbench.collector.cli.security import AgentTokenFile, TlsCa, TlsCert, TlsKey, security_settings
 from fwbench.collector.cli.slurm import SlurmContainer
 from fwbench.collector.cli.slurm_export import SlurmExport, check_export
@@ -34,10 +33,7 @@ from fwbench.collector.cli.telemetry import (
     ScrapeInterval,
     check_interference,
 )
-from fwbench.collector.launchers import DEFAULT_PIDS_LIMIT, LauncherKind
-from fwbench.collector.run.liveness import HANG_SECONDS
-from fwbench.collector.run.options import CELL_TIMEOUT_SECONDS, Limits, Telemetry
-from fwbench.collector.run.plan import LoopSettings
+from fwbench.collector.run.defaults import CELL_TIMEOUT_SECONDS, HANG_SECONDS
 from fwbench.spec import HEARTBEAT_SECONDS
 
 
@@ -175,6 +171,12 @@ def run(
     ] = "",
 ) -> None:
     """Run workloads on agents and store one normalized results table."""
+    # What running takes is imported here, not with the options: `collector --help` is fast.
+    from fwbench.collector.cli.execution import resume_run
+    from fwbench.collector.cli.run_start import Asked, DecideFlags, LaunchFlags, Measure, start_run
+    from fwbench.collector.run.options import Limits, Telemetry
+    from fwbench.collector.run.plan import LoopSettings
+
     security = security_settings(agent_token_file, tls_ca, tls_cert, tls_key)
     if slurm_export:
         check_export(launcher, slurm or [], resume, slurm_container)

@@ -5,13 +5,15 @@ falls back to its environment variable; agents the collector starts itself use n
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from fwbench.collector.agents.security import ChannelSecurity, SecurityError, channel_security
 from fwbench.collector.cli.common import fail_with
 from fwbench.spec import startup
+
+if TYPE_CHECKING:
+    from fwbench.collector.agents.security import ChannelSecurity
 
 AgentTokenFile = Annotated[
     Path | None,
@@ -52,6 +54,8 @@ def security_settings(
     token_file: Path | None, ca: Path | None, cert: Path | None, key: Path | None
 ) -> ChannelSecurity:
     """The settings, or exit 2 with one line for a file that cannot be read or used."""
+    from fwbench.collector.agents.security import SecurityError, channel_security
+
     try:
         return channel_security(token_file, ca, cert, key)
     except SecurityError as error:

@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
-from fwbench.collector.agents.specs import Instance
-
 
 def agent_names(agents: str) -> set[str]:
     """The declared agents an --agents text names (NAME#2, NAME@ADDRESS: NAME)."""
+    from fwbench.collector.agents.specs import Instance
+
     return {Instance.parse(spec.strip()).agent for spec in agents.split(",") if spec.strip()}
 
 

@@ -17,10 +17,8 @@ from typing import Annotated, Any
 
 import typer
 
+from fwbench.collector.agents.launcher_kinds import LauncherKind
 from fwbench.collector.cli.common import console, fail
-from fwbench.collector.launchers import LauncherKind
-from fwbench.collector.launchers.slurm_jobs import scoped
-from fwbench.collector.store.merge import STORE_NAME
 
 SlurmExport = Annotated[
     Path | None,
@@ -76,6 +74,8 @@ def check_export(
 ) -> None:
     """Refuses what an exported run cannot be: a resumed run, agents in containers or pods,
     options for one agent's jobs (the run is one job)."""
+    from fwbench.collector.launchers.slurm_jobs import scoped
+
     if resume:
         raise typer.BadParameter("a run is resumed where it ran", param_hint="--slurm-export")
     if container:
@@ -101,6 +101,8 @@ def check_export(
 
 def batch_script(ctx: typer.Context, slurm_options: tuple[str, ...], out: Path | None) -> str:
     """The job: #SBATCH lines, then the collector, with this run's options, into FOLDER."""
+    from fwbench.collector.store.merge import STORE_NAME
+
     folder = shlex.quote(str(out.resolve())) if out else f'"$PWD/{DEFAULT_FOLDER}"'
     names = {option.partition("=")[0] for option in slurm_options}
     shape = ["nodes=1", "job-name=fwbench-collector"]

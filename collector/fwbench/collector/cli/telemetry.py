@@ -9,12 +9,7 @@ from typing import Annotated
 import typer
 
 from fwbench.collector.cli.common import fail
-from fwbench.collector.run.interference import (
-    DEFAULT_THRESHOLD_PERCENT,
-    InterferenceSettingsError,
-    check_settings,
-)
-from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
+from fwbench.collector.run.defaults import DEFAULT_INTERVAL_SECONDS, DEFAULT_THRESHOLD_PERCENT
 
 __all__ = [
     "DEFAULT_INTERVAL_SECONDS",
@@ -52,6 +47,8 @@ QuietHost = Annotated[
 
 def check_interference(threshold: float, quiet_seconds: float) -> None:
     """Exits 2 with one line for a threshold or wait out of range."""
+    from fwbench.collector.run.interference import InterferenceSettingsError, check_settings
+
     try:
         check_settings(threshold, quiet_seconds)
     except InterferenceSettingsError as error:

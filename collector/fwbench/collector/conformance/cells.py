@@ -17,11 +17,11 @@ import itertools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from enum import StrEnum
 
 import grpc
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.conformance.choices import CellSet as CellSet
 from fwbench.collector.conformance.suite import (
     Check,
     Failed,
@@ -39,12 +39,6 @@ from fwbench.spec.enums import DTYPE_NAMES, PHASE_NAMES
 TIMED_ITERATIONS = 2
 # Training batches hold 2 items: BatchNorm cannot train on one value per channel (a 1x1 map).
 TRAIN_BATCH = 2
-
-
-class CellSet(StrEnum):
-    ALL = "all"
-    EACH = "each"
-    ONE = "one"
 
 
 @dataclass(frozen=True)

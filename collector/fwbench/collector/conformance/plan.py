@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from fwbench.collector.conformance.cells import CellSet, cell_checks
+from fwbench.collector.conformance.cells import cell_checks
+from fwbench.collector.conformance.choices import GROUPS as GROUPS
+from fwbench.collector.conformance.choices import CellSet
 from fwbench.collector.conformance.describe import describe_checks
 from fwbench.collector.conformance.errors import error_checks
 from fwbench.collector.conformance.heartbeat import heartbeat_checks
@@ -17,17 +19,6 @@ from fwbench.collector.conformance.longrun import stop_long_run
 from fwbench.collector.conformance.services import metrics_checks, service_checks
 from fwbench.collector.conformance.suite import Check, Outcome, Target, run_checks
 from fwbench.collector.conformance.threads import thread_checks
-
-GROUPS = (
-    "describe",
-    "services",
-    "errors",
-    "cells",
-    "threads",
-    "heartbeat",
-    "lifecycle",
-    "metrics",
-)
 
 
 class UnknownGroup(ValueError):

@@ -30,6 +30,7 @@ from fwbench.collector.agents.image_labels import SCHEMA_LABEL
 from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.images.dockerfile import IMAGES_DIR, base_image, dockerfile_for
+from fwbench.collector.images.local_base import LOCAL_BASE_IMAGE as LOCAL_BASE_IMAGE
 from fwbench.collector.images.wheelhouse import (
     WheelhouseError,
     agent_wheels,
@@ -42,7 +43,6 @@ from fwbench.spec import settings
 IMAGE_REPOSITORY = "fwbench"
 BASE_IMAGE_VARIABLE = settings.BASE_IMAGE
 DOCKER_CLI_VARIABLE = settings.DOCKER_CLI
-LOCAL_BASE_IMAGE = "fwbench/base:bookworm"  # made by `collector images base` (images/base_image.py)
 BUILD_KEY_LABEL = "fwbench.build-key"
 
 

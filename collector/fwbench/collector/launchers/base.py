@@ -14,29 +14,20 @@ import socket
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from fwbench.collector.agents.client import AgentClient
 from fwbench.collector.agents.docker_engine import ImageInfo
+from fwbench.collector.agents.launcher_kinds import DEFAULT_PIDS_LIMIT as DEFAULT_PIDS_LIMIT
+from fwbench.collector.agents.launcher_kinds import LauncherKind as LauncherKind
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.launchers.options import LauncherOptions
 from fwbench.spec import startup
 
 START_TIMEOUT_SECONDS = 180.0
-DEFAULT_PIDS_LIMIT = 4096  # processes and threads of one container; XLA and torch need hundreds
 DEFAULT_MEMORY_SHARE = 0.9  # of the host's memory, so a runaway agent cannot take it all
-
-
-class LauncherKind(StrEnum):
-    """How agents given by name are started (`collector run --launcher`)."""
-
-    LOCAL = "local"  # a process in the agent's own virtual environment
-    DOCKER = "docker"  # a container from the agent's image
-    SLURM = "slurm"  # a Slurm batch job on a node Slurm chooses
-    KUBERNETES = "kubernetes"  # an Indexed Job's pod on a node Kubernetes chooses
 
 
 @dataclass

@@ -15,12 +15,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fwbench.collector.run.cpu_load import cpu_load, load_columns
+from fwbench.collector.run.defaults import DEFAULT_THRESHOLD_PERCENT as DEFAULT_THRESHOLD_PERCENT
 from fwbench.collector.run.telemetry import Scraper
 
-# Others above this share of the agent's CPUs (or steal above it) make a row interfered. On an
-# idle 2-vCPU machine the collector's own scraping and the kernel stay near 1%; a process
-# that takes one core of two reads about 50%.
-DEFAULT_THRESHOLD_PERCENT = 10.0
 # --quiet-host: each look at the host takes this long (a shorter one reads ticks, not use).
 QUIET_LOOK_SECONDS = 1.0
 MAX_QUIET_SECONDS = 3600.0

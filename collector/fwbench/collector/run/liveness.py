@@ -46,10 +46,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.run.defaults import HANG_SECONDS as HANG_SECONDS
 from fwbench.collector.run.own_clock import OwnClock, own_clock
 from fwbench.spec import HEARTBEAT_SECONDS
 
-HANG_SECONDS = 60.0  # 30 heartbeat intervals
 STALL_GAP_SECONDS = 15.0  # 7.5 heartbeat intervals
 MEASURE_GAP_SECONDS = 6.0  # 3 heartbeat intervals: no sample may span a longer gap
 HEARTBEAT_SINCE = (1, 2)  # the protocol version that added the heartbeat

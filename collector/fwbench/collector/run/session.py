@@ -15,6 +15,7 @@ from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import mark_logs, scratch_folder
 from fwbench.collector.launchers import AgentHandle, Launcher
 from fwbench.collector.run.decide import DecideSettings, Decisions, run_until_decided
+from fwbench.collector.run.defaults import DEFAULT_OUT
 from fwbench.collector.run.execute import RunContext, run_all
 from fwbench.collector.run.launch import adopt, launch_all, make_launcher
 from fwbench.collector.run.metadata import (
@@ -51,7 +52,6 @@ from fwbench.collector.store.schema import SCHEMA_VERSION
 from fwbench.spec import Catalogue
 
 __all__ = ["DEFAULT_OUT", "RunOptions", "RunSummary", "execute_run", "run_status"]
-DEFAULT_OUT = Path("fwbench-results")  # the run folder's parent without --out: OUT/RUN_ID
 
 
 @dataclass

@@ -28,9 +28,8 @@ import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
 from fwbench.collector.run.cpu_load import INTERFERENCE_COLUMNS, cpu_load, load_columns
+from fwbench.collector.run.defaults import DEFAULT_INTERVAL_SECONDS as DEFAULT_INTERVAL_SECONDS
 from fwbench.collector.run.scrapes import Scrape, Window, maximum, mean
-
-DEFAULT_INTERVAL_SECONDS = 0.25
 
 # The agent's resident memory: client_python's standard process collector series (the agent
 # exports RSS once, under this name; agents of any version expose it).

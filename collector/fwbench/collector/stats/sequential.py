@@ -53,6 +53,7 @@ import numpy as np
 from scipy.stats import t as student_t
 
 from fwbench.collector.stats.bootstrap import FloatArray
+from fwbench.collector.stats.defaults import MAX_HISTORY_MARGIN as MAX_HISTORY_MARGIN
 from fwbench.collector.stats.significance import (
     ALPHA,
     EQUIVALENT,
@@ -63,9 +64,8 @@ from fwbench.collector.stats.significance import (
 
 MIN_REPETITIONS = 2  # a side, before the first look
 SPENDING_POWER = 3  # f_k = progress^3: little spent early, most where the processes are many
-# The widest equivalence margin taken from a host's history without --margin (stats/margins.py),
-# and what a margin given with --margin records as its source.
-MAX_HISTORY_MARGIN = 0.10
+# What a margin given with --margin records as its source (the widest taken from a host's
+# history without it, MAX_HISTORY_MARGIN, is in stats/defaults.py).
 MARGIN_GIVEN = "--margin"
 WIDEST = 1e6  # the widest speedup interval a look reports: [1e-6, 1e6]
 METHOD = (

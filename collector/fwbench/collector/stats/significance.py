@@ -54,11 +54,11 @@ from scipy.stats import mannwhitneyu, ttest_ind
 from scipy.stats import t as student_t
 
 from fwbench.collector.stats.bootstrap import FloatArray, ratio_interval, ratio_replicates
+from fwbench.collector.stats.defaults import DEFAULT_MARGIN as DEFAULT_MARGIN
+from fwbench.collector.stats.defaults import DEFAULT_NOISE_FLOOR as DEFAULT_NOISE_FLOOR
 
 ALPHA = 0.05
 EQUIVALENCE_ALPHA = ALPHA / 2  # each one-sided test, family-wise after Holm
-DEFAULT_NOISE_FLOOR = 0.03
-DEFAULT_MARGIN = 0.05
 FASTER, SLOWER, EQUIVALENT, UNDECIDED = "faster", "slower", "equivalent", "undecided"
 VERDICTS = (FASTER, SLOWER, EQUIVALENT, UNDECIDED)
 

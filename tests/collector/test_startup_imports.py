@@ -1,0 +1,141 @@
+"""`collector --version`, every --help and shell completion start fast (issue #54): they import
+none of the heavy packages the commands use where they run (pandas, SciPy, Matplotlib, gRPC and
+the protocol, Docker's SDK, ...). The command modules declare their options with typer and
+light constants only, and import what a command does inside the command; each command line
+below runs in a fresh interpreter, the way the console script runs the app, and what it
+imported is read back from sys.modules."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import typer.main
+
+from fwbench.collector import __version__
+from fwbench.collector.cli import app
+
+# Top-level packages a light command line must not import (google: google.protobuf), and the
+# generated protocol (fwbench.agent).
+FORBIDDEN = frozenset(
+    {
+        "pandas",
+        "numpy",
+        "scipy",
+        "matplotlib",
+        "grpc",
+        "google",
+        "docker",
+        "requests",
+        "pyarrow",
+        "prometheus_client",
+        "jinja2",
+        "yaml",
+        "cryptography",
+        "kubernetes",
+        "psutil",
+        "fwbench.agent",
+    }
+)
+
+# Runs each command line given (a JSON list of argument lists; null: the app as the console
+# script calls it, reading a completion request from the environment), then prints, last,
+# the top-level modules loaded (and fwbench.agent, when any of it is).
+PROGRAM = """
+import json, sys
+from fwbench.collector.cli import app
+for args in json.loads(sys.argv[1]):
+    try:
+        if args is None:
+            app(prog_name="collector")
+        else:
+            app(args, prog_name="collector", standalone_mode=False)
+    except SystemExit:
+        pass
+loaded = {name.split(".")[0] for name in sys.modules}
+loaded |= {"fwbench.agent" for name in sys.modules if name.split(".")[:2] == ["fwbench", "agent"]}
+print()
+print(json.dumps(sorted(loaded)))
+"""
+
+
+def start(lines: list[list[str] | None], env: dict[str, str] | None = None) -> tuple[str, set[str]]:
+    """What the command lines printed, and the modules their interpreter loaded."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("_COLLECTOR", "COMP_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAM, json.dumps(lines)],
+        env={**environment, "COLUMNS": "120", **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    printed, _, loaded = done.stdout.rstrip("\n").rpartition("\n")
+    return printed, set(json.loads(loaded))
+
+
+def assert_light(loaded: set[str], what: str) -> None:
+    heavy = sorted(loaded & FORBIDDEN)
+    assert not heavy, f"{what} imported {', '.join(heavy)}: import them where they are used"
+
+
+def test_version_is_light() -> None:
+    printed, loaded = start([["--version"]])
+    assert printed.strip() == f"collector {__version__}"
+    assert_light(loaded, "`collector --version`")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--help"],
+        ["run", "--help"],
+        ["compare", "--help"],
+        ["report", "--help"],
+        ["images", "--help"],
+        ["images", "build", "--help"],
+        ["k8s", "--help"],
+    ],
+    ids=" ".join,
+)
+def test_help_is_light(args: list[str]) -> None:
+    printed, loaded = start([args])
+    assert "Usage: collector" in printed  # the help was printed, not an error
+    assert_light(loaded, f"`collector {' '.join(args)}`")
+
+
+def command_lines(command: object, path: list[str]) -> list[list[str]]:
+    """`--help` of the group and of every command under it, subcommands included."""
+    lines = [[*path, "--help"]]
+    for name, sub in getattr(command, "commands", {}).items():
+        lines += command_lines(sub, [*path, name])
+    return lines
+
+
+def test_every_command_s_help_is_light() -> None:
+    """All of them in one interpreter: a command added later is held to it too."""
+    lines = command_lines(typer.main.get_command(app), [])
+    assert ["images", "build", "--help"] in lines and ["k8s", "render", "--help"] in lines
+    printed, loaded = start(list(lines))
+    assert printed.count("Usage: collector") == len(lines)
+    assert_light(loaded, "`collector COMMAND --help`")
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [("collector ru", "run"), ("collector run --lau", "--launcher")],
+    ids=["command", "option"],
+)
+def test_completion_is_light(words: str, expected: str) -> None:
+    env = {
+        "_COLLECTOR_COMPLETE": "complete_bash",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split()) - 1),
+    }
+    printed, loaded = start([None], env)
+    assert expected in printed.split(), printed  # a completion was given, not nothing
+    assert_light(loaded, f"completing `{words}`")
