@@ -7,9 +7,16 @@ share a process:
     fwbench-reference --plugin jax check CASE.npz [CASE.npz ...] --out-dir R
     fwbench-reference --plugin tensorflow shapes --models gpt --param layers=2 --out S
     fwbench-reference --plugin onnxruntime covers
+    fwbench-reference --plugin keras all CASE.npz [CASE.npz ...] --shapes-models vgg16 --out-dir R
 
 covers prints {"models": [...], "trains": bool}: the models the plugin's equivalence builds
 and whether it runs the training step (reference.equivalence_models / equivalence_trains).
+
+all does, in one process, what the tests would otherwise ask of four: R/covers.json
+({"equivalence": bool, and where true "models" and "trains" as covers prints them}), the
+shapes of the --shapes-models it covers (R/shapes.json, as shapes writes), and the cases whose
+model it covers (R/<case file name>, as check writes); each model is built once. A plugin
+without the capability gets covers.json alone, and the command succeeds.
 
 export writes W/<model>.npz; check writes R/<case file name>; shapes writes
 {model: {canonical name: shape}} of freshly initialised models. --param NAME=VALUE (repeated)
@@ -35,7 +42,7 @@ from typing import cast
 import numpy as np
 
 from fwbench.runtime.architectures import TRANSFORMER_NAMES
-from fwbench.runtime.plugin import EQUIVALENCE, context_from_environment
+from fwbench.runtime.plugin import EQUIVALENCE, FrameworkPlugin, context_from_environment
 from fwbench.runtime.reference import (
     EquivalenceCase,
     EquivalencePlugin,
@@ -141,6 +148,16 @@ def model_params(model: str, given: Mapping[str, int]) -> dict[str, int]:
     return workload.resolve_params({k: v for k, v in given.items() if k in workload.params})
 
 
+def fresh_weights(
+    plugin: EquivalencePlugin, model: str, given: Mapping[str, int], seed: int
+) -> dict[str, np.ndarray]:
+    """A freshly initialised model's canonical weights (a transformer shaped by `given`)."""
+    params = model_params(model, given)
+    if params:
+        return plugin.canonical_weights(model, seed, params)
+    return plugin.canonical_weights(model, seed)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fwbench-reference", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -160,12 +177,42 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("cases", type=Path, nargs="+")
     check.add_argument("--out-dir", type=Path, required=True)
     sub.add_parser("covers", help="print the models equivalence covers and whether it trains")
+    every = sub.add_parser("all", help="covers, shapes and cases, in one process")
+    every.add_argument("cases", type=Path, nargs="*")
+    every.add_argument("--shapes-models", default="", help="comma-separated model names")
+    every.add_argument("--out-dir", type=Path, required=True)
     return p
+
+
+def run_all(
+    loaded: FrameworkPlugin, shapes_models: list[str], cases: list[Path], out: Path
+) -> None:
+    """`all`: covers.json (written last: the run completed), shapes.json and the results."""
+    out.mkdir(parents=True, exist_ok=True)
+    covers: dict[str, object] = {"equivalence": EQUIVALENCE in loaded.optional_capabilities}
+    if covers["equivalence"]:
+        plugin = cast(EquivalencePlugin, loaded)  # the registry checked the declaration
+        covered = equivalence_models(plugin)
+        covers |= {"models": sorted(covered), "trains": equivalence_trains(plugin)}
+        shapes = {
+            model: {k: list(v.shape) for k, v in fresh_weights(plugin, model, {}, 0).items()}
+            for model in shapes_models
+            if model in covered
+        }
+        (out / "shapes.json").write_text(json.dumps(shapes))
+        for path in cases:
+            case = read_case(path)
+            if case.model in covered:
+                write_result(out / path.name, plugin.equivalence(case))
+    (out / "covers.json").write_text(json.dumps(covers))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     loaded = load_plugin(args.plugin, context_from_environment())
+    if args.command == "all":
+        run_all(loaded, [m for m in args.shapes_models.split(",") if m], args.cases, args.out_dir)
+        return 0
     if EQUIVALENCE not in loaded.optional_capabilities:
         print(f"fwbench-reference: plugin {args.plugin!r} lacks {EQUIVALENCE!r}", file=sys.stderr)
         return 2
@@ -183,15 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fwbench-reference: plugin {args.plugin!r} covers no {names}", file=sys.stderr)
         return 2
 
-    def weights(model: str, seed: int) -> dict[str, np.ndarray]:
-        params = model_params(model, given)
-        if params:
-            return plugin.canonical_weights(model, seed, params)
-        return plugin.canonical_weights(model, seed)
-
     if args.command == "shapes":
         shapes = {
-            model: {k: list(v.shape) for k, v in weights(model, 0).items()}
+            model: {k: list(v.shape) for k, v in fresh_weights(plugin, model, given, 0).items()}
             for model in args.models.split(",")
         }
         args.out.write_text(json.dumps(shapes))
@@ -199,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if args.command == "export":
         for model in args.models.split(","):
-            save_arrays(args.out_dir / f"{model}.npz", weights(model, args.seed))
+            weights = fresh_weights(plugin, model, given, args.seed)
+            save_arrays(args.out_dir / f"{model}.npz", weights)
     else:
         for case in args.cases:
             write_result(args.out_dir / case.name, plugin.equivalence(read_case(case)))
