@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SOURCES := pyproject.toml proto/pyproject.toml agents/runtime/pyproject.toml
 
-.PHONY: setup system-deps docker-deps slurm-deps images images-deb run lint proto docs test test-fast test-plugins test-main test-full test-time bench clean
+.PHONY: setup system-deps docker-deps slurm-deps images images-deb run lint proto docs test test-fast test-plugins test-main test-full test-stress stress-tests test-time bench clean
 
 # Every test target keeps where its time went in one folder a make command (test-runs/UTC-TIME,
 # test-runs/latest the newest): each stage's start and end with the host's busy, idle, iowait
@@ -18,7 +18,9 @@ endif
 export FWBENCH_TEST_RUN
 CLOCK := $(PYTHON) tests/suite_clock.py
 # $(call clocked,STAGE,COMMAND): COMMAND recorded as the stage STAGE; `status` takes its exit
-# status when it fails. $(call timed,STAGE,COMMAND): the same, exiting with that status.
+# status when it fails. $(call timed,STAGE,COMMAND): the same, exiting with that status. A
+# recipe of several lines starts and stops its stage on lines of their own (one that fails
+# leaves its stage never ended, which the report says).
 clocked = $(CLOCK) start $(1); s=0; $(2) || s=$$?; $(CLOCK) stop $(1) $$s; [ $$s = 0 ] || status=$$s
 timed = status=0; $(call clocked,$(1),$(2)); exit $$status
 
@@ -39,8 +41,13 @@ run: setup
 		--phases train,infer --batch-sizes 1,8
 
 lint: setup
-	@$(call timed,lint,$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy \
-		&& $(BIN)/lint-imports --no-cache && $(BIN)/python agents/lint_imports.py)
+	@$(CLOCK) start lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python agents/lint_imports.py
+	@$(CLOCK) stop lint 0
 
 proto: setup
 	$(BIN)/python proto/generate.py
@@ -72,7 +79,7 @@ system-deps:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 			apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
-	@$(CLOCK) stop system-deps
+	@$(CLOCK) stop system-deps 0
 
 # A real single-node Slurm for the Slurm launcher's tests (tests/slurm start slurmctld and
 # slurmd themselves, in a temporary folder): Debian's slurm-wlm 22.05 and munge.
@@ -82,7 +89,7 @@ slurm-deps:
 		echo "installing slurm-wlm munge"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 			apt-get install -y -qq --no-install-recommends slurm-wlm munge; }
-	@$(CLOCK) stop slurm-deps
+	@$(CLOCK) stop slurm-deps 0
 
 # Docker for the image and container tests (tests/docker): when no engine answers, Debian's
 # docker.io (dockerd, and a docker CLI whose built-in BuildKit client builds the images) is
@@ -107,7 +114,7 @@ docker-deps: setup
 		|| { command -v mmdebstrap >/dev/null || DEBIAN_FRONTEND=noninteractive \
 				apt-get install -y -qq --no-install-recommends mmdebstrap; \
 			$(BIN)/collector images base; }
-	@$(CLOCK) stop docker-deps
+	@$(CLOCK) stop docker-deps 0
 
 # The CPU agents' images (cached: seconds when nothing changed).
 images: docker-deps
@@ -122,29 +129,42 @@ test-plugins: setup system-deps
 	@$(call timed,plugins,$(PLUGIN_MATRIX) --run --jobs 2)
 
 # docker-deps made sure an engine runs: a Docker test that cannot reach it fails, not skips.
-# Most of the suite's time is waiting (agents starting, heartbeats, Slurm, Docker; one CPU of
-# two busy on average), so TEST_WORKERS pytest-xdist workers share it, a module (or a folder
-# that shares a daemon) whole on one worker (tests/conftest.py); then the modules marked
-# `serial`, whose assertions depend on timings or on a quiet host, run alone. Both parts run
-# even when the first fails, and the target fails if either did.
-TEST_WORKERS ?= 2
+# TEST_WORKERS pytest-xdist workers share the suite, a module (or a folder that shares a
+# daemon) whole on one worker (tests/conftest.py); the tests whose assertions depend on timings
+# (marked `timing`) hold on a busy host, so they run there too (`make test-stress` shows it).
+# Then the few marked `quiet`, whose premise is an idle host, run alone (each checks the host
+# first, and says so where it is busy). Both parts run even when the first fails, and the
+# target fails if either did. Three workers on two CPUs: many tests wait (on containers,
+# Slurm, heartbeats, timeouts), and two workers left the CPUs idle 10% of the main suite.
+TEST_WORKERS ?= 3
 MAIN_PYTEST = FWBENCH_REQUIRE_DOCKER=1 FWBENCH_REQUIRE_SLURM=1 $(BIN)/pytest --durations=30 \
 	--ignore=tests/plugin_contract \
 	$$($(PLUGIN_MATRIX) | while read -r agent plugin folders; do \
 		for f in $$folders; do printf -- '--ignore=%s ' $$f; done; done)
 
-# $(call workers_then_serial,PYTEST,MARKS,NAME): PYTEST on TEST_WORKERS workers for the tests
-# `MARKS not serial`, then alone for `MARKS serial`; both always, failing if either did; the
-# stages NAME-workers and NAME-serial, each with its junit file in the run's folder.
+# $(call workers_then_quiet,PYTEST,MARKS,NAME): PYTEST on TEST_WORKERS workers for the tests
+# `MARKS not quiet`, then alone for `MARKS quiet`; both always, failing if either did; the
+# stages NAME-workers and NAME-quiet, each with its junit file in the run's folder.
 JUNIT = --junitxml=$(FWBENCH_TEST_RUN)/$(1).xml -o junit_family=xunit2
-workers_then_serial = status=0; \
-	$(call clocked,$(3)-workers,$(1) -n $(TEST_WORKERS) --dist loadscope -m "$(2)not serial" \
+workers_then_quiet = status=0; \
+	$(call clocked,$(3)-workers,$(1) -n $(TEST_WORKERS) --dist loadscope -m "$(2)not quiet" \
 		$(call JUNIT,$(3)-workers)); \
-	$(call clocked,$(3)-serial,$(1) -m "$(2)serial" $(call JUNIT,$(3)-serial)); \
+	$(call clocked,$(3)-quiet,$(1) -m "$(2)quiet" $(call JUNIT,$(3)-quiet)); \
 	exit $$status
 
 test-main: setup system-deps docker-deps slurm-deps
-	@$(call workers_then_serial,$(MAIN_PYTEST),,main)
+	@$(call workers_then_quiet,$(MAIN_PYTEST),not full and ,main)
+
+# The timing-sensitive part of the suite (marked `timing` or `quiet`) as `make test-main` runs
+# it, with two busy processes spinning beside it from start to end (tests/stress.py): every
+# outcome must hold on a loaded host; the `quiet` tests check the host and skip, saying so.
+test-stress: setup system-deps docker-deps slurm-deps
+	@$(call timed,stress,$(PYTHON) tests/stress.py --busy 2 -- $(MAKE) --no-print-directory \
+		stress-tests)
+	@$(CLOCK) report
+
+stress-tests:
+	@$(call workers_then_quiet,$(MAIN_PYTEST),not full and (timing or quiet) and ,stress)
 
 # The stages in turn (the first that fails stops the rest, as make does), then where the time
 # went: each stage, the folders, the slowest tests.
@@ -155,25 +175,30 @@ test:
 test-time:
 	@$(CLOCK) report
 
-# Every catalogue model stepped, VGG-16 and ResNet-152 too, in the plugins' tests, their
-# contract suites and the equivalence numerics (`make test` builds those two and checks their
-# architecture; tests/stepped_models.py says why). Run it when a model's definition or weight
-# loading changes.
-test-full: setup system-deps
+# What `make test` leaves out because it repeats, through another path, a component it runs
+# (docs/testing.md): every catalogue model stepped and swept, in the plugins' tests (Keras'
+# on each backend), their contract suites and the equivalence numerics (tests/stepped_models.py),
+# and the main suite's tests marked `full` (every agent through every launcher, the Debian BLAS
+# images, ...). Run it when a model's definition, weight loading or a launch path changes.
+test-full: setup system-deps docker-deps slurm-deps
 	@status=0; \
 	$(call clocked,full-plugins,FWBENCH_FULL=1 $(PLUGIN_MATRIX) --run --jobs 2); \
 	$(call clocked,full-equivalence,FWBENCH_FULL=1 $(BIN)/pytest \
 		tests/equivalence/test_equivalence.py $(call JUNIT,full-equivalence)); \
+	$(call clocked,full-main,$(MAIN_PYTEST) -n $(TEST_WORKERS) --dist loadscope -m full \
+		$(call JUNIT,full-main)); \
 	$(CLOCK) report; exit $$status
 
-# The quick loop while developing: lint and the tests that need no agent environment, no
-# Docker and no host tools (the collector against fakes, the runtime in-process, the spec,
-# the example agent as a process).
-FAST_TESTS = tests/collector tests/runtime tests/spec tests/faults tests/docs tests/conformance \
-	tests/examples tests/distributed tests/cluster
+# The quick loop while developing (under 5 minutes on 2 CPUs): lint and the tests that need no
+# agent environment, no Docker, no host tools and no timings (the collector against fakes and
+# in-process, the runtime in-process, the spec, the docs, the example agent as a process).
+# What it leaves to `make test`: real agents, Docker, Slurm, the fault injection (tests/faults),
+# conformance, worlds, the fake cluster, and every test marked `timing` or `quiet`.
+FAST_TESTS = tests/collector tests/runtime tests/spec tests/docs tests/examples
 
 test-fast: lint
-	@$(call workers_then_serial,$(BIN)/pytest $(FAST_TESTS),not agent and not docker and ,fast)
+	@$(call timed,fast,$(BIN)/pytest $(FAST_TESTS) -n $(TEST_WORKERS) --dist loadscope \
+		-m "not agent and not docker and not timing and not quiet" $(call JUNIT,fast))
 
 bench: setup
 	$(BIN)/python tests/benchmarks/bench_harness.py

@@ -20,10 +20,13 @@ os.environ.setdefault("FWBENCH_CALIBRATION", "quick")
 # Makefile's test targets), each test's wall time and the CPU time it cost, this process's and
 # that of the child processes it waited for (agents, collectors, compilers), one JSON line a
 # test in the run's folder, a file per pytest process (xdist workers, agent environments).
+# Only the pytest runs that write a junit file (the Makefile's) record: a pytest a test starts
+# inherits the variable, and its tests' CPU is already its parent test's.
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     folder = os.environ.get("FWBENCH_TEST_RUN")
-    if not folder:
+    junit = item.config.getoption("xmlpath", None)  # the pytest run's junit file, if any
+    if not folder or not junit:
         yield
         return
     began, before = time.monotonic(), os.times()
@@ -33,6 +36,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     children = after.children_user + after.children_system
     children -= before.children_user + before.children_system
     line = {"nodeid": item.nodeid, "wall": time.monotonic() - began, "cpu": own + children}
+    line["run"] = Path(junit).stem
     name = f"cpu-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{os.getpid()}.jsonl"
     with (Path(folder) / name).open("a") as out:
         out.write(json.dumps(line) + "\n")
@@ -51,8 +55,8 @@ def quick_host_calibration(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     yield
 
 
-# `make test-main` runs the suite on two pytest-xdist workers (`--dist loadscope`), then the
-# modules marked `serial` alone. Each module is one scope, run whole on one worker, so its
+# `make test-main` runs the suite on pytest-xdist workers (`--dist loadscope`), then the
+# tests marked `quiet` alone. Each module is one scope, run whole on one worker, so its
 # module and session fixtures are made once; each folder whose tests share one daemon or one
 # cluster (a Docker engine whose containers they count, Slurm clusters, the fake Kubernetes
 # API) is one scope. (xdist_group marks would say the same, but `--dist loadgroup` ignores
@@ -70,11 +74,22 @@ def scope_of(nodeid: str) -> str:
 
 
 # The scopes that take longest are dealt first, the rest in xdist's order (most tests first):
-# a long scope dealt last runs alone while the other worker idles. tests/docker builds its
+# a long scope dealt last runs alone while the other workers idle. tests/docker builds its
 # images (minutes on a machine that has none), the equivalence module compiles every model
-# in every framework, tests/slurm starts clusters; none has the most tests.
-LONGEST_FIRST = ("tests/docker", "tests/equivalence/test_equivalence.py", "tests/slurm",
-                 "tests/cluster")  # fmt: skip
+# in every framework, tests/slurm starts clusters; none has the most tests. The others took
+# 2-4 minutes each (`make test-time`, AMD EPYC family 25, 2026-12-06).
+LONGEST_FIRST = (
+    "tests/docker",
+    "tests/equivalence/test_equivalence.py",
+    "tests/slurm",
+    "tests/conformance/test_conformance_suite.py",
+    "tests/integration/test_frameworks.py",
+    "tests/integration/test_until_decided.py",
+    "tests/cluster",
+    "tests/faults/test_environment_readiness.py",
+    "tests/integration/test_compare_run.py",
+    "tests/distributed/test_torch_world.py",
+)
 
 
 def longest_first(scopes: list[str]) -> list[str]:

@@ -1,16 +1,26 @@
-"""Which catalogue models the tests step (forward, and backward to train), and how XLA
-compiles their steps there, in one place.
+"""Which catalogue models the tests build and step (forward, and backward to train), and how
+XLA compiles their steps there, in one place.
 
-`make test` steps the models whose building blocks differ: LeNet's plain conv and dense layers,
-ResNet's basic and bottleneck blocks, MobileNet's and EfficientNet's depthwise ones, the LSTM.
-VGG-16 (LeNet's layers, larger) and ResNet-152 (ResNet-50's block, more of it) are built there
-and their architecture checked (parameter names, shapes and counts), but stepping them is the
-same code as their smaller twins' at a few times the cost: XLA compiled ResNet-152's training
-step for 38-51 s, in each of the contract suites of six frameworks' agents and again in their
-own tests. Stepping the two took 403 s of `make test-plugins`' 2144 s of job time on a 2-vCPU
-Intel Xeon (a cold CI run, 2026-11-30).
-`make test-full` (FWBENCH_FULL=1) steps every model, in the plugins' tests, the contract suite
-and the equivalence numerics; a change to a model's definition or to weight loading runs it.
+Every model is checked in every framework in `make test` once, by the cross-framework
+equivalence test (tests/equivalence): its architecture (parameter names, shapes and counts) and,
+for the models whose building blocks differ (`stepped`), its numerics: LeNet's plain conv and
+dense layers, ResNet's basic and bottleneck blocks, MobileNet's and EfficientNet's depthwise
+ones, the LSTM. VGG-16 (LeNet's layers, larger) and ResNet-152 (ResNet-50's block, more of it)
+are built there, not stepped: stepping them is the same code as their smaller twins' at a few
+times the cost (XLA compiled ResNet-152's training step for 38-51 s).
+
+The plugins' own tests and the plugin contract suite sweep models over each framework's modes,
+phases and dtypes; in `make test` they sweep one model of each kind of block (`swept`): LeNet
+(convolution, pooling, dense), ResNet-18 (BatchNorm and residual blocks), MobileNetV2
+(depthwise convolutions, inverted residuals) and the LSTM. ResNet-50, EfficientNet-B0, VGG-16
+and ResNet-152 repeat those blocks at several times the cost; the equivalence test steps the
+first two in every framework. Sweeping all eight took 640 s of the plugin stage's 1330 s of
+test time on an AMD EPYC (family 25, 2 vCPUs, 2026-12-06): the contract suite's
+EfficientNet-B0 training cell alone 25-46 s in each of four environments.
+
+`make test-full` (FWBENCH_FULL=1) steps and sweeps every model, in the plugins' tests, the
+contract suite and the equivalence numerics; a change to a model's definition or to weight
+loading runs it.
 
 XLA (JAX's, Keras on JAX's and TensorFlow's jit_compile) compiles the tests' steps without
 LLVM's expensive passes (fast_xla_compile): most of a big model's compile time is LLVM
@@ -38,21 +48,43 @@ def stepped(model: str) -> bool:
     return FULL or model not in LARGER_TWINS
 
 
-def why_not(model: str) -> str:
-    """The reason a test that would step `model` gives for not stepping it."""
+# A model the plugins' sweeps leave to `make test-full` -> the swept model with its blocks.
+SWEPT_TWINS = {
+    "resnet50": "resnet18",
+    "efficientnet_b0": "mobilenet_v2",
+    "vgg16": "lenet",
+    "resnet152": "resnet18",
+}
+
+
+def swept(workload: str) -> bool:
+    """Whether this run's plugin tests and contract suite build and step `workload` (every
+    workload that is not a catalogue model repeating another's blocks)."""
+    return FULL or workload not in SWEPT_TWINS
+
+
+def why_not_swept(workload: str) -> str:
     return (
-        f"{model} repeats {LARGER_TWINS[model]}'s building blocks, which this run steps; "
-        "`make test-full` (FWBENCH_FULL=1) steps it"
+        f"{workload} repeats {SWEPT_TWINS[workload]}'s blocks, which this run sweeps (the "
+        "equivalence test builds it in every framework); `make test-full` (FWBENCH_FULL=1) "
+        "sweeps it"
     )
 
 
-def params(names: list[str] | tuple[str, ...]) -> list[object]:
-    """`names` for a parametrized test that steps each, those this run does not step skipped
-    with the reason."""
-    return [
-        pytest.param(name, marks=() if stepped(name) else pytest.mark.skip(reason=why_not(name)))
-        for name in names
-    ]
+def swept_params(names: list[str] | tuple[str, ...]) -> list[object]:
+    """`names` for a parametrized sweep, those this run does not sweep skipped, with why."""
+    return [pytest.param(name, marks=sweep_marks(name)) for name in names]
+
+
+def sweep_marks(workload: str) -> tuple[pytest.MarkDecorator, ...]:
+    """None for a workload this run sweeps; else a skip saying why."""
+    return () if swept(workload) else (pytest.mark.skip(reason=why_not_swept(workload)),)
+
+
+def full_marks(workload: str) -> tuple[pytest.MarkDecorator, ...]:
+    """For the main suite's sweeps, which `make test` and `make test-full` split by mark, not by
+    FWBENCH_FULL: the `full` mark on a workload `make test` does not sweep."""
+    return (pytest.mark.full,) if workload in SWEPT_TWINS else ()
 
 
 def fast_xla_compile() -> None:

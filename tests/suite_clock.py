@@ -83,7 +83,8 @@ def record(event: str, stage: str, rc: int | None = None, say: bool = True) -> N
     elif say:
         began = [s.began for s in stages(folder) if s.name == stage and s.ended is None]
         spent = f" after {minutes(now - began[-1]).strip()}" if began else ""
-        print(f"== {stage}: ended{spent}, exit status {rc}", flush=True)
+        status = "" if rc is None else f", exit status {rc}"
+        print(f"== {stage}: ended{spent}{status}", flush=True)
     with (folder / STAGES).open("a") as out:
         out.write(json.dumps(line) + "\n")
 
@@ -147,16 +148,17 @@ def junit_id(nodeid: str) -> str:
     return f"{'.'.join(names[:-1])}::{names[-1]}{bracket}{params}"
 
 
-def cpu_seconds(folder: Path) -> dict[str, float]:
-    """{junit id: CPU seconds} from the cpu-*.jsonl lines tests/conftest.py writes."""
-    found: dict[str, float] = {}
+def cpu_seconds(folder: Path) -> dict[tuple[str, str], float]:
+    """{(pytest run, junit id): CPU seconds} from the lines tests/conftest.py writes (a pytest
+    run is named by its junit file: the same test runs in several agents' environments)."""
+    found: dict[tuple[str, str], float] = {}
     for path in folder.glob("cpu-*.jsonl"):
         for line in path.read_text().splitlines():
             try:
                 test = json.loads(line)
             except json.JSONDecodeError:  # a worker killed while writing
                 continue
-            key = junit_id(test["nodeid"])
+            key = (test.get("run", ""), junit_id(test["nodeid"]))
             found[key] = found.get(key, 0.0) + test["cpu"]
     return found
 
@@ -177,7 +179,7 @@ def cases(folder: Path) -> list[Case]:
                     outcome = "failed" if kind == "failure" else kind
             nodeid = f"{case.get('classname', '')}::{case.get('name', '')}"
             seconds = float(case.get("time") or 0)
-            found.append(Case(nodeid, seconds, outcome, path.stem, cpu.get(nodeid)))
+            found.append(Case(nodeid, seconds, outcome, path.stem, cpu.get((path.stem, nodeid))))
     return found
 
 

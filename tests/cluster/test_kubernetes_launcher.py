@@ -277,6 +277,7 @@ def test_worlds_of_one_pod_are_worlds_too(
 
 
 @pytest.mark.agent
+@pytest.mark.full  # make test: the fake agent's worlds here, torch's DDP through Slurm and locally
 def test_a_torch_world_meets_through_the_services_pod_hostnames(
     kube: FakeKube, torch_image: None, tmp_path: Path
 ) -> None:

@@ -25,7 +25,7 @@ from fwbench.spec import load_catalogue
 sys.path.insert(0, str(Path(__file__).parents[1]))  # fake_agent
 from fake_agent import write_fake_agents
 
-pytestmark = pytest.mark.serial  # its ceilings come from measured times
+pytestmark = pytest.mark.timing  # its ceilings come from measured times
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 

@@ -31,7 +31,7 @@ from fwbench.collector.store.database import ResultStore
 sys.path.insert(0, str(Path(__file__).parents[1]))  # fake_agent
 from fake_agent import write_fake_agents
 
-pytestmark = pytest.mark.serial  # which rows pass the ceiling comes from measured times
+pytestmark = pytest.mark.timing  # which rows pass the ceiling comes from measured times
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 

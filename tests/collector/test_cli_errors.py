@@ -24,6 +24,8 @@ import pytest
 from fwbench.collector.store.database import ResultStore
 from fwbench.collector.store.schema import COLUMN_NAMES
 
+pytestmark = pytest.mark.timing  # each refused command within its time limit
+
 COLLECTOR = shutil.which("collector", path=str(Path(sys.executable).parent))
 RUN_ID = "20250101-000000-beef"
 STARTED = pd.Timestamp(1_700_000_000_123_456_789, tz="UTC")

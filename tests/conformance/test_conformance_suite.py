@@ -25,6 +25,8 @@ from fwbench.collector.conformance.plan import GROUPS
 from fwbench.runtime.security import ServerSecurity
 from fwbench.runtime.server import create_server
 
+pytestmark = pytest.mark.timing  # heartbeats and hangs against the clock
+
 
 def run_command(
     target: int | str, *args: str, **options: object

@@ -22,7 +22,7 @@ from fake_agent import write_fake_agents
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.analysis.scaling import scaling_table
 
-pytestmark = pytest.mark.serial  # it checks that no row was left out as interfered
+pytestmark = pytest.mark.timing  # its verdicts and hang timeouts come from measured times
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 

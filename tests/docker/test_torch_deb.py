@@ -20,6 +20,8 @@ import pytest
 from docker.models.containers import Container
 from docker.models.images import Image
 
+# Building the four images (Debian's apt packages) and running them repeats the Docker path
+# every image takes: `make test-full` does, `make test` lints their Dockerfile.
 pytestmark = pytest.mark.docker
 
 BIN = Path(sys.executable).parent
@@ -66,6 +68,7 @@ def _env(image: Image) -> dict[str, str]:
     return dict(item.split("=", 1) for item in image.attrs["Config"]["Env"])
 
 
+@pytest.mark.full
 @pytest.mark.parametrize("variant", sorted(EXPECTED))
 def test_each_image_declares_itself_by_labels(deb_images: dict[str, Image], variant: str) -> None:
     image = deb_images[variant]
@@ -97,6 +100,7 @@ def test_each_image_declares_itself_by_labels(deb_images: dict[str, Image], vari
     assert env["FWBENCH_AGENT_NAME"] == name and image.attrs["Config"]["User"] == "10001:10001"
 
 
+@pytest.mark.full
 def test_the_variants_share_every_layer_but_the_last(deb_images: dict[str, Image]) -> None:
     layers = {v: image.attrs["RootFS"]["Layers"] for v, image in deb_images.items()}
     shared = {tuple(stack[:-1]) for stack in layers.values()}
@@ -153,6 +157,7 @@ def collector(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.full
 def test_every_row_names_the_blas_its_image_selected(
     agents: dict[str, str], tmp_path: Path
 ) -> None:
@@ -178,6 +183,7 @@ def test_every_row_names_the_blas_its_image_selected(
         assert json.loads(row.environment)["FWBENCH_EXPECT_BLAS"] == wanted
 
 
+@pytest.mark.full
 def test_torch_1_13_runs_every_model_and_offers_no_compile(
     agents: dict[str, str], tmp_path: Path
 ) -> None:
@@ -202,6 +208,7 @@ def test_torch_1_13_runs_every_model_and_offers_no_compile(
     assert len(rows) == 12 and (rows.status == "ok").all(), rows[["workload", "status", "error"]]
 
 
+@pytest.mark.full
 def test_an_image_asked_for_another_blas_refuses_to_start(
     deb_images: dict[str, Image], docker_daemon: docker.DockerClient
 ) -> None:

@@ -13,8 +13,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from fake_agent import write_fake_agents
 from fault_cli import folder_rows
+
+pytestmark = pytest.mark.timing  # hang timeouts against measured gaps
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 

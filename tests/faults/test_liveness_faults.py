@@ -17,10 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from fake_agent import write_fake_agents
 from fault_cli import folder_rows
 
 from fwbench.collector.run.liveness import STALL_GAP_SECONDS
+
+pytestmark = pytest.mark.timing  # hang and stall timeouts against measured gaps
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 

@@ -13,8 +13,11 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from fake_agent import write_fake_agents
 from fault_cli import folder_rows
+
+pytestmark = pytest.mark.timing  # an interrupt or a kill lands between cells
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 BATCH_SIZES = "1,2,3,4,5"

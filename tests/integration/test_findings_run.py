@@ -15,7 +15,7 @@ import pytest
 from collector_cli import collector
 from fake_agent import write_fake_agents
 
-pytestmark = pytest.mark.serial  # its findings leave interfered rows out
+pytestmark = pytest.mark.timing  # its findings come from measured times
 
 
 def run_fakes(manifests: Path, agents: str, out: Path) -> subprocess.CompletedProcess[str]:

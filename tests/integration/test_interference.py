@@ -19,8 +19,11 @@ import pandas as pd
 import pytest
 from collector_cli import COLLECTOR, collector
 from fake_agent import write_fake_agents
+from quiet_host import require_quiet_host
 
-pytestmark = pytest.mark.serial  # it makes interference: another test's load adds some
+# Each test makes interference of its own; the three whose premise is an idle host check it
+# first and skip, saying what they saw, on a busy one (quiet_host.py).
+pytestmark = pytest.mark.timing
 
 AGENTS = {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}}
 CELLS = (
@@ -93,9 +96,11 @@ def test_cells_beside_a_hog_are_interfered_and_never_called(tmp_path: Path, isol
     assert "every one of slow's 2 processes here was interfered" in slow["notes"]
 
 
+@pytest.mark.quiet
 def test_with_no_hog_no_cell_of_an_idle_machine_is_interfered(
     tmp_path: Path, isolated_store
 ) -> None:
+    require_quiet_host()
     command, out = _run_command(tmp_path, "--repeat", "2")
     done = collector(*command, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -140,9 +145,11 @@ def _run_until_said(tmp_path: Path, command: list[str], stop_hog_at: str) -> str
     return progress
 
 
+@pytest.mark.quiet
 def test_quiet_host_waits_for_the_hog_to_stop_before_measuring(
     tmp_path: Path, isolated_store
 ) -> None:
+    require_quiet_host()
     command, out = _run_command(tmp_path, "--quiet-host", "120")
     progress = " ".join(_run_until_said(tmp_path, command, "Waiting for a quiet host").split())
     assert "the host is quiet after" in progress, progress
@@ -150,10 +157,12 @@ def test_quiet_host_waits_for_the_hog_to_stop_before_measuring(
     assert not rows["interfered"].any() and rows["interfered"].notna().all()
 
 
+@pytest.mark.quiet
 def test_until_decided_measures_an_interfered_cell_again(tmp_path: Path, isolated_store) -> None:
     """The hog runs until the first cell is said to be interfered, then stops: that process is
     left out, its cell measured again in a later round, and the verdict comes from clean
     processes alone."""
+    require_quiet_host()
     command, out = _run_command(tmp_path, "--until-decided", "--budget", "3m")
     _run_until_said(tmp_path, command, "INTERFERED")
     rows = pd.read_parquet(out / "results.parquet")

@@ -8,6 +8,7 @@ import time
 
 import grpc
 import pytest
+from stepped_models import full_marks
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.client import AgentClient
@@ -59,8 +60,9 @@ def test_torch_agent_describes_itself(torch_agent):
 
 PHASES = {"train": agent_pb2.PHASE_TRAIN, "infer": agent_pb2.PHASE_INFER}
 # Every workload in each phase the catalogue gives it (generate: inference only).
+# (The models whose blocks others repeat in `make test-full`: tests/stepped_models.py.)
 BENCHMARKS = [
-    (name, PHASES[phase])
+    pytest.param(name, PHASES[phase], marks=full_marks(name))
     for name, w in CATALOGUE.workloads.items()
     if w.kind not in ("accuracy", "collective")
     for phase in w.phases
@@ -75,20 +77,22 @@ def test_torch_agent_runs_every_catalogue_workload(torch_agent, workload, phase)
     assert result.settings.dtype == agent_pb2.DTYPE_FLOAT32
 
 
-def test_torch_agent_trains_to_accuracy_in_both_modes(torch_agent):
-    for mode in ("eager", "compile"):
-        req = agent_pb2.RunRequest(
-            workload="train_to_accuracy",
-            phase=agent_pb2.PHASE_TRAIN,
-            batch_size=32,
-            mode=mode,
-            params={"max_epochs": 3, "target_accuracy_permille": 1000},
-        )
-        result = result_of(torch_agent.client, req)
-        assert result.settings.mode == mode
-        assert result.accuracy.epochs == 3 and not result.accuracy.reached
-        assert len(result.sample_nanoseconds) == 2
-        assert result.accuracy.history[-1].validation_accuracy > 0.5  # it learns
+# Eager training to accuracy runs in every framework's default mode through the collector
+# (test_frameworks.py); here compiled, and eager again in `make test-full`.
+@pytest.mark.parametrize("mode", ["compile", pytest.param("eager", marks=pytest.mark.full)])
+def test_torch_agent_trains_to_accuracy_in_each_mode(torch_agent, mode):
+    req = agent_pb2.RunRequest(
+        workload="train_to_accuracy",
+        phase=agent_pb2.PHASE_TRAIN,
+        batch_size=32,
+        mode=mode,
+        params={"max_epochs": 3, "target_accuracy_permille": 1000},
+    )
+    result = result_of(torch_agent.client, req)
+    assert result.settings.mode == mode
+    assert result.accuracy.epochs == 3 and not result.accuracy.reached
+    assert len(result.sample_nanoseconds) == 2
+    assert result.accuracy.history[-1].validation_accuracy > 0.5  # it learns
 
 
 def test_torch_agent_applies_threads_and_dtype(torch_agent):

@@ -2,7 +2,10 @@
 a GPT that cannot fit in this host before building it, and measures the next cell in the same
 process; tests/benchmarks/bench_generate.py (docs/transformers.md's harness check) runs end to
 end at a tiny shape: the agent over gRPC and both bare scripts, three figures each; and the
-command docs/transformers.md shows, run as it is written, gives ok rows for every framework."""
+command docs/transformers.md shows, run as it is written, gives ok rows for every framework
+(`make test-full`: each framework's transformers are proven in `make test` by their plugin
+tests and tests/equivalence, and every agent's gRPC path by tests/integration/test_frameworks).
+"""
 
 from __future__ import annotations
 
@@ -62,6 +65,7 @@ def doc_command() -> list[str]:
     return shlex.split(block.replace("\\\n", " "))
 
 
+@pytest.mark.full
 def test_the_documented_command_gives_ok_rows_for_every_framework(tmp_path, isolated_store):
     command = doc_command()
     assert command[:2] == ["collector", "run"]

@@ -340,7 +340,7 @@ def _check_model_step(plugin, name: str, phase: str):
 
 
 @pytest.mark.parametrize("phase", ["infer", "train"])
-@pytest.mark.parametrize("name", stepped_models.params(models.MODEL_NAMES))
+@pytest.mark.parametrize("name", stepped_models.swept_params(models.MODEL_NAMES))
 def test_every_model_builds_and_runs(plugin, name, phase):
     _check_model_step(plugin, name, phase)
 

@@ -11,6 +11,8 @@ import pytest
 from fwbench.keras_plugin import weights
 from fwbench.keras_plugin.models import MODEL_NAMES, build_model
 
+pytestmark = pytest.mark.usefixtures("models_backend")  # conftest.py: one backend in make test
+
 
 @pytest.mark.parametrize("name", MODEL_NAMES)
 def test_trainable_parameters_equal_the_catalogues(backend, catalogue, name):

@@ -13,7 +13,7 @@ from fwbench.agent.v1 import agent_pb2
 from fwbench.runtime.plugin import BuiltStep, GenerationSteps, Settings
 from fwbench.runtime.timing import GenerationTimer
 
-pytestmark = pytest.mark.serial  # it bounds the time between a sample's timed parts
+pytestmark = pytest.mark.timing  # it bounds the time between a sample's timed parts
 
 GENERATE = {"prompt_len": 50, "new_tokens": 5, "layers": 1, "hidden": 8, "heads": 2}
 

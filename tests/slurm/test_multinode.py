@@ -27,7 +27,8 @@ def _fwbench_jobs(cluster: MultiNodeCluster) -> list[str]:
     return [line.split("|")[0] for line in done.stdout.splitlines() if "|fwbench:" in line]
 
 
-@pytest.mark.parametrize("agent", ["torch-cpu", "tf-eigen"])
+# TensorFlow's world takes the same Slurm path as torch's: `make test-full` runs it.
+@pytest.mark.parametrize("agent", ["torch-cpu", pytest.param("tf-eigen", marks=pytest.mark.full)])
 def test_a_world_spans_two_nodes_and_agrees_with_one_host(
     slurm_nodes: MultiNodeCluster, tmp_path: Path, agent: str
 ) -> None:

@@ -21,6 +21,8 @@ from run_security import refuse_strangers
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.launchers.base import ORPHAN_SECONDS
 
+pytestmark = pytest.mark.timing  # kills, Ctrl-C and jobs that end themselves in time
+
 COLLECTOR = Path(sys.executable).with_name("collector")
 
 
@@ -260,6 +262,7 @@ def test_a_process_of_two_devices_is_one_task_told_so(
 
 
 @pytest.mark.agent
+@pytest.mark.full  # make test: a real torch world across two nodes (test_multinode.py)
 def test_real_agents_and_torch_and_tensorflow_worlds_through_slurm(
     slurm_cluster: Path, tmp_path: Path
 ) -> None:

@@ -68,7 +68,7 @@ def _arrays(output: object) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("phase", ["train", "infer"])
-@pytest.mark.parametrize("workload", stepped_models.params(WORKLOADS))
+@pytest.mark.parametrize("workload", stepped_models.swept_params(WORKLOADS))
 def test_every_workload_phase_and_mode_builds_and_steps(plugin, workload, phase, mode):
     # XLA's CPU compiler takes most of this file's time (resnet152 training: ~30 s).
     built = plugin.build(spec(workload, phase, mode))
