@@ -1,13 +1,14 @@
 """Which catalogue models the tests build and step (forward, and backward to train), and how
 XLA compiles their steps there, in one place.
 
-Every model is checked in every framework in `make test` once, by the cross-framework
-equivalence test (tests/equivalence): its architecture (parameter names, shapes and counts) and,
-for the models whose building blocks differ (`stepped`), its numerics: LeNet's plain conv and
-dense layers, ResNet's basic and bottleneck blocks, MobileNet's and EfficientNet's depthwise
-ones, the LSTM. VGG-16 (LeNet's layers, larger) and ResNet-152 (ResNet-50's block, more of it)
-are built there, not stepped: stepping them is the same code as their smaller twins' at a few
-times the cost (XLA compiled ResNet-152's training step for 38-51 s).
+Every model is checked in every framework in `make test` once (Keras' on one backend, below),
+by the cross-framework equivalence test (tests/equivalence): its architecture (parameter names,
+shapes and counts) and, for the models whose building blocks differ (`stepped`), its numerics:
+LeNet's plain conv and dense layers, ResNet's basic and bottleneck blocks, MobileNet's and
+EfficientNet's depthwise ones, the LSTM. VGG-16 (LeNet's layers, larger) and ResNet-152
+(ResNet-50's block, more of it) are built there, not stepped: stepping them is the same code as
+their smaller twins' at a few times the cost (XLA compiled ResNet-152's training step for
+38-51 s).
 
 The plugins' own tests and the plugin contract suite sweep models over each framework's modes,
 phases and dtypes; in `make test` they sweep one model of each kind of block (`swept`): LeNet
@@ -85,6 +86,27 @@ def full_marks(workload: str) -> tuple[pytest.MarkDecorator, ...]:
     """For the main suite's sweeps, which `make test` and `make test-full` split by mark, not by
     FWBENCH_FULL: the `full` mark on a workload `make test` does not sweep."""
     return (pytest.mark.full,) if workload in SWEPT_TWINS else ()
+
+
+# Keras builds its models by the same code on every backend: `make test` builds and steps
+# them in this backend's environment (the Keras plugin's tests, the contract suite, the
+# equivalence test), and LeNet through every Keras agent (tests/integration/test_frameworks.py);
+# `make test-full` all of them on each backend.
+KERAS_MODELS_BACKEND = "torch"
+
+
+def keras_models_here() -> bool:
+    """Whether this process builds catalogue models: anywhere but a Keras environment on
+    another backend than KERAS_MODELS_BACKEND, and everywhere with FWBENCH_FULL=1."""
+    backend = os.environ.get("KERAS_BACKEND")
+    return FULL or backend is None or backend == KERAS_MODELS_BACKEND
+
+
+def why_not_keras_models() -> str:
+    return (
+        f"make test builds the Keras models on {KERAS_MODELS_BACKEND} (and LeNet through every "
+        "Keras agent); `make test-full` (FWBENCH_FULL=1) here too"
+    )
 
 
 def fast_xla_compile() -> None:

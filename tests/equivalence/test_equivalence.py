@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from stepped_models import FULL, stepped
+from stepped_models import FULL, KERAS_MODELS_BACKEND, stepped
 
 from fwbench.collector.agents.environments import environment_for
 from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
@@ -64,10 +64,10 @@ AGENTS = tuple(m.name for m in MANIFESTS.values() if m.representative and not m.
 REFERENCE = "torch-cpu"
 OTHERS = tuple(agent for agent in AGENTS if agent != REFERENCE)
 # Keras builds its models by the same code on every backend: `make test` proves them on one
-# (keras-torch, the backend the Keras plugin's own tests build models in, and the quickest
-# here: 21 s against keras-jax's 131 s and keras-tf's 74 s on an AMD EPYC family 25); `make
-# test-full` (FWBENCH_FULL=1) on each, as the JAX and TensorFlow agents prove those backends.
-ONE_BACKEND = {"keras": "keras-torch"}
+# (tests/stepped_models.py: torch, the quickest here, 21 s against keras-jax's 131 s and
+# keras-tf's 74 s on an AMD EPYC family 25); `make test-full` (FWBENCH_FULL=1) on each, as the
+# JAX and TensorFlow agents prove those backends.
+ONE_BACKEND = {"keras": f"keras-{KERAS_MODELS_BACKEND}"}
 
 
 def _runs(agent: str) -> bool:

@@ -17,14 +17,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # stepped_models
 
-from stepped_models import FULL, fast_xla_compile
+from stepped_models import fast_xla_compile, keras_models_here, why_not_keras_models
 
 fast_xla_compile()
-
-# The backend whose environment builds every Keras model in `make test`'s plugin stage: Keras'
-# layers are the same code on each backend, and the equivalence test builds (and steps) every
-# model in all three environments. `make test-full` builds them in each (FWBENCH_FULL=1).
-MODELS_BACKEND = "torch"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -62,10 +57,8 @@ def catalogue():  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def models_backend(backend: str) -> str:
-    """The backend, where this run builds the models in it (MODELS_BACKEND); else a skip."""
-    if not FULL and backend != MODELS_BACKEND:
-        pytest.skip(
-            f"make test builds the Keras models on {MODELS_BACKEND} (the equivalence test on "
-            "every backend); `make test-full` (FWBENCH_FULL=1) here too"
-        )
+    """The backend, where this run builds the models in it (KERAS_MODELS_BACKEND, the
+    equivalence test's Keras environment too); else a skip."""
+    if not keras_models_here():
+        pytest.skip(why_not_keras_models())
     return backend

@@ -24,7 +24,7 @@ from fwbench.spec.catalogue import Catalogue, ParamSpec, WorkloadDef
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # stepped_models
 
-from stepped_models import sweep_marks
+from stepped_models import keras_models_here, sweep_marks, why_not_keras_models
 
 CONTEXT = PluginContext(device="cpu")
 CATALOGUE = load_catalogue()
@@ -63,12 +63,15 @@ def smallest_cell(workload: WorkloadDef, phase: str, dtype: str, mode: str) -> W
 
 
 def _claimed_cells(plugin: FrameworkPlugin) -> list[object]:
-    """Every claimed workload and phase; the models `make test` does not sweep are skipped
+    """Every claimed workload and phase; the models `make test` does not sweep, or does not
+    build here (Keras on a backend other than the one it builds models on), are skipped
     unbuilt (tests/stepped_models.py)."""
     cells: list[object] = []
     for name, capability in plugin.describe().capabilities.items():
         dtype = "float32" if "float32" in capability.dtypes else capability.dtypes[0]
         marks = sweep_marks(name)
+        if CATALOGUE.get(name).kind == "model" and not keras_models_here():
+            marks = (pytest.mark.skip(reason=why_not_keras_models()),)
         for phase in capability.phases:
             cell = smallest_cell(CATALOGUE.get(name), phase, dtype, capability.modes[0])
             cells.append(pytest.param(cell, id=f"{name}-{phase}", marks=marks))
