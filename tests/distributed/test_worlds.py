@@ -278,10 +278,10 @@ def test_a_local_world_gets_distinct_ports_that_are_free() -> None:
 def test_a_worlds_timed_phase_is_scraped_at_its_edges_only(tmp_path: Path) -> None:
     """A rank serves its scrapes on its own CPUs, and the world waits for its slowest rank: a
     rank is never scraped on a timer, only as the cell and each of its four stages begin and
-    after the result (6 scrapes at most), whatever the interval; so at most the stage scrapes
-    the collector heard late fall inside the timed phase, not one every interval (9 here on a
-    loaded host when a timer ran until the timed loop was heard of); the rows still have their
-    figures."""
+    after the result (6 scrapes at most), whatever the interval; so at most the four stage
+    scrapes, where the collector heard of them late, fall inside the timed phase, not one every
+    interval (9 here on a loaded host when a timer ran until the timed loop was heard of); the
+    rows still have their figures."""
     manifests = write_fake_agents(tmp_path / "agents", {"fake": {}})
     out = tmp_path / "run"
     command = [
@@ -313,5 +313,8 @@ def test_a_worlds_timed_phase_is_scraped_at_its_edges_only(tmp_path: Path) -> No
         assert phase > 8 * 0.05  # 16 steps of 30 ms: eight intervals or more
         for rank in range(int(row["world_size"])):
             total, inside = scraped(row, f"rank{rank}:user")
-            assert 2 <= total <= 6 and inside <= 3, (world, rank, total, inside)
+            # The cell's first scrape comes before the rank is asked to run, its last after the
+            # result: only the four stage scrapes can fall inside, all four on a host loaded
+            # enough that the collector heard of every stage late (a cold CI run: 4).
+            assert 2 <= total <= 6 and inside <= 4, (world, rank, total, inside)
         assert pd.isna(row["telemetry_error"]) and row["cpu_user_percent"] >= 0
