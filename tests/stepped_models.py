@@ -95,11 +95,16 @@ def full_marks(workload: str) -> tuple[pytest.MarkDecorator, ...]:
 KERAS_MODELS_BACKEND = "torch"
 
 
-def keras_models_here() -> bool:
-    """Whether this process builds catalogue models: anywhere but a Keras environment on
-    another backend than KERAS_MODELS_BACKEND, and everywhere with FWBENCH_FULL=1."""
-    backend = os.environ.get("KERAS_BACKEND")
+def keras_models_on(backend: str | None) -> bool:
+    """Whether this run builds catalogue models where KERAS_BACKEND is `backend` (None: no
+    Keras environment): anywhere but another Keras backend than KERAS_MODELS_BACKEND, and
+    everywhere with FWBENCH_FULL=1."""
     return FULL or backend is None or backend == KERAS_MODELS_BACKEND
+
+
+def keras_models_here() -> bool:
+    """keras_models_on this process's KERAS_BACKEND."""
+    return keras_models_on(os.environ.get("KERAS_BACKEND"))
 
 
 def why_not_keras_models() -> str:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from stepped_models import FULL, KERAS_MODELS_BACKEND, stepped
+from stepped_models import KERAS_MODELS_BACKEND, keras_models_on, stepped
 
 from fwbench.collector.agents.environments import environment_for
 from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
@@ -63,16 +63,14 @@ MANIFESTS = discover_manifests(manifest_dirs())
 AGENTS = tuple(m.name for m in MANIFESTS.values() if m.representative and not m.requires_gpu)
 REFERENCE = "torch-cpu"
 OTHERS = tuple(agent for agent in AGENTS if agent != REFERENCE)
+
+
 # Keras builds its models by the same code on every backend: `make test` proves them on one
 # (tests/stepped_models.py: torch, the quickest here, 21 s against keras-jax's 131 s and
 # keras-tf's 74 s on an AMD EPYC family 25); `make test-full` (FWBENCH_FULL=1) on each, as the
 # JAX and TensorFlow agents prove those backends.
-ONE_BACKEND = {"keras": f"keras-{KERAS_MODELS_BACKEND}"}
-
-
 def _runs(agent: str) -> bool:
-    chosen = ONE_BACKEND.get(MANIFESTS[agent].plugin)
-    return FULL or chosen is None or agent == chosen
+    return keras_models_on(MANIFESTS[agent].env.get("KERAS_BACKEND"))
 
 
 RUN = tuple(agent for agent in AGENTS if _runs(agent))
@@ -82,7 +80,7 @@ def _agent_param(agent: str) -> object:
     if _runs(agent):
         return agent
     why = (
-        f"Keras' models are proven on {ONE_BACKEND['keras']} in this run; `make test-full` "
+        f"Keras' models are proven on keras-{KERAS_MODELS_BACKEND} in this run; `make test-full` "
         f"(FWBENCH_FULL=1) proves them on {agent}'s backend too"
     )
     return pytest.param(agent, marks=pytest.mark.skip(reason=why))
