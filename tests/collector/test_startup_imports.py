@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer.main
@@ -139,3 +140,28 @@ def test_completion_is_light(words: str, expected: str) -> None:
     printed, loaded = start([None], env)
     assert expected in printed.split(), printed  # a completion was given, not nothing
     assert_light(loaded, f"completing `{words}`")
+
+
+# What a refused `collector run` must not have imported: the run's data and statistics
+# machinery (the store, comparisons, plots), loaded only once the input holds. The suite refuses
+# about forty bad command lines; a user's typo answers at once.
+RUN_MACHINERY = frozenset({"pandas", "scipy", "matplotlib", "pyarrow", "jinja2"})
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "--agents", "nope"],
+        ["run", "--agents", "torch-cpu", "--workloads", "gemm,nope"],
+        ["run", "--agents", "torch-cpu", "--batch-sizes", "0"],
+        ["run", "--agents", "torch-cpu", "--world-sizes", "1,x"],
+        ["run", "--agents", "torch-cpu", "--until-decided", "--budget", "-1m"],
+        ["run", "--agents", "torch-cpu", "--interference-threshold", "0"],
+    ],
+    ids=" ".join,
+)
+def test_a_refused_run_loads_no_run_machinery(args: list[str], tmp_path: Path) -> None:
+    _, loaded = start([[*args, "--out", str(tmp_path / "out")]])
+    assert not (tmp_path / "out").exists()
+    heavy = sorted(loaded & RUN_MACHINERY)
+    assert not heavy, f"`collector {' '.join(args)}` imported {', '.join(heavy)} before refusing"

@@ -12,10 +12,12 @@ another family's."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from fwbench.agent.v1 import agent_pb2
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 FAMILY = "family"  # the --baseline value that asks for the family view
 
@@ -60,6 +62,8 @@ def describe_triples(
 def result_triples(results: pd.DataFrame) -> list[tuple[str, str, str | None]]:
     """(agent, framework, family) from a run's result rows, agents in the order they first
     measured; rows before schema 11 have no family (their framework is their family)."""
+    import pandas as pd  # a results table's: `collector run` checks --baseline without one
+
     triples: dict[str, tuple[str, str, str | None]] = {}
     for row in results.sort_values("cell", kind="stable").itertuples(index=False):
         framework, family = getattr(row, "framework", None), getattr(row, "family", None)

@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import polygamma
 
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.analysis import hosts
@@ -164,6 +162,8 @@ def pooled(runs: list[tuple[float, int]]) -> ProcessSpread | None:
     variances = [squares / d for squares, d in runs]
     degrees: float = df
     if min(variances) > 0:
+        from scipy.special import polygamma  # scipy when a figure is computed: a light start
+
         # Var(log s^2) of a run with d degrees of freedom is trigamma(d / 2) from sampling
         logs = np.log(variances)
         extra = float(logs.var(ddof=1)) - float(np.mean([polygamma(1, d / 2) for _, d in runs]))
@@ -176,6 +176,9 @@ def _days_degrees(extra: float) -> float:
     infinite when there is none."""
     if extra <= 1e-9:
         return math.inf
+    from scipy.optimize import brentq
+    from scipy.special import polygamma
+
     return float(brentq(lambda nu: float(polygamma(1, nu / 2)) - extra, 1e-3, 1e9))
 
 

@@ -16,6 +16,7 @@ import math
 from collections.abc import Hashable, Mapping
 
 import pandas as pd
+from rich.table import Table
 
 from fwbench.collector.analysis.efficiency import agent_family, efficiencies, efficiency_text
 
@@ -154,4 +155,20 @@ def scaling_rows(table: pd.DataFrame) -> list[list[str]]:
                 _figure(row["busbw_bytes_per_second"] / 1e9, "{:.2f} GB/s"),
             ]
         )
+    return shown
+
+
+def world_table(
+    results: pd.DataFrame, title: str, samples: pd.DataFrame | None = None
+) -> Table | None:
+    """The run's distributed figures as a table to print (with the run's samples, efficiency
+    with its interval and verdict); None for a run without worlds."""
+    table = scaling_table(results, samples)
+    if table.empty:
+        return None
+    shown = Table(title=title, caption=CAPTION)
+    for header in HEADERS:
+        shown.add_column(header, justify="left" if header in ("agent", "workload") else "right")
+    for cells in scaling_rows(table):
+        shown.add_row(*cells)
     return shown

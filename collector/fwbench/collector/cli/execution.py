@@ -19,6 +19,7 @@ from fwbench.collector.analysis.answers import rich_answers, run_answers
 from fwbench.collector.analysis.contenders import load_run
 from fwbench.collector.analysis.findings import find, summary_lines
 from fwbench.collector.analysis.one_agent import next_steps
+from fwbench.collector.analysis.scaling import world_table
 from fwbench.collector.cli.calibrate import calibration_for_run
 from fwbench.collector.cli.common import (
     ExitCode,
@@ -32,7 +33,6 @@ from fwbench.collector.cli.common import (
 )
 from fwbench.collector.cli.decide import decisions_table, earlier_spreads
 from fwbench.collector.cli.security import SECURITY_OPTIONS
-from fwbench.collector.cli.worlds import world_table
 from fwbench.collector.run.options import RunOptions, options_from_record
 from fwbench.collector.run.plan import Selection
 from fwbench.collector.run.resume import ResumePoint, resume_point

@@ -74,7 +74,7 @@ def results(
 ) -> None:
     """List past runs, show one, export one, or merge another store's runs."""
     from fwbench.collector.analysis.contenders import ComparisonError, run_id_of
-    from fwbench.collector.cli.worlds import world_table
+    from fwbench.collector.analysis.scaling import world_table
     from fwbench.collector.run.run_table import summary_table
     from fwbench.collector.store import ResultStore, default_store_path
 

@@ -171,8 +171,8 @@ def run(
     ] = "",
 ) -> None:
     """Run workloads on agents and store one normalized results table."""
-    # What running takes is imported here, not with the options: `collector --help` is fast.
-    from fwbench.collector.cli.execution import resume_run
+    # What running takes is imported here, not with the options: `collector --help` is fast;
+    # the run's machinery (cli/execution.py) only once the input holds.
     from fwbench.collector.cli.run_start import Asked, DecideFlags, LaunchFlags, Measure, start_run
     from fwbench.collector.run.options import Limits, Telemetry
     from fwbench.collector.run.plan import LoopSettings
@@ -181,6 +181,8 @@ def run(
     if slurm_export:
         check_export(launcher, slurm or [], resume, slurm_container)
     if resume:
+        from fwbench.collector.cli.execution import resume_run
+
         return resume_run(ctx, resume, manifests, store, security)
     check_interference(interference_threshold, quiet_host)
     given = getattr(ctx.get_parameter_source("repeat"), "name", "") == "COMMANDLINE"

@@ -29,7 +29,6 @@ from fwbench.collector.agents.specs import (
 )
 from fwbench.collector.cli.common import errors, fail, fail_with, load_manifests
 from fwbench.collector.cli.decide import decide_options, decided_loop
-from fwbench.collector.cli.execution import execute
 from fwbench.collector.cli.slurm import agent_names
 from fwbench.collector.cli.slurm_export import export_run
 from fwbench.collector.cli.worlds import (
@@ -55,7 +54,6 @@ from fwbench.collector.run.plan import (
     build_selection,
     split_list,
 )
-from fwbench.collector.store import default_store_path
 from fwbench.spec import Catalogue, load_catalogue
 
 BAD_INPUT = (SelectionError, AgentSpecError, ManifestError, DockerUnavailable,
@@ -168,6 +166,11 @@ def start_run(
     if asked.slurm_export:
         assert isinstance(own, SlurmOptions)  # an exported run's are the Slurm launcher's
         return export_run(ctx, asked.slurm_export, own.slurm_options, asked.out)
+    # The run's machinery (the store, statistics, the agents' clients) only once the input
+    # holds: a refused command answers in a blink.
+    from fwbench.collector.cli.execution import execute
+    from fwbench.collector.store import default_store_path
+
     options = RunOptions(
         instances,
         asked.out,

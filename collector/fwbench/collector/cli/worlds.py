@@ -5,16 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pandas as pd
-from rich.table import Table
-
 from fwbench.collector.agents.specs import (
     DEVICES_SEPARATOR,
     MAX_LOCAL_DEVICES,
     MAX_WORLD_SIZE,
     Instance,
 )
-from fwbench.collector.analysis.scaling import CAPTION, HEADERS, scaling_rows, scaling_table
 from fwbench.collector.run.plan import SelectionError, split_list
 from fwbench.spec import Catalogue
 
@@ -104,19 +100,3 @@ def check_world_loop(min_seconds: float | None, threads: str) -> None:
             "--min-seconds cannot be used with worlds: every rank of a world runs the same "
             "number of steps, so give --iterations instead"
         )
-
-
-def world_table(
-    results: pd.DataFrame, title: str, samples: pd.DataFrame | None = None
-) -> Table | None:
-    """The run's distributed figures (analysis/scaling.py; with the run's samples, efficiency
-    with its interval and verdict); None for a run without worlds."""
-    table = scaling_table(results, samples)
-    if table.empty:
-        return None
-    shown = Table(title=title, caption=CAPTION)
-    for header in HEADERS:
-        shown.add_column(header, justify="left" if header in ("agent", "workload") else "right")
-    for cells in scaling_rows(table):
-        shown.add_row(*cells)
-    return shown

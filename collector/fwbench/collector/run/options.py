@@ -17,9 +17,11 @@ from fwbench.collector.launchers import LauncherKind, LauncherOptions, recorded_
 from fwbench.collector.launchers.base import START_TIMEOUT_SECONDS
 from fwbench.collector.launchers.options import Recorded
 from fwbench.collector.run.defaults import CELL_TIMEOUT_SECONDS as CELL_TIMEOUT_SECONDS
-from fwbench.collector.run.interference import DEFAULT_THRESHOLD_PERCENT
-from fwbench.collector.run.liveness import HANG_SECONDS
-from fwbench.collector.run.telemetry import DEFAULT_INTERVAL_SECONDS
+from fwbench.collector.run.defaults import (
+    DEFAULT_INTERVAL_SECONDS,
+    DEFAULT_THRESHOLD_PERCENT,
+    HANG_SECONDS,
+)
 from fwbench.collector.stats.margins import SpreadOf
 from fwbench.collector.stats.significance import DEFAULT_NOISE_FLOOR
 

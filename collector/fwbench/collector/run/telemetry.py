@@ -22,14 +22,16 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
 from fwbench.collector.run.cpu_load import INTERFERENCE_COLUMNS, cpu_load, load_columns
 from fwbench.collector.run.defaults import DEFAULT_INTERVAL_SECONDS as DEFAULT_INTERVAL_SECONDS
 from fwbench.collector.run.scrapes import Scrape, Window, maximum, mean
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # The agent's resident memory: client_python's standard process collector series (the agent
 # exports RSS once, under this name; agents of any version expose it).
@@ -149,6 +151,8 @@ class Scraper:
 
 
 def series_frame(scrapes: Iterable[Scrape]) -> pd.DataFrame:
+    import pandas as pd  # when a run's series is kept: checking a command's input needs none
+
     rows = [
         (scrape.time, name, label, value)
         for scrape in scrapes

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import math
 
-from scipy.stats import t as student_t
-
 from fwbench.collector.stats.significance import DEFAULT_MARGIN, RatioEstimate
 
 # The most repetitions a side a sentence suggests: 100 rounds of a minute each is most of a
@@ -55,6 +53,8 @@ def repetitions_needed(
     target = max(targets)
     if level is None or repetitions < 2:
         return max(repetitions + 1, math.ceil(repetitions * (half / target) ** 2))
+    from scipy.stats import t as student_t  # scipy when a figure is computed: a light start
+
     quantile = 1 - (1 - level) / 2
     standard_error = half / float(student_t.ppf(quantile, 2 * (repetitions - 1)))
 

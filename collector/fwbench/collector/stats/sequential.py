@@ -50,7 +50,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from fwbench.collector.stats.bootstrap import FloatArray
 from fwbench.collector.stats.defaults import MAX_HISTORY_MARGIN as MAX_HISTORY_MARGIN
@@ -212,5 +211,7 @@ def _interval(base: FloatArray, other: FloatArray, alpha: float) -> tuple[float,
     difference, scale, df = trimmed_scale(base, other)
     if scale == 0:
         return difference, difference
+    from scipy.stats import t as student_t  # scipy when a figure is computed: a light start
+
     half = float(student_t.ppf(1 - alpha / 2, df)) * scale
     return difference - half, difference + half

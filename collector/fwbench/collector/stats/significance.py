@@ -50,8 +50,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import mannwhitneyu, ttest_ind
-from scipy.stats import t as student_t
 
 from fwbench.collector.stats.bootstrap import FloatArray, ratio_interval, ratio_replicates
 from fwbench.collector.stats.defaults import DEFAULT_MARGIN as DEFAULT_MARGIN
@@ -99,6 +97,9 @@ def estimate_speedup(
     """Speedup of `contender` over `baseline`, each given as its repetitions' samples; the
     prior is used only where a side has one repetition. Raises ValueError when either side
     has no samples."""
+    from scipy.stats import mannwhitneyu  # scipy when a figure is computed: a light start
+    from scipy.stats import t as student_t
+
     baseline, contender = _nonempty(baseline), _nonempty(contender)
     pooled_base, pooled_other = np.concatenate(baseline), np.concatenate(contender)
     speedup = float(np.median(pooled_base) / np.median(pooled_other))
@@ -129,6 +130,8 @@ def _between_processes(
     other = np.log([np.median(g) for g in contender])
     if base.var(ddof=1) + other.var(ddof=1) == 0:  # every repetition's median identical
         return speedup, speedup, 1.0 if base.mean() == other.mean() else 0.0
+    from scipy.stats import ttest_ind  # scipy when a figure is computed: a light start
+
     test = ttest_ind(base, other, equal_var=False)
     low, high = test.confidence_interval(1 - ALPHA)
     half = float(high - low) / 2
@@ -193,6 +196,8 @@ def equivalence_p(
 
 
 def _tost(centre: float, edge: float, scale: float, df: float) -> float:
+    from scipy.stats import t as student_t  # scipy when a figure is computed: a light start
+
     if scale == 0:
         return 0.0 if abs(centre) < edge else 1.0
     above_low = float(student_t.sf((centre + edge) / scale, df))  # H0: speedup <= 1 / bound
