@@ -64,7 +64,8 @@ def by_cell(results: Any) -> dict[int, float]:
     if any(column not in getattr(results, "columns", ()) for column in needed):
         return {}
     shares = {}
-    for row in results.to_dict("records"):
+    read = [c for c in (*needed, "device") if c in results]  # a whole row costs far more
+    for row in results[read].to_dict("records"):
         share = kernel_share(row)
         if share is not None:
             shares[int(row["cell"])] = share

@@ -41,7 +41,7 @@ from fwbench.collector.analysis.contenders import (
     interfered_note,
     otherwise_note,
 )
-from fwbench.collector.analysis.efficiency import scaling_factor
+from fwbench.collector.analysis.efficiency import scaling_factor, world_shapes
 from fwbench.collector.analysis.history import (
     HostHistory,
     comparison_margin,
@@ -168,7 +168,7 @@ def compare_to_baseline(
         bases.setdefault((cell.agent, cell.key), cell)
     comparisons, settings = [], arithmetic.by_cell(run.results)
     skipped = every_process_failed(run, cells) + left_out(triples)
-    kernel, by_cell = kernel_time.by_cell(run.results), run.results.set_index("cell")
+    kernel, shapes = kernel_time.by_cell(run.results), world_shapes(run.results)
     for cell in cells:
         base_agent = aa_base(cell.agent) if baseline == FAMILY else against.get(cell.agent)
         if baseline == FAMILY and base_agent == cell.agent:
@@ -196,7 +196,7 @@ def compare_to_baseline(
         notes = [n for n in notes if n]
         sides = (cell.agent, run, cell, margins), (base_agent, run, base, margins)
         within = comparison_margin(margin, *sides, EARLIER_RUNS)
-        scaling = scaling_factor(by_cell, base.first_cell, cell.first_cell)
+        scaling = scaling_factor(shapes, base.first_cell, cell.first_cell)
         comparisons.append(
             _compare(base, cell, base_agent, floor, notes, within, aa_floor, leaned, scaling)
         )

@@ -25,7 +25,7 @@ from fwbench.collector.stats.bootstrap import FloatArray
 from fwbench.collector.stats.failures import FAILED, failure_text
 from fwbench.collector.stats.samples import is_noisy
 from fwbench.collector.store import ResultStore
-from fwbench.collector.store.cell_key import CellKey, clean
+from fwbench.collector.store.cell_key import KEY_COLUMNS, CellKey, clean
 
 
 class ComparisonError(ValueError):
@@ -119,7 +119,10 @@ def failures(run: RunData) -> dict[tuple[str, str, CellKey], list[str]]:
     hung, ran out of memory, or answered what the protocol forbids), in execution order, as
     "ERROR_CODE: error". An interrupt's cancelled cells are not failures."""
     found: dict[tuple[str, str, CellKey], list[str]] = {}
-    failed = run.results[run.results["status"] == FAILED].sort_values("cell")
+    results = run.results  # the columns read below: a whole row costs far more
+    read = ["cell", "agent", "mode", "error_code", "error", *KEY_COLUMNS]
+    failed = results.loc[results["status"] == FAILED, [c for c in read if c in results]]
+    failed = failed.sort_values("cell")
     for row in failed.to_dict("records"):
         text = failure_text(clean(row.get("error_code")), clean(row.get("error")))
         found.setdefault((row["agent"], clean(row["mode"]) or "", CellKey.of_row(row)), []).append(

@@ -54,14 +54,32 @@ def agent_family(agent: str) -> str:
     return str(Instance(found.agent, copy=found.copy))
 
 
-def scaling_factor(rows: pd.DataFrame, base_cell: int, cell: int) -> float | None:
-    """c of efficiency = c x t_base / t for the rows of two cells (processes) of `rows` (a
-    run's results indexed by cell) when they are one agent's worlds of different shapes:
-    (items per step per replica of `cell`) / (that of `base_cell`); None for any other pair
-    (other agents, not worlds, the same shape)."""
-    if base_cell not in rows.index or cell not in rows.index or "world_size" not in rows:
+def world_shapes(results: pd.DataFrame) -> dict[int, dict[str, Any]]:
+    """{cell: what scaling_factor reads of its (first) row} for a run's results; {} for a run
+    without worlds. Read once: compare asks for every pair of cells, and a row taken from a
+    results table (a hundred columns, most of them nullable) costs milliseconds each time."""
+    if "world_size" not in results:
+        return {}
+    read = ("agent", "world_size", "local_devices", "items_per_sample")
+    columns = [c for c in read if c in results]
+    first = results.drop_duplicates("cell")
+    rows = first[columns].itertuples(index=False, name=None)
+    return {
+        int(cell): dict(zip(columns, row, strict=True))
+        for cell, row in zip(first["cell"], rows, strict=True)
+    }
+
+
+def scaling_factor(
+    shapes: Mapping[int, Mapping[str, Any]], base_cell: int, cell: int
+) -> float | None:
+    """c of efficiency = c x t_base / t for two cells (processes) of a run (`shapes`: its
+    world_shapes) when they are one agent's worlds of different shapes: (items per step per
+    replica of `cell`) / (that of `base_cell`); None for any other pair (other agents, not
+    worlds, the same shape)."""
+    if base_cell not in shapes or cell not in shapes:
         return None
-    base, other = (_record(rows.loc[[index]].iloc[0]) for index in (base_cell, cell))
+    base, other = shapes[base_cell], shapes[cell]
     if agent_family(str(base["agent"])) != agent_family(str(other["agent"])):
         return None
     replicas = []
@@ -86,10 +104,6 @@ def one_replica_world(results: pd.DataFrame) -> str | None:
     devices = pd.to_numeric(results.get("local_devices", pd.Series(1, results.index)))
     single = results[results["world_size"] * devices.fillna(1) == 1]
     return str(single["agent"].iloc[0]) if not single.empty else None
-
-
-def _record(row: pd.Series) -> dict[str, Any]:
-    return {str(name): value for name, value in row.items()}
 
 
 @dataclass(frozen=True)
