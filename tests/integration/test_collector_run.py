@@ -288,13 +288,13 @@ def test_collector_sweep_records_out_of_memory_cell_and_goes_on(
         "--phases",
         "infer",
         "--batch-sizes",
-        "1,1024,2",  # 1024 x three 4096^2 fp32 matrices = 192 GiB
+        "1,1024,2",  # 1024 x three 2048^2 fp32 matrices = 48 GiB, 8x the agent's limit
         "--param",
-        "m=4096",
+        "m=2048",
         "--param",
-        "n=4096",
+        "n=2048",
         "--param",
-        "k=4096",
+        "k=2048",
         *QUICK,
         "--out",
         str(out),

@@ -36,7 +36,7 @@ def test_tf_variants_interleave_and_the_aa_pair_is_labelled(tmp_path: Path, isol
         "--batch-sizes",
         "8",
         "--repeat",
-        "3",
+        "2",  # two rows of the order (a fake-agent test below runs three); 6 TF processes
         "--warmup",
         "2",
         "--min-seconds",
@@ -56,10 +56,10 @@ def test_tf_variants_interleave_and_the_aa_pair_is_labelled(tmp_path: Path, isol
     # life, docs/report.md: fresh ones turn that into noise the intervals count), and the
     # agents' order turns each repetition (rows of a Williams design, schedule.py).
     agents = ["tf-mkl", "tf-eigen", "tf-eigen#2"]
-    rounds = [(0, 1, 2), (1, 2, 0), (2, 0, 1)]
+    rounds = [(0, 1, 2), (1, 2, 0)]
     order = [(agents[i], repetition) for repetition, row in enumerate(rounds) for i in row]
     assert list(zip(table["agent"], table["repetition"], strict=True)) == order
-    assert table["agent_pid"].nunique() == 9
+    assert table["agent_pid"].nunique() == 6
     meta = json.loads((out / "run.json").read_text())
     run_id = meta["run_id"]
 
