@@ -4,7 +4,6 @@ samples whose truth is known."""
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -12,7 +11,6 @@ from scipy.stats import t as student_t
 
 from fwbench.collector.stats.bootstrap import (
     median_interval,
-    ratio_interval,
     resampled_medians,
 )
 from fwbench.collector.stats.needed import MOST_SUGGESTED, repetitions_needed, would_decide
@@ -84,17 +82,6 @@ def test_median_interval_widens_with_drift_between_repetitions() -> None:
     single_low, single_high = median_interval([pooled])
     low, high = median_interval(reps)
     assert (high - low) > 3 * (single_high - single_low)
-
-
-def test_bootstrap_of_many_samples_is_fast() -> None:
-    values = lognormal(0.01, 0.1, 100_000, seed=2)
-    started = time.perf_counter()
-    median_interval([values])
-    assert time.perf_counter() - started < 0.5
-    reps = [lognormal(0.01, 0.1, 2000, seed=i) for i in range(3)]
-    started = time.perf_counter()
-    ratio_interval(reps, reps)
-    assert time.perf_counter() - started < 3.0
 
 
 def test_resampled_medians_without_samples_raise() -> None:

@@ -105,9 +105,16 @@ def test_a_stuck_measuring_thread_is_failed_within_the_hang_timeout_and_restarte
 
 
 def test_a_frozen_collector_names_itself_and_leaves_the_agent(tmp_path: Path) -> None:
-    process, out = start_sweep(tmp_path, {}, hang_timeout=5)
+    # The agent marks the second cell's 5th step: the collector is then inside that cell
+    # whatever the load (a fixed second after the first row once found it still between cells
+    # on a loaded host, where a freeze is rightly nobody's fault).
+    marked = tmp_path / "second-cell-measuring"
+    process, out = start_sweep(tmp_path, {"FAKE_MARK": f"2:5:{marked}"}, hang_timeout=5)
     pid = int(first_row(process, out)["agent_pid"])
-    time.sleep(1.0)  # into the second cell
+    deadline = time.monotonic() + 300
+    while not marked.exists():
+        assert process.poll() is None and time.monotonic() < deadline, "no second cell"
+        time.sleep(0.05)
     # The collector, longer than the hang timeout and than the gap limit of any stage: a
     # loaded host may still hold the second cell in its warm-up here, whose limit is 15 s
     # (8 s there was a freeze the collector rightly did not count against the cell).

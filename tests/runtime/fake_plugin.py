@@ -174,9 +174,16 @@ class FakePlugin:
         # process lives (a measuring thread stuck on a lock, a device that never answers).
         stuck_size, _, stuck_at = os.environ.get("FAKE_STUCK", "0:0").partition(":")
         stuck_at = stuck_at if int(stuck_size) == spec.batch_size else "0"
+        # FAKE_MARK=SIZE:STEP:PATH: that step of a cell of batch size SIZE creates the file PATH
+        # (a test then knows that cell is being measured, however loaded the host).
+        mark_size, _, mark = os.environ.get("FAKE_MARK", "0:0:").partition(":")
+        mark_at, _, mark_path = mark.partition(":")
+        mark_at = mark_at if int(mark_size) == spec.batch_size else "0"
 
         def step() -> object:
             steps[0] += 1
+            if steps[0] == int(mark_at):
+                open(mark_path, "a").close()
             if steps[0] == fail_at:
                 raise RuntimeError(f"rank failed at step {fail_at}")
             if steps[0] == exit_at:
