@@ -161,7 +161,7 @@ test-main: setup system-deps docker-deps slurm-deps
 test-stress: setup system-deps docker-deps slurm-deps
 	@$(call timed,stress,$(PYTHON) tests/stress.py --busy 2 -- $(MAKE) --no-print-directory \
 		stress-tests)
-	@$(CLOCK) report
+	@$(CLOCK) report $(FWBENCH_TEST_RUN)
 
 stress-tests:
 	@$(call workers_then_quiet,$(MAIN_PYTEST),not full and (timing or quiet) and ,stress)
@@ -170,10 +170,11 @@ stress-tests:
 # went: each stage, the folders, the slowest tests.
 test:
 	@status=0; $(MAKE) --no-print-directory lint test-plugins test-main || status=$$?; \
-	$(CLOCK) report; exit $$status
+	$(CLOCK) report $(FWBENCH_TEST_RUN); exit $$status
 
+# The newest run's report (test-runs/latest: whichever make command started last).
 test-time:
-	@$(CLOCK) report
+	@$(CLOCK) report test-runs/latest
 
 # What `make test` leaves out because it repeats, through another path, a component it runs
 # (docs/testing.md): every catalogue model stepped and swept, in the plugins' tests (Keras'
@@ -187,7 +188,7 @@ test-full: setup system-deps docker-deps slurm-deps
 		tests/equivalence/test_equivalence.py $(call JUNIT,full-equivalence)); \
 	$(call clocked,full-main,$(MAIN_PYTEST) -n $(TEST_WORKERS) --dist loadscope -m full \
 		$(call JUNIT,full-main)); \
-	$(CLOCK) report; exit $$status
+	$(CLOCK) report $(FWBENCH_TEST_RUN); exit $$status
 
 # The quick loop while developing (under 5 minutes on 2 CPUs): lint and the tests that need no
 # agent environment, no Docker, no host tools and no timings (the collector against fakes and
