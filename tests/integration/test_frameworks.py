@@ -48,14 +48,26 @@ def one_table(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
         patch.setenv("FWBENCH_STORE", str(tmp_path / "store.sqlite"))
         return run_table(
             tmp_path,
-            "--agents", ALL_AGENTS,
-            "--workloads", ",".join([*WORKLOADS, "train_to_accuracy"]),
-            "--phases", "train,infer",
-            "--batch-sizes", "32",
-            "--param", "m=256", "--param", "n=256", "--param", "k=256",
-            "--param", "height=16", "--param", "width=16",
+            "--agents",
+            ALL_AGENTS,
+            "--workloads",
+            ",".join([*WORKLOADS, "train_to_accuracy"]),
+            "--phases",
+            "train,infer",
+            "--batch-sizes",
+            "32",
+            "--param",
+            "m=256",
+            "--param",
+            "n=256",
+            "--param",
+            "k=256",
+            "--param",
+            "height=16",
+            "--param",
+            "width=16",
             *QUICK,
-        )  # fmt: skip
+        )
 
 
 def test_every_cpu_agent_gives_one_table(one_table: pd.DataFrame) -> None:
