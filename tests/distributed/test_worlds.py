@@ -35,7 +35,7 @@ def _run(
     command = [
         str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "fake",
         "--workloads", "gemm", "--phases", "train", "--world-sizes", "1,2",
-        "--param", "m=4000", "--iterations", "6", "--warmup", "1",
+        "--param", "m=20000", "--iterations", "6", "--warmup", "1",
         "--store", str(tmp_path / "store.sqlite"), "--out", str(out), *extra,
     ]  # fmt: skip
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
@@ -58,7 +58,11 @@ def test_a_world_is_one_agent_as_slow_as_its_slowest_rank(tmp_path: Path) -> Non
     assert pair["communication_seconds"] == 1e-6  # the fake engine's 1000 ns a step
     table = scaling_table(pd.read_parquet(out / "results.parquet"))
     efficiency = table.set_index("ranks")["scaling_efficiency"]
-    assert efficiency[1] == 1.0 and 0.2 < efficiency[2] < 0.45  # 2 ranks, each 1/3 as fast
+    # 2 ranks, one 1/3 as fast: the world's items/s over twice the lone rank's, about 1/3;
+    # a step's own overhead (a few ms on a busy host, beside 20 ms of sleep) lifts it.
+    assert efficiency[1] == 1.0
+    assert efficiency[2] == pytest.approx(pair["items_per_second"] / alone["items_per_second"] / 2)
+    assert 0.2 < efficiency[2] < 0.5
     assert "efficiency" in done.stdout and "distributed" in done.stdout
     # Telemetry from every rank: the raw series carry each rank's, the row the world's.
     series = pd.read_parquet(out / "telemetry.parquet")
@@ -109,7 +113,7 @@ def test_efficiency_has_an_interval_and_a_verdict_everywhere_a_world_is_shown(
     assert compared.returncode == 0, compared.stderr
     (comparison,) = json.loads(compared.stdout)["comparisons"]
     assert comparison["measure"] == "efficiency" and comparison["agent"] == "fake~w2"
-    assert 0.2 < comparison["speedup"] < 0.45 and comparison["speedup_ci_high"] < 0.5
+    assert 0.2 < comparison["speedup"] < 0.5 and comparison["speedup_ci_high"] < 0.6
     assert comparison["verdict"] == "slower" and comparison["scaling_verdict"] == "sub-linear"
     table = subprocess.run([str(COLLECTOR), "compare", run_id, *store],
                            capture_output=True, text=True, timeout=120, env=wide)  # fmt: skip
@@ -184,7 +188,12 @@ def test_a_process_of_two_devices_is_a_world_of_two_replicas(tmp_path: Path) -> 
     assert len(alone["rank_cpus"].split(",")) == max(cpus // 2, 1)
     table = scaling_table(pd.read_parquet(out / "results.parquet"))
     efficiency = table.set_index("devices")["scaling_efficiency"]
-    assert efficiency[1] == 1.0 and 0.55 < efficiency[2] < 0.72  # 2 batches in 1.5x the time
+    # 2 batches in 1.5x the time: about 2/3; a step's own overhead (a few ms on a busy
+    # host, beside 20 ms of sleep) lifts it (0.74 with 4 ms of sleep on a loaded CI host).
+    assert efficiency[1] == 1.0
+    expected = devices["items_per_second"] / alone["items_per_second"] / 2
+    assert efficiency[2] == pytest.approx(expected)
+    assert 0.55 < efficiency[2] < 0.8
     assert "1x2" in done.stdout
 
 
