@@ -66,8 +66,18 @@ def main() -> None:
     started = time.monotonic()
     for index in range(args.processes):
         for name, (prefix, extra) in conditions.items():
-            command = [*prefix, str(env.python), "-c", BARE, manifest.plugin, args.workload,
-                       args.phase, str(args.batch), "3", "0.5"]  # fmt: skip
+            command = [
+                *prefix,
+                str(env.python),
+                "-c",
+                BARE,
+                manifest.plugin,
+                args.workload,
+                args.phase,
+                str(args.batch),
+                "3",
+                "0.5",
+            ]
             done = subprocess.run(
                 command, capture_output=True, text=True, check=True, env={**base, **extra}
             )
@@ -86,8 +96,9 @@ def main() -> None:
             f"{max(medians):.2f}, SD of log medians {spread:.1%}"
         )
     if args.json:
-        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)},
-                                         "samples_ns": samples}))  # fmt: skip
+        args.json.write_text(
+            json.dumps({"args": vars(args) | {"json": str(args.json)}, "samples_ns": samples})
+        )
 
 
 if __name__ == "__main__":

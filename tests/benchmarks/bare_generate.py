@@ -40,13 +40,19 @@ def init(layers: int, hidden: int, vocab: int, context: int) -> dict[str, torch.
     weights |= {"ln_f.w": torch.ones(hidden), "ln_f.b": torch.zeros(hidden)}
     for i in range(layers):
         weights |= {
-            f"{i}.ln1.w": torch.ones(hidden), f"{i}.ln1.b": torch.zeros(hidden),
-            f"{i}.qkv.w": normal(3 * hidden, hidden), f"{i}.qkv.b": torch.zeros(3 * hidden),
-            f"{i}.proj.w": normal(hidden, hidden), f"{i}.proj.b": torch.zeros(hidden),
-            f"{i}.ln2.w": torch.ones(hidden), f"{i}.ln2.b": torch.zeros(hidden),
-            f"{i}.fc.w": normal(4 * hidden, hidden), f"{i}.fc.b": torch.zeros(4 * hidden),
-            f"{i}.out.w": normal(hidden, 4 * hidden), f"{i}.out.b": torch.zeros(hidden),
-        }  # fmt: skip
+            f"{i}.ln1.w": torch.ones(hidden),
+            f"{i}.ln1.b": torch.zeros(hidden),
+            f"{i}.qkv.w": normal(3 * hidden, hidden),
+            f"{i}.qkv.b": torch.zeros(3 * hidden),
+            f"{i}.proj.w": normal(hidden, hidden),
+            f"{i}.proj.b": torch.zeros(hidden),
+            f"{i}.ln2.w": torch.ones(hidden),
+            f"{i}.ln2.b": torch.zeros(hidden),
+            f"{i}.fc.w": normal(4 * hidden, hidden),
+            f"{i}.fc.b": torch.zeros(4 * hidden),
+            f"{i}.out.w": normal(hidden, 4 * hidden),
+            f"{i}.out.b": torch.zeros(hidden),
+        }
     return weights
 
 
@@ -82,9 +88,14 @@ def plugin_generation(args: argparse.Namespace) -> dict[str, list]:
     params = {name: getattr(args, name) for name in SHAPE}
     torch.manual_seed(0)
     steps, _ = transformers.build_generation(
-        params, args.batch, torch.float32, torch.device("cpu"), torch.Generator().manual_seed(1),
-        "eager", lambda fn: fn,
-    )  # fmt: skip
+        params,
+        args.batch,
+        torch.float32,
+        torch.device("cpu"),
+        torch.Generator().manual_seed(1),
+        "eager",
+        lambda fn: fn,
+    )
     prefill_ns: list[int] = []
     decode_ns: list[int] = []
     for iteration in range(args.warmup + args.iterations):

@@ -34,8 +34,7 @@ def main() -> None:
     workload, batch, warmup, iterations, _threads = sys.argv[1:6]  # threads: the affinity's
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     coordinator = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
-    jax.distributed.initialize(coordinator_address=coordinator, num_processes=size,
-                               process_id=rank)  # fmt: skip
+    jax.distributed.initialize(coordinator_address=coordinator, num_processes=size, process_id=rank)
     mesh = Mesh(np.array(jax.devices("cpu")), ("data",))
     replicated, sharded = NamedSharding(mesh, P()), NamedSharding(mesh, P("data"))
 

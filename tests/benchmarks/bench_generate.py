@@ -83,8 +83,18 @@ def bare_round(python: Path, args: argparse.Namespace, implementation: str) -> d
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    defaults = dict(layers=12, hidden=768, heads=12, vocab=50257, context=1024, prompt_len=128,
-                    new_tokens=64, batch=1, warmup=1, iterations=3)  # fmt: skip
+    defaults = dict(
+        layers=12,
+        hidden=768,
+        heads=12,
+        vocab=50257,
+        context=1024,
+        prompt_len=128,
+        new_tokens=64,
+        batch=1,
+        warmup=1,
+        iterations=3,
+    )
     for name, value in defaults.items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=value)
     parser.add_argument("--rounds", type=int, default=5)
@@ -113,8 +123,12 @@ def main(argv: list[str] | None = None) -> dict:
     for key in summary["fwbench"]:
         a, b, c = (summary[side][key] for side in rounds)
         print(f"| {key} | {a:.4g} | {b:.4g} | {c:.4g} | {a / b:.3f} | {a / c:.3f} |")
-    record = {"shape": {n: getattr(args, n) for n in (*SHAPE, "batch")}, "rounds": rounds,
-              "summary": summary, "fixed_malloc": args.fixed_malloc}  # fmt: skip
+    record = {
+        "shape": {n: getattr(args, n) for n in (*SHAPE, "batch")},
+        "rounds": rounds,
+        "summary": summary,
+        "fixed_malloc": args.fixed_malloc,
+    }
     if args.json:
         args.json.write_text(json.dumps(record, indent=1))
     return record

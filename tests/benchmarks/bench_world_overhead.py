@@ -77,11 +77,30 @@ def tool_run(
     folder: Path, agent: str, batch: int, iterations: int, warmup: int, scrape: float
 ) -> tuple[Samples, float]:
     """(the world's slowest rank's samples, the row's first-step loss)."""
-    command = [str(COLLECTOR), "run", "--agents", agent, "--workloads", WORKLOAD,
-               "--phases", "train", "--batch-sizes", str(batch), "--world-sizes", str(RANKS),
-               "--iterations", str(iterations), "--warmup", str(warmup),
-               "--scrape-interval", f"{scrape:g}", "--store", str(folder / "store.sqlite"),
-               "--out", str(folder / "run")]  # fmt: skip
+    command = [
+        str(COLLECTOR),
+        "run",
+        "--agents",
+        agent,
+        "--workloads",
+        WORKLOAD,
+        "--phases",
+        "train",
+        "--batch-sizes",
+        str(batch),
+        "--world-sizes",
+        str(RANKS),
+        "--iterations",
+        str(iterations),
+        "--warmup",
+        str(warmup),
+        "--scrape-interval",
+        f"{scrape:g}",
+        "--store",
+        str(folder / "store.sqlite"),
+        "--out",
+        str(folder / "run"),
+    ]
     subprocess.run(command, check=True, capture_output=True, text=True)
     row = pd.read_parquet(folder / "run" / "results.parquet").iloc[0]
     assert row["status"] == "ok", row["error"]
@@ -95,12 +114,26 @@ def bare_run(
     port, peers = free_port(), ",".join(f"127.0.0.1:{free_port()}" for _ in range(RANKS))
     ranks = []
     for rank in range(RANKS):
-        env = {"PATH": "/usr/bin:/bin", "RANK": str(rank), "WORLD_SIZE": str(RANKS),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-               "PEERS": peers}  # fmt: skip
-        command = ["taskset", "-c", str(rank % os.cpu_count()), str(python),
-                   str(HERE / script), WORKLOAD, str(batch), str(warmup),
-                   str(iterations), str(threads)]  # fmt: skip
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "RANK": str(rank),
+            "WORLD_SIZE": str(RANKS),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "PEERS": peers,
+        }
+        command = [
+            "taskset",
+            "-c",
+            str(rank % os.cpu_count()),
+            str(python),
+            str(HERE / script),
+            WORKLOAD,
+            str(batch),
+            str(warmup),
+            str(iterations),
+            str(threads),
+        ]
         ranks.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env))
     # The JSON is the last line: gloo under JAX prints its own lines on stdout too.
     outputs = [json.loads(rank.communicate(timeout=600)[0].splitlines()[-1]) for rank in ranks]
@@ -157,12 +190,19 @@ def main() -> None:
         columns = ["round", "position", "arm", "batch", "median_step_ms"]
         pd.DataFrame(records, columns=columns).to_csv(args.csv, index=False)
     bare = [np.asarray(r, dtype=float) for r in rounds[BARE]]
-    cpu = next((line.split(":", 1)[1].strip() for line in
-                Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())  # fmt: skip
-    print(f"{agent} ({script}): {WORKLOAD} train, batch {args.batch} a rank, {RANKS} ranks, "
-          f"{threads} thread(s) a rank, {args.iterations} timed steps, {args.rounds} rounds; "
-          f"{cpu}, {os.cpu_count()} CPUs\n")  # fmt: skip
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    print(
+        f"{agent} ({script}): {WORKLOAD} train, batch {args.batch} a rank, {RANKS} ranks, "
+        f"{threads} thread(s) a rank, {args.iterations} timed steps, {args.rounds} rounds; "
+        f"{cpu}, {os.cpu_count()} CPUs\n"
+    )
     bound = f"{args.margin:.0%}"
     head = "| arm | median step (ms), by round | tool / bare (95% interval) | verdict"
     print(f"{head} | paired by round: ratio, one-sided 95% top | within {bound} |")
@@ -175,8 +215,9 @@ def main() -> None:
         tool = [np.asarray(r, dtype=float) for r in rounds[name]]
         found = estimate_speedup(bare, tool)  # speedup of the tool over bare: bare / tool
         p_equal = equivalence_p(bare, tool, 1 + args.margin)
-        said = verdict(found, found.p_value, DEFAULT_NOISE_FLOOR, args.margin,
-                       p_equivalent_adjusted=p_equal)  # fmt: skip
+        said = verdict(
+            found, found.p_value, DEFAULT_NOISE_FLOOR, args.margin, p_equivalent_adjusted=p_equal
+        )
         said = {"faster": "tool faster", "slower": "tool slower"}.get(said, said)
         low, high = 1 / found.ci_high, 1 / found.ci_low  # tool / bare
         ratio = f"{1 / found.speedup:.3f} ({low:.3f}-{high:.3f})"

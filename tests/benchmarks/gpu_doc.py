@@ -341,8 +341,11 @@ def render(out: Path) -> str:
         f"- CPU: {host.get('cpu_model', '?')}; collector Python {host.get('python')}; agents' "
         f"Python `{host.get('agent_python')}`"
     )
-    parts.append("## Versions and settings, as the agents reported them\n\n" + versions(rows)
-                 if not rows.empty else "## No rows\n\nNo sweep produced results.")  # fmt: skip
+    parts.append(
+        "## Versions and settings, as the agents reported them\n\n" + versions(rows)
+        if not rows.empty
+        else "## No rows\n\nNo sweep produced results."
+    )
     peak_text = f"{peak:.4g} TFLOP/s" if peak else "not measured (the bare bf16 run failed)"
     parts.append(
         f"## gemm {gemm[0]}x{gemm[1]}x{gemm[2]}\n\nMeasured bf16 peak (bare script): "

@@ -298,8 +298,11 @@ def run_bare(python: str, plan: Plan, out: Path) -> list[dict[str, object]]:
     """The gemm of the sweeps, each precision, timed by bare_torch.py in the agents' Python."""
     results: list[dict[str, object]] = []
     size = ",".join(str(n) for n in plan.gemm)
-    for label, dtype, tf32 in (("float32", "float32", "off"), ("tf32", "float32", "on"),
-                               ("bfloat16", "bfloat16", "off")):  # fmt: skip
+    for label, dtype, tf32 in (
+        ("float32", "float32", "off"),
+        ("tf32", "float32", "on"),
+        ("bfloat16", "bfloat16", "off"),
+    ):
         command = [python, str(HERE / "bare_torch.py"), "gemm", "1", str(plan.bare_warmup)]
         command += [str(plan.bare_iterations), "--device", plan.device, "--dtype", dtype]
         command += ["--tf32", tf32, "--size", size, "--min-seconds", str(plan.bare_min_seconds)]
@@ -377,8 +380,14 @@ def main(argv: list[str] | None = None) -> int:
     for sweep in plan.sweeps:
         left = None if args.deadline is None else args.deadline - (time.monotonic() - started)
         if left is not None and left < MIN_SWEEP_S:
-            record.sweeps.append({**asdict(sweep), "folder": "", "exit_code": None,
-                                  "stopped": "skipped: the --deadline had passed"})  # fmt: skip
+            record.sweeps.append(
+                {
+                    **asdict(sweep),
+                    "folder": "",
+                    "exit_code": None,
+                    "stopped": "skipped: the --deadline had passed",
+                }
+            )
             continue
         folder = out / f"run-{sweep.name}"
         options = ["run", "--agents", ",".join(agents), *pythons, *extra]

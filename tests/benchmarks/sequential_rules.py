@@ -73,8 +73,10 @@ def main() -> None:
             ]
             verdicts = [v for v, _ in outcomes]
             decided = [n for v, n in outcomes if v != "undecided"]
-            share = {v: f"{100 * verdicts.count(v) / len(verdicts):.1f}%" for v in
-                     (EQUIVALENT, FASTER, SLOWER)}  # fmt: skip
+            share = {
+                v: f"{100 * verdicts.count(v) / len(verdicts):.1f}%"
+                for v in (EQUIVALENT, FASTER, SLOWER)
+            }
             median = f"{np.median(decided):.0f}" if decided else "-"
             print(
                 f"| {ratio:g} | {spread:.0%} | {rule} | {share[EQUIVALENT]} | {share[FASTER]} "

@@ -33,8 +33,9 @@ TRUTH = {"tf-mkl": dict(zip(CELLS, (0.43, 0.79, 0.86, 0.93), strict=True))}
 TRUTH["tf-eigen"] = TRUTH["tf-eigen#2"] = dict.fromkeys(CELLS, 1.0)
 # SD of the log process medians in this host's history (the margins' sources, 2026-11-27)
 SPREAD = {"tf-mkl": dict(zip(CELLS, (0.046, 0.052, 0.020, 0.041), strict=True))}
-SPREAD["tf-eigen"] = SPREAD["tf-eigen#2"] = dict(zip(CELLS, (0.059, 0.042, 0.024, 0.026),
-                                                       strict=True))  # fmt: skip
+SPREAD["tf-eigen"] = SPREAD["tf-eigen#2"] = dict(
+    zip(CELLS, (0.059, 0.042, 0.024, 0.026), strict=True)
+)
 # Seconds a cell adds to its process (build, first iteration, warm-up, timed loop), and a start
 COST = {"tf-mkl": dict(zip(CELLS, (0.65, 0.6, 7.8, 3.2), strict=True))}
 COST["tf-eigen"] = COST["tf-eigen#2"] = dict(zip(CELLS, (0.65, 0.6, 8.9, 3.4), strict=True))
@@ -84,8 +85,14 @@ def one_run(rng: np.random.Generator, scale: float, bursts: float) -> tuple[dict
             a_equivalence = sequential.alpha_between(s["spent"], now, equivalences)
             s["spent"] = now
             agent, against, cell = question
-            seen = sequential.look(data[(against, cell)], data[(agent, cell)], a_difference,
-                                   a_equivalence, FLOOR, MARGIN[question])  # fmt: skip
+            seen = sequential.look(
+                data[(against, cell)],
+                data[(agent, cell)],
+                a_difference,
+                a_equivalence,
+                FLOOR,
+                MARGIN[question],
+            )
             s["verdict"] = seen.verdict
             s["open"] = seen.verdict == UNDECIDED
     return {q: state[q]["verdict"] for q in QUESTIONS}, used
@@ -102,8 +109,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     aa_train = ("tf-eigen#2", "tf-eigen", "conv2d train")
-    print("noise model | power | every comparison decided | conv2d train A/A equivalent | "
-          "false A/A differences | wrong tf-eigen calls | mean seconds")  # fmt: skip
+    print(
+        "noise model | power | every comparison decided | conv2d train A/A equivalent | "
+        "false A/A differences | wrong tf-eigen calls | mean seconds"
+    )
     for model in args.models.split(","):
         scale, bursts = (float(x) for x in model.split(":"))
         for power in (float(p) for p in args.powers.split(",")):
@@ -112,13 +121,18 @@ def main() -> None:
             runs = [one_run(rng, scale, bursts) for _ in range(args.runs)]
             every = sum(all(v != UNDECIDED for v in verdicts.values()) for verdicts, _ in runs)
             aa = sum(verdicts[aa_train] == EQUIVALENT for verdicts, _ in runs)
-            false = sum(any(verdicts[q] in (FASTER, SLOWER) for q in QUESTIONS[4:])
-                        for verdicts, _ in runs)  # fmt: skip
-            wrong = sum(any(verdicts[q] in (FASTER, EQUIVALENT) for q in QUESTIONS[:4])
-                        for verdicts, _ in runs)  # fmt: skip
+            false = sum(
+                any(verdicts[q] in (FASTER, SLOWER) for q in QUESTIONS[4:]) for verdicts, _ in runs
+            )
+            wrong = sum(
+                any(verdicts[q] in (FASTER, EQUIVALENT) for q in QUESTIONS[:4])
+                for verdicts, _ in runs
+            )
             seconds = np.mean([used for _, used in runs])
-            print(f"{scale} x history, {bursts:.0%} bursts | {power:g} | {every / args.runs:.0%} "
-                  f"| {aa / args.runs:.0%} | {false} | {wrong} | {seconds:.0f}")  # fmt: skip
+            print(
+                f"{scale} x history, {bursts:.0%} bursts | {power:g} | {every / args.runs:.0%} "
+                f"| {aa / args.runs:.0%} | {false} | {wrong} | {seconds:.0f}"
+            )
 
 
 if __name__ == "__main__":

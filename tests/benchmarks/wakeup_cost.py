@@ -64,11 +64,13 @@ while (now := time.perf_counter_ns()) < end:
 def phases(start: int, phase: int, end: int, rates: list[int]) -> pd.DataFrame:
     schedule = [r for rate in rates for r in (0, rate)]
     count = (end - start) // phase
-    return pd.DataFrame({
-        "phase": range(count),
-        "start": [start + k * phase for k in range(count)],
-        "rate": [schedule[k % len(schedule)] for k in range(count)],
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "phase": range(count),
+            "start": [start + k * phase for k in range(count)],
+            "rate": [schedule[k % len(schedule)] for k in range(count)],
+        }
+    )
 
 
 def medians(ranks: list[dict[str, list[int]]], table: pd.DataFrame, phase: int) -> pd.DataFrame:
@@ -119,9 +121,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--iterations", type=int, default=60_000, help="the world's timed steps")
     parser.add_argument(
-        "--policy", default="normal",
+        "--policy",
+        default="normal",
         help="the waker's scheduling: normal, idle (SCHED_IDLE) or a nice value",
-    )  # fmt: skip
+    )
     parser.add_argument("--csv", type=Path)
     args = parser.parse_args()
     rates = [int(r) for r in args.rates.split(",")]
@@ -130,10 +133,25 @@ def main() -> None:
     python, cpus, port = str(environment.python), os.cpu_count() or 1, free_port()
     ranks = []
     for rank in range(RANKS):
-        env = {"PATH": "/usr/bin:/bin", "RANK": str(rank), "WORLD_SIZE": str(RANKS),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}  # fmt: skip
-        command = ["taskset", "-c", str(rank % cpus), python, str(HERE / "bare_ddp.py"),
-                   WORKLOAD, str(args.batch), "50", str(args.iterations), "1"]  # fmt: skip
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "RANK": str(rank),
+            "WORLD_SIZE": str(RANKS),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+        command = [
+            "taskset",
+            "-c",
+            str(rank % cpus),
+            python,
+            str(HERE / "bare_ddp.py"),
+            WORKLOAD,
+            str(args.batch),
+            "50",
+            str(args.iterations),
+            "1",
+        ]
         ranks.append(subprocess.Popen(command, stdout=subprocess.PIPE, env=env, text=True))
     phase = int(args.phase_seconds * 1e9)
     start = time.perf_counter_ns() + int(SETTLE_SECONDS * 1e9)
@@ -163,18 +181,25 @@ def main() -> None:
         waker.wait()
     last_end = min(rank["ends"][-1] for rank in outputs)
     if last_end < end:
-        print(f"note: the world ended {(end - last_end) / 1e9:.0f} s before the phases did "
-              "(raise --iterations)", file=sys.stderr)  # fmt: skip
+        print(
+            f"note: the world ended {(end - last_end) / 1e9:.0f} s before the phases did "
+            "(raise --iterations)",
+            file=sys.stderr,
+        )
     table = medians(outputs, phases(start, phase, min(end, last_end), rates), phase)
     if args.csv:
         table.to_csv(args.csv, index=False)
     off = table[table["rate"] == 0]["median_ns"] / 1e6
-    print(f"off phases: {len(off)}, median step {off.median():.3f} ms "
-          f"(phases {off.min():.3f}-{off.max():.3f})")  # fmt: skip
+    print(
+        f"off phases: {len(off)}, median step {off.median():.3f} ms "
+        f"(phases {off.min():.3f}-{off.max():.3f})"
+    )
     for rate in rates:
         ratio, low, high, n = paired(table, rate)
-        print(f"{rate} wake-ups/s a CPU, {args.work_us:g} us each ({args.policy}): "
-              f"step on/off {ratio:.3f} (95% {low:.3f}-{high:.3f}), {n} pairs")  # fmt: skip
+        print(
+            f"{rate} wake-ups/s a CPU, {args.work_us:g} us each ({args.policy}): "
+            f"step on/off {ratio:.3f} (95% {low:.3f}-{high:.3f}), {n} pairs"
+        )
 
 
 if __name__ == "__main__":

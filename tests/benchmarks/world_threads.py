@@ -40,9 +40,10 @@ def threads_of(pid: int) -> dict[int, dict[str, object]]:
         try:
             stat = (task / "stat").read_text()
             status = dict(
-                line.split(":\t", 1) for line in (task / "status").read_text().splitlines()
+                line.split(":\t", 1)
+                for line in (task / "status").read_text().splitlines()
                 if ":\t" in line
-            )  # fmt: skip
+            )
         except OSError:
             continue  # the thread ended
         fields = stat[stat.rindex(")") + 2 :].split()
@@ -67,15 +68,22 @@ def sample(pids: list[int], seconds: float, side: str) -> list[dict[str, object]
             then = before[pid].get(tid)
             if then is None:
                 continue
-            rows.append({
-                "side": side, "rank": rank, "thread": now["comm"], "tid": tid,
-                "cpu_share": round((now["ticks"] - then["ticks"]) / TICK / seconds, 3),
-                "voluntary_per_s": round((now["voluntary"] - then["voluntary"]) / seconds, 1),
-                "involuntary_per_s": round(
-                    (now["involuntary"] - then["involuntary"]) / seconds, 1),
-                "allowed": now["allowed"], "last_cpu": now["cpu"],
-                "idle_class": now["policy"] == SCHED_IDLE,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "side": side,
+                    "rank": rank,
+                    "thread": now["comm"],
+                    "tid": tid,
+                    "cpu_share": round((now["ticks"] - then["ticks"]) / TICK / seconds, 3),
+                    "voluntary_per_s": round((now["voluntary"] - then["voluntary"]) / seconds, 1),
+                    "involuntary_per_s": round(
+                        (now["involuntary"] - then["involuntary"]) / seconds, 1
+                    ),
+                    "allowed": now["allowed"],
+                    "last_cpu": now["cpu"],
+                    "idle_class": now["policy"] == SCHED_IDLE,
+                }
+            )
     return rows
 
 
@@ -93,10 +101,28 @@ def rank_pids(parent: int) -> list[int]:
 
 def tool_side(batch: int, settle: float, seconds: float) -> list[dict[str, object]]:
     with tempfile.TemporaryDirectory() as folder:
-        command = [str(COLLECTOR), "run", "--agents", "torch-cpu", "--workloads", WORKLOAD,
-                   "--phases", "train", "--batch-sizes", str(batch), "--world-sizes", str(RANKS),
-                   "--iterations", str(ITERATIONS), "--warmup", "50",
-                   "--store", f"{folder}/store.sqlite", "--out", f"{folder}/run"]  # fmt: skip
+        command = [
+            str(COLLECTOR),
+            "run",
+            "--agents",
+            "torch-cpu",
+            "--workloads",
+            WORKLOAD,
+            "--phases",
+            "train",
+            "--batch-sizes",
+            str(batch),
+            "--world-sizes",
+            str(RANKS),
+            "--iterations",
+            str(ITERATIONS),
+            "--warmup",
+            "50",
+            "--store",
+            f"{folder}/store.sqlite",
+            "--out",
+            f"{folder}/run",
+        ]
         collector = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             deadline = time.monotonic() + 120
@@ -121,11 +147,25 @@ def bare_side(batch: int, settle: float, seconds: float) -> list[dict[str, objec
     port = free_port()
     ranks = []
     for rank in range(RANKS):
-        env = {"PATH": "/usr/bin:/bin", "RANK": str(rank), "WORLD_SIZE": str(RANKS),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}  # fmt: skip
-        command = ["taskset", "-c", str(rank % (os.cpu_count() or 1)), str(python),
-                   str(HERE / "bare_ddp.py"), WORKLOAD, str(batch), "50", str(ITERATIONS),
-                   "1"]  # fmt: skip
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "RANK": str(rank),
+            "WORLD_SIZE": str(RANKS),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+        command = [
+            "taskset",
+            "-c",
+            str(rank % (os.cpu_count() or 1)),
+            str(python),
+            str(HERE / "bare_ddp.py"),
+            WORKLOAD,
+            str(batch),
+            "50",
+            str(ITERATIONS),
+            "1",
+        ]
         ranks.append(subprocess.Popen(command, stdout=subprocess.DEVNULL, env=env))
     try:
         time.sleep(settle)
@@ -157,10 +197,11 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     ranks["rank"] = ranks["rank"].astype(str)
     grouped = ranks.groupby(["side", "rank", "kind"], as_index=False)
     return grouped.agg(
-        threads=("tid", "count"), cpu_share=("cpu_share", "sum"),
+        threads=("tid", "count"),
+        cpu_share=("cpu_share", "sum"),
         wakeups_per_s=("wakeups_per_s", "sum"),
         normal_wakeups_per_s=("normal_wakeups_per_s", "sum"),
-    ).round(3)  # fmt: skip
+    ).round(3)
 
 
 def main() -> None:
@@ -174,8 +215,9 @@ def main() -> None:
     rows = bare_side(args.batch, args.settle, args.seconds)
     rows += tool_side(args.batch, args.settle, args.seconds)
     table = pd.DataFrame(rows)
-    busy = table[(table["cpu_share"] > 0) | (table["voluntary_per_s"] + table["involuntary_per_s"]
-                                             > 0)]  # fmt: skip
+    busy = table[
+        (table["cpu_share"] > 0) | (table["voluntary_per_s"] + table["involuntary_per_s"] > 0)
+    ]
     print(busy.drop(columns="tid").to_markdown(index=False), file=sys.stdout)
     print(file=sys.stdout)
     print(summary(table).to_markdown(index=False), file=sys.stdout)

@@ -237,9 +237,13 @@ class FakeKube:
             with self.lock:
                 found = self.objects.get(("secrets", namespace, secret["secretName"]))
             if found is None:
-                self._wait(namespace, pod["metadata"]["name"], container,
-                           "CreateContainerConfigError",
-                           f'secret "{secret["secretName"]}" not found')  # fmt: skip
+                self._wait(
+                    namespace,
+                    pod["metadata"]["name"],
+                    container,
+                    "CreateContainerConfigError",
+                    f'secret "{secret["secretName"]}" not found',
+                )
                 return None
             folder = self.logs / "volumes" / pod["metadata"]["name"] / mount["name"]
             folder.mkdir(parents=True)
@@ -277,8 +281,13 @@ class FakeKube:
                     found = self.objects.get(("secrets", namespace, secret["name"]), {})
                 value = found.get("data", {}).get(secret["key"])
                 if value is None:  # as a kubelet: the container cannot be made
-                    self._wait(namespace, name, container, "CreateContainerConfigError",
-                               f'secret "{secret["name"]}" not found')  # fmt: skip
+                    self._wait(
+                        namespace,
+                        name,
+                        container,
+                        "CreateContainerConfigError",
+                        f'secret "{secret["name"]}" not found',
+                    )
                     return
                 env[variable["name"]] = base64.b64decode(value).decode()
                 continue
@@ -336,9 +345,11 @@ class FakeKube:
         """The pod stays Pending, its container waiting for `reason`."""
         state = {"waiting": {"reason": reason, "message": message}}
         self.update(
-            "pods", namespace, name,
+            "pods",
+            namespace,
+            name,
             lambda p: p["status"].update(containerStatuses=[self._container(container, state)]),
-        )  # fmt: skip
+        )
 
     @staticmethod
     def _container(container: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:

@@ -27,10 +27,26 @@ ORPHAN_SECONDS = 6  # the killed collector's agent ends itself this long after i
 
 def _command(tmp_path: Path, manifests: Path, *extra: str) -> list[str]:
     return [
-        str(COLLECTOR), "run", "--launcher", "kubernetes", "--manifests", str(manifests),
-        "--agents", "fake", "--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1",
-        "--store", str(tmp_path / "store.sqlite"), "--out", str(tmp_path / "run"), *extra,
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--launcher",
+        "kubernetes",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "fake",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(tmp_path / "run"),
+        *extra,
+    ]
 
 
 def _gone(pids: list[int]) -> bool:
@@ -46,9 +62,18 @@ def _gone(pids: list[int]) -> bool:
 def test_agents_run_as_pods_and_nothing_outlives_the_run(
     kube: FakeKube, fake_manifests: Path, tmp_path: Path
 ) -> None:
-    command = _command(tmp_path, fake_manifests, "--batch-sizes", "1,2",
-                       "--k8s", "namespace=bench", "--k8s", "cpus=2",
-                       "--agent-env", "FWBENCH_TEST_SETTING=pod")  # fmt: skip
+    command = _command(
+        tmp_path,
+        fake_manifests,
+        "--batch-sizes",
+        "1,2",
+        "--k8s",
+        "namespace=bench",
+        "--k8s",
+        "cpus=2",
+        "--agent-env",
+        "FWBENCH_TEST_SETTING=pod",
+    )
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _, stderr = process.communicate(timeout=120)
     pid = process.pid
@@ -107,8 +132,7 @@ def test_a_killed_collectors_agent_ends_itself_and_the_next_run_deletes_its_obje
 ) -> None:
     long = _command(tmp_path, fake_manifests, "--param", "m=20000", "--min-seconds", "300")
     env = {**os.environ, "FWBENCH_ORPHAN_SECONDS": str(ORPHAN_SECONDS)}
-    process = subprocess.Popen(long, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)  # fmt: skip
+    process = subprocess.Popen(long, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while not (tmp_path / "run" / "run.json").exists():  # written once the agent is up
         assert process.poll() is None and time.monotonic() < deadline
@@ -124,11 +148,16 @@ def test_a_killed_collectors_agent_ends_itself_and_the_next_run_deletes_its_obje
     assert _gone(agents), "the agent outlived its collector"
     assert time.monotonic() - killed > ORPHAN_SECONDS / 2  # it ended itself, no one stopped it
     assert {name.partition("/")[0] for name in kube.left()} == {
-        "jobs", "services", "networkpolicies", "pods", "secrets"
-    }  # fmt: skip
+        "jobs",
+        "services",
+        "networkpolicies",
+        "pods",
+        "secrets",
+    }
     (tmp_path / "again").mkdir()
-    done = subprocess.run(_command(tmp_path / "again", fake_manifests), capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        _command(tmp_path / "again", fake_manifests), capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert kube.left() == []  # the orphan's objects deleted, the new run's own too
 
@@ -168,9 +197,11 @@ def test_ctrl_c_deletes_the_runs_objects(
 ) -> None:
     long = _command(tmp_path, fake_manifests, "--param", "m=20000", "--min-seconds", "60")
     process = subprocess.Popen(
-        long, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        long,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + 60
     while not (tmp_path / "run" / "run.json").exists():
         if process.poll() is not None or time.monotonic() > deadline:
@@ -196,8 +227,9 @@ def test_ctrl_c_deletes_the_runs_objects(
 def test_bad_k8s_settings_are_refused_before_anything_is_created(
     kube: FakeKube, fake_manifests: Path, tmp_path: Path, extra: tuple[str, ...], said: str
 ) -> None:
-    done = subprocess.run(_command(tmp_path, fake_manifests, *extra), capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        _command(tmp_path, fake_manifests, *extra), capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2, done.stderr
     assert said in done.stderr.replace("\n", " ")
     assert kube.requests == []
@@ -210,8 +242,9 @@ def test_an_api_server_that_cannot_be_reached_is_said_in_one_line(
         probe.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{probe.getsockname()[1]}"
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig(url, tmp_path / "kubeconfig")))
-    done = subprocess.run(_command(tmp_path, fake_manifests), capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    done = subprocess.run(
+        _command(tmp_path, fake_manifests), capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2, done.stderr
     assert f"the Kubernetes API at {url} answered no list of Jobs" in done.stderr
     assert "Connection refused" in done.stderr and len(done.stderr.splitlines()) == 1
@@ -228,8 +261,9 @@ def test_k8s_settings_need_the_kubernetes_launcher(fake_manifests: Path, tmp_pat
 def test_a_world_is_one_indexed_job_whose_pods_are_its_ranks(
     kube: FakeKube, fake_manifests: Path, tmp_path: Path
 ) -> None:
-    command = _command(tmp_path, fake_manifests, "--world-sizes", "2", "--phases", "train",
-                       "--iterations", "4")  # fmt: skip
+    command = _command(
+        tmp_path, fake_manifests, "--world-sizes", "2", "--phases", "train", "--iterations", "4"
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     (row,) = pd.read_parquet(tmp_path / "run" / "results.parquet").to_dict("records")
@@ -244,8 +278,10 @@ def test_a_world_is_one_indexed_job_whose_pods_are_its_ranks(
     assert row["scheduler_job"] == f"kubernetes:default/{measured}"
     # Each rank was told its index (the completion index) and rank 0's address: its pod
     # hostname JOB-0.SERVICE, which the fake DNS resolved to rank 0's pod IP.
-    envs = sorted((env for pod, env in kube.environments.items() if pod.startswith(measured)),
-                  key=lambda env: env["RANK"])  # fmt: skip
+    envs = sorted(
+        (env for pod, env in kube.environments.items() if pod.startswith(measured)),
+        key=lambda env: env["RANK"],
+    )
     assert [env["RANK"] for env in envs] == ["0", "1"]
     assert {env["WORLD_SIZE"] for env in envs} == {"2"}
     assert {env["MASTER_ADDR"] for env in envs} == {envs[0]["FWBENCH_HOST"]}
@@ -262,8 +298,9 @@ def test_worlds_of_one_pod_are_worlds_too(
 ) -> None:
     """--world-sizes 1,1x2: each a Job of one pod told it is rank 0 of a world of one (not an
     agent alone), the second also that it has two devices."""
-    command = _command(tmp_path, fake_manifests, "--world-sizes", "1,1x2", "--phases", "train",
-                       "--iterations", "3")  # fmt: skip
+    command = _command(
+        tmp_path, fake_manifests, "--world-sizes", "1,1x2", "--phases", "train", "--iterations", "3"
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet").set_index("agent")
@@ -284,11 +321,27 @@ def test_a_torch_world_meets_through_the_services_pod_hostnames(
     """PyTorch's ranks find rank 0 by its pod hostname (MASTER_ADDR = JOB-0.SERVICE, resolved
     by the fake DNS) and run gloo's allreduce across their pods."""
     command = [
-        str(COLLECTOR), "run", "--launcher", "kubernetes", "--agents", "torch-cpu",
-        "--workloads", "allreduce", "--phases", "train", "--batch-sizes", "8",
-        "--world-sizes", "2", "--iterations", "3", "--store", str(tmp_path / "store.sqlite"),
-        "--out", str(tmp_path / "run"),
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--launcher",
+        "kubernetes",
+        "--agents",
+        "torch-cpu",
+        "--workloads",
+        "allreduce",
+        "--phases",
+        "train",
+        "--batch-sizes",
+        "8",
+        "--world-sizes",
+        "2",
+        "--iterations",
+        "3",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(tmp_path / "run"),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     (row,) = pd.read_parquet(tmp_path / "run" / "results.parquet").to_dict("records")

@@ -45,8 +45,9 @@ def _env(job: dict) -> dict[str, object]:
 @pytest.mark.parametrize("world_sizes", ["", "1", "2", "1,2"])
 def test_every_object_validates_strictly_offline_and_is_restricted(world_sizes: str) -> None:
     sizes = ("--world-sizes", world_sizes) if world_sizes else ()
-    objects = _render("--agents", "torch-cpu,tf-mkl,torch-cu12", *sizes, "--run-id", "r1",
-                      "--cpus", "2")  # fmt: skip
+    objects = _render(
+        "--agents", "torch-cpu,tf-mkl,torch-cu12", *sizes, "--run-id", "r1", "--cpus", "2"
+    )
     assert len(objects) == 3 * 3 * len(world_sizes.split(","))
     for obj in objects:
         validate(obj)
@@ -62,8 +63,16 @@ def test_the_restricted_check_finds_what_the_profile_forbids() -> None:
     spec["hostNetwork"] = True
     spec["volumes"] = [{"name": "h", "hostPath": {"path": "/"}}]
     found = "\n".join(check_restricted([job]))
-    for control in ("hostNetwork", "hostPath", "allowPrivilegeEscalation", "drop ALL",
-                    "SYS_ADMIN", "runAsNonRoot", "seccomp", "service-account token"):  # fmt: skip
+    for control in (
+        "hostNetwork",
+        "hostPath",
+        "allowPrivilegeEscalation",
+        "drop ALL",
+        "SYS_ADMIN",
+        "runAsNonRoot",
+        "seccomp",
+        "service-account token",
+    ):
         assert control in found, (control, found)
 
 
@@ -140,8 +149,9 @@ def test_unknown_agents_and_sizes_are_refused() -> None:
         (("--agents", "torch-cpu", "--world-sizes", "0"), "invalid world size"),
     )
     for args, said in cases:
-        done = subprocess.run([str(COLLECTOR), "k8s", "render", *args], capture_output=True,
-                              text=True, timeout=120)  # fmt: skip
+        done = subprocess.run(
+            [str(COLLECTOR), "k8s", "render", *args], capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 2 and said in done.stderr
 
 
@@ -160,13 +170,22 @@ def test_the_launchers_token_secret_and_the_pods_reference_to_it_validate() -> N
 
     manifest = discover_manifests(manifest_dirs())["torch-cpu"]
     made = RunCredentials.make("r1")
-    secret = token_secret("fwbench-r1-token", "r1", made.token, "bench", {"fwbench.io/c": "h:1"},
-                          (made.cert, made.key))  # fmt: skip
+    secret = token_secret(
+        "fwbench-r1-token",
+        "r1",
+        made.token,
+        "bench",
+        {"fwbench.io/c": "h:1"},
+        (made.cert, made.key),
+    )
     assert secret["stringData"] == {
-        "token": made.token, "tls.crt": made.cert.decode(), "tls.key": made.key.decode()
-    }  # fmt: skip
-    objects = world_objects(manifest, "img", "r1", 2, PodShape(), "bench",
-                            token_secret="fwbench-r1-token")  # fmt: skip
+        "token": made.token,
+        "tls.crt": made.cert.decode(),
+        "tls.key": made.key.decode(),
+    }
+    objects = world_objects(
+        manifest, "img", "r1", 2, PodShape(), "bench", token_secret="fwbench-r1-token"
+    )
     for obj in (secret, *objects):
         validate(obj)
     env = _env(objects[-1])
@@ -177,7 +196,8 @@ def test_the_launchers_token_secret_and_the_pods_reference_to_it_validate() -> N
     (container,) = objects[-1]["spec"]["template"]["spec"]["containers"]
     assert container["readinessProbe"]["tcpSocket"] == {"port": manifest.grpc_port}
     (rendered,) = world_objects(manifest, "img", "r1", 1, PodShape(), "bench")[-1]["spec"][
-        "template"]["spec"]["containers"]  # fmt: skip
+        "template"
+    ]["spec"]["containers"]
     assert rendered["readinessProbe"]["grpc"] == {"port": manifest.grpc_port}
     spec = objects[-1]["spec"]["template"]["spec"]
     (volume,) = spec["volumes"]
@@ -193,12 +213,25 @@ def test_scheduling_network_and_queue_options_reach_every_world() -> None:
     tolerations, pull secrets, /dev/shm, a Kueue queue (gang admission), the collector's CIDR;
     everything still validates strictly and is restricted; a malformed one is refused."""
     objects = _render(
-        "--agents", "torch-cpu", "--world-sizes", "2", "--run-id", "r1",
-        "--k8s", "node_selector=pool=bench,zone=a",
-        "--k8s", "tolerations=dedicated=bench:NoSchedule,gpu:NoExecute",
-        "--k8s", "pull_secrets=regcred", "--k8s", "shm=2Gi", "--k8s", "queue=bench-queue",
-        "--k8s", "collector_cidrs=10.0.0.5/32",
-    )  # fmt: skip
+        "--agents",
+        "torch-cpu",
+        "--world-sizes",
+        "2",
+        "--run-id",
+        "r1",
+        "--k8s",
+        "node_selector=pool=bench,zone=a",
+        "--k8s",
+        "tolerations=dedicated=bench:NoSchedule,gpu:NoExecute",
+        "--k8s",
+        "pull_secrets=regcred",
+        "--k8s",
+        "shm=2Gi",
+        "--k8s",
+        "queue=bench-queue",
+        "--k8s",
+        "collector_cidrs=10.0.0.5/32",
+    )
     _, policy, job = objects
     spec = job["spec"]["template"]["spec"]
     assert spec["nodeSelector"] == {"pool": "bench", "zone": "a"}

@@ -107,13 +107,22 @@ def decided(make_run: Callable[..., RunData], store: ResultStore) -> RunData:
         "stopped": stopped,
         "method": "Yuen's t; cube of the progress",
         "decisions": [
-            _decision("slow", "fast", SLOWER, speedup=0.894, ci_low=0.825, ci_high=0.968,
-                      repetitions=5),
-            _decision("slow#2", "slow", UNDECIDED, speedup=1.02, ci_low=0.96, ci_high=1.08,
-                      repetitions=16, why=f"{stopped}; about 56 processes a side would likely "
-                      "decide it; one agent's processes differed by 4.4% here"),
+            _decision(
+                "slow", "fast", SLOWER, speedup=0.894, ci_low=0.825, ci_high=0.968, repetitions=5
+            ),
+            _decision(
+                "slow#2",
+                "slow",
+                UNDECIDED,
+                speedup=1.02,
+                ci_low=0.96,
+                ci_high=1.08,
+                repetitions=16,
+                why=f"{stopped}; about 56 processes a side would likely "
+                "decide it; one agent's processes differed by 4.4% here",
+            ),
         ],
-    }  # fmt: skip
+    }
     return _finish(store, "decided", command=COMMAND, until_decided=record)
 
 
@@ -163,9 +172,13 @@ def test_a_rerun_of_days_is_not_suggested(decided: RunData) -> None:
     record = {**decided.metadata["until_decided"], "rounds": 5, "max_rounds": 5}
     record["round_seconds"] = [30.0] * 5
     twin = record["decisions"][1] = {
-        **record["decisions"][1], "speedup": 1.036, "ci_low": 0.85, "ci_high": 1.26,
-        "repetitions": 5, "why": "--repeat 5: the most rounds allowed",
-    }  # fmt: skip
+        **record["decisions"][1],
+        "speedup": 1.036,
+        "ci_low": 0.85,
+        "ci_high": 1.26,
+        "repetitions": 5,
+        "why": "--repeat 5: the most rounds allowed",
+    }
     groups = Groups()
     groups.add(*decision_reason(twin, record, COMMAND), twin)
     [group] = groups.said(record, COMMAND)
@@ -176,9 +189,11 @@ def test_a_rerun_of_days_is_not_suggested(decided: RunData) -> None:
     near = {**twin, "agent": "slow", "speedup": 0.93, "ci_low": 0.80, "ci_high": 1.08}
     groups.add(*decision_reason(near, record, COMMAND), near)
     [group] = groups.said(record, COMMAND)
-    assert re.search(r"; about \d+ processes a side would likely decide 1 of them; 1 of them "
-                     r"would need more than 100 processes a side to decide them: too many to run",
-                     group.reason), group.reason  # fmt: skip
+    assert re.search(
+        r"; about \d+ processes a side would likely decide 1 of them; 1 of them "
+        r"would need more than 100 processes a side to decide them: too many to run",
+        group.reason,
+    ), group.reason
     assert "--repeat" in group.command and "--budget" in group.command, group
     assert group.then.startswith("to decide 1 of them: collector run "), group.then
 
@@ -250,8 +265,10 @@ def test_a_plain_run_opens_with_its_one_reason_and_the_command_once(
     """The README's first command before it decided anything: one process a side in every
     cell, so every comparison undecided for one reason, said once with the command that
     would decide it; the table's rows point at one numbered note instead of repeating it."""
-    one = {cell: processes([median], seed) for seed, (cell, median) in enumerate(
-        [(CONV, 0.010), (GEMM, 0.5)])}  # fmt: skip
+    one = {
+        cell: processes([median], seed)
+        for seed, (cell, median) in enumerate([(CONV, 0.010), (GEMM, 0.5)])
+    }
     make_run(
         "plain",
         {"a": one, "b": {CONV: processes([0.02], 7), GEMM: processes([0.4], 8)}, "c": one},

@@ -220,8 +220,16 @@ def test_a_failing_onednn_probe_is_recorded_not_fatal(monkeypatch: pytest.Monkey
         if library == "onednn":
             raise measure.CalibrationError("no mkldnn_linear")
         rate = {"numpy": 1e9, "torch": 2e9}[library]
-        return {"gemm": [{"library": library, "dtype": "float32", "threads": threads,
-                          "flops_per_second": rate}]}  # fmt: skip
+        return {
+            "gemm": [
+                {
+                    "library": library,
+                    "dtype": "float32",
+                    "threads": threads,
+                    "flops_per_second": rate,
+                }
+            ]
+        }
 
     monkeypatch.setattr(measure, "_probe", probe_)
     monkeypatch.setattr(measure, "has_torch", lambda python: True)

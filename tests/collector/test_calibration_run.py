@@ -62,10 +62,26 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     manifests = write_fake_agents(root / "agents", {"steady": {}})
     done = collector(
         root,
-        "run", "--manifests", str(manifests), "--agents", "steady", "--workloads", "gemm",
-        "--phases", "infer,train", "--batch-sizes", "1,2", "--dtypes", "float32,float64",
-        "--param", "m=2000", "--min-seconds", "0.1", "--out", str(root / "run"),
-    )  # fmt: skip
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "steady",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer,train",
+        "--batch-sizes",
+        "1,2",
+        "--dtypes",
+        "float32,float64",
+        "--param",
+        "m=2000",
+        "--min-seconds",
+        "0.1",
+        "--out",
+        str(root / "run"),
+    )
     assert done.returncode == 0, done.stderr
     assert "calibrating this host (quick" in done.stderr
     return root, json.loads((root / "run" / "run.json").read_text())["run_id"]

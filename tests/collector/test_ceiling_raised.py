@@ -83,15 +83,36 @@ def environment(root: Path) -> dict[str, str]:
 
 def run_arguments(manifests: Path, out: Path, batch_sizes: str, micros: int) -> list[str]:
     return [
-        "run", "--manifests", str(manifests), "--agents", "steady", "--workloads", "gemm",
-        "--phases", "infer", "--batch-sizes", batch_sizes, "--param", f"m={micros}",
-        "--min-seconds", "0.1", "--out", str(out),
-    ]  # fmt: skip
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "steady",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        batch_sizes,
+        "--param",
+        f"m={micros}",
+        "--min-seconds",
+        "0.1",
+        "--out",
+        str(out),
+    ]
 
 
 def row(gflops: float, threads: int, cell: int = 0, **more: Any) -> dict[str, Any]:
-    return {"dtype": "float32", "intra_op_threads": threads, "gflops_per_second": gflops,
-            "cell": cell, "agent": "a", "status": "ok", **more}  # fmt: skip
+    return {
+        "dtype": "float32",
+        "intra_op_threads": threads,
+        "gflops_per_second": gflops,
+        "cell": cell,
+        "agent": "a",
+        "status": "ok",
+        **more,
+    }
 
 
 def test_a_row_above_its_ceiling_raises_it_for_its_threads_and_more() -> None:
@@ -128,8 +149,12 @@ def test_a_run_faster_than_its_calibration_reports_no_fraction_above_one(tmp_pat
     # batch 1, each far above 1 GFLOP/s; cells are measured in the order of the batch sizes.
     done = subprocess.run(
         collector(tmp_path, *run_arguments(manifests, tmp_path / "run", "1,4,2", 2000)),
-        env=environment(tmp_path), capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        env=environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert "calibrating" not in done.stderr  # the faked one, from the cache
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet").sort_values("cell")
@@ -157,9 +182,13 @@ def test_a_run_faster_than_its_calibration_reports_no_fraction_above_one(tmp_pat
     assert after["observed"] == metadata["calibration"]["observed"]
     assert after["peak_flops"] == fake_calibration("slow-calibration", 1e9)["peak_flops"]
     listed = subprocess.run(
-        [str(COLLECTOR), "calibrate"], env={**environment(tmp_path), "COLUMNS": "200"},
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [str(COLLECTOR), "calibrate"],
+        env={**environment(tmp_path), "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert listed.returncode == 0, listed.stderr
     assert re.search(rf"raised float32 +│ {threads} ", listed.stdout), listed.stdout
     assert f"run {metadata['run_id']} cell 1: steady gemm" in listed.stdout
@@ -172,9 +201,12 @@ def test_a_resumed_run_keeps_its_own_calibration(tmp_path: Path) -> None:
     arguments = run_arguments(manifests, out, "1,2,3,4,5", 20000)  # 20 ms a step
     with (tmp_path / "collector.log").open("wb") as log:
         process = subprocess.Popen(
-            collector(tmp_path, *arguments), env=environment(tmp_path), cwd=tmp_path,
-            stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            collector(tmp_path, *arguments),
+            env=environment(tmp_path),
+            cwd=tmp_path,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 120
     while not (out / "results.parquet").exists() and process.poll() is None:
         assert time.monotonic() < deadline
@@ -187,9 +219,14 @@ def test_a_resumed_run_keeps_its_own_calibration(tmp_path: Path) -> None:
     # The host is calibrated again meanwhile, with another result.
     cached.write_text(json.dumps(fake_calibration("second-calibration", 2e18)))
     resumed = subprocess.run(
-        collector(tmp_path, "run", "--resume", run_id), env=environment(tmp_path),
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+        collector(tmp_path, "run", "--resume", run_id),
+        env=environment(tmp_path),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert resumed.returncode == 0, resumed.stderr
     rows = pd.read_parquet(out / "results.parquet")
     assert len(rows) == 5 and set(rows["status"]) == {"ok"}

@@ -69,8 +69,11 @@ def test_the_schedule_keeps_each_shape_its_own_cell() -> None:
     assert small.key != large.key and varying_params([small.key, large.key]) == {"m"}
     order = stretches([Work([small, large])], repeat=2, fresh_process=False)
     assert [[(c.params["m"], r) for c, r in cells] for _, cells in order] == [
-        [(8, 0)], [(8, 1)], [(16, 0)], [(16, 1)],
-    ]  # fmt: skip
+        [(8, 0)],
+        [(8, 1)],
+        [(16, 0)],
+        [(16, 1)],
+    ]
 
 
 def test_decided_questions_know_an_aa_pair_from_the_instances_not_the_names(
@@ -92,5 +95,8 @@ def test_decided_questions_know_an_aa_pair_from_the_instances_not_the_names(
     monkeypatch.setattr(specs.Instance, "parse", None)  # no name is parsed back
     asked = {(q.agent, q.against): q.twins for q in questions_for(run, "a")}
     assert asked == {
-        ("a#2", "a"): True, ("b", "a"): False, ("a~w2", "a"): False, ("a~w2#2", "a~w2"): True,
-    }  # fmt: skip
+        ("a#2", "a"): True,
+        ("b", "a"): False,
+        ("a~w2", "a"): False,
+        ("a~w2#2", "a~w2"): True,
+    }

@@ -64,13 +64,27 @@ def test_an_unsupported_cells_reason_is_read_in_full_under_a_narrow_table() -> N
 
 
 def test_names_and_figures_are_never_cut_and_left_out_columns_are_named() -> None:
-    telemetry = {"cpu_user_percent": 190.0, "cpu_system_percent": 3.0,
-                 "host_iowait_percent": 0.0, "others_cpu_percent": 2.0,
-                 "rss_peak_bytes": 600 * 2**20, "peak_fraction": 0.25}  # fmt: skip
-    agents = ["torch-cpu", "keras-torch", "jax-cpu", "keras-jax", "tf-eigen", "keras-tf",
-              "onnxruntime-cpu", "paddle-cpu"]  # fmt: skip
-    results = pd.DataFrame([_row(agent, items_per_second=25_825.4, **telemetry)
-                            for agent in agents])  # fmt: skip
+    telemetry = {
+        "cpu_user_percent": 190.0,
+        "cpu_system_percent": 3.0,
+        "host_iowait_percent": 0.0,
+        "others_cpu_percent": 2.0,
+        "rss_peak_bytes": 600 * 2**20,
+        "peak_fraction": 0.25,
+    }
+    agents = [
+        "torch-cpu",
+        "keras-torch",
+        "jax-cpu",
+        "keras-jax",
+        "tf-eigen",
+        "keras-tf",
+        "onnxruntime-cpu",
+        "paddle-cpu",
+    ]
+    results = pd.DataFrame(
+        [_row(agent, items_per_second=25_825.4, **telemetry) for agent in agents]
+    )
     results["workload"] = "mobilenet_v2"
     text = _shown(results, 160)
     assert "…" not in text and max(len(line) for line in text.splitlines()) <= 160
@@ -109,8 +123,13 @@ def test_the_report_lists_the_cells_not_measured_with_their_reasons(
 
     key = ("gemm", "infer", 8)
     rng = np.random.default_rng(0)
-    make_run("r2", {"a": {key: [0.01 * rng.lognormal(0, 0.01, 20)]},
-                    "b": {key: [0.02 * rng.lognormal(0, 0.01, 20)]}})  # fmt: skip
+    make_run(
+        "r2",
+        {
+            "a": {key: [0.01 * rng.lognormal(0, 0.01, 20)]},
+            "b": {key: [0.02 * rng.lognormal(0, 0.01, 20)]},
+        },
+    )
     why = "b cannot run gemm in float64 here"
     measured = store.results("r2").to_dict("records")[1]  # b's row: every column, as stored
     measured = {k: v for k, v in measured.items() if v is not pd.NaT}

@@ -185,9 +185,14 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
     def run(name: str) -> Outcome:
         workspace, stored, args = prepared[name]
         done = subprocess.run(
-            [COLLECTOR, *args], cwd=workspace.cwd, env=workspace.env, stdin=subprocess.DEVNULL,
-            capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+            [COLLECTOR, *args],
+            cwd=workspace.cwd,
+            env=workspace.env,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         return Outcome(workspace, done, stored)
 
     # A few at a time, each with its own time limit: all at once on a 2-CPU host under another

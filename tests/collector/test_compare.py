@@ -214,9 +214,11 @@ def test_undecided_says_how_many_repetitions_would_decide(
     def compared(spread: float) -> Comparison:
         run = make_run(
             f"close-{spread}",
-            {"a": {CONV: reps(0.010, 1, count=2, spread=spread, n=5)},
-             "b": {CONV: reps(0.0108, 2, count=2, spread=spread, n=5)}},
-        )  # fmt: skip
+            {
+                "a": {CONV: reps(0.010, 1, count=2, spread=spread, n=5)},
+                "b": {CONV: reps(0.0108, 2, count=2, spread=spread, n=5)},
+            },
+        )
         (close,) = compare_to_baseline(run, "a").comparisons
         assert close.verdict == UNDECIDED and close.evidence == "processes"
         return close
@@ -281,9 +283,15 @@ def test_cli_takes_a_run_folder_for_its_id(run: RunData, store: Any, tmp_path: A
     folder.mkdir(exist_ok=True)
     (folder / "run.json").write_text(json.dumps({"run_id": "run-a"}))
     by_folder = invoke(
-        "compare", str(folder), "--baseline", "tf-eigen", "--format", "json",
-        "--store", str(store.path),
-    )  # fmt: skip
+        "compare",
+        str(folder),
+        "--baseline",
+        "tf-eigen",
+        "--format",
+        "json",
+        "--store",
+        str(store.path),
+    )
     by_id = invoke(
         "compare", "run-a", "--baseline", "tf-eigen", "--format", "json", "--store", str(store.path)
     )

@@ -123,8 +123,9 @@ def test_interfered_processes_are_left_out_and_without_samples_no_interval() -> 
 def test_the_verdicts_are_adjusted_together() -> None:
     """Holm over every efficiency shown: the smallest p is doubled for two worlds."""
     results, samples = _run({(1, 1): 0.010, (2, 1): 0.011, (1, 2): 0.0105}, repeat=3, seed=3)
-    rows = results.assign(family="fake", ranks=results["world_size"],
-                          devices=results["local_devices"])  # fmt: skip
+    rows = results.assign(
+        family="fake", ranks=results["world_size"], devices=results["local_devices"]
+    )
     rows["replicas"] = rows["ranks"] * rows["devices"]
     same = ["family", "workload", "phase", "batch_size", "dtype", "mode", "params", "strategy"]
     found = efficiencies(rows, samples, same)

@@ -26,13 +26,20 @@ def _store_generation_run(store: ResultStore, prompts: tuple[int, ...], fraction
             for batch in (1, 4):
                 decode = 1e-3 * speed * (1 + batch / 8)
                 row = synthetic_row(
-                    "gen", cell, agent, ("generate", "infer", batch), 0, kind="generation",
-                    mode="eager", params=json.dumps({**SHAPE, "prompt_len": prompt}),
-                    prompt_tokens=prompt, decode_steps=7,
+                    "gen",
+                    cell,
+                    agent,
+                    ("generate", "infer", batch),
+                    0,
+                    kind="generation",
+                    mode="eager",
+                    params=json.dumps({**SHAPE, "prompt_len": prompt}),
+                    prompt_tokens=prompt,
+                    decode_steps=7,
                     time_to_first_token_seconds=prompt * 1e-4 * speed,
                     decode_tokens_per_second=batch / decode,
                     decode_bandwidth_fraction=0.3 / speed if fraction else None,
-                )  # fmt: skip
+                )
                 store.add_result("gen", row, [int(1e9 * (prompt * 1e-4 + 7 * decode))] * 3)
                 cell += 1
 

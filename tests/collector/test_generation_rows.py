@@ -16,17 +16,28 @@ from fwbench.collector.run.validate import ProtocolViolation, check_result
 from fwbench.spec import load_catalogue
 
 CATALOGUE = load_catalogue()
-PARAMS = {"layers": 2, "hidden": 64, "heads": 4, "vocab": 500, "context": 64,
-          "prompt_len": 8, "new_tokens": 4}  # fmt: skip
+PARAMS = {
+    "layers": 2,
+    "hidden": 64,
+    "heads": 4,
+    "vocab": 500,
+    "context": 64,
+    "prompt_len": 8,
+    "new_tokens": 4,
+}
 STEPS = 3  # new_tokens - 1
 
 
 def _request(workload: str = "generate") -> agent_pb2.RunRequest:
     params = PARAMS if workload == "generate" else {"m": 8}
     return agent_pb2.RunRequest(
-        run_id="r", workload=workload, batch_size=2, params=params, min_iterations=2,
+        run_id="r",
+        workload=workload,
+        batch_size=2,
+        params=params,
+        min_iterations=2,
         max_iterations=10,
-    )  # fmt: skip
+    )
 
 
 def _result(
@@ -103,10 +114,16 @@ def test_the_columns_come_from_the_parts_and_the_catalogue() -> None:
 def test_the_bandwidth_fraction_is_against_this_hosts_calibration() -> None:
     calibration = {"id": "c", "read_bandwidth": {"1": {"bytes_per_second": 4e9}}, "method": {}}
     row = {
-        "workload": "generate", "phase": "infer", "batch_size": 2, "dtype": "float32",
-        "params": json.dumps(PARAMS), "device": "cpu", "launcher": "local",
-        "intra_op_threads": 1, "decode_bandwidth_bytes_per_second": 1e9,
-    }  # fmt: skip
+        "workload": "generate",
+        "phase": "infer",
+        "batch_size": 2,
+        "dtype": "float32",
+        "params": json.dumps(PARAMS),
+        "device": "cpu",
+        "launcher": "local",
+        "intra_op_threads": 1,
+        "decode_bandwidth_bytes_per_second": 1e9,
+    }
     annotated = ceilings(CATALOGUE, calibration)(row)
     assert annotated["decode_bandwidth_fraction"] == pytest.approx(0.25)
     elsewhere = ceilings(CATALOGUE, calibration)({**row, "device": "cuda:0"})

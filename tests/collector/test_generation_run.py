@@ -45,8 +45,10 @@ def test_a_generation_row_carries_its_latencies_and_rates(tmp_path: Path, manife
     table = pd.read_parquet(tmp_path / "run" / "results.parquet")
     # generate has no training: no cell at all, not an "unsupported" one blamed on the agent.
     assert sorted(zip(table["workload"], table["phase"], strict=True)) == [
-        ("gemm", "infer"), ("gemm", "train"), ("generate", "infer"),
-    ]  # fmt: skip
+        ("gemm", "infer"),
+        ("gemm", "train"),
+        ("generate", "infer"),
+    ]
     assert set(table["status"]) == {"ok"}
     row = table[table["workload"] == "generate"].iloc[0]
     assert row["kind"] == "generation" and row["decode_steps"] == 5 and row["prompt_tokens"] == 40
@@ -71,10 +73,13 @@ def test_a_shape_that_breaks_a_rule_is_refused_before_anything_starts(
     tmp_path: Path, manifests: Path
 ) -> None:
     for options, says in (
-        (["--param", "new_tokens=30"], "params.new_tokens=30 is out of range: the prompt and "
-         "the new tokens must fit the context (context=64, prompt_len=40)"),
+        (
+            ["--param", "new_tokens=30"],
+            "params.new_tokens=30 is out of range: the prompt and "
+            "the new tokens must fit the context (context=64, prompt_len=40)",
+        ),
         (["--param", "heads=3"], "params.heads=3 is out of range: heads must divide hidden"),
-    ):  # fmt: skip
+    ):
         done = _run(tmp_path, manifests, "--workloads", "generate", "--phases", "infer", *options)
         assert done.returncode == 2, done.stdout + done.stderr
         assert says in done.stderr

@@ -58,8 +58,11 @@ def test_dry_run_measures_every_sweep_and_writes_the_page(
     # batch, its figures from the row; its missing transformers are listed as refused.
     generate = ok[ok["workload"] == "generate"].sort_values(["batch_size", "prompt_tokens"])
     assert list(zip(generate["batch_size"], generate["prompt_tokens"], strict=True)) == [
-        (1, 8), (1, 16), (2, 8), (2, 16),
-    ]  # fmt: skip
+        (1, 8),
+        (1, 16),
+        (2, 8),
+        (2, 16),
+    ]
     first = generate.iloc[0]
     line = f"| fake | eager | fp32 | 1 | 8 | {first['time_to_first_token_seconds'] * 1e3:.2f} |"
     assert line in page

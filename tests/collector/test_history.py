@@ -159,13 +159,24 @@ def test_history_reads_this_hosts_earlier_processes_that_ran_the_same_way(
     _write_run(store, "r3", "2026-01-03T00:00:00", {"a": a[:2], "a#2": a[2:]})
     now = _write_run(store, "now", "2026-01-04T00:00:00", {"a": [0.010], "b": [0.020]})
     # never counted: another host, a later run, other environment switches, one process
-    _write_run(store, "elsewhere", "2026-01-02T00:00:00", {"a": [0.01, 0.03, 0.01, 0.03]},
-               hostname="otherhost")  # fmt: skip
+    _write_run(
+        store,
+        "elsewhere",
+        "2026-01-02T00:00:00",
+        {"a": [0.01, 0.03, 0.01, 0.03]},
+        hostname="otherhost",
+    )
     _write_run(store, "later", "2026-01-05T00:00:00", {"a": [0.01, 0.03, 0.01, 0.03]})
-    _write_run(store, "malloc", "2026-01-02T00:00:00", {"a": [0.01, 0.03, 0.01, 0.03]},
-               environment=json.dumps({"MALLOC_ARENA_MAX": "1"}))  # fmt: skip
-    _write_run(store, "one", "2026-01-02T00:00:00", {"a": [0.01, 0.03, 0.01, 0.03]},
-               same_process=True)  # fmt: skip
+    _write_run(
+        store,
+        "malloc",
+        "2026-01-02T00:00:00",
+        {"a": [0.01, 0.03, 0.01, 0.03]},
+        environment=json.dumps({"MALLOC_ARENA_MAX": "1"}),
+    )
+    _write_run(
+        store, "one", "2026-01-02T00:00:00", {"a": [0.01, 0.03, 0.01, 0.03]}, same_process=True
+    )
     spread = _spread(store, now, "a")
     assert spread is not None and spread.runs == 3 and spread.processes == 12
     logs = [np.log(a) - np.log(a).mean(), np.log(a) - np.log(a).mean()]
@@ -303,8 +314,9 @@ def test_compare_takes_each_margin_from_the_runs_before_the_one_compared(
     for day in (1, 2):
         _write_run(store, f"r{day}", f"2026-01-0{day}T00:00:00", {"a": NOISY, "a#2": NOISY[::-1]})
     _write_run(store, "later", "2026-01-09T00:00:00", {"a": STEADY, "a#2": STEADY})
-    now = _write_run(store, "now", "2026-01-05T00:00:00",
-                     {"a": STEADY, "a#2": [x * 1.04 for x in STEADY]})  # fmt: skip
+    now = _write_run(
+        store, "now", "2026-01-05T00:00:00", {"a": STEADY, "a#2": [x * 1.04 for x in STEADY]}
+    )
     (margins,) = margin_histories(store, [now])
     (judged,) = compare_to_baseline(now, "a", margins=margins).comparisons
     expected = earlier_history(store, "now", now.metadata).of_row(store.rows("now")[0])
@@ -317,8 +329,10 @@ def test_compare_takes_each_margin_from_the_runs_before_the_one_compared(
     )
     assert judged.verdict == EQUIVALENT, judged
     # the same data within the default 5% (no history, or --margin 0.05) is not settled
-    for kept in (compare_to_baseline(now, "a"), compare_to_baseline(now, "a", margin=0.05,
-                                                                     margins=margins)):  # fmt: skip
+    for kept in (
+        compare_to_baseline(now, "a"),
+        compare_to_baseline(now, "a", margin=0.05, margins=margins),
+    ):
         (alone,) = kept.comparisons
         assert alone.margin == DEFAULT_MARGIN and alone.verdict == UNDECIDED
     assert compare_to_baseline(now, "a").comparisons[0].margin_from == NO_HISTORY_MARGIN
@@ -354,8 +368,9 @@ def test_cli_compare_and_report_take_the_margins_from_the_runs_before(
 
     for day in (1, 2):
         _write_run(store, f"r{day}", f"2026-01-0{day}T00:00:00", {"a": NOISY, "a#2": NOISY[::-1]})
-    _write_run(store, "now", "2026-01-05T00:00:00",
-               {"a": STEADY, "a#2": [x * 1.04 for x in STEADY]})  # fmt: skip
+    _write_run(
+        store, "now", "2026-01-05T00:00:00", {"a": STEADY, "a#2": [x * 1.04 for x in STEADY]}
+    )
     base = ["compare", "now", "--baseline", "a", "--format", "json", "--store", str(store.path)]
     seen = []
     for extra in ([], ["--margin", "0.05"], ["--no-host-history"]):
@@ -365,9 +380,14 @@ def test_cli_compare_and_report_take_the_margins_from_the_runs_before(
         (only,) = document["comparisons"]
         seen.append((document["equivalence_margin"], only["verdict"]))
         seen.append(only["equivalence_margin_from"].split(":")[0])
-    assert seen == [(None, EQUIVALENT), "from this host's earlier runs",
-                    (0.05, UNDECIDED), "--margin",
-                    (None, UNDECIDED), "by default"]  # fmt: skip
+    assert seen == [
+        (None, EQUIVALENT),
+        "from this host's earlier runs",
+        (0.05, UNDECIDED),
+        "--margin",
+        (None, UNDECIDED),
+        "by default",
+    ]
     out = tmp_path / "report"
     args = ["report", "now", "--baseline", "a", "--out", str(out), "--store", str(store.path)]
     done = CliRunner().invoke(app, args)

@@ -58,9 +58,16 @@ def image(digests: list[str], number: int = 0) -> Any:
 
 def manifest(requires_gpu: bool = False) -> AgentManifest:
     return AgentManifest(
-        "numpy-cpu", "numpy", "cpu", "", Path("numpy-cpu.toml"), (), (), (),
+        "numpy-cpu",
+        "numpy",
+        "cpu",
+        "",
+        Path("numpy-cpu.toml"),
+        (),
+        (),
+        (),
         requires_gpu=requires_gpu,
-    )  # fmt: skip
+    )
 
 
 def base(client: FakeClient, gpu: bool = False, report: Any = print) -> str:

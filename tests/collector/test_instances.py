@@ -51,8 +51,11 @@ def test_the_helpers_answer_from_the_instance() -> None:
     assert agent_family("torch-cpu~w2#2") == "torch-cpu#2"
     fakes = expand_instances(["fake", "fake"])
     assert [str(w) for w in with_worlds(fakes, [(1, 1), (1, 2)])] == [
-        "fake~w1", "fake~w1x2", "fake~w1#2", "fake~w1x2#2",
-    ]  # fmt: skip
+        "fake~w1",
+        "fake~w1x2",
+        "fake~w1#2",
+        "fake~w1x2#2",
+    ]
 
 
 def test_a_spec_from_the_command_line_keeps_its_address_out_of_the_name() -> None:
@@ -96,9 +99,14 @@ class _Recording:
         peers = [f"127.0.0.1:{2000 + rank}" for rank in range(world.ranks)]
         return Placement("127.0.0.1", 1999, peers, "local", pins_cpus=False)
 
-    def start(self, manifest: object, instance: Instance, threads: int,
-              extra_environment: dict[str, str] | None = None, abandon: object = None,
-              ) -> AgentHandle:  # fmt: skip
+    def start(
+        self,
+        manifest: object,
+        instance: Instance,
+        threads: int,
+        extra_environment: dict[str, str] | None = None,
+        abandon: object = None,
+    ) -> AgentHandle:
         with self.lock:
             self.started.append((instance, dict(extra_environment or {})))
         address = f"127.0.0.1:{3000 + (instance.rank or 0)}"
@@ -132,11 +140,16 @@ def test_world_sizes_reach_the_launcher_as_instances_never_parsed_back(
             (str(one), one.rank, env["RANK"], env["WORLD_SIZE"], env.get(startup.LOCAL_DEVICES))
             for one, env in launcher.started
         )
-        assert got == sorted([
-            ("fake~w2-rank0", 0, "0", "2", None), ("fake~w2-rank1", 1, "1", "2", None),
-            ("fake~w2#2-rank0", 0, "0", "2", None), ("fake~w2#2-rank1", 1, "1", "2", None),
-            ("fake~w1x2-rank0", 0, "0", "1", "2"), ("fake~w1x2#2-rank0", 0, "0", "1", "2"),
-        ])  # fmt: skip
+        assert got == sorted(
+            [
+                ("fake~w2-rank0", 0, "0", "2", None),
+                ("fake~w2-rank1", 1, "1", "2", None),
+                ("fake~w2#2-rank0", 0, "0", "2", None),
+                ("fake~w2#2-rank1", 1, "1", "2", None),
+                ("fake~w1x2-rank0", 0, "0", "1", "2"),
+                ("fake~w1x2#2-rank0", 0, "0", "1", "2"),
+            ]
+        )
         assert all(one.world in instances for one, _ in launcher.started)
     finally:
         for handle in handles:

@@ -100,10 +100,19 @@ def test_a_row_of_unknown_interference_is_stored_with_its_columns_empty(tmp_path
     old = [Scrape(t, {(PROCESS, "user"): t, (PROCESS, "system"): 0.0}) for t in (0.0, 1.0, 2.0)]
     columns = summarize(old, 0.5, 1.5)
     row = {
-        "schema_version": 10, "run_id": "r", "cell": 0, "agent": "old", "workload": "gemm",
-        "phase": "infer", "batch_size": 1, "dtype": "float32", "status": "ok",
-        **columns, **judge(columns, 10.0), "agent_cpus": pd.NA,
-    }  # fmt: skip
+        "schema_version": 10,
+        "run_id": "r",
+        "cell": 0,
+        "agent": "old",
+        "workload": "gemm",
+        "phase": "infer",
+        "batch_size": 1,
+        "dtype": "float32",
+        "status": "ok",
+        **columns,
+        **judge(columns, 10.0),
+        "agent_cpus": pd.NA,
+    }
     store = ResultStore(tmp_path / "store.sqlite")
     store.start_run("r", tmp_path / "r", "2026-11-28T00:00:00+00:00", {"run_id": "r"})
     store.add_result("r", row, [1000, 1100])

@@ -65,8 +65,12 @@ LINT_AGENTS = ROOT / "agents" / "lint_imports.py"
 def _lint_agents(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(LINT_AGENTS), *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_the_runtime_imports_no_plugin_and_plugins_not_each_other() -> None:
@@ -78,9 +82,10 @@ def test_the_runtime_imports_no_plugin_and_plugins_not_each_other() -> None:
 def test_a_plugin_importing_another_breaks_the_agents_contract(tmp_path: Path) -> None:
     for folder in sorted((ROOT / "agents").glob("*/fwbench")):
         shutil.copytree(
-            folder, tmp_path / folder.parent.name / "fwbench",
+            folder,
+            tmp_path / folder.parent.name / "fwbench",
             ignore=shutil.ignore_patterns("__pycache__"),
-        )  # fmt: skip
+        )
     keras = tmp_path / "keras" / "fwbench" / "keras_plugin" / "__init__.py"
     keras.write_text(keras.read_text() + "\nfrom fwbench.torch_plugin import plugin  # noqa\n")
     done = _lint_agents("--root", str(tmp_path))

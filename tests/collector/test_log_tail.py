@@ -10,7 +10,7 @@ import pytest
 
 from fwbench.collector.launchers import slurm_scripts
 from fwbench.collector.launchers.base import log_tail
-from fwbench.collector.launchers.slurm import SlurmAgent
+from fwbench.collector.launchers.slurm_agent import SlurmAgent
 from fwbench.collector.launchers.world import port_taken
 
 WORLD_LOG = """\
@@ -41,16 +41,22 @@ def test_the_error_that_ended_a_world_is_named_before_the_last_line() -> None:
     [
         ("", ""),
         ("\n  \n", ""),
-        ("starting\nfwbench-agent: FWBENCH_DEVICE='bogus'\n",
-         "; last log line: fwbench-agent: FWBENCH_DEVICE='bogus'"),
-        ("Traceback (most recent call last):\nValueError: bad shape\n",
-         "; last log line: ValueError: bad shape"),  # the error is the last line: said once
-        ("tensorflow.python.framework.errors_impl.UnknownError: Could not start\nbye\n",
-         "; last error in the log: tensorflow.python.framework.errors_impl.UnknownError: "
-         "Could not start; last log line: bye"),
+        (
+            "starting\nfwbench-agent: FWBENCH_DEVICE='bogus'\n",
+            "; last log line: fwbench-agent: FWBENCH_DEVICE='bogus'",
+        ),
+        (
+            "Traceback (most recent call last):\nValueError: bad shape\n",
+            "; last log line: ValueError: bad shape",
+        ),  # the error is the last line: said once
+        (
+            "tensorflow.python.framework.errors_impl.UnknownError: Could not start\nbye\n",
+            "; last error in the log: tensorflow.python.framework.errors_impl.UnknownError: "
+            "Could not start; last log line: bye",
+        ),
         ("a line that says Error: in its middle\nbye\n", "; last log line: bye"),
     ],
-)  # fmt: skip
+)
 def test_a_log_tail_names_the_last_line_and_an_exception_before_it(text: str, said: str) -> None:
     assert log_tail(text) == said
 

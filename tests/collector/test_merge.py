@@ -50,9 +50,10 @@ def job_store(folder: Path, cells: range, status: str | None = "ok") -> Path:
 
 def merge(target: Path, source: Path, *extra: str) -> tuple[int, str]:
     done = CliRunner().invoke(
-        app, ["results", "--store", str(target), "--merge", str(source), *extra],
+        app,
+        ["results", "--store", str(target), "--merge", str(source), *extra],
         env={"COLUMNS": "200"},
-    )  # fmt: skip
+    )
     return done.exit_code, " ".join(done.output.split())
 
 

@@ -132,9 +132,16 @@ def test_a_real_run_of_one_agent_ends_proposing_its_report_and_results(tmp_path:
     try:
         out = tmp_path / "run"
         done = collector(
-            "run", f"--agents=fake-cpu@127.0.0.1:{port}", "--workloads=gemm", "--phases=infer",
-            "--batch-sizes=1", "--iterations=12", "--max-iterations=20", "--out", str(out),
-        )  # fmt: skip
+            "run",
+            f"--agents=fake-cpu@127.0.0.1:{port}",
+            "--workloads=gemm",
+            "--phases=infer",
+            "--batch-sizes=1",
+            "--iterations=12",
+            "--max-iterations=20",
+            "--out",
+            str(out),
+        )
     finally:
         server.stop(0)
     assert done.returncode == 0, done.stderr

@@ -430,7 +430,11 @@ def test_a_named_strategy_offered_for_other_workloads_is_an_unsupported_cell(
     )
     cells = plan_cells("a", _world_agent(), catalogue, chosen)
     found = {(c.workload, c.strategy): c.unsupported_reason for c in cells}
-    assert set(found) == {("gemm", "ddp"), ("gemm", "pipeline"), ("lenet", "ddp"),
-                          ("lenet", "pipeline")}  # fmt: skip
+    assert set(found) == {
+        ("gemm", "ddp"),
+        ("gemm", "pipeline"),
+        ("lenet", "ddp"),
+        ("lenet", "pipeline"),
+    }
     assert found[("gemm", "ddp")] == found[("lenet", "pipeline")] == ""
     assert "offers pipeline for other workloads, not for gemm" in found[("gemm", "pipeline")]

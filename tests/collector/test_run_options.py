@@ -76,10 +76,12 @@ def test_a_flag_of_other_launchers_is_refused_naming_those_it_goes_with(paramete
         (["--cpuset", "0"], "--cpuset limits containers: it goes with --launcher docker"),
         (["--pids-limit", "128", "--launcher", "slurm"], "--pids-limit limits containers"),
         (["--slurm", "partition=x", "--launcher", "docker"], "--slurm options go with"),
-        (["--python", "/usr/bin/python3", "--launcher", "kubernetes"],
-         "it goes with --launcher local or slurm"),
+        (
+            ["--python", "/usr/bin/python3", "--launcher", "kubernetes"],
+            "it goes with --launcher local or slurm",
+        ),
     ],
-)  # fmt: skip
+)
 def test_collector_run_refuses_another_launchers_flag_in_one_line(
     args: list[str], said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -137,11 +139,16 @@ def _options(launch: Launch) -> RunOptions:
     [
         (LauncherKind.LOCAL, {}),
         (LauncherKind.DOCKER, {"cpuset": "0", "memory": "2g", "pids_limit": 512}),
-        (LauncherKind.SLURM, {"slurm": ["partition=cpu", "fake:time=00:05:00"],
-                              "slurm_container": "apptainer=docker://r/"}),
+        (
+            LauncherKind.SLURM,
+            {
+                "slurm": ["partition=cpu", "fake:time=00:05:00"],
+                "slurm_container": "apptainer=docker://r/",
+            },
+        ),
         (LauncherKind.KUBERNETES, {"k8s": ["namespace=bench", "cpus=2"]}),
     ],
-)  # fmt: skip
+)
 def test_every_part_is_recorded_and_read_back_for_resume(
     kind: LauncherKind, given: dict[str, Any]
 ) -> None:
@@ -160,15 +167,29 @@ def test_a_run_recorded_before_the_parts_resumes_with_its_options() -> None:
     """run.json's options as collectors before these parts wrote them (every launcher's
     fields, flat): read back the same, and written back in the same keys."""
     earlier = {
-        "agents": ["tf-mkl", "tf-eigen", "jax-cpu~w2"], "cell_timeout_seconds": 1800.0,
-        "start_timeout_seconds": 180.0, "scrape_interval_seconds": 0.25,
-        "hang_timeout_seconds": 60.0, "interference_threshold": 10.0, "quiet_host_seconds": 0.0,
-        "launcher": "docker", "cpuset": "0-1", "memory": "", "pids_limit": 4096,
-        "slurm_options": [], "slurm_container": "", "k8s_options": [], "manifest_dirs": [],
-        "pythons": {}, "images": [], "agent_environment": {"B": "2"},
-        "until_decided_seconds": 300.0, "baseline": "tf-mkl", "noise_floor": 0.03,
+        "agents": ["tf-mkl", "tf-eigen", "jax-cpu~w2"],
+        "cell_timeout_seconds": 1800.0,
+        "start_timeout_seconds": 180.0,
+        "scrape_interval_seconds": 0.25,
+        "hang_timeout_seconds": 60.0,
+        "interference_threshold": 10.0,
+        "quiet_host_seconds": 0.0,
+        "launcher": "docker",
+        "cpuset": "0-1",
+        "memory": "",
+        "pids_limit": 4096,
+        "slurm_options": [],
+        "slurm_container": "",
+        "k8s_options": [],
+        "manifest_dirs": [],
+        "pythons": {},
+        "images": [],
+        "agent_environment": {"B": "2"},
+        "until_decided_seconds": 300.0,
+        "baseline": "tf-mkl",
+        "noise_floor": 0.03,
         "margin": None,
-    }  # fmt: skip
+    }
     options = options_from_record(earlier, Path("o"), Path("s"), "c")
     assert options.agents[2] == Instance("jax-cpu").as_world(2)
     assert options.limits == Limits(1800.0, 180.0, 60.0)

@@ -299,15 +299,28 @@ def test_an_agent_rests_once_it_will_not_measure_again() -> None:
 
     rows, log = run(["a", "b"], workloads="gemm,conv2d")  # agent by agent, one process each
     assert events(log) == [
-        ("a", "gemm"), ("a", "conv2d"), ("a", STOPPED),
-        ("b", "gemm"), ("b", "conv2d"), ("b", STOPPED),
-    ]  # fmt: skip
+        ("a", "gemm"),
+        ("a", "conv2d"),
+        ("a", STOPPED),
+        ("b", "gemm"),
+        ("b", "conv2d"),
+        ("b", STOPPED),
+    ]
     rows, log = run(["a", "b"], workloads="gemm", repeat=3)  # fresh processes
     assert events(log) == [
-        ("a", "gemm"), ("a", STOPPED), ("b", "gemm"), ("b", STOPPED),
-        ("b", "gemm"), ("b", STOPPED), ("a", "gemm"), ("a", STOPPED),
-        ("a", "gemm"), ("a", STOPPED), ("b", "gemm"), ("b", STOPPED),
-    ]  # fmt: skip
+        ("a", "gemm"),
+        ("a", STOPPED),
+        ("b", "gemm"),
+        ("b", STOPPED),
+        ("b", "gemm"),
+        ("b", STOPPED),
+        ("a", "gemm"),
+        ("a", STOPPED),
+        ("a", "gemm"),
+        ("a", STOPPED),
+        ("b", "gemm"),
+        ("b", STOPPED),
+    ]
     assert len({r["agent_pid"] for r in rows}) == 6 and {r["status"] for r in rows} == {"ok"}
     # One process per agent for the run: kept between its cells, stopped after its last.
     rows, log = run(["a", "b"], workloads="gemm,conv2d", repeat=2, fresh_process=False)

@@ -14,8 +14,12 @@ from fwbench.collector.agents import scratch
 
 
 def _gone_pid() -> int:
-    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return int(done.stdout)
 
 

@@ -203,10 +203,16 @@ def test_a_budget_that_fits_fewer_rounds_spends_by_time() -> None:
     with pytest.raises(ValueError, match="a growing fraction"):
         alpha_between(0.5, 0.5)
     decisions = {
-        "margin": 0.05, "floor": 0.03, "rounds": 9, "seconds": 580.0, "budget_seconds": 600.0,
-        "method": "m", "max_rounds": 20, "stopped": "budget: ...",
+        "margin": 0.05,
+        "floor": 0.03,
+        "rounds": 9,
+        "seconds": 580.0,
+        "budget_seconds": 600.0,
+        "method": "m",
+        "max_rounds": 20,
+        "stopped": "budget: ...",
         "decisions": [{"spent": 0.97}, {"spent": 0.5}, {"spent": 0.0}],
-    }  # fmt: skip
+    }
     assert "The looks spent up to 97% of each error budget" in decisions_caption(decisions)
     assert "spent up to" not in decisions_caption({**decisions, "decisions": [{}]})
     # a run from 2026-11-27 on records the cube in its method, and its caption says so; older

@@ -42,9 +42,13 @@ def test_apptainer_runs_the_agent_in_its_image_with_the_folder_at_its_path() -> 
     assert command[:2] == ["exec", "apptainer"]
     exec_, options, rest = command[2], command[3:9], command[9:]
     assert exec_ == "exec" and options == [
-        "--no-home", "--bind", f"{FOLDER}:{FOLDER},{TOKEN}:{TOKEN}", "--pwd", str(FOLDER),
+        "--no-home",
+        "--bind",
+        f"{FOLDER}:{FOLDER},{TOKEN}:{TOKEN}",
+        "--pwd",
+        str(FOLDER),
         "docker://registry.example.org/fwbench/torch-cpu:latest",
-    ]  # fmt: skip
+    ]
     assert rest == AGENT  # the image's interpreter, not a host environment's
     assert "export FWBENCH_THREADS=2" in script
     gpu = agent_script({}, AGENT, APPTAINER, image, folders, gpu=True)
@@ -56,10 +60,13 @@ def test_pyxis_starts_the_agent_as_a_step_in_its_image_and_ends_completed() -> N
     script = agent_script({}, AGENT, PYXIS, image, [FOLDER, TOKEN])
     command = last_command(script, "srun ")
     assert command[:6] == [
-        "srun", "--export=ALL", "--container-image=registry.example.org#fwbench/torch-cpu:latest",
-        f"--container-mounts={FOLDER}:{FOLDER},{TOKEN}:{TOKEN}", "--no-container-mount-home",
+        "srun",
+        "--export=ALL",
+        "--container-image=registry.example.org#fwbench/torch-cpu:latest",
+        f"--container-mounts={FOLDER}:{FOLDER},{TOKEN}:{TOKEN}",
+        "--no-container-mount-home",
         f"--container-workdir={FOLDER}",
-    ]  # fmt: skip
+    ]
     assert command[6:] == AGENT
     # The batch script is not the agent here: it ends the step on the collector's SIGTERM.
     assert 'trap \'kill -TERM "$step"; wait "$step"; exit 0\' TERM' in script
@@ -89,24 +96,40 @@ def test_a_worlds_ranks_run_in_the_image_too(container: Container) -> None:
     ("args", "message"),
     [
         (["--slurm-container", "apptainer=docker://r/"], "it goes with --launcher slurm"),
-        (["--launcher", "slurm", "--slurm-container", "docker=r/"],
-         "the runtime is one of apptainer, pyxis"),
-        (["--launcher", "slurm", "--slurm-container", "apptainer"],
-         "say where the images are: apptainer=docker://registry.example.org/"),
-        (["--launcher", "slurm", "--slurm-container", "pyxis=r#", "--python", "/usr/bin/python3"],
-         "in its image or in an existing Python"),
-        (["--launcher", "slurm", "--slurm-container", "pyxis=r#", "--slurm-export", "job.sh"],
-         "not in images"),
-        (["--launcher", "slurm", "--slurm", "container=/bundles/torch"],
-         "--container would start the host environment's interpreter"),
+        (
+            ["--launcher", "slurm", "--slurm-container", "docker=r/"],
+            "the runtime is one of apptainer, pyxis",
+        ),
+        (
+            ["--launcher", "slurm", "--slurm-container", "apptainer"],
+            "say where the images are: apptainer=docker://registry.example.org/",
+        ),
+        (
+            [
+                "--launcher",
+                "slurm",
+                "--slurm-container",
+                "pyxis=r#",
+                "--python",
+                "/usr/bin/python3",
+            ],
+            "in its image or in an existing Python",
+        ),
+        (
+            ["--launcher", "slurm", "--slurm-container", "pyxis=r#", "--slurm-export", "job.sh"],
+            "not in images",
+        ),
+        (
+            ["--launcher", "slurm", "--slurm", "container=/bundles/torch"],
+            "--container would start the host environment's interpreter",
+        ),
     ],
-)  # fmt: skip
+)
 def test_container_options_that_cannot_hold_are_refused(
     args: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    done = CliRunner().invoke(app, ["run", "--agents", "torch-cpu", *args],
-                              env={"COLUMNS": "200"})  # fmt: skip
+    done = CliRunner().invoke(app, ["run", "--agents", "torch-cpu", *args], env={"COLUMNS": "200"})
     said = " ".join(done.output.split())
     assert done.exit_code == 2 and message in said, said
     assert not (tmp_path / "job.sh").exists()

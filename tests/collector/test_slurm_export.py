@@ -27,10 +27,27 @@ def in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def export(tmp_path: Path, *extra: str) -> tuple[int, str, Path]:
     manifests = write_fake_agents(tmp_path / "agents", {"fake": {}})
     script = tmp_path / "job.sh"
-    args = ["run", "--manifests", str(manifests.relative_to(tmp_path)), "--agents", "fake",
-            "--workloads", "gemm",
-            "--phases", "infer", "--batch-sizes", "1,2", "--param", "m=64", "--param",
-            "n=32", "--same-process", "--slurm-export", str(script), *extra]  # fmt: skip
+    args = [
+        "run",
+        "--manifests",
+        str(manifests.relative_to(tmp_path)),
+        "--agents",
+        "fake",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1,2",
+        "--param",
+        "m=64",
+        "--param",
+        "n=32",
+        "--same-process",
+        "--slurm-export",
+        str(script),
+        *extra,
+    ]
     done = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
     return done.exit_code, " ".join(done.output.split()), script
 
@@ -45,8 +62,17 @@ def test_the_script_runs_the_same_run_inside_one_nodes_allocation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FWBENCH_STORE", str(tmp_path / "never.sqlite"))
-    code, said, script = export(tmp_path, "--out", "shared/run", "--slurm", "partition=cpu",
-                                "--slurm", "time=00:10:00", "--launcher", "slurm")  # fmt: skip
+    code, said, script = export(
+        tmp_path,
+        "--out",
+        "shared/run",
+        "--slurm",
+        "partition=cpu",
+        "--slurm",
+        "time=00:10:00",
+        "--launcher",
+        "slurm",
+    )
     assert code == 0, said
     assert f"wrote {script}: submit it with `sbatch {script}`" in said
     assert f"collector results --merge {tmp_path}/shared/run" in said
@@ -92,14 +118,16 @@ def test_a_sized_job_is_not_made_exclusive_and_the_default_folder_is_per_job(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--launcher", "docker"], "starts its agents as local processes on its node, not with "
-                                   "--launcher docker"),
+        (
+            ["--launcher", "docker"],
+            "starts its agents as local processes on its node, not with --launcher docker",
+        ),
         (["--slurm", "fake:partition=gpu"], "an exported run is one job, for every agent"),
         (["--resume", "20261129-000000-abcd"], "a run is resumed where it ran"),
         (["--slurm", "ntasks=2"], "--ntasks is what the world size says"),
         (["--batch-sizes", "0"], "batch"),
     ],
-)  # fmt: skip
+)
 def test_what_the_run_would_refuse_the_export_refuses_and_writes_nothing(
     tmp_path: Path, extra: list[str], message: str
 ) -> None:

@@ -15,8 +15,11 @@ from fwbench.collector.launchers.slurm_options import check_sbatch_options
 def test_an_agents_own_options_come_after_everyones_and_only_for_it() -> None:
     given = ("partition=cpu", "torch-cu12:partition=gpu", "torch-cu12:gres=gpu:1", "exclusive")
     assert options_for("torch-cu12", given) == [
-        "partition=cpu", "exclusive", "partition=gpu", "gres=gpu:1",
-    ]  # fmt: skip
+        "partition=cpu",
+        "exclusive",
+        "partition=gpu",
+        "gres=gpu:1",
+    ]
     assert options_for("tf-eigen", given) == ["partition=cpu", "exclusive"]
     # A ':' in a value is no agent's prefix.
     assert scoped("container=docker://repo/image:tag") == ("", "container=docker://repo/image:tag")

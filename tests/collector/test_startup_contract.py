@@ -37,11 +37,12 @@ def _spelled(path: Path) -> list[str]:
     return [
         f"{path.relative_to(ROOT)}:{node.lineno}: {name}"
         for node in ast.walk(tree)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
         and id(node) not in docstrings
         for name in NAMES
         if name in node.value
-    ]  # fmt: skip
+    ]
 
 
 def test_no_module_but_the_spec_spells_a_start_up_variable() -> None:

@@ -104,8 +104,9 @@ def test_a_new_store_is_made_whole_with_no_file_left_beside_it(tmp_path: Path) -
     path = tmp_path / "new" / "store.sqlite"
     ResultStore(path).close()
     ResultStore(path).close()  # made once, then opened
-    assert sorted(p.name for p in path.parent.iterdir() if not p.name.endswith(("-wal", "-shm")))\
-        == ["store.sqlite"]  # fmt: skip
+    assert sorted(
+        p.name for p in path.parent.iterdir() if not p.name.endswith(("-wal", "-shm"))
+    ) == ["store.sqlite"]
     check_store(path)
 
 

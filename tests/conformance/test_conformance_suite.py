@@ -300,14 +300,21 @@ def test_an_interrupt_leaves_an_agent_running_elsewhere_running() -> None:
     server, servicer, port = serve("honest")
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "fwbench.collector.cli", "conformance",
-             f"127.0.0.1:{port}", "--checks", "heartbeat"],
+            [
+                sys.executable,
+                "-m",
+                "fwbench.collector.cli",
+                "conformance",
+                f"127.0.0.1:{port}",
+                "--checks",
+                "heartbeat",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             # A background shell (`make test &`) hands children SIGINT ignored; a terminal does not.
             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )  # fmt: skip
+        )
         deadline = time.monotonic() + 60
         while servicer._active is None:  # the heartbeat check's run (17 s) has begun
             assert process.poll() is None and time.monotonic() < deadline, process.communicate()
@@ -339,12 +346,20 @@ def test_the_suite_frozen_itself_does_not_blame_the_agent() -> None:
     server, servicer, port = serve("honest")
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "fwbench.collector.cli", "conformance",
-             f"127.0.0.1:{port}", "--checks", "heartbeat", "--json"],
+            [
+                sys.executable,
+                "-m",
+                "fwbench.collector.cli",
+                "conformance",
+                f"127.0.0.1:{port}",
+                "--checks",
+                "heartbeat",
+                "--json",
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         deadline = time.monotonic() + 60
         while servicer._active is None:  # the heartbeat check's run (17 s) has begun
             assert process.poll() is None and time.monotonic() < deadline, process.communicate()

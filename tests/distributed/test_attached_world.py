@@ -29,8 +29,13 @@ def ranks(tmp_path: Path) -> Iterator[list[str]]:
     rendezvous, processes, addresses = free_port(), [], []
     for rank in range(2):
         ports = tmp_path / f"rank{rank}.json"
-        world = {"WORLD_SIZE": "2", "RANK": str(rank), "LOCAL_RANK": "0",
-                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(rendezvous)}  # fmt: skip
+        world = {
+            "WORLD_SIZE": "2",
+            "RANK": str(rank),
+            "LOCAL_RANK": "0",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(rendezvous),
+        }
         processes.append(
             subprocess.Popen(
                 agent_command("--ports-file", str(ports), "--no-metrics"),
@@ -53,10 +58,24 @@ def ranks(tmp_path: Path) -> Iterator[list[str]]:
 
 def _run(tmp_path: Path, spec: str, *extra: str) -> subprocess.CompletedProcess[str]:
     command = [
-        str(COLLECTOR), "run", "--agents", spec, "--workloads", "gemm", "--phases", "train",
-        "--batch-sizes", "1,2", "--iterations", "4", "--store", str(tmp_path / "store.sqlite"),
-        "--out", str(tmp_path / "run"), *extra,
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--agents",
+        spec,
+        "--workloads",
+        "gemm",
+        "--phases",
+        "train",
+        "--batch-sizes",
+        "1,2",
+        "--iterations",
+        "4",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(tmp_path / "run"),
+        *extra,
+    ]
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 

@@ -54,9 +54,13 @@ def _check(plugin: str, case: Path, out: Path, world: int, devices: int = 1) -> 
         if world > 1 or devices > 1:
             env.update(FWBENCH_LOCAL_DEVICES=str(devices), FWBENCH_THREADS=str(devices))
             env.update(
-                WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank),
-                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), FWBENCH_PEERS=peers,
-            )  # fmt: skip
+                WORLD_SIZE=str(world),
+                RANK=str(rank),
+                LOCAL_RANK=str(rank),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=str(port),
+                FWBENCH_PEERS=peers,
+            )
         folder = out / f"w{world}x{devices}-rank{rank}"
         results.append(folder / case.name)
         processes.append(
@@ -74,8 +78,10 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> Path:
     export = [str(_python("torch-cpu")), "-m", "fwbench.runtime.reference_cli", "--plugin"]
     done = subprocess.run(
         [*export, "torch", "export", "--models", "lenet", "--out-dir", str(folder)],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     with np.load(folder / "lenet.npz") as weights:
         canonical = {name: weights[name] for name in weights.files}

@@ -24,12 +24,29 @@ pytestmark = pytest.mark.agent
 
 def test_tensorflow_and_jax_spread_one_process_over_two_devices(tmp_path: Path) -> None:
     command = [
-        str(COLLECTOR), "run", "--agents", "tf-eigen,jax-cpu,torch-cpu", "--phases", "train",
-        "--world-sizes", "1,1x2", "--strategies", "all", "--workloads", "allreduce,lenet",
-        "--batch-sizes", "8",
-        "--iterations", "3", "--warmup", "1",
-        "--store", str(tmp_path / "store.sqlite"), "--out", str(tmp_path / "run"),
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--agents",
+        "tf-eigen,jax-cpu,torch-cpu",
+        "--phases",
+        "train",
+        "--world-sizes",
+        "1,1x2",
+        "--strategies",
+        "all",
+        "--workloads",
+        "allreduce,lenet",
+        "--batch-sizes",
+        "8",
+        "--iterations",
+        "3",
+        "--warmup",
+        "1",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(tmp_path / "run"),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
@@ -54,8 +71,10 @@ def test_tensorflow_and_jax_spread_one_process_over_two_devices(tmp_path: Path) 
         assert losses[1] != pytest.approx(losses[2], rel=1e-6), strategy
     rows = rows[(rows["local_devices"] == 2) & (rows["strategy"] != "tensor")]
     by = rows.set_index(["agent", "workload"])
-    expected = {"tf-eigen~w1x2": ("mirrored", "reduction_to_one_device"),
-                "jax-cpu~w1x2": ("jax_sharded", "xla-local")}  # fmt: skip
+    expected = {
+        "tf-eigen~w1x2": ("mirrored", "reduction_to_one_device"),
+        "jax-cpu~w1x2": ("jax_sharded", "xla-local"),
+    }
     cpus = len(os.sched_getaffinity(0))
     for agent, (strategy, backend) in expected.items():
         train = by.loc[(agent, "lenet")]

@@ -23,11 +23,29 @@ pytestmark = pytest.mark.agent
 
 def test_mwms_and_allreduce_in_worlds_of_one_and_two_ranks(tmp_path: Path) -> None:
     command = [
-        str(COLLECTOR), "run", "--agents", "tf-mkl", "--phases", "train",
-        "--world-sizes", "1,2", "--workloads", "allreduce,lenet", "--batch-sizes", "16",
-        "--iterations", "5", "--warmup", "1", "--scrape-interval", "0.5",
-        "--store", str(tmp_path / "store.sqlite"), "--out", str(tmp_path / "run"),
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--agents",
+        "tf-mkl",
+        "--phases",
+        "train",
+        "--world-sizes",
+        "1,2",
+        "--workloads",
+        "allreduce,lenet",
+        "--batch-sizes",
+        "16",
+        "--iterations",
+        "5",
+        "--warmup",
+        "1",
+        "--scrape-interval",
+        "0.5",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(tmp_path / "run"),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet")

@@ -25,10 +25,24 @@ pytestmark = pytest.mark.agent
 
 def _command(tmp_path: Path, *extra: str) -> list[str]:
     return [
-        str(COLLECTOR), "run", "--agents", "torch-cpu", "--phases", "train",
-        "--world-sizes", "1,2", "--warmup", "1", "--scrape-interval", "0.5",
-        "--store", str(tmp_path / "store.sqlite"), "--out", str(tmp_path / "run"), *extra,
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--agents",
+        "torch-cpu",
+        "--phases",
+        "train",
+        "--world-sizes",
+        "1,2",
+        "--warmup",
+        "1",
+        "--scrape-interval",
+        "0.5",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(tmp_path / "run"),
+        *extra,
+    ]
 
 
 def test_ddp_and_allreduce_in_worlds_of_one_and_two_ranks(tmp_path: Path) -> None:
@@ -62,9 +76,20 @@ def test_a_rank_killed_mid_step_fails_the_cell_and_the_sweep_goes_on(tmp_path: P
     # ResNet-18's cell is killed 8 s into its 400 steps (each allreduces 47 MB of gradients:
     # about 0.3 s on a loaded 2-CPU host); LeNet's, next, takes seconds in the fresh world.
     command = _command(
-        tmp_path, "--workloads", "resnet18,lenet", "--batch-sizes", "2", "--param",
-        "image_size=64", "--iterations", "400", "--world-sizes", "2", "--hang-timeout", "20",
-    )  # fmt: skip
+        tmp_path,
+        "--workloads",
+        "resnet18,lenet",
+        "--batch-sizes",
+        "2",
+        "--param",
+        "image_size=64",
+        "--iterations",
+        "400",
+        "--world-sizes",
+        "2",
+        "--hang-timeout",
+        "20",
+    )
     started = time.monotonic()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 300
@@ -95,9 +120,18 @@ def test_a_resnet_split_into_pipeline_stages_and_by_tensor(tmp_path: Path) -> No
     (torch.distributed.tensor.parallel), the same batch on both: the same first-step loss as
     one rank's."""
     command = _command(
-        tmp_path, "--workloads", "resnet18,lenet", "--param", "image_size=64", "--batch-sizes",
-        "4", "--iterations", "3", "--strategies", "pipeline,tensor",
-    )  # fmt: skip
+        tmp_path,
+        "--workloads",
+        "resnet18,lenet",
+        "--param",
+        "image_size=64",
+        "--batch-sizes",
+        "4",
+        "--iterations",
+        "3",
+        "--strategies",
+        "pipeline,tensor",
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr
     everything = pd.read_parquet(tmp_path / "run" / "results.parquet")

@@ -33,11 +33,30 @@ def _run(
     manifests = write_fake_agents(tmp_path / "agents", {"fake": env})
     out = tmp_path / "run"
     command = [
-        str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "fake",
-        "--workloads", "gemm", "--phases", "train", "--world-sizes", "1,2",
-        "--param", "m=20000", "--iterations", "6", "--warmup", "1",
-        "--store", str(tmp_path / "store.sqlite"), "--out", str(out), *extra,
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "fake",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "train",
+        "--world-sizes",
+        "1,2",
+        "--param",
+        "m=20000",
+        "--iterations",
+        "6",
+        "--warmup",
+        "1",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(out),
+        *extra,
+    ]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     return done, out
 
@@ -73,10 +92,19 @@ def test_a_world_is_one_agent_as_slow_as_its_slowest_rank(tmp_path: Path) -> Non
     # The report shows the worlds as the CLI does, and plots their scaling.
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     report = subprocess.run(
-        [str(COLLECTOR), "report", run_id, "--store", str(tmp_path / "store.sqlite"),
-         "--out", str(tmp_path / "report")],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            str(COLLECTOR),
+            "report",
+            run_id,
+            "--store",
+            str(tmp_path / "store.sqlite"),
+            "--out",
+            str(tmp_path / "report"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert report.returncode == 0, report.stderr
     html = (tmp_path / "report" / "report.html").read_text()
     assert 'id="distributed-table"' in html and 'id="fig-scaling"' in html
@@ -101,27 +129,41 @@ def test_efficiency_has_an_interval_and_a_verdict_everywhere_a_world_is_shown(
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     assert "sub-linear │" in done.stdout and "efficiency" in done.stdout
     wide = {**os.environ, "COLUMNS": "250"}
-    shown = subprocess.run([str(COLLECTOR), "results", run_id, *store],
-                           capture_output=True, text=True, timeout=120, env=wide)  # fmt: skip
+    shown = subprocess.run(
+        [str(COLLECTOR), "results", run_id, *store],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=wide,
+    )
     assert shown.returncode == 0, shown.stderr
     line = next(x for x in shown.stdout.splitlines() if "sub-linear │" in x)
     assert "% [" in line  # the interval beside the efficiency
     compared = subprocess.run(
         [str(COLLECTOR), "compare", run_id, *store, "--format", "json"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert compared.returncode == 0, compared.stderr
     (comparison,) = json.loads(compared.stdout)["comparisons"]
     assert comparison["measure"] == "efficiency" and comparison["agent"] == "fake~w2"
     assert 0.2 < comparison["speedup"] < 0.5 and comparison["speedup_ci_high"] < 0.6
     assert comparison["verdict"] == "slower" and comparison["scaling_verdict"] == "sub-linear"
-    table = subprocess.run([str(COLLECTOR), "compare", run_id, *store],
-                           capture_output=True, text=True, timeout=120, env=wide)  # fmt: skip
+    table = subprocess.run(
+        [str(COLLECTOR), "compare", run_id, *store],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=wide,
+    )
     assert "eff 3" in table.stdout and "scales sub-linearly from fake~w1" in table.stdout
     report = subprocess.run(
         [str(COLLECTOR), "report", run_id, *store, "--out", str(tmp_path / "report")],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert report.returncode == 0, report.stderr
     markdown = (tmp_path / "report" / "report.md").read_text()
     assert "| sub-linear |" in markdown and "scales sub-linearly" in markdown
@@ -218,11 +260,31 @@ def test_a_stopped_rank_silences_the_world_which_is_hung_and_replaced(tmp_path: 
     manifests = write_fake_agents(tmp_path / "agents", {"fake": {}})
     out = tmp_path / "run"
     command = [
-        str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "fake",
-        "--workloads", "gemm", "--phases", "train", "--world-sizes", "2",
-        "--batch-sizes", "1,2", "--param", "m=20000", "--iterations", "200",
-        "--hang-timeout", "5", "--store", str(tmp_path / "store.sqlite"), "--out", str(out),
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "fake",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "train",
+        "--world-sizes",
+        "2",
+        "--batch-sizes",
+        "1,2",
+        "--param",
+        "m=20000",
+        "--iterations",
+        "200",
+        "--hang-timeout",
+        "5",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(out),
+    ]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not (out / "run.json").exists():
@@ -294,11 +356,33 @@ def test_a_worlds_timed_phase_is_scraped_at_its_edges_only(tmp_path: Path) -> No
     manifests = write_fake_agents(tmp_path / "agents", {"fake": {}})
     out = tmp_path / "run"
     command = [
-        str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "fake",
-        "--workloads", "gemm", "--phases", "train", "--world-sizes", "1,2", "--batch-sizes",
-        "4", "--param", "m=30000", "--iterations", "16", "--warmup", "1",
-        "--scrape-interval", "0.05", "--store", str(tmp_path / "s.sqlite"), "--out", str(out),
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "fake",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "train",
+        "--world-sizes",
+        "1,2",
+        "--batch-sizes",
+        "4",
+        "--param",
+        "m=30000",
+        "--iterations",
+        "16",
+        "--warmup",
+        "1",
+        "--scrape-interval",
+        "0.05",
+        "--store",
+        str(tmp_path / "s.sqlite"),
+        "--out",
+        str(out),
+    ]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(out / "results.parquet").set_index("agent")

@@ -22,11 +22,29 @@ def test_ranks_in_containers_on_a_docker_network(
 ) -> None:
     out = tmp_path / "run"
     command = [
-        str(COLLECTOR), "run", "--launcher", "docker", "--agents", "torch-cpu",
-        "--workloads", "allreduce,lenet", "--phases", "train", "--world-sizes", "1,2",
-        "--batch-sizes", "16", "--iterations", "5", "--warmup", "1",
-        "--store", str(tmp_path / "store.sqlite"), "--out", str(out),
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--launcher",
+        "docker",
+        "--agents",
+        "torch-cpu",
+        "--workloads",
+        "allreduce,lenet",
+        "--phases",
+        "train",
+        "--world-sizes",
+        "1,2",
+        "--batch-sizes",
+        "16",
+        "--iterations",
+        "5",
+        "--warmup",
+        "1",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(out),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = pd.read_parquet(out / "results.parquet")

@@ -165,9 +165,10 @@ def test_an_unlabelled_image_is_refused_saying_which_labels_it_lacks(
 def test_bad_labels_are_refused_naming_the_label(
     example_image: str, relabelled: Path, tmp_path: Path
 ) -> None:
-    bad_port = json.dumps({"name": "numpy-gemm", "framework": "numpy", "variant": "x"}
-                          | {"description": "", "requires_gpu": False, "env": {},
-                             "ports": {"grpc": "50070"}})  # fmt: skip
+    bad_port = json.dumps(
+        {"name": "numpy-gemm", "framework": "numpy", "variant": "x"}
+        | {"description": "", "requires_gpu": False, "env": {}, "ports": {"grpc": "50070"}}
+    )
     tag = _relabel(relabelled, "port", example_image, {"fwbench.manifest": bad_port})
     said = _refused(tmp_path, tag)
     assert f"image {tag}: label fwbench.manifest: key 'grpc' must be an integer" in said

@@ -16,10 +16,21 @@ def test_the_cli_reference_is_current(tmp_path: Path) -> None:
     typer = Path(sys.executable).with_name("typer")
     out = tmp_path / "cli.md"
     done = subprocess.run(
-        [str(typer), "fwbench.collector.cli", "utils", "docs", "--name", "collector",
-         "--output", str(out)],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            str(typer),
+            "fwbench.collector.cli",
+            "utils",
+            "docs",
+            "--name",
+            "collector",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     # Typer escapes quotes as HTML (&#x27;); the page shows them as they are (make docs).
     generated = html.unescape(out.read_text("utf-8"))

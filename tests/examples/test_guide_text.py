@@ -61,10 +61,18 @@ def test_the_guides_status_table_names_every_status_of_run() -> None:
     assert listed == statuses
     # The cases the proto spells out, each in the row of its status.
     rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()}
-    for case in ("`PHASE_UNSPECIFIED`", "outside the `DType` enum", "`threads` above 1024",
-                 "a parameter name the workload does not have",
-                 "`max_iterations` below `min_iterations`"):  # fmt: skip
+    for case in (
+        "`PHASE_UNSPECIFIED`",
+        "outside the `DType` enum",
+        "`threads` above 1024",
+        "a parameter name the workload does not have",
+        "`max_iterations` below `min_iterations`",
+    ):
         assert case in rows["INVALID_ARGUMENT"], case
-    for case in ("a catalogue workload you do not declare", "`allreduce`", "`threads`",
-                 "`strategy`"):  # fmt: skip
+    for case in (
+        "a catalogue workload you do not declare",
+        "`allreduce`",
+        "`threads`",
+        "`strategy`",
+    ):
         assert case in rows["UNIMPLEMENTED"], case

@@ -66,10 +66,19 @@ def _break_one(rng: random.Random, request: agent_pb2.RunRequest) -> None:
     """Pushes one field out of its range, or makes up a value the agent cannot know."""
     field = rng.choice(
         (
-            "workload", "phase", "dtype", "batch_size", "params", "threads", "warmup",
-            "min_iterations", "max_iterations", "min_seconds", "mode",
+            "workload",
+            "phase",
+            "dtype",
+            "batch_size",
+            "params",
+            "threads",
+            "warmup",
+            "min_iterations",
+            "max_iterations",
+            "min_seconds",
+            "mode",
         )
-    )  # fmt: skip
+    )
     if field == "workload":
         request.workload = rng.choice((*WORKLOADS[1:], text(rng), "GEMM", " gemm", "gemm\x00"))
     elif field in ("phase", "dtype"):

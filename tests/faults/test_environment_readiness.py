@@ -81,9 +81,16 @@ def test_a_failed_install_is_never_ready_and_the_next_command_says_so(
     assert row["environment_problem"] == line.removeprefix("error: ")
     # The next command says the last build failed, tries again, and fails in one line.
     done = collector(
-        tmp_path, "run", "--manifests", str(manifests), "--agents", "bogus", *GEMM,
-        "--out", str(tmp_path / "run"),
-    )  # fmt: skip
+        tmp_path,
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "bogus",
+        *GEMM,
+        "--out",
+        str(tmp_path / "run"),
+    )
     assert done.returncode == 2
     assert "building the bogus environment again (its last build failed)" in done.stderr
     (line,) = error_lines(done)

@@ -63,11 +63,27 @@ def _run_and_fill(tmp_path: Path, store: Path, out: Path, disk: Path) -> tuple[i
     """Starts a 5-cell run, fills `disk` once the first row is recorded, waits for the end."""
     manifests = write_fake_agents(tmp_path / "agents", {"steady": {}})
     command = [
-        str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "steady",
-        "--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1,2,3,4,5",
-        "--param", "m=20000", "--min-seconds", "1",
-        "--store", str(store), "--out", str(out),
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "steady",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1,2,3,4,5",
+        "--param",
+        "m=20000",
+        "--min-seconds",
+        "1",
+        "--store",
+        str(store),
+        "--out",
+        str(out),
+    ]
     process = subprocess.Popen(
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -38,11 +38,18 @@ ALLOWED = {
     grpc.StatusCode.DEADLINE_EXCEEDED,
 }
 CHECK = agent_pb2.RunRequest(
-    run_id="check", workload="gemm", phase=agent_pb2.PHASE_INFER, batch_size=1,
-    dtype=agent_pb2.DTYPE_FLOAT32, params={"m": 256, "n": 256, "k": 256},
-    min_iterations=20, max_iterations=20, warmup_iterations=2, min_seconds=0.0,
+    run_id="check",
+    workload="gemm",
+    phase=agent_pb2.PHASE_INFER,
+    batch_size=1,
+    dtype=agent_pb2.DTYPE_FLOAT32,
+    params={"m": 256, "n": 256, "k": 256},
+    min_iterations=20,
+    max_iterations=20,
+    warmup_iterations=2,
+    min_seconds=0.0,
     threads=1,  # BLAS threads that wait on each other on a busy machine make no comparison
-)  # fmt: skip
+)
 
 pytestmark = pytest.mark.agent
 
@@ -137,9 +144,16 @@ def _back_to_back(handle: AgentHandle, count: int) -> list[str]:
     """One caller alone, a Run as soon as the last one answered: none may find the agent
     busy (it is free once it has sent a result). Returns the refusals."""
     quick = agent_pb2.RunRequest(
-        workload="gemm", phase=agent_pb2.PHASE_INFER, batch_size=1, params={"m": 8, "n": 8, "k": 8},
-        min_iterations=1, max_iterations=1, warmup_iterations=0, min_seconds=0.0, threads=1,
-    )  # fmt: skip
+        workload="gemm",
+        phase=agent_pb2.PHASE_INFER,
+        batch_size=1,
+        params={"m": 8, "n": 8, "k": 8},
+        min_iterations=1,
+        max_iterations=1,
+        warmup_iterations=0,
+        min_seconds=0.0,
+        threads=1,
+    )
     refused = []
     for number in range(count):
         quick.run_id = f"alone-{number}"

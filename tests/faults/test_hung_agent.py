@@ -26,12 +26,31 @@ def test_a_stopped_agent_is_hung_killed_restarted_and_the_sweep_goes_on(tmp_path
     manifests = write_fake_agents(tmp_path / "agents", {"sleepy": {}})
     out = tmp_path / "run"
     command = [
-        str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "sleepy",
-        "--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1,2,3",
-        "--param", "m=20000",  # 20 ms a step
-        "--min-seconds", "3", "--hang-timeout", "5", "--cell-timeout", "600",
-        "--store", str(tmp_path / "store.sqlite"), "--out", str(out),
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "sleepy",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1,2,3",
+        "--param",
+        "m=20000",  # 20 ms a step
+        "--min-seconds",
+        "3",
+        "--hang-timeout",
+        "5",
+        "--cell-timeout",
+        "600",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(out),
+    ]
     started = time.monotonic()
     process = subprocess.Popen(
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE

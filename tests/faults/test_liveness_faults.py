@@ -36,12 +36,31 @@ def start_sweep(
     manifests = write_fake_agents(tmp_path / "agents", {"fake": env})
     out = tmp_path / "run"
     command = [
-        str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "fake",
-        "--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1,2,3",
-        "--param", "m=20000",  # 20 ms a step
-        "--min-seconds", "3", "--hang-timeout", f"{hang_timeout:g}", "--cell-timeout", "600",
-        "--store", str(tmp_path / "store.sqlite"), "--out", str(out),
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "fake",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1,2,3",
+        "--param",
+        "m=20000",  # 20 ms a step
+        "--min-seconds",
+        "3",
+        "--hang-timeout",
+        f"{hang_timeout:g}",
+        "--cell-timeout",
+        "600",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(out),
+    ]
     process = subprocess.Popen(
         command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )

@@ -26,9 +26,22 @@ COLLECTOR = Path(sys.executable).with_name("collector")  # the console script, a
 # Third-party and standard-library names alike: what pip, venv, ensurepip, pip-tools, the
 # calibration probes, the environment probe and the agent runtime import.
 MODULES = (
-    "torch", "pip", "numpy", "grpc", "venv", "ensurepip", "piptools", "setuptools", "wheel",
-    "packaging", "json", "inspect", "psutil", "sitecustomize", "usercustomize",
-)  # fmt: skip
+    "torch",
+    "pip",
+    "numpy",
+    "grpc",
+    "venv",
+    "ensurepip",
+    "piptools",
+    "setuptools",
+    "wheel",
+    "packaging",
+    "json",
+    "inspect",
+    "psutil",
+    "sitecustomize",
+    "usercustomize",
+)
 PACKAGES = ("fwbench", "google")  # regular packages shadow the namespace packages
 PLANTED = """
 import sys
@@ -111,9 +124,17 @@ def test_env_creates_an_environment_without_running_them(
 def test_a_run_with_its_host_calibration_runs_none(folder: Folder, agent_python: Path) -> None:
     out = folder.root / "run"
     done = folder.collector(
-        "run", "--manifests", str(folder.manifests), "--agents", "fake", *GEMM,
-        "--scrape-interval", "0", "--out", str(out),
-    )  # fmt: skip
+        "run",
+        "--manifests",
+        str(folder.manifests),
+        "--agents",
+        "fake",
+        *GEMM,
+        "--scrape-interval",
+        "0",
+        "--out",
+        str(out),
+    )
     assert "calibrating this host" in done.stderr  # a fresh calibration folder: measured now
     assert (out / "results.parquet").exists()
     assert folder.ran() == []
@@ -122,9 +143,19 @@ def test_a_run_with_its_host_calibration_runs_none(folder: Folder, agent_python:
 def test_a_run_with_an_existing_python_runs_none(folder: Folder, agent_python: Path) -> None:
     out = folder.root / "existing"
     done = folder.collector(
-        "run", "--manifests", str(folder.manifests), "--agents", "fake", *GEMM,
-        "--scrape-interval", "0", "--python", str(agent_python), "--out", str(out),
-    )  # fmt: skip
+        "run",
+        "--manifests",
+        str(folder.manifests),
+        "--agents",
+        "fake",
+        *GEMM,
+        "--scrape-interval",
+        "0",
+        "--python",
+        str(agent_python),
+        "--out",
+        str(out),
+    )
     assert "building the fake agent packages for an existing Python" in done.stderr
     assert json.loads((out / "run.json").read_text())["agents"]["fake"]["python"] == str(
         agent_python
@@ -135,9 +166,16 @@ def test_a_run_with_an_existing_python_runs_none(folder: Folder, agent_python: P
 def test_the_conformance_suite_runs_none(folder: Folder, agent_python: Path) -> None:
     # The suite starts the agent itself, as `collector run` does; two groups keep it short.
     done = folder.collector(
-        "conformance", "fake", "--manifests", str(folder.manifests), "--checks",
-        "describe,cells", "--cells", "one", "--json",
-    )  # fmt: skip
+        "conformance",
+        "fake",
+        "--manifests",
+        str(folder.manifests),
+        "--checks",
+        "describe,cells",
+        "--cells",
+        "one",
+        "--json",
+    )
     report = json.loads(done.stdout)
     assert report["failed"] == 0 and report["agent"] == "fake"
     assert folder.ran() == []

@@ -36,12 +36,29 @@ def _collector(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def _start(tmp_path: Path, out: Path) -> subprocess.Popen[bytes]:
     manifests = write_fake_agents(tmp_path / "agents", {"steady": {}})
     command = [
-        str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "steady",
-        "--workloads", "gemm", "--phases", "infer", "--batch-sizes", BATCH_SIZES,
-        "--param", "m=20000",  # 20 ms a step
-        "--min-seconds", "1", "--scrape-interval", "0.5",
-        "--store", str(tmp_path / "store.sqlite"), "--out", str(out),
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "steady",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        BATCH_SIZES,
+        "--param",
+        "m=20000",  # 20 ms a step
+        "--min-seconds",
+        "1",
+        "--scrape-interval",
+        "0.5",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(out),
+    ]
     with (tmp_path / "collector.log").open("wb") as log:  # the child keeps its own copy
         return subprocess.Popen(
             command,

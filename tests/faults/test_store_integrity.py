@@ -70,10 +70,22 @@ def _refused(done: subprocess.CompletedProcess[str], *said: str) -> str:
 def _stored_run(tmp_path: Path, manifests: Path, store: Path) -> str:
     """A real two-cell run into `store`; returns its id."""
     done = _collector(
-        tmp_path, "run", "--manifests", str(manifests), "--agents", "steady", *SWEEP,
-        "--batch-sizes", "1,2", "--min-seconds", "0", "--store", str(store),
-        "--out", str(tmp_path / "first"),
-    )  # fmt: skip
+        tmp_path,
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "steady",
+        *SWEEP,
+        "--batch-sizes",
+        "1,2",
+        "--min-seconds",
+        "0",
+        "--store",
+        str(store),
+        "--out",
+        str(tmp_path / "first"),
+    )
     assert done.returncode == 0, done.stderr
     return str(json.loads((tmp_path / "first" / "run.json").read_text())["run_id"])
 
@@ -119,9 +131,18 @@ def test_an_unusable_store_or_out_is_refused_before_any_agent_starts(
     before = store.read_bytes() if store.is_file() else None
     began = time.monotonic()
     done = _collector(
-        tmp_path, "run", "--manifests", str(manifests), "--agents", "steady", *SWEEP,
-        "--store", str(store), "--out", str(out),
-    )  # fmt: skip
+        tmp_path,
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "steady",
+        *SWEEP,
+        "--store",
+        str(store),
+        "--out",
+        str(out),
+    )
     line = _refused(done, said)
     assert line.startswith(f"error: {said_first}"), line
     assert time.monotonic() - began < 30  # no agent was started, no environment made
@@ -142,9 +163,18 @@ def test_a_read_only_or_full_file_system_is_refused_before_any_agent_starts(
             subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
         for store, out in ((disk / "s.sqlite", tmp_path / "run"), (tmp_path / "s", disk / "r")):
             done = _collector(
-                tmp_path, "run", "--manifests", str(manifests), "--agents", "steady", *SWEEP,
-                "--store", str(store), "--out", str(out),
-            )  # fmt: skip
+                tmp_path,
+                "run",
+                "--manifests",
+                str(manifests),
+                "--agents",
+                "steady",
+                *SWEEP,
+                "--store",
+                str(store),
+                "--out",
+                str(out),
+            )
             said = "is on a read-only file system" if fault == "read-only" else "MiB free on"
             line = _refused(done, str(disk), said)
             assert line.startswith(f"error: --{'store' if store.parent == disk else 'out'} ")
@@ -199,8 +229,20 @@ def test_every_commands_agent_logs_are_kept_and_a_killed_resume_is_recorded(
     tmp_path: Path, manifests: Path
 ) -> None:
     out, store = tmp_path / "run", ["--store", str(tmp_path / "store.sqlite")]
-    command = ["run", "--manifests", str(manifests), "--agents", "steady", *SWEEP,
-               "--batch-sizes", "1,2,3,4,5", "--min-seconds", "1", "--out", str(out)]  # fmt: skip
+    command = [
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "steady",
+        *SWEEP,
+        "--batch-sizes",
+        "1,2,3,4,5",
+        "--min-seconds",
+        "1",
+        "--out",
+        str(out),
+    ]
     with (tmp_path / "collector.log").open("w") as log:
         first = _command(tmp_path, *command, *store, stdout=log, stderr=subprocess.STDOUT)
         _wait_rows(first, out, 1)

@@ -27,9 +27,17 @@ pytestmark = pytest.mark.agent
 def _start(folder: Path, address: str, *args: str) -> subprocess.Popen[str]:
     folder.mkdir()
     command = [
-        str(COLLECTOR), "run", "--agents", f"numpy-cpu@{address}", *GEMM, *args,
-        "--store", str(folder / "store.sqlite"), "--out", str(folder / "run"),
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--agents",
+        f"numpy-cpu@{address}",
+        *GEMM,
+        *args,
+        "--store",
+        str(folder / "store.sqlite"),
+        "--out",
+        str(folder / "run"),
+    ]
     return subprocess.Popen(
         command,
         cwd=folder,

@@ -31,11 +31,26 @@ def _run(
     manifests = write_fake_agents(tmp_path / "agents", {"fake": manifest})
     out = tmp_path / "run"
     done = collector(
-        "run", "--manifests", str(manifests), "--agents", agents, "--workloads", "gemm",
-        "--phases", "infer", "--batch-sizes", "1", "--min-seconds", "0.05",
-        "--scrape-interval", "0", "--out", str(out), *extra,
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        agents,
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1",
+        "--min-seconds",
+        "0.05",
+        "--scrape-interval",
+        "0",
+        "--out",
+        str(out),
+        *extra,
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     return out, done
 
 
@@ -43,9 +58,16 @@ def test_every_agent_process_gets_the_variables_and_every_row_records_them(
     tmp_path: Path, isolated_store
 ) -> None:
     out, done = _run(
-        tmp_path, "--aa", "fake", "--repeat", "2",
-        "--agent-env", "MALLOC_ARENA_MAX=2", "--agent-env", "XLA_FLAGS=--a=1 --b",
-    )  # fmt: skip
+        tmp_path,
+        "--aa",
+        "fake",
+        "--repeat",
+        "2",
+        "--agent-env",
+        "MALLOC_ARENA_MAX=2",
+        "--agent-env",
+        "XLA_FLAGS=--a=1 --b",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = pd.read_parquet(out / "results.parquet")
     assert len(rows) == 4 and set(rows.status) == {"ok"}  # 2 instances x 2 fresh processes

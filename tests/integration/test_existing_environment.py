@@ -39,9 +39,16 @@ def test_an_existing_environment_is_checked_then_used(
     before = installed(bare_python)
     out = tmp_path / "run"
     refused = collector(
-        "run", "--agents", "numpy-cpu", "--python", str(bare_python), *GEMM, "--out", str(out),
+        "run",
+        "--agents",
+        "numpy-cpu",
+        "--python",
+        str(bare_python),
+        *GEMM,
+        "--out",
+        str(out),
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert refused.returncode == 2, refused.stderr
     message = " ".join(refused.stderr.split())
     assert f"numpy-cpu cannot run in {bare_python}" in message
@@ -56,9 +63,16 @@ def test_an_existing_environment_is_checked_then_used(
     subprocess.run([*shlex.split(fix.group(1)), "--quiet"], check=True)
 
     done = collector(
-        "run", "--agents", "numpy-cpu", "--python", f"numpy-cpu={bare_python}", *GEMM,
-        "--out", str(out), cwd=tmp_path,
-    )  # fmt: skip
+        "run",
+        "--agents",
+        "numpy-cpu",
+        "--python",
+        f"numpy-cpu={bare_python}",
+        *GEMM,
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(out / "results.parquet")
     assert rows["status"].tolist() == ["ok"]

@@ -33,14 +33,35 @@ def test_each_agent_is_decided_against_its_familys_native_agent(tmp_path: Path, 
     manifests = write_fake_agents(tmp_path / "agents", AGENTS)
     out = tmp_path / "run"
     done = collector(
-        "run", "--manifests", str(manifests), "--agents", ",".join(AGENTS),
-        "--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1",
-        "--param", "m=3000", "--min-seconds", "0.2", "--scrape-interval", "0",
-        "--until-decided", "--baseline", "family", "--budget", "4m", "--out", str(out),
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        ",".join(AGENTS),
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1",
+        "--param",
+        "m=3000",
+        "--min-seconds",
+        "0.2",
+        "--scrape-interval",
+        "0",
+        "--until-decided",
+        "--baseline",
+        "family",
+        "--budget",
+        "4m",
+        "--out",
+        str(out),
         # The steps sleep: a busy host does not change them, so none is left out as interfered.
-        "--interference-threshold", "100",
+        "--interference-threshold",
+        "100",
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     decided = json.loads((out / "run.json").read_text())["until_decided"]
     detail = json.dumps(decided, indent=1)
@@ -50,8 +71,10 @@ def test_each_agent_is_decided_against_its_familys_native_agent(tmp_path: Path, 
     assert "against its family's native agent" in done.stdout
     rows = pd.read_parquet(out / "results.parquet").drop_duplicates("agent").set_index("agent")
     assert rows.loc["wrapper", ["framework", "family", "family_version"]].tolist() == [
-        "wrapper", "fake", "1.2.3",
-    ]  # fmt: skip
+        "wrapper",
+        "fake",
+        "1.2.3",
+    ]
     assert rows.loc["native", "family"] == "fake" and rows.loc["native", "family_version"] == ""
     assert rows.loc["orphan", "family"] == "absent"
     run_id = json.loads((out / "run.json").read_text())["run_id"]
@@ -79,10 +102,23 @@ def test_the_agents_own_reason_reaches_the_unsupported_row(tmp_path: Path, isola
     manifests = write_fake_agents(tmp_path / "agents", {"fake": {"FAKE_UNSUPPORTED": reasons}})
     out = tmp_path / "run"
     done = collector(
-        "run", "--manifests", str(manifests), "--agents", "fake", "--workloads", "lenet,bert",
-        "--phases", "train", "--batch-sizes", "2", "--scrape-interval", "0", "--out", str(out),
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "fake",
+        "--workloads",
+        "lenet,bert",
+        "--phases",
+        "train",
+        "--batch-sizes",
+        "2",
+        "--scrape-interval",
+        "0",
+        "--out",
+        str(out),
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(out / "results.parquet").set_index("workload")
     assert set(rows["status"]) == {"unsupported"}
@@ -97,11 +133,25 @@ def test_a_run_with_a_family_agent_points_to_the_family_view(tmp_path: Path, iso
     manifests = write_fake_agents(tmp_path / "agents", agents)
     out = tmp_path / "run"
     done = collector(
-        "run", "--manifests", str(manifests), "--agents", "native,wrapper", "--workloads",
-        "gemm", "--phases", "infer", "--batch-sizes", "1", "--param", "m=300",
-        "--scrape-interval", "0", "--out", str(out),
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "native,wrapper",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1",
+        "--param",
+        "m=300",
+        "--scrape-interval",
+        "0",
+        "--out",
+        str(out),
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     assert f"collector compare {out} --baseline native" in done.stdout
     assert f"collector compare {out} --baseline family" in done.stdout

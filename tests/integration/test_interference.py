@@ -27,9 +27,17 @@ pytestmark = pytest.mark.timing
 
 AGENTS = {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}}
 CELLS = (
-    "--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1",
-    "--param", "m=3000", "--min-seconds", "0.3",
-)  # fmt: skip
+    "--workloads",
+    "gemm",
+    "--phases",
+    "infer",
+    "--batch-sizes",
+    "1",
+    "--param",
+    "m=3000",
+    "--min-seconds",
+    "0.3",
+)
 
 
 class Hog:
@@ -59,9 +67,16 @@ def _run_command(tmp_path: Path, *extra: str) -> tuple[list[str], Path]:
     manifests = write_fake_agents(tmp_path / "agents", AGENTS)
     out = tmp_path / "run"
     command = [
-        "run", "--manifests", str(manifests), "--agents", ",".join(AGENTS), *CELLS,
-        "--out", str(out), *extra,
-    ]  # fmt: skip
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        ",".join(AGENTS),
+        *CELLS,
+        "--out",
+        str(out),
+        *extra,
+    ]
     return command, out
 
 

@@ -32,9 +32,14 @@ TINY = ["--layers", "2", "--hidden", "32", "--heads", "2", "--vocab", "64", "--c
 def test_a_model_that_cannot_fit_is_refused_and_the_agent_goes_on(torch_agent) -> None:
     huge = {"layers": 128, "hidden": 16384, "heads": 128, "vocab": 262144, "seq_len": 8}
     request = agent_pb2.RunRequest(
-        workload="gpt", phase=agent_pb2.PHASE_TRAIN, batch_size=1, params=huge,
-        min_iterations=1, warmup_iterations=0, min_seconds=0.0,
-    )  # fmt: skip
+        workload="gpt",
+        phase=agent_pb2.PHASE_TRAIN,
+        batch_size=1,
+        params=huge,
+        min_iterations=1,
+        warmup_iterations=0,
+        min_seconds=0.0,
+    )
     with pytest.raises(grpc.RpcError) as caught:
         list(torch_agent.client.run(request, 120))
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
@@ -48,9 +53,21 @@ def test_a_model_that_cannot_fit_is_refused_and_the_agent_goes_on(torch_agent) -
 
 def test_the_generation_harness_check_runs_end_to_end(tmp_path: Path) -> None:
     record = bench_generate.main(
-        [*TINY, "--prompt-len", "8", "--new-tokens", "5", "--rounds", "1", "--iterations", "2",
-         "--fixed-malloc", "--json", str(tmp_path / "bench.json")]
-    )  # fmt: skip
+        [
+            *TINY,
+            "--prompt-len",
+            "8",
+            "--new-tokens",
+            "5",
+            "--rounds",
+            "1",
+            "--iterations",
+            "2",
+            "--fixed-malloc",
+            "--json",
+            str(tmp_path / "bench.json"),
+        ]
+    )
     assert set(record["rounds"]) == {"fwbench", "bare (same model)", "bare (own)"}
     figures = pd.DataFrame(record["summary"]).T
     assert list(figures.columns) == ["ttft_ms", "itl_ms", "decode_tokens_per_second"]

@@ -22,16 +22,33 @@ def _run(tmp_path: Path, agents: dict[str, dict[str, str]], *extra: str) -> tupl
     manifests = write_fake_agents(tmp_path / "agents", agents)
     out = tmp_path / "run"
     done = collector(
-        "run", "--manifests", str(manifests), "--agents", ",".join(agents),
-        "--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1,2",
-        "--param", "m=3000", "--min-seconds", "0.2", "--scrape-interval", "0",
-        "--until-decided", "--out", str(out), *extra,
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        ",".join(agents),
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1,2",
+        "--param",
+        "m=3000",
+        "--min-seconds",
+        "0.2",
+        "--scrape-interval",
+        "0",
+        "--until-decided",
+        "--out",
+        str(out),
+        *extra,
         # The steps sleep, so what else the host runs does not change them: no process is to
         # be left out as interfered (test_interference.py tests that), or a busy host would
         # leave rounds short.
         *INTERFERENCE_OFF,
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     return out, done
 
 
@@ -39,8 +56,11 @@ def test_rounds_go_on_until_every_comparison_is_decided(tmp_path: Path, isolated
     out, done = _run(
         tmp_path,
         {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}},
-        "--aa", "slow", "--budget", "5m",
-    )  # fmt: skip
+        "--aa",
+        "slow",
+        "--budget",
+        "5m",
+    )
     assert done.returncode == 0, done.stderr
     metadata = json.loads((out / "run.json").read_text())
     decided = metadata["until_decided"]
@@ -106,20 +126,61 @@ def test_without_margin_each_comparison_takes_its_margin_from_the_earlier_runs(
     manifests = write_fake_agents(tmp_path / "agents", {"fast": {}, "slow": {}})
     for earlier in ("one", "two"):
         done = collector(
-            "run", "--manifests", str(manifests), "--agents", "slow", "--workloads", "gemm",
-            "--phases", "infer", "--batch-sizes", "1", "--param", "m=3000",
-            "--min-seconds", "0.2", "--scrape-interval", "0", "--repeat", "3",
-            "--out", str(tmp_path / earlier), cwd=tmp_path,
-        )  # fmt: skip
+            "run",
+            "--manifests",
+            str(manifests),
+            "--agents",
+            "slow",
+            "--workloads",
+            "gemm",
+            "--phases",
+            "infer",
+            "--batch-sizes",
+            "1",
+            "--param",
+            "m=3000",
+            "--min-seconds",
+            "0.2",
+            "--scrape-interval",
+            "0",
+            "--repeat",
+            "3",
+            "--out",
+            str(tmp_path / earlier),
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
     for extra, out in (((), "decided"), (("--margin", "0.07"), "given")):
         done = collector(
-            "run", "--manifests", str(manifests), "--agents", "fast,slow", "--aa", "slow",
-            "--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1",
-            "--param", "m=3000", "--min-seconds", "0.2", "--scrape-interval", "0",
-            "--until-decided", "--repeat", "3", "--budget", "2m", "--out", str(tmp_path / out),
-            *extra, cwd=tmp_path,
-        )  # fmt: skip
+            "run",
+            "--manifests",
+            str(manifests),
+            "--agents",
+            "fast,slow",
+            "--aa",
+            "slow",
+            "--workloads",
+            "gemm",
+            "--phases",
+            "infer",
+            "--batch-sizes",
+            "1",
+            "--param",
+            "m=3000",
+            "--min-seconds",
+            "0.2",
+            "--scrape-interval",
+            "0",
+            "--until-decided",
+            "--repeat",
+            "3",
+            "--budget",
+            "2m",
+            "--out",
+            str(tmp_path / out),
+            *extra,
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
         decided = json.loads((tmp_path / out / "run.json").read_text())["until_decided"]
         margins = {d["agent"]: (d["margin"], d["margin_from"]) for d in decided["decisions"]}
@@ -144,8 +205,13 @@ def test_a_decided_cell_is_not_measured_again(tmp_path: Path, isolated_store) ->
     out, done = _run(
         tmp_path,
         {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}, "near": {"FAKE_STEP_SCALE": "1.03"}},
-        "--margin", "0.03", "--repeat", "4", "--budget", "5m",
-    )  # fmt: skip
+        "--margin",
+        "0.03",
+        "--repeat",
+        "4",
+        "--budget",
+        "5m",
+    )
     assert done.returncode == 0, done.stderr
     decided = json.loads((out / "run.json").read_text())["until_decided"]
     rows = pd.read_parquet(out / "results.parquet")
@@ -213,8 +279,9 @@ def test_a_verdict_says_when_the_two_sides_ran_different_arithmetic(
             "fast": {"FAKE_SETTINGS": "float32_matmul=tf32,float32_conv=tf32"},
             "slow": {"FAKE_SETTINGS": "float32_matmul=float32,float32_conv=tf32"},
         },
-        "--budget", "1s",
-    )  # fmt: skip
+        "--budget",
+        "1s",
+    )
     assert done.returncode == 0, done.stderr
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     decided = json.loads((out / "run.json").read_text())["until_decided"]["decisions"]
@@ -252,16 +319,34 @@ def test_an_open_comparison_names_processes_that_differed_in_kernel_time(
     )
     out = tmp_path / "run"
     done = collector(
-        "run", "--manifests", str(manifests), "--agents", "a,b,c", "--workloads", "gemm",
-        "--phases", "infer", "--batch-sizes", "1", "--param", "m=3000", "--min-seconds", "1",
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "a,b,c",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1",
+        "--param",
+        "m=3000",
+        "--min-seconds",
+        "1",
         # Three rounds, not two: c's processes fault pages in every step, which on a KVM guest
         # made c ~10x slower than a with its two processes 19% apart, and two processes a side
         # (one degree of freedom) left even that open. This test is about kernel time, not
         # interference: a process left out for the hypervisor's steal (22% of a's round, seen
         # on a KVM guest) would leave a round too few.
-        "--until-decided", "--repeat", "3", "--out", str(out), *INTERFERENCE_OFF,
+        "--until-decided",
+        "--repeat",
+        "3",
+        "--out",
+        str(out),
+        *INTERFERENCE_OFF,
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(out / "results.parquet")
     shares = rows["cpu_system_percent"] / (rows["cpu_system_percent"] + rows["cpu_user_percent"])
@@ -291,8 +376,11 @@ def test_a_failed_process_stops_its_comparisons_undecided_and_compare_agrees(
     out, done = _run(
         tmp_path,
         {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5", "FAKE_FAILS_ONCE": str(marker)}},
-        "--aa", "slow", "--budget", "5m",
-    )  # fmt: skip
+        "--aa",
+        "slow",
+        "--budget",
+        "5m",
+    )
     assert done.returncode != 0 and "is failed" in done.stderr, done.stderr  # a cell failed
     decided = json.loads((out / "run.json").read_text())["until_decided"]
     rows = pd.read_parquet(out / "results.parquet")
@@ -301,9 +389,10 @@ def test_a_failed_process_stops_its_comparisons_undecided_and_compare_agrees(
     agent, batch = failed["agent"].iloc[0], int(failed["batch_size"].iloc[0])
     assert "fake failure, once" in failed["error"].iloc[0]
     touched = [
-        d for d in decided["decisions"]
+        d
+        for d in decided["decisions"]
         if d["key"][2] == batch and agent in (d["agent"], d["against"])
-    ]  # fmt: skip
+    ]
     assert touched, decided
     for decision in touched:
         assert decision["verdict"] == "undecided", decision
@@ -336,9 +425,13 @@ def test_processes_that_ran_otherwise_than_asked_stop_their_comparisons(
     # "threads: asked 2, ran 1". A verdict from them would answer another question than the
     # one asked, so none is made, after the first round, and the run says why.
     out, done = _run(
-        tmp_path, {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}}, "--threads", "2",
-        "--budget", "5m",
-    )  # fmt: skip
+        tmp_path,
+        {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}},
+        "--threads",
+        "2",
+        "--budget",
+        "5m",
+    )
     assert done.returncode == 0, done.stderr  # every row is ok: true for what ran
     decided = json.loads((out / "run.json").read_text())["until_decided"]
     assert decided["rounds"] == 1, decided

@@ -84,8 +84,12 @@ def test_describe_reports_paddle_flags_that_are_set(plugin, monkeypatch):
 def test_unsupported_workloads_are_refused_with_their_reason(plugin):
     description = plugin.describe()
     assert set(description.unsupported_reasons) == {
-        "attention", "bert", "gpt", "generate", "allreduce"
-    }  # fmt: skip
+        "attention",
+        "bert",
+        "gpt",
+        "generate",
+        "allreduce",
+    }
     for name, reason in UNSUPPORTED_REASONS.items():
         assert name not in description.capabilities
         cell = CATALOGUE.get(name)

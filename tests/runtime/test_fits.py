@@ -83,18 +83,27 @@ def test_a_containers_limit_counts_where_it_is_lower(
 def test_the_agent_answers_resource_exhausted_and_takes_the_next_run(stub) -> None:
     params = {**HUGE, "context": 64, "prompt_len": 8, "new_tokens": 4}
     huge = agent_pb2.RunRequest(
-        workload="generate", phase=agent_pb2.PHASE_INFER, batch_size=1, params=params,
-        min_iterations=1, warmup_iterations=0, min_seconds=0.0,
-    )  # fmt: skip
+        workload="generate",
+        phase=agent_pb2.PHASE_INFER,
+        batch_size=1,
+        params=params,
+        min_iterations=1,
+        warmup_iterations=0,
+        min_seconds=0.0,
+    )
     with pytest.raises(grpc.RpcError) as caught:
         list(stub.Run(huge, timeout=30))
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     assert "refused before allocating" in (caught.value.details() or "")
     small = agent_pb2.RunRequest(
-        workload="generate", phase=agent_pb2.PHASE_INFER, batch_size=1, min_iterations=1,
-        warmup_iterations=0, min_seconds=0.0,
+        workload="generate",
+        phase=agent_pb2.PHASE_INFER,
+        batch_size=1,
+        min_iterations=1,
+        warmup_iterations=0,
+        min_seconds=0.0,
         params={"layers": 1, "hidden": 8, "heads": 2, "prompt_len": 4, "new_tokens": 2},
-    )  # fmt: skip
+    )
     assert list(stub.Run(small, timeout=30))[-1].result.generation.decode_steps_per_sample == 1
 
 
@@ -113,9 +122,14 @@ def test_the_last_cells_model_is_collected_before_the_next_is_built(stub, agent)
         return dataclasses.replace(built, step=lambda: (model, built.step())[1])
 
     request = agent_pb2.RunRequest(
-        workload="gemm", phase=agent_pb2.PHASE_INFER, batch_size=1, params={"m": 10},
-        min_iterations=1, warmup_iterations=0, min_seconds=0.0,
-    )  # fmt: skip
+        workload="gemm",
+        phase=agent_pb2.PHASE_INFER,
+        batch_size=1,
+        params={"m": 10},
+        min_iterations=1,
+        warmup_iterations=0,
+        min_seconds=0.0,
+    )
     gc.disable()
     try:
         plugin.build = build

@@ -52,9 +52,14 @@ def test_each_sample_is_a_generation_with_its_parts_timed(stub):
 
 def test_other_workloads_carry_no_generation_parts(stub):
     request = agent_pb2.RunRequest(
-        workload="gemm", phase=agent_pb2.PHASE_INFER, batch_size=1, min_iterations=2,
-        warmup_iterations=0, min_seconds=0.0, params={"m": 10},
-    )  # fmt: skip
+        workload="gemm",
+        phase=agent_pb2.PHASE_INFER,
+        batch_size=1,
+        min_iterations=2,
+        warmup_iterations=0,
+        min_seconds=0.0,
+        params={"m": 10},
+    )
     assert not _result(stub, request).HasField("generation")
 
 

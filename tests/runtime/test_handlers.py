@@ -36,9 +36,15 @@ def test_a_request_that_parses_still_works_through_the_raw_path(channel: grpc.Ch
 
 def test_the_next_run_right_after_a_result_is_never_refused(stub: object) -> None:
     quick = agent_pb2.RunRequest(
-        workload="gemm", phase=agent_pb2.PHASE_INFER, batch_size=1, params={"m": 1},
-        warmup_iterations=0, min_iterations=1, max_iterations=1, min_seconds=0.0,
-    )  # fmt: skip
+        workload="gemm",
+        phase=agent_pb2.PHASE_INFER,
+        batch_size=1,
+        params={"m": 1},
+        warmup_iterations=0,
+        min_iterations=1,
+        max_iterations=1,
+        min_seconds=0.0,
+    )
     for number in range(100):
         quick.run_id = f"next-{number}"
         events = list(stub.Run(quick, timeout=10))  # type: ignore[attr-defined]

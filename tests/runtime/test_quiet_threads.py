@@ -149,10 +149,16 @@ def _measure_gaps(world: World | None) -> list[float]:
     plugin = FakePlugin(PluginContext(device="cpu", world=world))
     server = create_server(plugin, name="fake-cpu", variant="cpu", world=world)
     request = agent_pb2.RunRequest(
-        workload="gemm", phase=agent_pb2.PHASE_TRAIN, batch_size=1, params={"m": 10_000},
-        warmup_iterations=0, min_iterations=320, max_iterations=320, min_seconds=0,
+        workload="gemm",
+        phase=agent_pb2.PHASE_TRAIN,
+        batch_size=1,
+        params={"m": 10_000},
+        warmup_iterations=0,
+        min_iterations=320,
+        max_iterations=320,
+        min_seconds=0,
         strategy="ddp" if world else "",
-    )  # fmt: skip
+    )
     try:
         with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
             events = list(agent_pb2_grpc.AgentServiceStub(channel).Run(request, timeout=60))
@@ -160,10 +166,12 @@ def _measure_gaps(world: World | None) -> list[float]:
         server.stop(0)
     assert events[-1].HasField("result")
     counts = [
-        e.progress for e in events
-        if e.HasField("progress") and e.progress.stage == agent_pb2.STAGE_MEASURE
+        e.progress
+        for e in events
+        if e.HasField("progress")
+        and e.progress.stage == agent_pb2.STAGE_MEASURE
         and 0 < e.progress.iterations_done < 320
-    ]  # fmt: skip
+    ]
     seen = {}
     for progress in counts:  # a heartbeat repeats a count: the first arrival is its report
         seen.setdefault(progress.iterations_done, progress.elapsed_seconds)
@@ -229,10 +237,16 @@ def watch_a_world_call() -> None:
     addresses = [f"127.0.0.1:{server.port}" for server in servers]
     ranks = [SimpleNamespace(address=a, client=AgentClient("fake", a)) for a in addresses]
     request = agent_pb2.RunRequest(
-        run_id="quiet", workload="gemm", phase=agent_pb2.PHASE_TRAIN, batch_size=1,
-        params={"m": 10_000}, warmup_iterations=0, min_iterations=150, max_iterations=150,
+        run_id="quiet",
+        workload="gemm",
+        phase=agent_pb2.PHASE_TRAIN,
+        batch_size=1,
+        params={"m": 10_000},
+        warmup_iterations=0,
+        min_iterations=150,
+        max_iterations=150,
         min_seconds=0,
-    )  # fmt: skip
+    )
     before = {t.native_id for t in threading.enumerate()}
     main = threading.get_native_id()
     world = WorldClient(SimpleNamespace(), ranks, lambda _, results: results[0])  # type: ignore[arg-type]
@@ -277,12 +291,24 @@ def _classes_while_measuring(tmp_path: Path, world: dict[str, str]) -> dict[str,
 
     plugins = write_entry_points(tmp_path / "plugins", {"fake": "fake_plugin:FakePlugin"})
     ports = tmp_path / "ports.json"
-    env = {**os.environ, **world,
-           "PYTHONPATH": os.pathsep.join([str(plugins), str(HERE), *sys.path])}  # fmt: skip
+    env = {
+        **os.environ,
+        **world,
+        "PYTHONPATH": os.pathsep.join([str(plugins), str(HERE), *sys.path]),
+    }
     agent = subprocess.Popen(
-        [sys.executable, "-m", "fwbench.runtime.cli", "--plugin", "fake",
-         "--ports-file", str(ports)], env=env, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "fwbench.runtime.cli",
+            "--plugin",
+            "fake",
+            "--ports-file",
+            str(ports),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+    )
     classes: dict[str, set[int]] = {"grpc": set(), "other": set()}
     try:
         deadline = time.monotonic() + 60
@@ -291,10 +317,16 @@ def _classes_while_measuring(tmp_path: Path, world: dict[str, str]) -> dict[str,
             time.sleep(0.05)
         port = json.loads(ports.read_text())["grpc"]
         request = agent_pb2.RunRequest(
-            workload="gemm", phase=agent_pb2.PHASE_TRAIN, batch_size=1, params={"m": 10_000},
-            warmup_iterations=0, min_iterations=100, max_iterations=100, min_seconds=0,
+            workload="gemm",
+            phase=agent_pb2.PHASE_TRAIN,
+            batch_size=1,
+            params={"m": 10_000},
+            warmup_iterations=0,
+            min_iterations=100,
+            max_iterations=100,
+            min_seconds=0,
             strategy="ddp" if world else "",
-        )  # fmt: skip
+        )
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
             for event in agent_pb2_grpc.AgentServiceStub(channel).Run(request, timeout=60):
                 if event.HasField("progress") and event.progress.stage == agent_pb2.STAGE_MEASURE:

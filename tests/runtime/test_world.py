@@ -90,8 +90,9 @@ def test_a_rank_describes_its_world_and_what_it_distributes(rank_stub) -> None:
 
 @pytest.fixture
 def two_devices_stub():
-    world = world_from_environment({**WORLD, "WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0",
-                                    "FWBENCH_LOCAL_DEVICES": "2"})  # fmt: skip
+    world = world_from_environment(
+        {**WORLD, "WORLD_SIZE": "1", "RANK": "0", "LOCAL_RANK": "0", "FWBENCH_LOCAL_DEVICES": "2"}
+    )
     assert world is not None and (world.size, world.local_devices) == (1, 2)
     plugin = FakePlugin(PluginContext(device="cpu", world=world))
     server = create_server(plugin, name="fake-cpu", variant="cpu", world=world)

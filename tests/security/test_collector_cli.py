@@ -18,10 +18,17 @@ TOKEN = "collector-cli-token"
 # The console script, as users run it.
 COLLECTOR = Path(sys.executable).with_name("collector")
 QUICK = [
-    "--workloads=gemm", "--phases=infer", "--batch-sizes=1", "--param", "m=100",
-    "--warmup=1", "--iterations=3", "--min-seconds=0", "--scrape-interval=0",
+    "--workloads=gemm",
+    "--phases=infer",
+    "--batch-sizes=1",
+    "--param",
+    "m=100",
+    "--warmup=1",
+    "--iterations=3",
+    "--min-seconds=0",
+    "--scrape-interval=0",
     "--start-timeout=2",
-]  # fmt: skip
+]
 
 
 def _collector(

@@ -25,8 +25,9 @@ def test_only_the_runs_channel_opens_an_agent_serving_the_runs_credentials(
     for path in (files.token, files.cert, files.key):
         assert oct(path.stat().st_mode & 0o777) == "0o600", path
     assert files.token.read_text() == made.token + "\n"
-    agent = start_agent("--token-file", str(files.token), "--tls-cert", str(files.cert),
-                        "--tls-key", str(files.key))  # fmt: skip
+    agent = start_agent(
+        "--token-file", str(files.token), "--tls-cert", str(files.cert), "--tls-key", str(files.key)
+    )
     assert "token and TLS" in agent.log.read_text()
     assert describe(agent.address, made.channel()) == "fake"
     # Plaintext, even with the right token: the agent closes the connection.
@@ -39,8 +40,9 @@ def test_only_the_runs_channel_opens_an_agent_serving_the_runs_credentials(
     other = RunCredentials.make("r2")
     assert other.token != made.token and other.ca != made.ca
     with pytest.raises(AgentUnavailable, match="CERTIFICATE_VERIFY_FAILED"):
-        describe(agent.address, ChannelSecurity(token=made.token, ca=other.ca,
-                                                 server_name=SERVER_NAME))  # fmt: skip
+        describe(
+            agent.address, ChannelSecurity(token=made.token, ca=other.ca, server_name=SERVER_NAME)
+        )
     # The run's CA, but checking the address's own name: the certificate does not carry it.
     with pytest.raises(AgentUnavailable, match="Hostname Verification"):
         describe(agent.address, ChannelSecurity(token=made.token, ca=made.ca))

@@ -34,11 +34,19 @@ SUBNETS = ("10.213.0.0/24", "10.214.0.0/24", "172.31.213.0/24")
 # no cgroups (processes tracked by their parents), cores as the unit of allocation, a node
 # back in service as soon as it answers again.
 SETTINGS = (
-    "SlurmUser=root", "SlurmdUser=root", "AuthType=auth/munge", "CredType=cred/munge",
-    "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
-    "JobAcctGatherType=jobacct_gather/none", "SelectType=select/cons_tres",
-    "SelectTypeParameters=CR_Core", "ReturnToService=2", "MpiDefault=none", "KillWait=5",
-)  # fmt: skip
+    "SlurmUser=root",
+    "SlurmdUser=root",
+    "AuthType=auth/munge",
+    "CredType=cred/munge",
+    "ProctrackType=proctrack/linuxproc",
+    "TaskPlugin=task/none",
+    "JobAcctGatherType=jobacct_gather/none",
+    "SelectType=select/cons_tres",
+    "SelectTypeParameters=CR_Core",
+    "ReturnToService=2",
+    "MpiDefault=none",
+    "KillWait=5",
+)
 
 
 def free_port() -> int:
@@ -63,8 +71,7 @@ class MultiNodeCluster:
     def resolving(self, command: list[str]) -> list[str]:
         """`command` run in a mount namespace of its own whose /etc/hosts names the nodes."""
         mount = f'mount --bind {self.hosts} /etc/hosts && exec "$@"'
-        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, "sh",
-                *command]  # fmt: skip
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", mount, "sh", *command]
 
 
 def _ip(*args: str) -> None:
@@ -92,8 +99,9 @@ def sweep() -> None:
     with them)."""
     for name in _namespaces():
         if name.startswith(PREFIX):
-            for pid in subprocess.run(["ip", "netns", "pids", name], capture_output=True,
-                                      text=True).stdout.split():  # fmt: skip
+            for pid in subprocess.run(
+                ["ip", "netns", "pids", name], capture_output=True, text=True
+            ).stdout.split():
                 with contextlib.suppress(ProcessLookupError, ValueError):
                     os.kill(int(pid), signal.SIGKILL)
             subprocess.run(["ip", "netns", "del", name], capture_output=True)
@@ -117,8 +125,20 @@ def _network() -> tuple[str, dict[str, str]]:
     for i, node in enumerate(NODES):
         namespace, port = f"{PREFIX}{node}", f"port{i}"
         _ip("netns", "add", namespace)
-        _ip("-n", SWITCH, "link", "add", port, "type", "veth", "peer", "name", "eth0",
-            "netns", namespace)  # fmt: skip
+        _ip(
+            "-n",
+            SWITCH,
+            "link",
+            "add",
+            port,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            namespace,
+        )
         _ip("-n", SWITCH, "link", "set", port, "master", "br0", "up")
         _ip("-n", namespace, "addr", "add", f"{addresses[node]}/{subnet.prefixlen}", "dev", "eth0")
         _ip("-n", namespace, "link", "set", "eth0", "up")
@@ -159,8 +179,9 @@ def _config(folder: Path, host: str, host_address: str, addresses: dict[str, str
 
 
 def _sinfo(env: dict[str, str]) -> list[str]:
-    done = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True,
-                          env=env)  # fmt: skip
+    done = subprocess.run(
+        ["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, env=env
+    )
     return done.stdout.split("\n")
 
 
@@ -183,11 +204,26 @@ def multinode_cluster(folder: Path) -> Iterator[MultiNodeCluster]:
             (folder / f"spool-{node}").mkdir()
             # Not `ip netns exec`: it mounts a fresh /sys, without the cgroup file system
             # slurmd needs.
-            start = (f"mount --bind {hosts} /etc/hosts && hostname {node} && "
-                     f"exec slurmd -N {node} -f {conf}")  # fmt: skip
-            subprocess.run(["nsenter", f"--net=/run/netns/{PREFIX}{node}", "unshare", "--uts",
-                            "--mount", "--propagation", "private", "sh", "-c", start],
-                           env=env, check=True)  # fmt: skip
+            start = (
+                f"mount --bind {hosts} /etc/hosts && hostname {node} && "
+                f"exec slurmd -N {node} -f {conf}"
+            )
+            subprocess.run(
+                [
+                    "nsenter",
+                    f"--net=/run/netns/{PREFIX}{node}",
+                    "unshare",
+                    "--uts",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    "sh",
+                    "-c",
+                    start,
+                ],
+                env=env,
+                check=True,
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             states = [line.split()[-1] for line in _sinfo(env) if line.strip()]
@@ -199,8 +235,11 @@ def multinode_cluster(folder: Path) -> Iterator[MultiNodeCluster]:
             raise AssertionError(f"the nodes did not come up: {_sinfo(env)}\n{logs}")
         yield cluster
     finally:
-        subprocess.run(["scancel", "--full", "-u", "root"], capture_output=True,
-                       env={**os.environ, "SLURM_CONF": str(folder / "slurm.conf")})  # fmt: skip
+        subprocess.run(
+            ["scancel", "--full", "-u", "root"],
+            capture_output=True,
+            env={**os.environ, "SLURM_CONF": str(folder / "slurm.conf")},
+        )
         for pid_file in folder.glob("slurm*.pid"):
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid_file.read_text()), signal.SIGTERM)

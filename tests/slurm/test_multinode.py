@@ -17,13 +17,26 @@ import pytest
 from multinode import NODES, MultiNodeCluster
 
 COLLECTOR = Path(sys.executable).with_name("collector")
-CELLS = ["--workloads", "allreduce,lenet", "--phases", "train", "--batch-sizes", "8",
-         "--world-sizes", "2", "--iterations", "3", "--min-seconds", "0"]  # fmt: skip
+CELLS = [
+    "--workloads",
+    "allreduce,lenet",
+    "--phases",
+    "train",
+    "--batch-sizes",
+    "8",
+    "--world-sizes",
+    "2",
+    "--iterations",
+    "3",
+    "--min-seconds",
+    "0",
+]
 
 
 def _fwbench_jobs(cluster: MultiNodeCluster) -> list[str]:
-    done = subprocess.run(["squeue", "-h", "-o", "%i|%k"], capture_output=True, text=True,
-                          env=cluster.env())  # fmt: skip
+    done = subprocess.run(
+        ["squeue", "-h", "-o", "%i|%k"], capture_output=True, text=True, env=cluster.env()
+    )
     return [line.split("|")[0] for line in done.stdout.splitlines() if "|fwbench:" in line]
 
 
@@ -33,10 +46,26 @@ def test_a_world_spans_two_nodes_and_agrees_with_one_host(
     slurm_nodes: MultiNodeCluster, tmp_path: Path, agent: str
 ) -> None:
     out = tmp_path / "nodes"
-    command = [str(COLLECTOR), "run", "--launcher", "slurm", "--agents", agent, *CELLS,
-               "--store", str(tmp_path / "db"), "--out", str(out)]  # fmt: skip
-    done = subprocess.run(slurm_nodes.resolving(command), capture_output=True, text=True,
-                          timeout=900, env=slurm_nodes.env())  # fmt: skip
+    command = [
+        str(COLLECTOR),
+        "run",
+        "--launcher",
+        "slurm",
+        "--agents",
+        agent,
+        *CELLS,
+        "--store",
+        str(tmp_path / "db"),
+        "--out",
+        str(out),
+    ]
+    done = subprocess.run(
+        slurm_nodes.resolving(command),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=slurm_nodes.env(),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     rows = pd.read_parquet(out / "results.parquet").sort_values("workload")
     assert set(rows["status"]) == {"ok"} and set(rows["agent"]) == {f"{agent}~w2"}
@@ -53,8 +82,17 @@ def test_a_world_spans_two_nodes_and_agrees_with_one_host(
 
     # The same world as two processes on this host: the same first-step loss.
     local = tmp_path / "local"
-    command = [str(COLLECTOR), "run", "--agents", agent, *CELLS,
-               "--store", str(tmp_path / "db"), "--out", str(local)]  # fmt: skip
+    command = [
+        str(COLLECTOR),
+        "run",
+        "--agents",
+        agent,
+        *CELLS,
+        "--store",
+        str(tmp_path / "db"),
+        "--out",
+        str(local),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     here = pd.read_parquet(local / "results.parquet").sort_values("workload")

@@ -34,8 +34,9 @@ def our_jobs() -> list[str]:
 
 def _running_jobs() -> list[str]:
     """Job ids of fwbench jobs Slurm runs now (not pending, not ending)."""
-    done = subprocess.run(["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"],
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        ["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], capture_output=True, text=True
+    )
     return [line.split("|")[0] for line in done.stdout.splitlines() if "|fwbench:" in line]
 
 
@@ -48,10 +49,24 @@ def _job_state(job: str) -> str:
 
 def _command(tmp_path: Path, manifests: Path, *extra: str) -> list[str]:
     return [
-        str(COLLECTOR), "run", "--launcher", "slurm", "--manifests", str(manifests),
-        "--agents", "fake", "--workloads", "gemm", "--phases", "infer",
-        "--store", str(tmp_path / "store.sqlite"), "--out", str(tmp_path / "run"), *extra,
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--launcher",
+        "slurm",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "fake",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "infer",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(tmp_path / "run"),
+        *extra,
+    ]
 
 
 @pytest.fixture
@@ -62,9 +77,20 @@ def manifests(tmp_path: Path) -> Path:
 def test_agents_run_as_slurm_jobs_and_none_outlives_the_run(
     slurm_cluster: Path, manifests: Path, tmp_path: Path
 ) -> None:
-    command = _command(tmp_path, manifests, "--batch-sizes", "1,2", "--slurm", "time=00:10:00",
-                       "--slurm", "fake:time=00:07:00",  # the agent's own wins over everyone's
-                       "--aa", "fake", "--agent-env", "FWBENCH_TEST_SETTING=a b")  # fmt: skip
+    command = _command(
+        tmp_path,
+        manifests,
+        "--batch-sizes",
+        "1,2",
+        "--slurm",
+        "time=00:10:00",
+        "--slurm",
+        "fake:time=00:07:00",  # the agent's own wins over everyone's
+        "--aa",
+        "fake",
+        "--agent-env",
+        "FWBENCH_TEST_SETTING=a b",
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
@@ -89,16 +115,18 @@ def test_agents_run_as_slurm_jobs_and_none_outlives_the_run(
     assert meta["shared_nodes"] == {} and "one measures at a time" not in done.stderr
     # Agents that finished end their jobs as finished programs do, not cancelled.
     for job in jobs.values():
-        shown = subprocess.run(["scontrol", "-o", "show", "job", job[6:]],
-                               capture_output=True, text=True).stdout  # fmt: skip
+        shown = subprocess.run(
+            ["scontrol", "-o", "show", "job", job[6:]], capture_output=True, text=True
+        ).stdout
         assert "JobState=COMPLETED" in shown and "TimeLimit=00:07:00" in shown, shown
 
 
 def test_a_killed_collectors_jobs_are_cancelled_by_the_next_run(
     slurm_cluster: Path, manifests: Path, tmp_path: Path
 ) -> None:
-    long = _command(tmp_path, manifests, "--batch-sizes", "1", "--param", "m=20000",
-                    "--min-seconds", "60")  # fmt: skip
+    long = _command(
+        tmp_path, manifests, "--batch-sizes", "1", "--param", "m=20000", "--min-seconds", "60"
+    )
     process = subprocess.Popen(long, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     # run.json is written once the agent has described itself; its cells' job comes next.
@@ -118,8 +146,9 @@ def test_a_killed_collectors_jobs_are_cancelled_by_the_next_run(
 def test_a_killed_collectors_agent_job_ends_itself(
     slurm_cluster: Path, manifests: Path, tmp_path: Path
 ) -> None:
-    long = _command(tmp_path, manifests, "--batch-sizes", "1", "--param", "m=20000",
-                    "--min-seconds", "300")  # fmt: skip
+    long = _command(
+        tmp_path, manifests, "--batch-sizes", "1", "--param", "m=20000", "--min-seconds", "300"
+    )
     process = subprocess.Popen(long, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not (tmp_path / "run" / "run.json").exists() or not _running_jobs():
@@ -137,12 +166,15 @@ def test_a_killed_collectors_agent_job_ends_itself(
 
 
 def test_ctrl_c_cancels_the_runs_jobs(slurm_cluster: Path, manifests: Path, tmp_path: Path) -> None:
-    long = _command(tmp_path, manifests, "--batch-sizes", "1", "--param", "m=20000",
-                    "--min-seconds", "60")  # fmt: skip
+    long = _command(
+        tmp_path, manifests, "--batch-sizes", "1", "--param", "m=20000", "--min-seconds", "60"
+    )
     process = subprocess.Popen(
-        long, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        long,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    )
     deadline = time.monotonic() + 120
     while not (tmp_path / "run" / "run.json").exists() or not _running_jobs():
         assert process.poll() is None and time.monotonic() < deadline
@@ -169,8 +201,10 @@ def test_bad_slurm_options_are_refused_with_the_reason(
 ) -> None:
     done = subprocess.run(
         _command(tmp_path, manifests, "--batch-sizes", "1", *extra),
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     assert said in done.stderr.replace("\n", " ")
     assert our_jobs() == []
@@ -179,8 +213,18 @@ def test_bad_slurm_options_are_refused_with_the_reason(
 def test_a_world_is_one_allocation_whose_tasks_are_its_ranks(
     slurm_cluster: Path, manifests: Path, tmp_path: Path
 ) -> None:
-    command = _command(tmp_path, manifests, "--batch-sizes", "1", "--world-sizes", "2",
-                       "--phases", "train", "--iterations", "4")  # fmt: skip
+    command = _command(
+        tmp_path,
+        manifests,
+        "--batch-sizes",
+        "1",
+        "--world-sizes",
+        "2",
+        "--phases",
+        "train",
+        "--iterations",
+        "4",
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     (row,) = pd.read_parquet(tmp_path / "run" / "results.parquet").to_dict("records")
@@ -199,9 +243,20 @@ def test_a_world_whose_rank_dies_ends_its_job_failed(
     FAILED in Slurm's accounting. The collector sees the world break at once and ends its job
     with SIGTERM while srun is still taking the other rank down; that must not turn a crashed
     world into finished work (COMPLETED)."""
-    command = _command(tmp_path, manifests, "--batch-sizes", "1", "--world-sizes", "2",
-                       "--phases", "train", "--iterations", "50",
-                       "--agent-env", "FAKE_RANK1_EXIT_AT=3")  # fmt: skip
+    command = _command(
+        tmp_path,
+        manifests,
+        "--batch-sizes",
+        "1",
+        "--world-sizes",
+        "2",
+        "--phases",
+        "train",
+        "--iterations",
+        "50",
+        "--agent-env",
+        "FAKE_RANK1_EXIT_AT=3",
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr  # a failed cell: the run says failed
     (row,) = pd.read_parquet(tmp_path / "run" / "results.parquet").to_dict("records")
@@ -217,9 +272,20 @@ def test_a_world_whose_port_was_taken_is_submitted_again(
     its port taken, its job fails with srun's own lines last in the log; the start is still
     known for a taken port and the world is submitted again on others."""
     taken = tmp_path / "taken"
-    command = _command(tmp_path, manifests, "--batch-sizes", "1", "--world-sizes", "2",
-                       "--phases", "train", "--iterations", "3",
-                       "--agent-env", f"FAKE_PORT_TAKEN_ONCE={taken}")  # fmt: skip
+    command = _command(
+        tmp_path,
+        manifests,
+        "--batch-sizes",
+        "1",
+        "--world-sizes",
+        "2",
+        "--phases",
+        "train",
+        "--iterations",
+        "3",
+        "--agent-env",
+        f"FAKE_PORT_TAKEN_ONCE={taken}",
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert taken.exists()  # a start did fail on its port
@@ -236,9 +302,20 @@ def test_worlds_that_cannot_fit_together_run_one_after_another(
     and is started again for its cells: the run ends with both measured and no job left."""
     if (os.cpu_count() or 1) > 2:
         pytest.skip("the node must be too small for both worlds at once: 2 CPUs")
-    command = _command(tmp_path, manifests, "--batch-sizes", "1", "--world-sizes", "1,2",
-                       "--phases", "train", "--iterations", "3",
-                       "--start-timeout", "60")  # fmt: skip
+    command = _command(
+        tmp_path,
+        manifests,
+        "--batch-sizes",
+        "1",
+        "--world-sizes",
+        "1,2",
+        "--phases",
+        "train",
+        "--iterations",
+        "3",
+        "--start-timeout",
+        "60",
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
@@ -251,8 +328,18 @@ def test_a_process_of_two_devices_is_one_task_told_so(
     slurm_cluster: Path, manifests: Path, tmp_path: Path
 ) -> None:
     """--world-sizes 1x2: one task given two replicas' CPUs and FWBENCH_LOCAL_DEVICES=2."""
-    command = _command(tmp_path, manifests, "--batch-sizes", "1", "--world-sizes", "1x2",
-                       "--phases", "train", "--iterations", "3")  # fmt: skip
+    command = _command(
+        tmp_path,
+        manifests,
+        "--batch-sizes",
+        "1",
+        "--world-sizes",
+        "1x2",
+        "--phases",
+        "train",
+        "--iterations",
+        "3",
+    )
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     (row,) = pd.read_parquet(tmp_path / "run" / "results.parquet").to_dict("records")
@@ -267,12 +354,44 @@ def test_real_agents_and_torch_and_tensorflow_worlds_through_slurm(
     slurm_cluster: Path, tmp_path: Path
 ) -> None:
     base = [str(COLLECTOR), "run", "--launcher", "slurm", "--store", str(tmp_path / "db")]
-    single = [*base, "--agents", "torch-cpu,jax-cpu", "--workloads", "gemm,resnet18",
-              "--phases", "infer", "--batch-sizes", "1", "--param", "m=256", "--param", "n=256",
-              "--param", "k=256", "--param", "image_size=64", "--iterations", "3",
-              "--min-seconds", "0", "--out", str(tmp_path / "single")]  # fmt: skip
-    world = [*base, "--workloads", "allreduce,lenet", "--phases", "train", "--batch-sizes",
-             "8", "--world-sizes", "2", "--iterations", "3"]  # fmt: skip
+    single = [
+        *base,
+        "--agents",
+        "torch-cpu,jax-cpu",
+        "--workloads",
+        "gemm,resnet18",
+        "--phases",
+        "infer",
+        "--batch-sizes",
+        "1",
+        "--param",
+        "m=256",
+        "--param",
+        "n=256",
+        "--param",
+        "k=256",
+        "--param",
+        "image_size=64",
+        "--iterations",
+        "3",
+        "--min-seconds",
+        "0",
+        "--out",
+        str(tmp_path / "single"),
+    ]
+    world = [
+        *base,
+        "--workloads",
+        "allreduce,lenet",
+        "--phases",
+        "train",
+        "--batch-sizes",
+        "8",
+        "--world-sizes",
+        "2",
+        "--iterations",
+        "3",
+    ]
     # Each world its own run, so that each run's table says one framework's world.
     runs = [(single, "single")] + [
         ([*world, "--agents", agent, "--out", str(tmp_path / agent)], agent)

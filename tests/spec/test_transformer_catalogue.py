@@ -94,9 +94,16 @@ def test_generation_flops_are_a_prefill_and_its_decode_steps(catalogue: Catalogu
 def test_decode_moves_the_weights_each_step_and_the_growing_cache(catalogue: Catalogue) -> None:
     workload = catalogue.get("generate")
     params = workload.resolve_params(
-        {"layers": 2, "hidden": 64, "heads": 4, "vocab": 500, "context": 128,
-         "prompt_len": 10, "new_tokens": 6}
-    )  # fmt: skip
+        {
+            "layers": 2,
+            "hidden": 64,
+            "heads": 4,
+            "vocab": 500,
+            "context": 128,
+            "prompt_len": 10,
+            "new_tokens": 6,
+        }
+    )
     assert workload.decode_steps(params) == 5
     assert workload.prompt_tokens(params) == 10
     gpt = transformer_parameters(transformer_config("gpt", params))

@@ -37,8 +37,11 @@ def test_the_longest_scopes_are_dealt_first_and_the_rest_keep_their_order() -> N
     conftest = _conftest()
     queue = ["tests/spec/test_a.py", "tests/slurm", "tests/faults/test_b.py", "tests/docker"]
     assert conftest.longest_first(queue) == [
-        "tests/docker", "tests/slurm", "tests/spec/test_a.py", "tests/faults/test_b.py"
-    ]  # fmt: skip
+        "tests/docker",
+        "tests/slurm",
+        "tests/spec/test_a.py",
+        "tests/faults/test_b.py",
+    ]
     assert set(conftest.LONGEST_FIRST) >= {"tests/docker", "tests/slurm"}
     assert all(  # each names a folder or a module that exists
         (ROOT / scope).exists() for scope in conftest.LONGEST_FIRST
@@ -47,10 +50,25 @@ def test_the_longest_scopes_are_dealt_first_and_the_rest_keep_their_order() -> N
 
 def test_two_workers_run_each_module_whole() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist",
-         "loadscope", "-v", "tests/spec", "tests/docs/test_settings_doc.py"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            "--dist",
+            "loadscope",
+            "-v",
+            "tests/spec",
+            "tests/docs/test_settings_doc.py",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     workers = defaultdict(set)
     for worker, module in re.findall(r"^\[(gw\d)\] .*?(tests/\S+?\.py)::", done.stdout, re.M):

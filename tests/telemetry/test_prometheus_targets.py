@@ -23,11 +23,30 @@ COLLECTOR = Path(sys.executable).with_name("collector")
 def _command(tmp_path: Path, *extra: str) -> list[str]:
     manifests = write_fake_agents(tmp_path / "agents", {"fake": {}})
     return [
-        str(COLLECTOR), "run", "--manifests", str(manifests), "--agents", "fake",
-        "--workloads", "gemm", "--phases", "train", "--world-sizes", "1,2",
-        "--batch-sizes", "1,2", "--param", "m=20000", "--iterations", "150",
-        "--store", str(tmp_path / "store.sqlite"), "--out", str(tmp_path / "run"), *extra,
-    ]  # fmt: skip
+        str(COLLECTOR),
+        "run",
+        "--manifests",
+        str(manifests),
+        "--agents",
+        "fake",
+        "--workloads",
+        "gemm",
+        "--phases",
+        "train",
+        "--world-sizes",
+        "1,2",
+        "--batch-sizes",
+        "1,2",
+        "--param",
+        "m=20000",
+        "--iterations",
+        "150",
+        "--store",
+        str(tmp_path / "store.sqlite"),
+        "--out",
+        str(tmp_path / "run"),
+        *extra,
+    ]
 
 
 def test_prometheus_scrapes_every_rank_of_the_run_through_its_targets_file(
@@ -90,8 +109,11 @@ def test_a_killed_collectors_targets_are_removed_by_the_next_run(tmp_path: Path)
     second = tmp_path / "second"
     done = subprocess.run(
         [*_command(second), "--world-sizes", "1", "--iterations", "3"],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     run_id = left.name.removeprefix("fwbench-").removesuffix(".json")
     said = " ".join((done.stdout + done.stderr).split())

@@ -73,8 +73,12 @@ def test_weights_carry_hugging_faces_checkpoint_names() -> None:
     ):
         assert key in bert, key
     gpt = _model("gpt", SMALL).state_dict()
-    for key in ("transformer.wte.weight", "transformer.h.1.attn.c_attn.weight",
-                "transformer.h.0.mlp.c_proj.bias", "transformer.ln_f.weight"):  # fmt: skip
+    for key in (
+        "transformer.wte.weight",
+        "transformer.h.1.attn.c_attn.weight",
+        "transformer.h.0.mlp.c_proj.bias",
+        "transformer.ln_f.weight",
+    ):
         assert key in gpt, key
     assert gpt["transformer.h.0.attn.c_attn.weight"].shape == (3 * 64, 64)  # (out, in)
     # Tied: the decoder and the LM head are the word embeddings, not weights of their own.
@@ -151,9 +155,16 @@ def test_greedy_generation_on_the_cache_is_the_full_forwards_argmax(mode: str) -
             weight.data.mul_(4)
     wrap = (lambda fn: fn) if mode == "eager" else torch.compile
     steps, run = transformers.build_generation(
-        params, 3, torch.float32, torch.device("cpu"), torch.Generator().manual_seed(1), mode,
-        wrap, model=model, keep_gaps=True,
-    )  # fmt: skip
+        params,
+        3,
+        torch.float32,
+        torch.device("cpu"),
+        torch.Generator().manual_seed(1),
+        mode,
+        wrap,
+        model=model,
+        keep_gaps=True,
+    )
     assert steps.decode_steps == 8
     steps.generate()
     generated = torch.stack(run.tokens, dim=1)
@@ -227,15 +238,22 @@ def test_autocast_keeps_float32_weights_and_says_so() -> None:
     assert infer.step().dtype == torch.bfloat16  # the products ran in bfloat16
     generate = plugin.build(
         WorkloadSpec(
-            CATALOGUE.get("generate"), "infer", 1, "bfloat16",
-            _params("generate", {**SMALL, "prompt_len": 4, "new_tokens": 3}), 0, 0, "eager",
+            CATALOGUE.get("generate"),
+            "infer",
+            1,
+            "bfloat16",
+            _params("generate", {**SMALL, "prompt_len": 4, "new_tokens": 3}),
+            0,
+            0,
+            "eager",
         )
-    )  # fmt: skip
+    )
     assert generate.generation is not None
     generate.generation.generate()
     assert "autocast" in generate.settings.extra["dtype_policy"]
-    gemm = WorkloadSpec(CATALOGUE.get("gemm"), "infer", 1, "bfloat16", {"m": 8, "n": 8, "k": 8},
-                        0, 0, "eager")  # fmt: skip
+    gemm = WorkloadSpec(
+        CATALOGUE.get("gemm"), "infer", 1, "bfloat16", {"m": 8, "n": 8, "k": 8}, 0, 0, "eager"
+    )
     assert (
         "applies to the benchmark steps of models"
         in (plugin.build(gemm).settings.extra["dtype_policy"])

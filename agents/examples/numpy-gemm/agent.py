@@ -106,8 +106,11 @@ def _read(path: str) -> str:
 
 def _host() -> agent_pb2.HostInfo:
     cpuinfo = _read("/proc/cpuinfo")
-    models = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if ":" in line
-              and line.startswith("model name")]  # fmt: skip
+    models = [
+        line.split(":", 1)[1].strip()
+        for line in cpuinfo.splitlines()
+        if ":" in line and line.startswith("model name")
+    ]
     cores, physical = set(), ""
     for line in cpuinfo.splitlines():
         key, _, value = (part.strip() for part in line.partition(":"))
@@ -296,8 +299,9 @@ class Agent(agent_pb2_grpc.AgentServiceServicer):
         self._active = (run_id, _caller(context), cancel)
         context.add_callback(cancel.set)  # the client went away or the deadline passed
         events: queue.Queue[object] = queue.Queue()
-        threading.Thread(target=self._measure, args=(gemm, request, run_id, cancel, events),
-                         daemon=True).start()  # fmt: skip
+        threading.Thread(
+            target=self._measure, args=(gemm, request, run_id, cancel, events), daemon=True
+        ).start()
         started = time.monotonic()
         last = agent_pb2.Progress(run_id=run_id, stage=agent_pb2.STAGE_BUILD)
         while True:

@@ -71,9 +71,22 @@ class AgentCommand:
     exit_with_parent: int = 0  # the collector's pid: end with it (a local process)
 
     def argv(self) -> list[str]:
-        argv = [str(self.python), "-P", "-m", "fwbench.runtime.cli", "--plugin", self.plugin,
-                "--name", self.name, "--variant", self.variant, "--host", self.host,
-                "--port", str(self.port)]  # fmt: skip
+        argv = [
+            str(self.python),
+            "-P",
+            "-m",
+            "fwbench.runtime.cli",
+            "--plugin",
+            self.plugin,
+            "--name",
+            self.name,
+            "--variant",
+            self.variant,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+        ]
         if self.metrics_port is None:
             argv += ["--no-metrics"]
         else:

@@ -116,8 +116,10 @@ def build(
     if spec.strategy == COLLECTIVE and spec.workload.name == "allreduce":
         return _allreduce(spec, dtype, mesh, backend)
     if spec.workload.name in models.MODEL_NAMES and spec.strategy in (
-        JAX_MULTIPROCESS, JAX_SHARDED, TENSOR,
-    ):  # fmt: skip
+        JAX_MULTIPROCESS,
+        JAX_SHARDED,
+        TENSOR,
+    ):
         return _train(spec, dtype, mesh, backend, tensor=spec.strategy == TENSOR)
     raise UnsupportedWorkload(f"jax: no strategy {spec.strategy!r} for {spec.workload.name}")
 

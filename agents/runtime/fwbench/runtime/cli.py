@@ -103,9 +103,12 @@ def _security_options(p: argparse.ArgumentParser) -> None:
     tls = (
         ("--tls-cert", startup.TLS_CERT, "the server's PEM certificate (chain): serve TLS"),
         ("--tls-key", startup.TLS_KEY, "the PEM private key of --tls-cert"),
-        ("--tls-client-ca", startup.TLS_CLIENT_CA, "PEM CA: require client certificates it "
-         "signed (mutual TLS)"),
-    )  # fmt: skip
+        (
+            "--tls-client-ca",
+            startup.TLS_CLIENT_CA,
+            "PEM CA: require client certificates it signed (mutual TLS)",
+        ),
+    )
     for flag, variable, text in tls:
         default = Path(os.environ[variable]) if os.environ.get(variable) else None
         p.add_argument(flag, type=Path, default=default, help=f"{text} (${variable})")

@@ -293,11 +293,15 @@ def _train(
     devices = [rank.device] if replicas == 1 else [f"/CPU:{index}" for index in range(replicas)]
     batches = [
         models.batch_for(
-            name, spec.batch_size, spec.params, dtype=dtype, seed=spec.seed + rank.world.rank + i,
+            name,
+            spec.batch_size,
+            spec.params,
+            dtype=dtype,
+            seed=spec.seed + rank.world.rank + i,
             device=device,
         )
         for i, device in enumerate(devices)
-    ]  # fmt: skip
+    ]
     inputs = _per_replica(strategy, [batch.inputs for batch in batches])
     labels = _per_replica(strategy, [batch.labels for batch in batches])
 

@@ -338,9 +338,15 @@ class TorchPlugin:
         if name == "generate":
             weights, wrap = self._precision(spec, dtype, wrapper(spec.mode))
             steps, run = transformers.build_generation(
-                spec.params, spec.batch_size, weights, self.device, generator, spec.mode, wrap,
+                spec.params,
+                spec.batch_size,
+                weights,
+                self.device,
+                generator,
+                spec.mode,
+                wrap,
                 cache_dtype=dtype,
-            )  # fmt: skip
+            )
             settings = self._settings(spec, name, transformers.kv_cache_settings(run))
             return BuiltStep.for_generation(steps, settings)
         if name in TRANSFORMER_NAMES:

@@ -124,9 +124,17 @@ def transformer_equivalence(case: EquivalenceCase) -> EquivalenceResult:
     if case.new_tokens:
         params = {**case.params, "prompt_len": tokens.shape[1], "new_tokens": case.new_tokens}
         steps, run = transformers.build_generation(
-            params, tokens.shape[0], torch.float32, torch.device("cpu"), torch.Generator(),
-            "eager", lambda fn: fn, model=model, prompt=tokens, keep_gaps=True,
-        )  # fmt: skip
+            params,
+            tokens.shape[0],
+            torch.float32,
+            torch.device("cpu"),
+            torch.Generator(),
+            "eager",
+            lambda fn: fn,
+            model=model,
+            prompt=tokens,
+            keep_gaps=True,
+        )
         steps.generate()
         generated = torch.stack(run.tokens, dim=1).numpy()
         gaps = torch.stack(run.gaps, dim=1).numpy()

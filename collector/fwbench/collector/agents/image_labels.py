@@ -65,8 +65,12 @@ def _key(raw: Mapping[str, Any], key: str, kinds: tuple[type, ...], where: str) 
     value = raw[key]
     # bool is an int in Python; the label's JSON keeps them apart.
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        kind = " or ".join({"str": "a string", "bool": "true or false", "int": "an integer",
-                            "dict": "an object"}[k.__name__] for k in kinds)  # fmt: skip
+        kind = " or ".join(
+            {"str": "a string", "bool": "true or false", "int": "an integer", "dict": "an object"}[
+                k.__name__
+            ]
+            for k in kinds
+        )
         raise ImageLabelError(f"{where}: key {key!r} must be {kind}, not {json.dumps(value)}")
     return value
 

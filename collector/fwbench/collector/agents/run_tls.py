@@ -90,8 +90,12 @@ class RunCredentials:
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), True)
             .sign(signer, hashes.SHA256())
         )
-        return cls(secrets.token_urlsafe(32), certificate_pem(authority), certificate_pem(cert),
-                   key_pem(key))  # fmt: skip
+        return cls(
+            secrets.token_urlsafe(32),
+            certificate_pem(authority),
+            certificate_pem(cert),
+            key_pem(key),
+        )
 
     def channel(self) -> ChannelSecurity:
         """How the collector calls the run's agents: the token, over TLS, trusting the run's
@@ -102,8 +106,11 @@ class RunCredentials:
         """The token and the server pair as files only this user can read (the folder is
         one of this user's, on the filesystem the nodes share)."""
         files = RunFiles(folder / "token", folder / "agent.pem", folder / "agent.key")
-        for path, data in ((files.token, f"{self.token}\n".encode()), (files.cert, self.cert),
-                           (files.key, self.key)):  # fmt: skip
+        for path, data in (
+            (files.token, f"{self.token}\n".encode()),
+            (files.cert, self.cert),
+            (files.key, self.key),
+        ):
             path.touch(mode=0o600)
             path.write_bytes(data)
         return files

@@ -177,6 +177,9 @@ def adjusted(comparisons: list[Comparison]) -> list[Comparison]:
         if called == UNDECIDED:
             notes.append(how_to_decide(comparison))
         said = ", ".join(notes)
-        done.append(replace(comparison, p_adjusted=p, p_equivalent_adjusted=p_same, verdict=called,
-                            notes=said))  # fmt: skip
+        done.append(
+            replace(
+                comparison, p_adjusted=p, p_equivalent_adjusted=p_same, verdict=called, notes=said
+            )
+        )
     return done

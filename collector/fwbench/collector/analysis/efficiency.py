@@ -181,8 +181,13 @@ def _decided(sides: dict[int, tuple[list[FloatArray], list[FloatArray]]]) -> dic
         estimate, said, p_value = estimates[index], UNDECIDED, math.nan
         if first in adjusted:
             p_value = adjusted[first]
-            said = verdict(estimate, p_value, DEFAULT_NOISE_FLOOR, DEFAULT_MARGIN,
-                           p_equivalent_adjusted=tost[first])  # fmt: skip
+            said = verdict(
+                estimate,
+                p_value,
+                DEFAULT_NOISE_FLOOR,
+                DEFAULT_MARGIN,
+                p_equivalent_adjusted=tost[first],
+            )
         found[index] = Efficiency(
             estimate, len(other), len(base), p_value, SCALING_VERDICTS.get(said, UNDECIDED)
         )

@@ -176,8 +176,9 @@ def rich_table(result: ComparisonSet) -> Table:
         table.add_column(header, justify="right" if right else "left")
     shown = varying_params(c.key for c in result.comparisons)
     # A long note on several rows is said once, under the table (answers.footnoted).
-    notes, said = footnoted([_terminal_notes(c.notes) for c in result.comparisons],
-                            repeated_phrases())  # fmt: skip
+    notes, said = footnoted(
+        [_terminal_notes(c.notes) for c in result.comparisons], repeated_phrases()
+    )
     for comparison, note in zip(result.comparisons, notes, strict=True):
         cells: list[str | Text] = list(row_cells(comparison, shown, result.per_row_baseline))
         verdict_at = HEADERS.index("verdict")

@@ -41,8 +41,13 @@ from fwbench.collector.store.cell_key import CellKey, clean
 
 # What makes two processes the same experiment, besides the agent, mode and cell.
 SAME_WAY = (
-    "launcher", "device", "cpu_model", "usable_cores", "framework_version", "environment",
-)  # fmt: skip
+    "launcher",
+    "device",
+    "cpu_model",
+    "usable_cores",
+    "framework_version",
+    "environment",
+)
 MIN_DEGREES = 4  # a prior of fewer degrees of freedom (processes less runs) is not used
 MIN_RUNS = 2
 HISTORY_NOTE = "host history (SD between processes): "
@@ -110,8 +115,9 @@ def margin_histories(store: ResultStore, runs: Sequence[RunData]) -> list[HostHi
 def host_histories(store: ResultStore, runs: Sequence[RunData]) -> list[HostHistory]:
     """host_history of each of `runs`, reading the store once: every run's metadata, then the
     rows of the runs on their hosts."""
-    asked = [(_host(r.run_id, r.metadata), str(r.metadata.get("started_at") or ""), None)
-             for r in runs]  # fmt: skip
+    asked = [
+        (_host(r.run_id, r.metadata), str(r.metadata.get("started_at") or ""), None) for r in runs
+    ]
     return _histories(store, asked)
 
 

@@ -75,8 +75,15 @@ def render_manifests(
     except ValueError as error:
         fail(str(error))
     chosen = [(declared[name], registry + image_tag(declared[name])) for name in names]
-    objects = render(chosen, run_id or new_run_id(), sizes, PodShape(cpus, memory), namespace,
-                     pod_monitor, options)  # fmt: skip
+    objects = render(
+        chosen,
+        run_id or new_run_id(),
+        sizes,
+        PodShape(cpus, memory),
+        namespace,
+        pod_monitor,
+        options,
+    )
     import yaml  # only here: the collector's other commands run where PyYAML is not (a GPU host)
 
     text = yaml.safe_dump_all(objects, sort_keys=False)

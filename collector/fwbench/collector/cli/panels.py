@@ -19,27 +19,52 @@ Command = TypeVar("Command", bound=Callable[..., Any])
 # and the run's own files and security (docs/cli.md shows the same sections).
 RUN_PANELS: Mapping[str, Sequence[str]] = {
     "What to measure": (
-        "agents", "workloads", "phases", "batch_sizes", "dtypes", "threads", "modes", "param",
+        "agents",
+        "workloads",
+        "phases",
+        "batch_sizes",
+        "dtypes",
+        "threads",
+        "modes",
+        "param",
         "seed",
     ),
     "How long each cell runs": (
-        "warmup", "iterations", "min_seconds", "max_iterations", "cell_timeout",
-        "start_timeout", "hang_timeout",
+        "warmup",
+        "iterations",
+        "min_seconds",
+        "max_iterations",
+        "cell_timeout",
+        "start_timeout",
+        "hang_timeout",
     ),
     "Repetitions and decisions": (
-        "repeat", "fresh_process", "aa", "until_decided", "budget", "baseline", "margin",
+        "repeat",
+        "fresh_process",
+        "aa",
+        "until_decided",
+        "budget",
+        "baseline",
+        "margin",
     ),
     "Distributed worlds": ("world_sizes", "strategies"),
     "Where agents run": (
-        "launcher", "python", "agent_env", "manifests", "slurm", "slurm_export", "slurm_container",
-        "k8s", "cpuset",
+        "launcher",
+        "python",
+        "agent_env",
+        "manifests",
+        "slurm",
+        "slurm_export",
+        "slurm_container",
+        "k8s",
+        "cpuset",
         "memory",
         "pids_limit",
     ),
     "Telemetry and interference": ("scrape_interval", "interference_threshold", "quiet_host"),
     "Security of attached agents": ("agent_token_file", "tls_ca", "tls_cert", "tls_key"),
     "Results": ("out", "store", "resume"),
-}  # fmt: skip
+}
 
 
 class UnplacedOption(TypeError):

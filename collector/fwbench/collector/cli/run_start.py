@@ -56,8 +56,14 @@ from fwbench.collector.run.plan import (
 )
 from fwbench.spec import Catalogue, load_catalogue
 
-BAD_INPUT = (SelectionError, AgentSpecError, ManifestError, DockerUnavailable,
-             EnvironmentUnsuitable, EnvironmentBuildError)  # fmt: skip
+BAD_INPUT = (
+    SelectionError,
+    AgentSpecError,
+    ManifestError,
+    DockerUnavailable,
+    EnvironmentUnsuitable,
+    EnvironmentBuildError,
+)
 
 
 @dataclass(frozen=True)
@@ -134,9 +140,11 @@ def start_run(
     own = _launcher_options(launch, asked, declared)
     try:
         names, aa_names, declared = with_image_agents(
-            split_list(asked.agents), split_list(asked.aa), declared,
+            split_list(asked.agents),
+            split_list(asked.aa),
+            declared,
             launch.launcher == LauncherKind.DOCKER,
-        )  # fmt: skip
+        )
         threads = measure.threads
         sizes = parse_world_sizes(
             asked.world_sizes, measure.loop.min_seconds, threads, asked.strategies
@@ -144,14 +152,24 @@ def start_run(
         instances = with_worlds(expand_instances(names, aa_names), sizes)
         loop = measure.loop
         if worlds := has_worlds(sizes, instances, loop.min_seconds, threads):  # the same steps
-            loop = LoopSettings(loop.warmup_iterations, loop.min_iterations, 0.0,
-                                loop.min_iterations or DEFAULT_WORLD_ITERATIONS)  # fmt: skip
+            loop = LoopSettings(
+                loop.warmup_iterations,
+                loop.min_iterations,
+                0.0,
+                loop.min_iterations or DEFAULT_WORLD_ITERATIONS,
+            )
         resolve_agents(instances, declared)
         environment = agent_environment(launch.agent_env, instances, declared)
         if isinstance(own, PythonOptions):
             check_pythons(own.pythons, instances, declared, errors.print)
-        decided = decide_options(decide.until_decided, decide.budget, decide.baseline,
-                                 decide.margin, instances, measure.fresh_process)  # fmt: skip
+        decided = decide_options(
+            decide.until_decided,
+            decide.budget,
+            decide.baseline,
+            decide.margin,
+            instances,
+            measure.fresh_process,
+        )
         decision = Decision(**decided)
         repeat = 1 if measure.repeat is None else measure.repeat
         if decision.until_decided_seconds is not None:

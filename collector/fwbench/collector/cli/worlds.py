@@ -66,8 +66,12 @@ def _world_size(item: str) -> tuple[int, int]:
     return int(ranks), int(devices)
 
 
-def has_worlds(sizes: tuple[tuple[int, int], ...], instances: tuple[Instance, ...],
-               min_seconds: float | None, threads: str) -> bool:  # fmt: skip
+def has_worlds(
+    sizes: tuple[tuple[int, int], ...],
+    instances: tuple[Instance, ...],
+    min_seconds: float | None,
+    threads: str,
+) -> bool:
     """Whether the run measures worlds: --world-sizes, or a world someone else started
     (NAME@HOST:PORT+HOST:PORT), whose loop is checked as --world-sizes' is."""
     attached = any(instance.ranks for instance in instances)

@@ -134,9 +134,18 @@ class KubernetesLauncher:
 
         credentials = RunCredentials.make(settings.run_id)
         self._secret = dns_name(f"fwbench-{settings.run_id}-token")
-        self.cluster.create([token_secret(self._secret, settings.run_id, credentials.token,
-                                          self.k8s.namespace, self._notes(),
-                                          (credentials.cert, credentials.key))])  # fmt: skip
+        self.cluster.create(
+            [
+                token_secret(
+                    self._secret,
+                    settings.run_id,
+                    credentials.token,
+                    self.k8s.namespace,
+                    self._notes(),
+                    (credentials.cert, credentials.key),
+                )
+            ]
+        )
         self._security = credentials.channel()
         keepalive = keepalive_seconds()
         self._keepalive = threading.Thread(
@@ -167,10 +176,19 @@ class KubernetesLauncher:
         gpus = 1 if manifest.requires_gpu else 0
         shape = PodShape(self.k8s.cpus, self.k8s.memory, gpus)
         objects = world_objects(
-            manifest, self.image(manifest), self.settings.run_id, size, shape,
-            self.k8s.namespace, name, self._notes(), env, self._secret, alone=not world,
+            manifest,
+            self.image(manifest),
+            self.settings.run_id,
+            size,
+            shape,
+            self.k8s.namespace,
+            name,
+            self._notes(),
+            env,
+            self._secret,
+            alone=not world,
             options=self.k8s.pods,
-        )  # fmt: skip
+        )
         pods = f"{size} pod{'s' if size > 1 else ''}"
         self.settings.report(f"creating Job {self.k8s.namespace}/{name} ({pods})")
         self.cluster.create(objects)

@@ -180,8 +180,9 @@ class Cluster:
             if not pods.items:
                 return
             for pod in pods.items:  # the Job's controller may be slower than us
-                _quietly(self.core.delete_namespaced_pod, pod.metadata.name, self.namespace,
-                         body=options)  # fmt: skip
+                _quietly(
+                    self.core.delete_namespaced_pod, pod.metadata.name, self.namespace, body=options
+                )
             time.sleep(0.5)
 
     def jobs(self, selector: str, strict: bool = False) -> list[Any]:

@@ -245,9 +245,13 @@ def _command(python: Path, manifest: AgentManifest, ports_dir: Path) -> list[str
     # -P, and run in its environment's folder (_spawn): the agent never imports from the
     # caller's working directory (agents/pythons.py).
     return startup.AgentCommand(
-        python, manifest.plugin, manifest.name, manifest.variant,
-        ports_file=ports_dir / "ports.json", exit_with_parent=os.getpid(),
-    ).argv()  # fmt: skip
+        python,
+        manifest.plugin,
+        manifest.name,
+        manifest.variant,
+        ports_file=ports_dir / "ports.json",
+        exit_with_parent=os.getpid(),
+    ).argv()
 
 
 def _spawn(

@@ -52,19 +52,21 @@ class Recorded:
 
     def record(self) -> dict[str, Any]:
         return {
-            field.name: list(value) if isinstance(value := getattr(self, field.name), tuple)
+            field.name: list(value)
+            if isinstance(value := getattr(self, field.name), tuple)
             else value
             for field in dataclasses.fields(self)  # type: ignore[arg-type]
-        }  # fmt: skip
+        }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Self:
         values = {
-            field.name: tuple(record[field.name]) if isinstance(field.default, tuple)
+            field.name: tuple(record[field.name])
+            if isinstance(field.default, tuple)
             else record[field.name]
             for field in dataclasses.fields(cls)  # type: ignore[arg-type]
             if field.name in record
-        }  # fmt: skip
+        }
         return cls(**values)
 
 

@@ -17,7 +17,6 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,6 +35,7 @@ from fwbench.collector.launchers.base import (
     keepalive_seconds,
 )
 from fwbench.collector.launchers.options import LauncherOptions
+from fwbench.collector.launchers.slurm_agent import SlurmAgent
 from fwbench.collector.launchers.slurm_jobs import (
     COMMENT_PREFIX,
     POLL_SECONDS,
@@ -43,7 +43,6 @@ from fwbench.collector.launchers.slurm_jobs import (
     cancel_run_jobs,
     end_jobs,
     job_state,
-    job_status,
     options_for,
     slurm_command,
 )
@@ -59,53 +58,6 @@ from fwbench.collector.launchers.slurm_scripts import (
 from fwbench.spec import startup
 
 Environment = AgentEnvironment | ExistingEnvironment | InImage
-
-
-@dataclass
-class SlurmAgent(AgentHandle):
-    """An agent running as a Slurm job this collector submitted."""
-
-    kind: ClassVar[str] = LauncherKind.SLURM.value
-    LOG_NOISE: ClassVar[tuple[str, ...]] = ("srun:", "slurmstepd")  # "slurmstepd-NODE: ..."
-
-    job_id: str = ""
-    node: str = ""
-    partition: str = ""
-    python: Path | None = None
-    existing: bool = False
-    image: str = ""  # --slurm-container: the image the job ran the agent in
-
-    def alive(self) -> bool:
-        return job_state(self.job_id) in ("RUNNING", "COMPLETING")
-
-    def exit_reason(self) -> str:
-        status = job_status(self.job_id)
-        return f"Slurm job {self.job_id} on {self.node or '?'}: {status}{self._log_tail()}"
-
-    def stop(self, grace_seconds: float = 10.0) -> None:
-        self.client.close()
-        if self.job_id and job_state(self.job_id):
-            # COMPLETED when the agent ends on SIGTERM
-            end_jobs([self.job_id], grace_seconds)
-
-    def identity(self) -> dict[str, Any]:
-        source = "image" if self.image else "existing" if self.existing else "built"
-        return {
-            **super().identity(),
-            "environment_source": source,
-            "agent_python": str(self.python or ""),
-            "node": self.node,
-            "scheduler_job": f"slurm:{self.job_id}",
-            **({"image": self.image} if self.image else {}),
-        }
-
-    def metadata(self) -> dict[str, Any]:
-        return {
-            **super().metadata(),
-            "slurm_job": self.job_id,
-            "node": self.node,
-            "partition": self.partition,
-        }
 
 
 class SlurmLauncher:
@@ -189,8 +141,14 @@ class SlurmLauncher:
             ports = scratch_folder("ports") / "ports.json"
             command = agent_command(env.python, manifest, ports, self._files)
             folders = [ports.parent, self._files.token.parent]
-            script = agent_script(variables, command, self._container, self._image(manifest),
-                                  folders, manifest.requires_gpu)  # fmt: skip
+            script = agent_script(
+                variables,
+                command,
+                self._container,
+                self._image(manifest),
+                folders,
+                manifest.requires_gpu,
+            )
             job = self._submit(instance, script, log, [f"--chdir={env.folder}"])
         handle = SlurmAgent(
             instance=instance,
@@ -270,9 +228,16 @@ class SlurmLauncher:
         folder = scratch_folder("ports")
         port = blind_port(world.ranks + 1)  # on a node the collector cannot probe
         agent = agent_command(env.python, manifest, Path("PORTS"), self._files)
-        script = world_script(variables, agent, folder, port, self._container,
-                              self._image(manifest), manifest.requires_gpu,
-                              self._files.token.parent)  # fmt: skip
+        script = world_script(
+            variables,
+            agent,
+            folder,
+            port,
+            self._container,
+            self._image(manifest),
+            manifest.requires_gpu,
+            self._files.token.parent,
+        )
         log = self.settings.log_dir / f"{world}.log"
         options = [f"--ntasks={world.ranks}", *([f"--cpus-per-task={threads}"] if threads else [])]
         options.append(f"--chdir={env.folder}")  # not the caller's folder (agents/pythons.py)

@@ -39,16 +39,27 @@ def agent_command(
     the run's token, over TLS with the run's certificate, ending itself when its collector is
     gone."""
     return startup.AgentCommand(
-        python, manifest.plugin, manifest.name, manifest.variant, host=startup.ANY_HOST,
-        ports_file=ports, orphan_seconds=orphan_seconds(), token_file=credentials.token,
-        tls_cert=credentials.cert, tls_key=credentials.key,
-    ).argv()  # fmt: skip
+        python,
+        manifest.plugin,
+        manifest.name,
+        manifest.variant,
+        host=startup.ANY_HOST,
+        ports_file=ports,
+        orphan_seconds=orphan_seconds(),
+        token_file=credentials.token,
+        tls_cert=credentials.cert,
+        tls_key=credentials.key,
+    ).argv()
 
 
 def agent_script(
-    variables: Mapping[str, str], agent: list[str], container: Container | None = None,
-    image: str = "", folders: Sequence[Path] = (), gpu: bool = False,
-) -> str:  # fmt: skip
+    variables: Mapping[str, str],
+    agent: list[str],
+    container: Container | None = None,
+    image: str = "",
+    folders: Sequence[Path] = (),
+    gpu: bool = False,
+) -> str:
     """One agent's batch script: the agent itself (exec: SIGTERM reaches it, it exits 0), under
     Apptainer in its image, or as a step in its image (Pyxis starts containers from srun)."""
     if container is None:
@@ -80,10 +91,15 @@ def blind_port(span: int) -> int:
 
 
 def world_script(
-    variables: Mapping[str, str], agent: list[str], folder: Path, port: int,
-    container: Container | None = None, image: str = "", gpu: bool = False,
+    variables: Mapping[str, str],
+    agent: list[str],
+    folder: Path,
+    port: int,
+    container: Container | None = None,
+    image: str = "",
+    gpu: bool = False,
     token_folder: Path | None = None,
-) -> str:  # fmt: skip
+) -> str:
     """A world's batch script. It runs on the allocation's first node: a first srun step asks
     every task for its node (SLURMD_NODENAME, the name the collector reaches it by), which
     gives FWBENCH_PEERS (rank r listens on PORT+1+r, for TensorFlow's TF_CONFIG); then one
@@ -146,8 +162,11 @@ class Container:
         if runtime not in RUNTIMES:
             raise ValueError(f"{text!r}: the runtime is one of {', '.join(RUNTIMES)}")
         if not equals or not registry:
-            example = "docker://registry.example.org/" if runtime == "apptainer" else (
-                "registry.example.org#")  # fmt: skip
+            example = (
+                "docker://registry.example.org/"
+                if runtime == "apptainer"
+                else ("registry.example.org#")
+            )
             raise ValueError(f"{text!r}: say where the images are: {runtime}={example}")
         return cls(runtime, registry)
 
@@ -156,13 +175,26 @@ class Container:
         network (the collector reaches the agent at the node's address), the job's
         environment (the job has only the agent's variables: sbatch --export=NONE), `folders`
         (the ports files', the token's) at their own paths, the first the working folder."""
-        return ["apptainer", "exec", "--no-home", "--bind", _mounts(folders),
-                "--pwd", str(folders[0]), *(["--nv"] if gpu else []), image]  # fmt: skip
+        return [
+            "apptainer",
+            "exec",
+            "--no-home",
+            "--bind",
+            _mounts(folders),
+            "--pwd",
+            str(folders[0]),
+            *(["--nv"] if gpu else []),
+            image,
+        ]
 
     def pyxis(self, image: str, folders: Sequence[Path]) -> list[str]:
         """srun's options that put a step's tasks in the image (Pyxis)."""
-        return [f"--container-image={image}", f"--container-mounts={_mounts(folders)}",
-                "--no-container-mount-home", f"--container-workdir={folders[0]}"]  # fmt: skip
+        return [
+            f"--container-image={image}",
+            f"--container-mounts={_mounts(folders)}",
+            "--no-container-mount-home",
+            f"--container-workdir={folders[0]}",
+        ]
 
 
 def _mounts(folders: Sequence[Path]) -> str:

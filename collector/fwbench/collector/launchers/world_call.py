@@ -135,9 +135,11 @@ class WorldCall:
         started = threading.Barrier(len(client.ranks) + 1)
         for index in range(len(client.ranks)):
             threading.Thread(
-                target=self._pump, args=(index, timeout, started), daemon=True,
+                target=self._pump,
+                args=(index, timeout, started),
+                daemon=True,
                 name=f"fwbench-world-rank{index}",
-            ).start()  # fmt: skip
+            ).start()
         started.wait()  # every rank's call exists: cancel() reaches them all
         if self._refused:
             self.cancel()

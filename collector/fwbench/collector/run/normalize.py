@@ -111,10 +111,14 @@ def result_row(
         params = json.loads(identity["params"])
         row.update(
             generation_columns(
-                result, catalogue, identity["workload"], params, identity["batch_size"],
+                result,
+                catalogue,
+                identity["workload"],
+                params,
+                identity["batch_size"],
                 row["dtype"],
             )
-        )  # fmt: skip
+        )
     return row
 
 

@@ -73,8 +73,15 @@ class Cell:
     @property
     def key(self) -> CellKey:
         """What every agent runs alike in this cell (the mode is each agent's own)."""
-        return CellKey(self.workload, self.phase, self.batch_size, self.dtype, self.threads,
-                       params_text(self.params), self.strategy or None)  # fmt: skip
+        return CellKey(
+            self.workload,
+            self.phase,
+            self.batch_size,
+            self.dtype,
+            self.threads,
+            params_text(self.params),
+            self.strategy or None,
+        )
 
 
 def split_list(text: str) -> list[str]:
@@ -220,9 +227,13 @@ def plan_cells(
             continue  # no such cell for anyone (generate has no training): nothing to record
         for params in shapes[workload]:
             cells += _cells_of(
-                agent, support.get(workload), selection, describe,
-                (workload, phase, batch, dtype, threads), params,
-            )  # fmt: skip
+                agent,
+                support.get(workload),
+                selection,
+                describe,
+                (workload, phase, batch, dtype, threads),
+                params,
+            )
     if describe.threads.fixed_at_startup:
         cells.sort(key=lambda cell: selection.threads.index(cell.threads))  # stable
     return cells

@@ -55,9 +55,18 @@ _GPU_TELEMETRY = (
 # Where the whole table cannot be drawn at the console's width, these go first, in this order
 # (said under the table); what names a cell (agent, workload, ...) and its median never do.
 _LEFT_OUT_FIRST = (
-    "others %", "iowait %", "usr/sys %", "GPU J", "GPU W", "GPU %", "first iter", "peak RSS",
-    "% peak", "GFLOP/s", "thr",
-)  # fmt: skip
+    "others %",
+    "iowait %",
+    "usr/sys %",
+    "GPU J",
+    "GPU W",
+    "GPU %",
+    "first iter",
+    "peak RSS",
+    "% peak",
+    "GFLOP/s",
+    "thr",
+)
 _NAMES = ("agent", "workload", "phase", "dtype", "mode", "strategy", "status")
 
 
@@ -131,10 +140,14 @@ class RunTable:
 def _row_line(cells: Mapping[str, str]) -> str:
     """One cell of the table as a line, for a console too narrow for the table."""
     names = " ".join(cells[h] for h in ("agent", "workload", "phase") if h in cells)
-    shape = " ".join(v for v in (cells.get("dtype"), cells.get("mode"), cells.get("strategy"))
-                     if v and v != "-")  # fmt: skip
-    figures = ", ".join(f"{header} {cells[header]}" for header in ("median", "CV", "items/s")
-                        if cells.get(header, "-") != "-")  # fmt: skip
+    shape = " ".join(
+        v for v in (cells.get("dtype"), cells.get("mode"), cells.get("strategy")) if v and v != "-"
+    )
+    figures = ", ".join(
+        f"{header} {cells[header]}"
+        for header in ("median", "CV", "items/s")
+        if cells.get(header, "-") != "-"
+    )
     return f"{names} bs={cells['bs']} {shape}: {cells['status']}" + (
         f"; {figures}" if figures else ""
     )

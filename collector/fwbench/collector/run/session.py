@@ -125,8 +125,15 @@ def _execute(
     batches = [[one] for one in options.agents] if one_at_a_time else [list(options.agents)]
     try:
         for batch in batches:
-            started = launch_all(batch, manifests, launcher, options.limits.start_timeout_seconds,
-                                 options.security, options, sizing=options.agents)  # fmt: skip
+            started = launch_all(
+                batch,
+                manifests,
+                launcher,
+                options.limits.start_timeout_seconds,
+                options.security,
+                options,
+                sizing=options.agents,
+            )
             handles += started
             if one_at_a_time:
                 work += adopt(started, launcher, targets, options.launch.agent_environment)
@@ -137,8 +144,12 @@ def _execute(
         # A failed start keeps the agents' logs in the run folder (and says where); an
         # interrupted one keeps nothing.
         if isinstance(error, Exception):
-            keep_logs(log_dir, out_dir, label, lambda log: console.print(
-                f"agent log kept: {log}", highlight=False))  # fmt: skip
+            keep_logs(
+                log_dir,
+                out_dir,
+                label,
+                lambda log: console.print(f"agent log kept: {log}", highlight=False),
+            )
         shutil.rmtree(log_dir, ignore_errors=True)
         raise
     try:

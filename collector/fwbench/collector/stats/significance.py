@@ -111,8 +111,9 @@ def estimate_speedup(
         half = float(student_t.ppf(1 - ALPHA / 2, df)) * scale
         centre = math.log(speedup)
         p_value = float(2 * student_t.sf(abs(centre) / scale, df))
-        return RatioEstimate(speedup, math.exp(centre - half), math.exp(centre + half), p_value,
-                             HISTORY)  # fmt: skip
+        return RatioEstimate(
+            speedup, math.exp(centre - half), math.exp(centre + half), p_value, HISTORY
+        )
     low, high = ratio_interval(baseline, contender)
     if np.ptp(np.concatenate([pooled_base, pooled_other])) == 0:
         p_value = 1.0  # every value tied: U is undefined, and there is nothing to find

@@ -13,8 +13,14 @@ from typing import Any, NamedTuple
 
 # The results table's columns, in CellKey's order.
 KEY_COLUMNS = (
-    "workload", "phase", "batch_size", "dtype", "threads_requested", "params", "strategy",
-)  # fmt: skip
+    "workload",
+    "phase",
+    "batch_size",
+    "dtype",
+    "threads_requested",
+    "params",
+    "strategy",
+)
 
 
 def clean(value: Any) -> Any:

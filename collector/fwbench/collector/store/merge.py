@@ -42,8 +42,9 @@ def source_store(path: Path) -> Path:
     found = path / STORE_NAME if path.is_dir() else path
     if not found.is_file():
         where = f"{path} holds no {STORE_NAME}" if path.is_dir() else f"{path} does not exist"
-        raise StorageUnusable(f"cannot merge: {where} (give a store, or the run folder of an "
-                              "exported job)")  # fmt: skip
+        raise StorageUnusable(
+            f"cannot merge: {where} (give a store, or the run folder of an exported job)"
+        )
     return found
 
 

@@ -123,8 +123,11 @@ def check_tables(db: sqlite3.Connection, what: str) -> None:
             for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
             if not name.startswith("sqlite_")
         ]
-        found = {name: [row[1] for row in db.execute(f'PRAGMA table_info("{name}")')]
-                 for name in names if name in COLUMNS}  # fmt: skip
+        found = {
+            name: [row[1] for row in db.execute(f'PRAGMA table_info("{name}")')]
+            for name in names
+            if name in COLUMNS
+        }
     except sqlite3.Error as error:
         raise StorageUnusable(
             f"{what}: it is not a readable SQLite database (SQLite says: {error})"

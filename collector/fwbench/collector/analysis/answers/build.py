@@ -113,8 +113,17 @@ def _decided_line(q: dict[str, Any], decided: dict[str, Any], cell: _Namer) -> F
     where = cell(CellKey(*q["key"]))
     text = _sentence(agent, against, q["verdict"], where, within)
     text += ": " + _ratio(q["speedup"], q["ci_low"], q["ci_high"])
-    return Found(q["verdict"], text, agent, against, where, q["speedup"], q["ci_low"],
-                 q["ci_high"], SEQUENTIAL)  # fmt: skip
+    return Found(
+        q["verdict"],
+        text,
+        agent,
+        against,
+        where,
+        q["speedup"],
+        q["ci_low"],
+        q["ci_high"],
+        SEQUENTIAL,
+    )
 
 
 def _comparison_line(
@@ -134,8 +143,17 @@ def _comparison_line(
         text += ": " + _ratio(comparison.speedup, comparison.ci_low, comparison.ci_high)
     if comparison.verdict_from == FIXED_LEVEL:
         text += " (fixed-level test of the pooled rounds: not a question the run asked)"
-    return Found(comparison.verdict, text, agent, comparison.baseline, where, comparison.speedup,
-                 comparison.ci_low, comparison.ci_high, comparison.verdict_from)  # fmt: skip
+    return Found(
+        comparison.verdict,
+        text,
+        agent,
+        comparison.baseline,
+        where,
+        comparison.speedup,
+        comparison.ci_low,
+        comparison.ci_high,
+        comparison.verdict_from,
+    )
 
 
 def run_answers(

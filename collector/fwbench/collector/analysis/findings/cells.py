@@ -49,9 +49,17 @@ class Cell:
     def evidence(self, tag: str, shown: Iterable[str], note: str = "") -> Evidence:
         label = self.key.label(tuple(shown))
         return Evidence(
-            tag, self.agent, self.mode, label, self.cells, self.median, self.low, self.high,
-            self.items, note,
-        )  # fmt: skip
+            tag,
+            self.agent,
+            self.mode,
+            label,
+            self.cells,
+            self.median,
+            self.low,
+            self.high,
+            self.items,
+            note,
+        )
 
 
 def number(value: Any) -> float:
@@ -99,9 +107,16 @@ def _pooled(rows: Sequence[Mapping[str, Any]], by_cell: Mapping[int, np.ndarray]
         items = float(first["batch_size"])  # runs before items_per_sample existed
     cores = clean(first.get("usable_cores"))
     return Cell(
-        str(first["agent"]), clean(first.get("mode")) or "", CellKey.of_row(first), cells, median,
-        min(lows), max(highs), items, int(cores) if cores else None,
-    )  # fmt: skip
+        str(first["agent"]),
+        clean(first.get("mode")) or "",
+        CellKey.of_row(first),
+        cells,
+        median,
+        min(lows),
+        max(highs),
+        items,
+        int(cores) if cores else None,
+    )
 
 
 def measured_cells(run: RunData, rows: Sequence[dict[str, Any]]) -> list[Cell]:

@@ -26,9 +26,17 @@ def _row_evidence(row: Mapping[str, Any], tag: str, shown: set[str], note: str) 
     items = number(row.get("items_per_sample"))
     label = CellKey.of_row(row).label(tuple(shown))
     return Evidence(
-        tag, str(row["agent"]), clean(row.get("mode")) or "", label, (int(row["cell"]),),
-        median, low, high, items if items > 0 else float(row["batch_size"]), note,
-    )  # fmt: skip
+        tag,
+        str(row["agent"]),
+        clean(row.get("mode")) or "",
+        label,
+        (int(row["cell"]),),
+        median,
+        low,
+        high,
+        items if items > 0 else float(row["batch_size"]),
+        note,
+    )
 
 
 def ceiling_findings(run: RunData, rows: list[dict[str, Any]], shown: set[str]) -> list[Finding]:

@@ -51,8 +51,15 @@ def _shape(params: str, shown: set[str]) -> str:
     return named or "every cell"
 
 
-def _lines(rows: pd.DataFrame, panel: str, x: str, y: str, axes_labels: tuple[str, str],
-           palette: dict[str, str], scale: float = 1.0) -> bytes:  # fmt: skip
+def _lines(
+    rows: pd.DataFrame,
+    panel: str,
+    x: str,
+    y: str,
+    axes_labels: tuple[str, str],
+    palette: dict[str, str],
+    scale: float = 1.0,
+) -> bytes:
     """One panel per value of `panel`, a line per label: the median `y` at each `x`."""
     panels = list(dict.fromkeys(rows[panel]))
     figure, axes = grid(len(panels), height=3.6)
@@ -98,9 +105,13 @@ def generation_plots(run: RunData, palette: dict[str, str]) -> list[Plot]:
         note = "no generation cells in this run"
         return [replace(p, note=note) for p in (TOKENS, FIRST_TOKEN, BANDWIDTH)]
     tokens = _lines(
-        rows, "shape", "batch_size", "decode_tokens_per_second",
-        ("batch size", "decode tokens / s"), palette,
-    )  # fmt: skip
+        rows,
+        "shape",
+        "batch_size",
+        "decode_tokens_per_second",
+        ("batch size", "decode tokens / s"),
+        palette,
+    )
     plots = [replace(TOKENS, png=tokens)]
     batch = "batch=" + rows["batch_size"].astype(str)
     prompts = rows.assign(others=(rows["others"] + " ").str.replace("every cell ", "") + batch)
@@ -109,9 +120,14 @@ def generation_plots(run: RunData, palette: dict[str, str]) -> list[Plot]:
         plots.append(replace(FIRST_TOKEN, note=note))
     else:
         first = _lines(
-            prompts, "others", "prompt_tokens", "time_to_first_token_seconds",
-            ("prompt tokens", "time to first token (ms)"), palette, scale=1e3,
-        )  # fmt: skip
+            prompts,
+            "others",
+            "prompt_tokens",
+            "time_to_first_token_seconds",
+            ("prompt tokens", "time to first token (ms)"),
+            palette,
+            scale=1e3,
+        )
         plots.append(replace(FIRST_TOKEN, png=first))
     fractions = rows[rows["decode_bandwidth_fraction"].notna()]
     if fractions.empty:
@@ -119,8 +135,12 @@ def generation_plots(run: RunData, palette: dict[str, str]) -> list[Plot]:
         plots.append(replace(BANDWIDTH, note=note))
     else:
         fraction = _lines(
-            fractions, "shape", "batch_size", "decode_bandwidth_fraction",
-            ("batch size", "fraction of calibrated bandwidth"), palette,
-        )  # fmt: skip
+            fractions,
+            "shape",
+            "batch_size",
+            "decode_bandwidth_fraction",
+            ("batch size", "fraction of calibrated bandwidth"),
+            palette,
+        )
         plots.append(replace(BANDWIDTH, png=fraction))
     return plots

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import pandas as pd
 
 from fwbench.collector.agents.families import FAMILY
 from fwbench.collector.analysis import formats
@@ -40,6 +38,7 @@ from fwbench.collector.analysis.report import data, figures
 from fwbench.collector.analysis.report.distributed import distributed_section, scaling_plot
 from fwbench.collector.analysis.report.generation import generation_plots
 from fwbench.collector.analysis.report.roofline import roofline
+from fwbench.collector.analysis.report.statistics import STATISTICS_HEADERS, statistics_rows
 from fwbench.collector.stats.samples import MIN_SAMPLES, NOISY_CV, TUKEY_K
 from fwbench.collector.stats.significance import ALPHA, DEFAULT_NOISE_FLOOR
 from fwbench.collector.store.cell_key import varying_params
@@ -72,67 +71,6 @@ def default_baseline(run: RunData) -> str:
     if decided is not None and decided.get("baseline"):
         return str(decided["baseline"])
     return min(cells, key=lambda c: c.first_cell).agent
-
-
-def _number(value: Any, template: str = "{:.4g}") -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    return template.format(value)
-
-
-def _statistics_rows(run: RunData) -> list[list[str]]:
-    stats = data.row_statistics(run)
-    rows = []
-    for row in stats.to_dict("records"):
-        rows.append(
-            [
-                str(row["cell"]),
-                str(row["agent"]),
-                str(row["mode"]),
-                f"{row['workload']} {row['phase']} bs={row['batch_size']}",
-                str(row["repetition"]),
-                str(row["n"]),
-                _number(row["median_seconds"] * 1e3, "{:.3f}"),
-                f"[{row['median_ci_low_seconds'] * 1e3:.3f}, "
-                f"{row['median_ci_high_seconds'] * 1e3:.3f}]",
-                _number(row["mean_seconds"] * 1e3, "{:.3f}"),
-                _number(row["p5_seconds"] * 1e3, "{:.3f}"),
-                _number(row["p95_seconds"] * 1e3, "{:.3f}"),
-                _number(row["p99_seconds"] * 1e3, "{:.3f}"),
-                _number(row["cv"] * 100, "{:.1f}%"),
-                str(row["outliers"]),
-                _number(row["peak_fraction"], "{:.1%}"),
-                ", ".join(
-                    flag
-                    for flag in (
-                        "noisy" if row["noisy"] else "",
-                        f"interfered: {row['interference']}" if row.get("interference") else "",
-                    )
-                    if flag
-                ),
-            ]
-        )
-    return rows
-
-
-STATISTICS_HEADERS = [
-    "cell",
-    "agent",
-    "mode",
-    "workload",
-    "rep",
-    "n",
-    "median ms",
-    "95% CI ms",
-    "mean ms",
-    "p5 ms",
-    "p95 ms",
-    "p99 ms",
-    "CV",
-    "outliers",
-    "% peak",
-    "flag",
-]
 
 
 def _plots(run: RunData, result: ComparisonSet, baseline: str) -> list[figures.Plot]:
@@ -207,8 +145,9 @@ def _context(
     metadata = run.metadata
     environments = data.environments(run)
     shown = varying_params(c.key for c in result.comparisons)
-    comparison_rows = [formats.row_cells(c, shown, result.per_row_baseline)
-                       for c in result.comparisons]  # fmt: skip
+    comparison_rows = [
+        formats.row_cells(c, shown, result.per_row_baseline) for c in result.comparisons
+    ]
     # What the run found opens the page; a long note of many rows is said once, under them.
     decided = stored_decisions(metadata)
     title = answers_title(run.run_id, baseline, decided)
@@ -245,7 +184,7 @@ def _context(
         "findings": _findings(run),
         "distributed": distributed_section(run),
         "statistics_headers": STATISTICS_HEADERS,
-        "statistics": _statistics_rows(run),
+        "statistics": statistics_rows(run),
         "not_measured": reason_lines(run.results.to_dict("records"), run.run_id),
         "environment_headers": list(environments.columns),
         "environments": environments.astype(str).values.tolist(),
