@@ -20,7 +20,8 @@ from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.launchers import AgentHandle
 from fwbench.collector.run import liveness
-from fwbench.collector.run.execute import RunContext, run_all
+from fwbench.collector.run.context import RunContext
+from fwbench.collector.run.execute import run_all
 from fwbench.collector.run.liveness import CellWatch
 from fwbench.collector.run.own_clock import OwnClock
 from fwbench.collector.run.plan import build_selection, plan_cells

@@ -22,7 +22,8 @@ from fwbench.collector.agents.specs import (
     expand_instances,
 )
 from fwbench.collector.launchers import AgentHandle
-from fwbench.collector.run.execute import RunContext, run_all
+from fwbench.collector.run.context import RunContext
+from fwbench.collector.run.execute import run_all
 from fwbench.collector.run.plan import Cell, SelectionError, build_selection, plan_cells
 from fwbench.collector.run.schedule import agent_order, cells_per_agent, stretches
 from fwbench.collector.run.session import run_status

@@ -228,7 +228,7 @@ def watch_a_world_call() -> None:
     from types import SimpleNamespace
 
     from fwbench.collector.agents.client import AgentClient
-    from fwbench.collector.launchers.world import WorldClient
+    from fwbench.collector.launchers.world_call import WorldClient
 
     servers = [
         create_server(FakePlugin(PluginContext(device="cpu")), name="fake-cpu", variant="cpu")

@@ -228,7 +228,7 @@ def test_training_on_a_1x1_map_at_batch_1_is_unsupported_naming_batch_norm(plugi
 
 
 def test_pipeline_stages_begin_evenly_spread_over_the_resnet() -> None:
-    from fwbench.torch_plugin.pipeline import split_points
+    from fwbench.torch_plugin.pipeline_stages import split_points
 
     assert split_points("resnet18", 1) == []
     assert split_points("resnet18", 2) == ["layer3"]

@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fwbench.runtime.plugin import InvalidContext
+from fwbench.runtime.invalid_context import InvalidContext
 
 EXPECT_VARIABLE = "FWBENCH_EXPECT_BLAS"
 KNOWN = ("openblas", "blis", "mkl", "netlib")

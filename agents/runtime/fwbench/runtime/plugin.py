@@ -8,13 +8,12 @@ import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar, runtime_checkable
+from typing import ParamSpec, Protocol, TypeVar, runtime_checkable
 
+from fwbench.runtime.invalid_context import InvalidContext as InvalidContext  # plugins' import
+from fwbench.runtime.world import World, world_from_environment
 from fwbench.spec import startup
 from fwbench.spec.catalogue import WorkloadDef
-
-if TYPE_CHECKING:
-    from fwbench.runtime.world import World
 
 DEVICES = ("cpu", "cuda", "auto")
 DEVICE_VARIABLE = "FWBENCH_DEVICE"
@@ -58,10 +57,6 @@ class OutOfMemory(Exception):
     """The framework ran out of host or device memory (maps to RESOURCE_EXHAUSTED).
 
     Plugins raise it chained from the framework's own error: `raise OutOfMemory(...) from e`."""
-
-
-class InvalidContext(ValueError):
-    """A start-up setting (FWBENCH_DEVICE, FWBENCH_THREADS, ...) has a value outside its range."""
 
 
 def _check_device(name: str, value: str) -> None:
@@ -123,8 +118,6 @@ def context_from_environment(environ: Mapping[str, str] = os.environ) -> PluginC
     device = environ.get(DEVICE_VARIABLE, "").strip() or "auto"
     _check_device(DEVICE_VARIABLE, device)
     threads = _env_count(environ, THREADS_VARIABLE)
-    from fwbench.runtime.world import world_from_environment  # world.py imports this module
-
     return PluginContext(
         device,
         threads,

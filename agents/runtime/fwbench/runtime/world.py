@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fwbench.runtime.plugin import InvalidContext
+from fwbench.runtime.invalid_context import InvalidContext
 from fwbench.spec import startup
 
 WORLD_VARIABLES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")

@@ -24,15 +24,8 @@ from torch import nn
 from fwbench.runtime.plugin import Capability, RankReport, UnsupportedWorkload, WorkloadSpec
 from fwbench.runtime.world import World
 from fwbench.torch_plugin import models
-
-# Where a ResNet's pipeline stages may begin (pipeline.py): a world of N ranks cuts before N-1
-# of them. torch.distributed.pipelining arrived in torch 2.4: older builds (Debian 12's 1.13)
-# offer no pipeline, and pipeline.py is imported only where it exists.
-STAGES = {
-    "resnet18": ("layer2", "layer3", "layer4"),
-    "resnet50": ("layer2", "layer3", "layer4"),
-    "resnet152": ("layer2", "layer3", "layer4"),
-}
+from fwbench.torch_plugin.pipeline_stages import STAGES
+from fwbench.torch_plugin.training import training_step
 
 
 def pipelining_available() -> bool:
@@ -153,38 +146,6 @@ def _allreduce(
         return message
 
     return step, RankReport(backend, collective_bytes=message.numel() * message.element_size())
-
-
-def training_step(
-    model: nn.Module, spec: WorkloadSpec, dtype: torch.dtype, device: torch.device, data_seed: int
-) -> tuple[Callable[[], object], Callable[[], float]]:
-    """One SGD step (lr 0.01, momentum 0.9, as the single-process step) of `model` (wrapped by
-    the strategy) on a synthetic batch drawn from `data_seed`, and the first step's loss."""
-    generator = torch.Generator(device=device).manual_seed(data_seed)
-    inputs, labels = models.example_batch(
-        spec.workload.name,
-        spec.batch_size,
-        image_size=spec.params.get("image_size", 224),
-        seq_len=spec.params.get("seq_len", 200),
-        dtype=dtype,
-        device=device,
-        generator=generator,
-    )
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
-    first_loss: list[float] = []
-    model.train()
-
-    def step() -> object:
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(inputs), labels)
-        loss.backward()
-        optimizer.step()
-        if not first_loss:
-            first_loss.append(float(loss.detach()))
-        return loss
-
-    return step, lambda: first_loss[0] if first_loss else float("nan")
 
 
 def _ddp_train(

@@ -16,20 +16,7 @@ from torch.distributed.pipelining import pipeline as trace_pipeline
 from fwbench.runtime.plugin import UnsupportedWorkload, WorkloadSpec
 from fwbench.runtime.world import World
 from fwbench.torch_plugin import models
-from fwbench.torch_plugin.distributed import STAGES
-
-
-def split_points(name: str, ranks: int) -> list[str]:
-    """Where the stages of `ranks` begin: evenly spread over STAGES[name]."""
-    options = STAGES[name]
-    if ranks - 1 > len(options):
-        raise UnsupportedWorkload(
-            f"pipeline: {name} splits into at most {len(options) + 1} stages, not {ranks}"
-        )
-    if ranks == 1:
-        return []
-    step = len(options) / (ranks - 1)
-    return [options[min(int(i * step + step / 2), len(options) - 1)] for i in range(ranks - 1)]
+from fwbench.torch_plugin.pipeline_stages import split_points
 
 
 def build(

@@ -25,7 +25,7 @@ from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, 
 from fwbench.runtime.plugin import UnsupportedWorkload, WorkloadSpec
 from fwbench.runtime.world import World
 from fwbench.torch_plugin import models
-from fwbench.torch_plugin.distributed import training_step
+from fwbench.torch_plugin.training import training_step
 
 ELEMENTWISE = (nn.ReLU, nn.Dropout, nn.GELU, nn.Tanh, nn.Identity)
 

@@ -1,8 +1,8 @@
 """Launchers: how an agent comes to exist and goes away. One module per kind, each a Launcher
 (base.py) with its own AgentHandle subclass and its own options (options.py); this registry
-is the only list of them. A world of rank processes (world.py, world_call.py) is started
-through any of them. A layer of its own: above agents/ (manifests, environments, the
-client), below run/."""
+is the only list of them. A world of rank processes (world.py; its client, world_call.py;
+its watchers' scheduling class, idle_class.py) is started through any of them. A layer of
+its own: above agents/ (manifests, environments, the client), below run/."""
 
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """A distributed world: W agent processes, one per rank, started together with torchrun's
 variables (WORLD_SIZE, RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT), each pinned to its own CPUs
 (FWBENCH_CPUS) when they share a host, and seen by the rest of the collector as ONE agent: a
-WorldHandle whose client sends each Run to every rank at once and answers with one combined
-result (run/combine.py). Frameworks initialise their distributed runtime once per process, so
-a world is started per world size, as agents are per thread count (docs/distributed.md).
+WorldHandle whose client (WorldClient, world_call.py) sends each Run to every rank at once and
+answers with one combined result (run/combine.py). Frameworks initialise their distributed
+runtime once per process, so a world is started per world size, as agents are per thread
+count (docs/distributed.md).
 
 Where a rank runs is its launcher's business (a local process, a container, a Slurm task, a
 pod: Launcher.place_world); this module only says what each rank is told, so that every
@@ -19,12 +20,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.client import AgentUnavailable
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.launchers.base import AgentHandle, Launcher, Placement
-from fwbench.collector.launchers.world_call import WorldCall, rank_run_id
+from fwbench.collector.launchers.world_call import Combine, WorldClient
 from fwbench.spec import startup
 
 CPUS_VARIABLE = startup.CPUS  # the CPUs a rank pins itself to (runtime/cli.py)
@@ -236,57 +236,3 @@ def _attach(
     _: threading.Event,
 ) -> AgentHandle:
     return attach(rank, address)
-
-
-# How ranks' results become one (run/combine.py, which checks them: the run layer's job).
-Combine = Callable[[agent_pb2.RunRequest, Sequence[agent_pb2.RunResult]], agent_pb2.RunResult]
-
-
-class WorldClient:
-    """The AgentClient calls the run uses, over every rank: Describe checks that the ranks are
-    one world of one agent; Run fans out and combines (WorldCall)."""
-
-    def __init__(self, instance: Instance, ranks: list[AgentHandle], combine: Combine) -> None:
-        self.instance, self.ranks, self.combine = instance, ranks, combine
-        self.name = str(instance)
-        self.address = ranks[0].address
-        self.last_results: list[agent_pb2.RunResult] = []
-        self.broken = ""  # why the world cannot run another cell (WorldCall._failed)
-
-    def describe(self, timeout_seconds: float = 30) -> agent_pb2.DescribeResponse:
-        replies = [rank.client.describe(timeout_seconds) for rank in self.ranks]
-        first = replies[0]
-        for index, reply in enumerate(replies):
-            world = reply.world
-            if world.world_size != len(self.ranks) or world.rank != index:
-                raise AgentUnavailable(
-                    f"{self.name}: the agent at {self.ranks[index].address} says it is rank "
-                    f"{world.rank} of {world.world_size}, not rank {index} of "
-                    f"{len(self.ranks)} (does it read WORLD_SIZE and RANK?)"
-                )
-            devices, expected = max(world.local_devices, 1), max(self.instance.devices, 1)
-            if devices != expected:
-                raise AgentUnavailable(
-                    f"{self.name}: the agent at {self.ranks[index].address} spreads its step "
-                    f"over {devices} device(s), not {expected} (does it read "
-                    f"{DEVICES_VARIABLE}? protocol 1.4)"
-                )
-            if reply.identity != first.identity:
-                raise AgentUnavailable(f"{self.name}: rank {index} is another agent than rank 0")
-        return first
-
-    def healthy(self) -> bool:
-        return not self.broken and all(rank.client.healthy() for rank in self.ranks)
-
-    def run(self, request: agent_pb2.RunRequest, timeout_seconds: float | None) -> WorldCall:
-        return WorldCall(self, request, timeout_seconds)
-
-    def cancel(self, run_id: str = "") -> bool:
-        return any(
-            rank.client.cancel(rank_run_id(run_id, index) if run_id else "")
-            for index, rank in enumerate(self.ranks)
-        )
-
-    def close(self) -> None:
-        for rank in self.ranks:
-            rank.client.close()

@@ -1,21 +1,26 @@
-"""One Run on every rank of a world (launchers/world.py): fanned out, watched as one call, and
-combined into one result (run/combine.py)."""
+"""A world's client (launchers/world.py starts the world): Describe checked across the ranks,
+and one Run on every rank, fanned out, watched as one call, and combined into one result
+(run/combine.py). Its threads that only watch run at SCHED_IDLE (idle_class.py)."""
 
 from __future__ import annotations
 
-import logging
-import os
 import threading
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import grpc
 
 from fwbench.agent.v1 import agent_pb2
-
-if TYPE_CHECKING:
-    from fwbench.collector.launchers.world import WorldClient
+from fwbench.collector.agents.client import AgentUnavailable
+from fwbench.collector.agents.specs import Instance
+from fwbench.collector.launchers.base import AgentHandle
+from fwbench.collector.launchers.idle_class import (
+    idle_class,
+    idle_grpc_threads,
+    restore_grpc_threads,
+)
+from fwbench.spec import startup
 
 
 class WorldError(grpc.RpcError):
@@ -42,70 +47,6 @@ REFUSALS = frozenset(
     }
 )
 DRAIN_SECONDS = 5.0  # after a rank failed: how long the others get to end their calls
-_log = logging.getLogger(__name__)
-
-
-IDLE, NORMAL = getattr(os, "SCHED_IDLE", None), getattr(os, "SCHED_OTHER", 0)
-# /proc/self/task/TID/comm of gRPC core's threads: its event engine's pool, the pool's
-# lifeguard, its global timer. They run no Python, so they never hold the GIL.
-GRPC_THREADS = ("event_engine", "lifeguard", "grpc_")
-
-
-def idle_class() -> bool:
-    """Puts the calling thread (only it) in Linux's SCHED_IDLE class: it runs only when a CPU
-    has nothing else to run, so its wake-ups never take a rank's CPU from the rank. A wake-up
-    of 20 us 100 times a second slows a 3 ms world step by 15% at the normal class and not at
-    all at SCHED_IDLE (docs/lab/world-overhead.md). Threads it starts inherit the class. An
-    unprivileged thread cannot leave SCHED_IDLE again, so only threads that end with their
-    call enter it. False where the class does not exist or is refused."""
-    return _set_class(0, IDLE) if IDLE is not None else False
-
-
-def _set_class(tid: int, policy: int) -> bool:
-    try:
-        os.sched_setscheduler(tid, policy, os.sched_param(0))
-    except OSError as error:  # the thread ended, or the change is refused
-        _log.debug("scheduling class %d for thread %d: %s", policy, tid, error)
-        return False
-    return True
-
-
-def _grpc_threads() -> list[int]:
-    found = []
-    for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/comm") as comm:
-                if comm.read().startswith(GRPC_THREADS):
-                    found.append(int(task))
-        except OSError:
-            continue  # the thread ended
-    return found
-
-
-def idle_grpc_threads() -> bool:
-    """Puts this process's gRPC core threads (which poll several times a second whatever the
-    calls) at SCHED_IDLE while a world measures; whether any is there now."""
-    if IDLE is None or not os.path.isdir("/proc/self/task"):
-        return False
-    done = False
-    for tid in _grpc_threads():
-        try:
-            done = os.sched_getscheduler(tid) == IDLE or _set_class(tid, IDLE) or done
-        except OSError:
-            continue  # the thread ended
-    return done
-
-
-def restore_grpc_threads() -> None:
-    """Back to the normal class where this process may (root, or CAP_SYS_NICE), threads the
-    pool started meanwhile too: an unprivileged one cannot leave SCHED_IDLE, and its gRPC
-    threads stay there, which only makes the collector's own calls wait for a free CPU."""
-    for tid in _grpc_threads():
-        try:
-            if os.sched_getscheduler(tid) == IDLE and not _set_class(tid, NORMAL):
-                return
-        except OSError:
-            continue  # the thread ended
 
 
 def rank_run_id(run_id: str, rank: int) -> str:
@@ -264,3 +205,57 @@ def _status(error: grpc.RpcError) -> tuple[grpc.StatusCode, str]:
     code = error.code() if callable(getattr(error, "code", None)) else None
     details = error.details() if callable(getattr(error, "details", None)) else ""
     return code or grpc.StatusCode.UNKNOWN, details or ""
+
+
+# How ranks' results become one (run/combine.py, which checks them: the run layer's job).
+Combine = Callable[[agent_pb2.RunRequest, Sequence[agent_pb2.RunResult]], agent_pb2.RunResult]
+
+
+class WorldClient:
+    """The AgentClient calls the run uses, over every rank: Describe checks that the ranks are
+    one world of one agent; Run fans out and combines (WorldCall)."""
+
+    def __init__(self, instance: Instance, ranks: list[AgentHandle], combine: Combine) -> None:
+        self.instance, self.ranks, self.combine = instance, ranks, combine
+        self.name = str(instance)
+        self.address = ranks[0].address
+        self.last_results: list[agent_pb2.RunResult] = []
+        self.broken = ""  # why the world cannot run another cell (WorldCall._failed)
+
+    def describe(self, timeout_seconds: float = 30) -> agent_pb2.DescribeResponse:
+        replies = [rank.client.describe(timeout_seconds) for rank in self.ranks]
+        first = replies[0]
+        for index, reply in enumerate(replies):
+            world = reply.world
+            if world.world_size != len(self.ranks) or world.rank != index:
+                raise AgentUnavailable(
+                    f"{self.name}: the agent at {self.ranks[index].address} says it is rank "
+                    f"{world.rank} of {world.world_size}, not rank {index} of "
+                    f"{len(self.ranks)} (does it read WORLD_SIZE and RANK?)"
+                )
+            devices, expected = max(world.local_devices, 1), max(self.instance.devices, 1)
+            if devices != expected:
+                raise AgentUnavailable(
+                    f"{self.name}: the agent at {self.ranks[index].address} spreads its step "
+                    f"over {devices} device(s), not {expected} (does it read "
+                    f"{startup.LOCAL_DEVICES}? protocol 1.4)"
+                )
+            if reply.identity != first.identity:
+                raise AgentUnavailable(f"{self.name}: rank {index} is another agent than rank 0")
+        return first
+
+    def healthy(self) -> bool:
+        return not self.broken and all(rank.client.healthy() for rank in self.ranks)
+
+    def run(self, request: agent_pb2.RunRequest, timeout_seconds: float | None) -> WorldCall:
+        return WorldCall(self, request, timeout_seconds)
+
+    def cancel(self, run_id: str = "") -> bool:
+        return any(
+            rank.client.cancel(rank_run_id(run_id, index) if run_id else "")
+            for index, rank in enumerate(self.ranks)
+        )
+
+    def close(self) -> None:
+        for rank in self.ranks:
+            rank.client.close()

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import grpc
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.launchers import AgentHandle
+from fwbench.collector.run.context import RunContext
 from fwbench.collector.run.liveness import (
     MEASURE_GAP_SECONDS,
     STAGE_NAMES,
@@ -21,9 +21,6 @@ from fwbench.collector.run.plan import Cell, loop_request
 from fwbench.collector.run.validate import ProtocolViolation, check_result
 from fwbench.collector.run.work import AgentWork
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
-
-if TYPE_CHECKING:
-    from fwbench.collector.run.execute import RunContext
 
 
 class AgentCrashed(RuntimeError):

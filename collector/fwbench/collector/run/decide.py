@@ -30,7 +30,8 @@ import numpy as np
 from fwbench.collector.agents.arithmetic import arithmetic, difference
 from fwbench.collector.agents.families import FAMILY, describe_triples, family_baselines
 from fwbench.collector.agents.kernel_time import compared, kernel_lead, kernel_share
-from fwbench.collector.run.execute import RunContext, run_all
+from fwbench.collector.run.context import RunContext
+from fwbench.collector.run.execute import run_all
 from fwbench.collector.run.plan import Cell
 from fwbench.collector.run.questions import DecideSettings, Decisions, Question
 from fwbench.collector.run.work import AgentWork

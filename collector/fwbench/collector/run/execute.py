@@ -7,8 +7,7 @@ import dataclasses
 import secrets
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import grpc
 import pandas as pd
@@ -26,20 +25,18 @@ from fwbench.collector.run.call import (
     stream_result,
 )
 from fwbench.collector.run.combine import world_columns
+from fwbench.collector.run.context import RunContext
 from fwbench.collector.run.interference import (
-    DEFAULT_THRESHOLD_PERCENT,
     judge,
     quiet_before_cell,
 )
-from fwbench.collector.run.liveness import HANG_SECONDS
 from fwbench.collector.run.normalize import failure_row, identity_columns, result_row
-from fwbench.collector.run.plan import Cell, Selection
+from fwbench.collector.run.plan import Cell
 from fwbench.collector.run.schedule import stretches
 from fwbench.collector.run.telemetry import Scraper
 from fwbench.collector.run.validate import ERROR_CODE, ProtocolViolation
 from fwbench.collector.run.work import AgentWork
 from fwbench.collector.run.world_telemetry import WorldScraper
-from fwbench.spec import Catalogue
 
 # How long a cell waits for the agent to stop this run's previous cell (one that timed out):
 # the agent stops at its next iteration. A run of another caller is not waited for (AgentBusy).
@@ -50,47 +47,6 @@ LEFT = (
     "its sweep: this cell and the agent's remaining cells are not measured (run them again "
     "when the agent is free)"
 )
-
-
-class Recorder(Protocol):
-    def record(
-        self, row: dict[str, Any], samples_ns: Sequence[int], telemetry: pd.DataFrame | None
-    ) -> None:
-        """Persists one row, its raw samples and raw telemetry series; raises
-        PersistenceError when it cannot."""
-
-
-class Display(Protocol):
-    def cell_started(self, agent: str, cell: Cell) -> None: ...
-    def cell_progress(self, agent: str, stage: str, iterations: int) -> None: ...
-    def cell_finished(self, agent: str, row: dict[str, Any]) -> None: ...
-    def note(self, agent: str, text: str) -> None: ...
-
-
-@dataclass
-class RunContext:
-    run_id: str
-    catalogue: Catalogue
-    selection: Selection
-    recorder: Recorder
-    display: Display
-    cell_timeout_seconds: float | None
-    # Seconds between /metrics scrapes during a cell; None = no scraping at all.
-    scrape_interval_seconds: float | None = None
-    # Seconds without a heartbeat before an agent counts as hung (liveness.py); None = never.
-    hang_timeout_seconds: float | None = HANG_SECONDS
-    statuses: dict[str, int] = field(default_factory=dict)
-    # Planned cell numbers already recorded (a resumed run): not run again.
-    skip: frozenset[int] = frozenset()
-    # Measuring until decided (decide.py): the round whose repetition this is (each round a
-    # fresh process of every agent), and who is told of each recorded cell.
-    round: int = 0
-    observe: Callable[[Cell, dict[str, Any], Sequence[int]], None] | None = None
-    next_index: int = 0
-    # Interference (interference.py): the share of the agent's CPUs others may use before a
-    # row is interfered, and the most seconds to wait before each cell for a quiet host.
-    interference_threshold: float = DEFAULT_THRESHOLD_PERCENT
-    quiet_host_seconds: float = 0.0
 
 
 def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:

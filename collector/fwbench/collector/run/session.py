@@ -14,9 +14,10 @@ from rich.console import Console
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.scratch import mark_logs, scratch_folder
 from fwbench.collector.launchers import AgentHandle, Launcher
+from fwbench.collector.run.context import RunContext
 from fwbench.collector.run.decide import DecideSettings, Decisions, run_until_decided
 from fwbench.collector.run.defaults import DEFAULT_OUT
-from fwbench.collector.run.execute import RunContext, run_all
+from fwbench.collector.run.execute import run_all
 from fwbench.collector.run.launch import adopt, launch_all, make_launcher
 from fwbench.collector.run.metadata import (
     agent_metadata,
