@@ -210,11 +210,16 @@ def test_compare_shows_slower_everywhere_and_undecided_nowhere(
     common = ("compare", "decided", "--baseline", "fast", "--store", str(store.path))
     table = invoke(*common)
     assert table.index(DECIDED_LINE) < table.index("speedup over fast")  # answers first
-    rows = _slow_rows(table)
+    # One line a comparison: slow's (not its twin's) is slower, with the decision's figures.
+    rows = [line for line in table.splitlines() if re.search(r"\bslow\s+\d", line)]
+    assert rows and all(re.search(r"\d\]\s+slower\b", row) for row in rows), table
+    assert "sequential decisions" not in table
+    verbose = invoke(*common, "--verbose")  # every figure, and the decisions' own table
+    rows = _slow_rows(verbose)
     assert rows and all("undecided" not in row for row in rows), rows
     assert all("slower" in row for row in rows), rows  # the comparison's and the decision's
     assert re.search(r"slower\s.*\(sequential\)", rows[0]), rows
-    assert "sequential decisions" in table  # the note that says what the table's figures are
+    assert "sequential decisions" in verbose  # the note that says what the table's figures are
     markdown = invoke(*common, "--format", "markdown")
     assert markdown.startswith("## What run decided found (measured until decided")
     assert f"- **slower**: {DECIDED_LINE}" in markdown
@@ -290,8 +295,11 @@ def test_a_plain_run_opens_with_its_one_reason_and_the_command_once(
     page = files.markdown.read_text()
     opening = page.split("## Comparison with a")[0]
     assert group.text in opening and group.command in opening
-    assert page.count(ONE_PROCESS_NOTE) == 1  # once, as a numbered note under the table
-    assert "- note 1 (4 comparisons): " + ONE_PROCESS_NOTE in page
+    # Once under each table: the one line a comparison's, and every figure's.
+    glance, every = page.split("### Every figure of every comparison")
+    assert glance.count(ONE_PROCESS_NOTE) == 1 and f"1. {ONE_PROCESS_NOTE}" in glance
+    assert every.count(ONE_PROCESS_NOTE) == 1
+    assert "- note 1 (4 comparisons): " + ONE_PROCESS_NOTE in every
     markdown = formats.markdown(compare_to_baseline(run, "a"), answered=found)
     assert markdown.count(ONE_PROCESS_NOTE) == 1 and markdown.count("| note 1 |") == 4
 

@@ -261,7 +261,9 @@ def test_cli_compare_json_and_errors(run: RunData, store: Any, tmp_path: Any) ->
 def test_cli_compare_two_runs(run: RunData, store: Any) -> None:
     table = invoke("compare", "run-a", "run-a", "--store", str(store.path))
     assert table.exit_code == 0, table.output
-    assert "Noise floor 5.0% (--threshold; no A/A pair measured it)" in table.output
+    assert table.output.count("equivalent ±5.0%") == 7  # one line a comparison
+    every = invoke("compare", "run-a", "run-a", "--verbose", "--store", str(store.path))
+    assert "Noise floor 5.0% (--threshold; no A/A pair measured it)" in every.output
     done = invoke("compare", "run-a", "run-a", "--format", "json", "--store", str(store.path))
     verdicts = [c["verdict"] for c in json.loads(done.output)["comparisons"]]
     assert verdicts == [EQUIVALENT] * 7  # a run against itself

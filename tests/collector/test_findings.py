@@ -350,8 +350,10 @@ def test_the_cli_and_the_report_show_findings_or_say_there_are_none(
     runner = CliRunner()
     table = runner.invoke(app, ["compare", "odd", "clean", "--store", str(store.path)])
     assert table.exit_code == 0, table.output
-    assert "findings in run odd" in table.output and "off-own-trend" in table.output
+    assert "run odd: finding (off-own-trend): a gemm infer" in table.output
     assert "run clean: no findings: 2 measured cells of 1 agent checked" in table.output
+    every = runner.invoke(app, ["compare", "odd", "clean", "--verbose", "--store", str(store.path)])
+    assert "findings in run odd" in every.output and "off-own-trend" in every.output
     out = tmp_path / "report"
     done = runner.invoke(app, ["report", "odd", "--out", str(out), "--store", str(store.path)])
     assert done.exit_code == 0, done.output

@@ -107,7 +107,9 @@ def test_rounds_go_on_until_every_comparison_is_decided(tmp_path: Path, isolated
     assert compared.returncode == 0, compared.stderr
     assert json.loads(compared.stdout)["until_decided"]["decisions"] == decided["decisions"]
     table = collector("compare", run_id, "--baseline", "fast", cwd=tmp_path)
-    assert "measured until decided" in table.stdout and "sequential decisions" in table.stdout
+    assert "measured until decided" in table.stdout and "rounds of fresh processes" in table.stdout
+    every = collector("compare", run_id, "--baseline", "fast", "--verbose", cwd=tmp_path)
+    assert "sequential decisions" in every.stdout
     reported = collector("report", run_id, "--out", str(tmp_path / "report"), cwd=tmp_path)
     assert reported.returncode == 0, reported.stderr
     page = (tmp_path / "report" / "report.md").read_text()

@@ -119,6 +119,7 @@ def _compare(
         noise_floor=floor,
         verdict="",
         notes=", ".join(notes),
+        reasons=tuple(notes),
         method=estimate.method,
         margin=margin[0],
         margin_from=margin[1],

@@ -26,6 +26,7 @@ from fwbench.collector.stats.significance import (
 )
 from fwbench.collector.store.cell_key import KEY_COLUMNS, CellKey
 
+SELF_DIFFERS = "A/A: the same agent differs from itself"
 # What accounts for process-to-process variation in a comparison (significance.py).
 PROCESSES, AA_FLOOR, ONE_PROCESS = "processes", "A/A floor", "one process"
 HOST_HISTORY = HISTORY  # a prior from the host's earlier runs (history.py)
@@ -93,6 +94,8 @@ class Comparison:
     # factor c of efficiency = c x t_baseline / t, and `speedup` with its interval is then
     # the efficiency (per replica, against the baseline's); NaN for any other comparison.
     scaling: float = math.nan
+    # Each of `notes`' reasons on its own (notes joins them): tables footnote them (glance.py).
+    reasons: tuple[str, ...] = ()
 
     @property
     def is_scaling(self) -> bool:
@@ -172,14 +175,22 @@ def adjusted(comparisons: list[Comparison]) -> list[Comparison]:
             estimate, p, floor, margin, accounted, 1.0 if math.isnan(p_same) else p_same
         )
         notes = [comparison.notes] if comparison.notes else []
+        reasons = list(comparison.reasons)
         if notes and notes[0].startswith("A/A") and called in (FASTER, SLOWER):
-            notes[0] = notes[0].replace("A/A", "A/A: the same agent differs from itself", 1)
+            notes[0] = notes[0].replace("A/A", SELF_DIFFERS, 1)
+            reasons[:1] = [SELF_DIFFERS] if reasons[:1] == ["A/A"] else reasons[:1]
         if called == UNDECIDED:
             notes.append(how_to_decide(comparison))
+            reasons.append(notes[-1])
         said = ", ".join(notes)
         done.append(
             replace(
-                comparison, p_adjusted=p, p_equivalent_adjusted=p_same, verdict=called, notes=said
+                comparison,
+                p_adjusted=p,
+                p_equivalent_adjusted=p_same,
+                verdict=called,
+                notes=said,
+                reasons=tuple(reasons),
             )
         )
     return done

@@ -5,6 +5,7 @@ which a fixed-level test re-run on the same data afterwards does not."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fwbench.collector.stats.sequential import MARGIN_GIVEN, MAX_HISTORY_MARGIN
@@ -46,6 +47,19 @@ def decisions_caption(decisions: dict[str, Any]) -> str:
         f"{decisions['budget_seconds']:.0f} s budget; stopped: {decisions['stopped']}. "
         f"Equivalent: within {equivalent}; intervals at each comparison's last look{which} "
         f"({decisions['method']})." + _spending(decisions)
+    )
+
+
+def rounds_line(decisions: dict[str, Any], notes: Sequence[str] = ()) -> str:
+    """How the rounds went, in one line (decisions_caption says how they decide); why they
+    stopped by the number of the note that says it, where one of `notes` does."""
+    rounds, stopped = decisions["rounds"], decisions["stopped"]
+    if stopped in notes:
+        stopped = f"note {list(notes).index(stopped) + 1}"
+    return (
+        f"{rounds} round{'s' if rounds != 1 else ''} of fresh processes in "
+        f"{decisions['seconds']:.0f} s of a {decisions['budget_seconds']:.0f} s budget; "
+        f"stopped: {stopped}"
     )
 
 
@@ -95,10 +109,16 @@ def decision_rows(decisions: dict[str, Any]) -> list[tuple[list[str], str]]:
 def decision_note(q: dict[str, Any]) -> str:
     """What one stored decision says besides its verdict: why it stayed undecided, where an
     undecided one's margin came from, a difference in arithmetic, where its CPU went."""
+    return "; ".join(decision_reasons(q))
+
+
+def decision_reasons(q: dict[str, Any]) -> list[str]:
+    """decision_note's parts, each on its own (a table footnotes them: glance.py)."""
     # Older runs: no arithmetic, kernel or margin; one margin for all (the caption's).
     margin, source = q.get("margin"), q.get("margin_from") or MARGIN_GIVEN
     if source == MARGIN_GIVEN or q["verdict"] in (FASTER, SLOWER):
         source = ""  # the caption's, or a difference (which does not depend on it)
     elif q["verdict"] != EQUIVALENT:  # an equivalence's verdict says its margin
         source = f"margin ±{margin:.1%} {source}"
-    return "; ".join(w for w in (q["why"], source, q.get("arithmetic"), q.get("kernel")) if w)
+    why = [part for part in str(q.get("why") or "").split("; ") if part]
+    return [w for w in (*why, source, q.get("arithmetic"), q.get("kernel")) if w]

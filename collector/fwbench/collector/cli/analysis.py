@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fwbench.collector.analysis.output_format import OutputFormat
+from fwbench.collector.cli.at_a_glance import glance_markdown, show_glance
 from fwbench.collector.cli.common import StorePath, console, fail, fail_with, reads_store
 from fwbench.collector.cli.decide import decisions_table
 from fwbench.collector.stats.defaults import DEFAULT_MARGIN, DEFAULT_NOISE_FLOOR, MAX_HISTORY_MARGIN
@@ -93,11 +94,22 @@ def compare(
         OutputFormat, typer.Option("--format", help="How to print the comparisons.")
     ] = OutputFormat.TABLE,
     as_json: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="The table: every figure (medians, p, floor, margin, processes) and every "
+            "row's notes in full, the sequential decisions' own table and every finding; "
+            "without it, one line per comparison and each reason once.",
+        ),
+    ] = False,
     use_history: HostHistoryOption = True,
     store: StorePath = None,
 ) -> None:
     """Speedups with 95% intervals, tests and verdicts: agents against a baseline in one run,
-    or every agent's cells in RUN_B against RUN_A."""
+    or every agent's cells in RUN_B against RUN_A. One line per comparison, its reasons as
+    numbered notes under the table (--verbose: every figure and note)."""
     from fwbench.collector.analysis import formats
     from fwbench.collector.analysis.answers import rich_answers, with_decisions
     from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
@@ -145,7 +157,10 @@ def compare(
     result = with_decisions(result, decided)
     answered = _answers(result, loaded, baseline, decided)
     found = [find(run) for run in {run.run_id: run for run in loaded}.values()]
-    if output_format == OutputFormat.TABLE:
+    if output_format == OutputFormat.TABLE and not verbose:
+        console.print(rich_answers(answered), highlight=False, soft_wrap=True)
+        show_glance(result, decided, found)
+    elif output_format == OutputFormat.TABLE:
         console.print(rich_answers(answered), highlight=False, soft_wrap=True)
         console.print(formats.rich_table(result))
         for reason in result.skipped:
@@ -157,6 +172,8 @@ def compare(
             console.print(SEQUENTIAL_NOTE, highlight=False)
         for findings in found:
             show_findings(findings)
+    elif output_format == OutputFormat.MARKDOWN and not verbose:
+        print(glance_markdown(result, decided, answered), end="")
     elif output_format == OutputFormat.MARKDOWN:
         print(formats.markdown(result, decided, found, answered=answered), end="")
     elif output_format == OutputFormat.CSV:

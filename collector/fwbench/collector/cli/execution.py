@@ -15,11 +15,12 @@ from fwbench.collector.agents.image_labels import images_by_id
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import AgentSpecError
-from fwbench.collector.analysis.answers import rich_answers, run_answers
+from fwbench.collector.analysis.answers import rich_answers, run_comparisons
 from fwbench.collector.analysis.contenders import load_run
 from fwbench.collector.analysis.findings import find, summary_lines
 from fwbench.collector.analysis.one_agent import next_steps
 from fwbench.collector.analysis.scaling import world_table
+from fwbench.collector.cli.at_a_glance import show_glance
 from fwbench.collector.cli.calibrate import calibration_for_run
 from fwbench.collector.cli.common import (
     ExitCode,
@@ -127,18 +128,18 @@ def execute(
     # What the run found opens its summary (analysis/answers.py); the tables follow. The
     # results are stored already: working out what they say must not change how the run ends.
     try:
-        answered = run_answers(store, summary.run_id, options.decision.baseline or None)
+        compared = run_comparisons(store, summary.run_id, options.decision.baseline or None)
         findings = summary_lines(find(load_run(store, summary.run_id)))
     except Exception as error:  # noqa: BLE001 (said, and `collector compare` can say it)
-        answered, findings = (
+        compared, findings = (
             None,
             [
                 f"warning: what run {summary.run_id} found could not be worked out ({error!r}); "
                 f"its results are stored: `collector compare {summary.out_dir}` reads them"
             ],
         )
-    if answered is not None:
-        console.print(rich_answers(answered), highlight=False, soft_wrap=True)
+    if compared is not None:
+        console.print(rich_answers(compared[1]), highlight=False, soft_wrap=True)
     if summary.decisions is None:
         console.print(summary_table(results, f"run {summary.run_id}"))
         worlds = world_table(
@@ -146,6 +147,8 @@ def execute(
         )
         if worlds is not None:
             console.print(worlds)
+    elif compared is not None:  # one line per comparison, each reason once (glance.py)
+        show_glance(compared[0], summary.decisions)
     else:
         console.print(decisions_table(summary.decisions, f"run {summary.run_id}"))
     # What the rows say by themselves (analysis/findings/), one line each.

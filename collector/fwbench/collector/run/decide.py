@@ -153,9 +153,7 @@ def run_until_decided(
             likely = decisions.round_seconds[-1] * cells / max(cells_last, 1)
             left = settings.budget_seconds - (time.monotonic() - started)
             if likely > left:
-                decisions.stopped = (
-                    f"budget: the next round would likely take {likely:.0f} s, {left:.0f} s left"
-                )
+                decisions.stopped = _budget_said(likely, left, settings.budget_seconds)
                 break
         new_round(round_number, {item.handle.name: len(item.cells) for item in work})
         round_started = time.monotonic()
@@ -191,6 +189,14 @@ def run_until_decided(
         ours = ran.get((question.agent, question.mode, question.key), {})
         theirs = ran.get((question.against, question.against_mode, question.key), {})
         question.arithmetic = difference(question.agent, ours, question.against, theirs)
+
+
+def _budget_said(likely: float, left: float, budget: float) -> str:
+    """Why the budget stopped the rounds: what it left was too little for the next round's
+    likely time, or nothing (the last round ran past it)."""
+    if left <= 0:
+        return f"budget: all {budget:.0f} s spent"
+    return f"budget: the next round would likely take {likely:.0f} s, {left:.0f} s left"
 
 
 def _stop_failed(

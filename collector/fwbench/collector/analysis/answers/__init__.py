@@ -16,7 +16,12 @@ fixed-level verdict, labelled so."""
 
 from __future__ import annotations
 
-from fwbench.collector.analysis.answers.build import answers, run_answers, with_decisions
+from fwbench.collector.analysis.answers.build import (
+    answers,
+    run_answers,
+    run_comparisons,
+    with_decisions,
+)
 from fwbench.collector.analysis.answers.found import (
     FIXED_LEVEL,
     SEQUENTIAL,
@@ -51,5 +56,6 @@ __all__ = [
     "rerun",
     "rich_answers",
     "run_answers",
+    "run_comparisons",
     "with_decisions",
 ]

@@ -23,7 +23,7 @@ from fwbench.collector.analysis.answers.reasons import Groups, comparison_reason
 from fwbench.collector.analysis.compare import compare_to_baseline
 from fwbench.collector.analysis.comparison import Comparison, ComparisonSet
 from fwbench.collector.analysis.contenders import ComparisonError, contenders, load_run
-from fwbench.collector.analysis.decisions import decision_note, stored_decisions
+from fwbench.collector.analysis.decisions import decision_note, decision_reasons, stored_decisions
 from fwbench.collector.analysis.efficiency import percent_interval
 from fwbench.collector.analysis.history import host_history, margin_histories
 from fwbench.collector.stats.significance import FASTER, SLOWER, UNDECIDED
@@ -31,6 +31,7 @@ from fwbench.collector.store import PersistenceError, ResultStore
 from fwbench.collector.store.cell_key import CellKey, varying_params
 
 _Namer = Callable[[CellKey], str]
+FIXED_LEVEL_NOTE = "fixed-level test of the pooled rounds: not a question the run asked"
 
 
 def with_decisions(result: ComparisonSet, decided: dict[str, Any] | None) -> ComparisonSet:
@@ -44,12 +45,13 @@ def with_decisions(result: ComparisonSet, decided: dict[str, Any] | None) -> Com
         return result
     done = []
     for comparison in result.comparisons:
-        found = _decision_for(comparison, decided["decisions"])
+        found = decision_for(comparison, decided["decisions"])
         if found is None:
-            done.append(replace(comparison, verdict_from=FIXED_LEVEL))
+            reasons = (*comparison.reasons, FIXED_LEVEL_NOTE)
+            done.append(replace(comparison, verdict_from=FIXED_LEVEL, reasons=reasons))
             continue
         q, inverted = found
-        verdict, speedup, low, high = _oriented(q, inverted)
+        verdict, speedup, low, high = oriented(q, inverted)
         notes = f"{SEQUENTIAL}: {_ratio(speedup, low, high, 3)}, {q['repetitions']} processes "
         notes += "a side" + (f"; {said}" if (said := decision_note(q)) else "")
         done.append(
@@ -59,6 +61,7 @@ def with_decisions(result: ComparisonSet, decided: dict[str, Any] | None) -> Com
                 p_adjusted=math.nan,
                 p_equivalent_adjusted=math.nan,
                 notes=notes,
+                reasons=tuple(decision_reasons(q)),
                 verdict_from=SEQUENTIAL,
             )
         )
@@ -78,9 +81,7 @@ def answers(
     undecided are made; `runs`: (before, after) when `result` compares two runs."""
     record = decided or {}
     questions = list(record.get("decisions", []))
-    cell = _cell_namer(
-        [c.key for c in result.comparisons] + [CellKey(*q["key"]) for q in questions]
-    )
+    cell = cell_namer([c.key for c in result.comparisons] + [CellKey(*q["key"]) for q in questions])
     modes: dict[str, set[str]] = {}
     for comparison in result.comparisons:
         modes.setdefault(comparison.agent, set()).add(comparison.mode)
@@ -142,7 +143,7 @@ def _comparison_line(
         text = _sentence(agent, comparison.baseline, comparison.verdict, where, within, runs)
         text += ": " + _ratio(comparison.speedup, comparison.ci_low, comparison.ci_high)
     if comparison.verdict_from == FIXED_LEVEL:
-        text += " (fixed-level test of the pooled rounds: not a question the run asked)"
+        text += f" ({FIXED_LEVEL_NOTE})"
     return Found(
         comparison.verdict,
         text,
@@ -159,10 +160,19 @@ def _comparison_line(
 def run_answers(
     store: ResultStore, run_id: str, baseline: str | None = None, use_history: bool = True
 ) -> Answers | None:
+    """What a stored run found (run_comparisons' answers)."""
+    found = run_comparisons(store, run_id, baseline, use_history)
+    return None if found is None else found[1]
+
+
+def run_comparisons(
+    store: ResultStore, run_id: str, baseline: str | None = None, use_history: bool = True
+) -> tuple[ComparisonSet, Answers, dict[str, Any] | None] | None:
     """What a run found, as `collector compare RUN --baseline BASELINE` with its defaults
     would say it (the host's history and margins included): for the end of `collector run`.
     `baseline`: the run's --baseline, else the first agent that measured. None when there is
-    nothing to compare (one agent, nothing measured)."""
+    nothing to compare (one agent, nothing measured). Returns the comparisons (after
+    with_decisions), the answers and the run's until-decided record."""
     try:
         run = load_run(store, run_id)
     except ComparisonError:
@@ -186,10 +196,11 @@ def run_answers(
         return None
     result = with_decisions(result, decided)
     command = str(run.metadata.get("command") or "")
-    return answers(result, answers_title(run_id, baseline, decided), decided, command)
+    found = answers(result, answers_title(run_id, baseline, decided), decided, command)
+    return result, found, decided
 
 
-def _decision_for(
+def decision_for(
     comparison: Comparison, decisions: Sequence[dict[str, Any]]
 ) -> tuple[dict[str, Any], bool] | None:
     """The stored decision of the same question as `comparison`, and whether it is the other
@@ -218,7 +229,7 @@ def _key(key: Sequence[Any]) -> tuple[Any, ...]:
     return workload, phase, int(batch), dtype, int(threads or 0), shape, strategy or ""
 
 
-def _oriented(
+def oriented(
     q: dict[str, Any], inverted: bool
 ) -> tuple[str, float | None, float | None, float | None]:
     speedup, low, high = q["speedup"], q["ci_low"], q["ci_high"]
@@ -255,7 +266,7 @@ def _sentence(
     return f"{agent} is {relation} {against} in {cell}"
 
 
-def _cell_namer(keys: Sequence[CellKey]) -> _Namer:
+def cell_namer(keys: Sequence[CellKey]) -> _Namer:
     """Names cells as tables do, without the dtype where every cell has the same one."""
     shown = varying_params(keys)
     one_dtype = len({key.dtype for key in keys}) <= 1

@@ -81,13 +81,38 @@ def answers_title(run_id: str, baseline: str, decided: dict[str, Any] | None) ->
     return f"What run {run_id} found (every agent against {against})"
 
 
+_RELATIONS = {FASTER: "faster than", SLOWER: "slower than", EQUIVALENT: "equivalent to"}
+
+
+def grouped(decided: Sequence[Found]) -> list[tuple[str, str]]:
+    """(verdict, line) for each decided answer, one line for an agent's same verdict against
+    the same agent in several cells ("tf-eigen is slower than tf-mkl in 4 cells: 0.71x to
+    0.72x"; the table under it names them), at its first's place."""
+    groups: dict[tuple[str, str, str, str], list[Found]] = {}
+    for line in decided:
+        key = (line.agent, line.against, line.verdict, line.verdict_from)
+        groups.setdefault(key, []).append(line)
+    said = []
+    for (agent, against, verdict, _), lines in groups.items():
+        figures = [x.speedup for x in lines if x.speedup is not None]
+        if len(lines) == 1 or verdict not in _RELATIONS or len(figures) != len(lines):
+            said += [(verdict, line.text) for line in lines]
+            continue
+        span = f"{min(figures):.2f}x" + (
+            f" to {max(figures):.2f}x" if f"{min(figures):.2f}" != f"{max(figures):.2f}" else ""
+        )
+        text = f"{agent} is {_RELATIONS[verdict]} {against} in {len(lines)} cells: {span}"
+        said.append((verdict, text))
+    return said
+
+
 def rich_answers(found: Answers) -> Text:
-    """The answers for a terminal: decided lines in their verdict's colour, then each reason
-    once with its command."""
+    """The answers for a terminal: decided lines in their verdict's colour (grouped), then
+    each reason once with its command."""
     text = Text(found.title, style="bold")
-    for line in found.decided:
+    for verdict, line in grouped(found.decided):
         text.append("\n  ")
-        text.append(line.text, style=STYLES.get(line.verdict, ""))
+        text.append(line, style=STYLES.get(verdict, ""))
     if not found.decided:
         text.append("\n  Nothing decided.")
     for group in found.undecided:
@@ -100,7 +125,7 @@ def rich_answers(found: Answers) -> Text:
 
 def markdown_answers(found: Answers) -> list[str]:
     lines = [f"## {found.title}", ""]
-    lines += [f"- **{line.verdict}**: {line.text}" for line in found.decided]
+    lines += [f"- **{verdict}**: {line}" for verdict, line in grouped(found.decided)]
     if not found.decided:
         lines.append("- Nothing decided.")
     for group in found.undecided:

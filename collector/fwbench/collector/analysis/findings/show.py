@@ -53,9 +53,14 @@ def _short(evidence: Sequence[Evidence]) -> str:
     return text + (f"; {more} more" if more > 0 else "")
 
 
-def summary_lines(found: Findings, limit: int = SUMMARY_LINES) -> list[str]:
+def summary_lines(
+    found: Findings,
+    limit: int = SUMMARY_LINES,
+    more_from: str = "collector compare or collector report",
+) -> list[str]:
     """One line per finding with its evidence in short (the end of `collector run`), at most
-    `limit` and a line saying how many more; the none line when there are none."""
+    `limit` and a line saying how many more and where they are (`more_from`); the none line
+    when there are none."""
     if not found.findings:
         return [found.none_line]
     lines = [
@@ -63,7 +68,7 @@ def summary_lines(found: Findings, limit: int = SUMMARY_LINES) -> list[str]:
     ]
     more = len(found.findings) - limit
     if more > 0:
-        lines.append(f"... and {more} more finding(s): collector compare or collector report")
+        lines.append(f"... and {more} more finding(s): {more_from}")
     return lines
 
 

@@ -21,6 +21,10 @@ from fwbench.collector.analysis.answers import (
     repeated_phrases,
     with_decisions,
 )
+from fwbench.collector.analysis.answers.found import grouped
+from fwbench.collector.analysis.answers.glance import HEADERS as GLANCE_HEADERS
+from fwbench.collector.analysis.answers.glance import glance
+from fwbench.collector.analysis.answers.glance import markdown_lines as glance_markdown
 from fwbench.collector.analysis.compare import compare_to_baseline
 from fwbench.collector.analysis.comparison import ComparisonSet
 from fwbench.collector.analysis.contenders import RunData, contenders
@@ -29,6 +33,7 @@ from fwbench.collector.analysis.decisions import (
     SEQUENTIAL_NOTE,
     decision_rows,
     decisions_caption,
+    rounds_line,
     stored_decisions,
 )
 from fwbench.collector.analysis.findings import EVIDENCE_HEADERS, evidence_cells, find
@@ -114,6 +119,7 @@ def _decisions(metadata: dict[str, Any]) -> dict[str, Any] | None:
         return None
     return {
         "baseline": decided["baseline"],
+        "rounds": rounds_line(decided),
         "caption": decisions_caption(decided),
         "note": SEQUENTIAL_NOTE,
         "headers": list(DECISION_HEADERS),
@@ -161,8 +167,13 @@ def _context(
     opening = [f"## {title}", "", nothing] if nothing else markdown_answers(found)
     notes, said = footnoted([row[-1] for row in comparison_rows], repeated_phrases(decided))
     comparison_rows = [[*row[:-1], note] for row, note in zip(comparison_rows, notes, strict=True)]
+    view = glance(result, decided)
     return {
         "answers": found,
+        "answer_lines": grouped(found.decided),
+        "glance": view,
+        "glance_headers": GLANCE_HEADERS,
+        "glance_markdown": "\n".join(glance_markdown(view)[2:]).strip(),
         "answers_markdown": "\n".join(opening).strip(),
         "nothing_to_compare": nothing,
         "run_id": run.run_id,
