@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -171,8 +172,12 @@ def test_a_full_disk_under_the_run_folder_stops_the_run_and_keeps_the_store(
     assert len(rows) >= 2  # the cell whose folder write failed was committed to the store
     # The run's end had room (the folder's reserve): run.json says how it ended, and the
     # folder's tables were rewritten from the store.
-    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+    metadata = json.loads((out / "run.json").read_text())
+    assert metadata["status"] == "failed"
     assert len(rows) == len(folder_rows(out)) and not (out / ".reserve").exists()
+    # run.json counts the cells the store and the folder hold, the last one included (its
+    # folder write failed after the store committed it).
+    assert metadata["statuses"] == dict(Counter(row["status"] for row in rows)), metadata
 
     filler.unlink()
     resumed = _collector(store, "run", "--resume", run_id, cwd=tmp_path)

@@ -5,7 +5,7 @@ cell's call (call.py) reads it as the run's loop (execute.py) does."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pandas as pd
@@ -43,7 +43,6 @@ class RunContext:
     scrape_interval_seconds: float | None = None
     # Seconds without a heartbeat before an agent counts as hung (liveness.py); None = never.
     hang_timeout_seconds: float | None = HANG_SECONDS
-    statuses: dict[str, int] = field(default_factory=dict)
     # Planned cell numbers already recorded (a resumed run): not run again.
     skip: frozenset[int] = frozenset()
     # Measuring until decided (decide.py): the round whose repetition this is (each round a

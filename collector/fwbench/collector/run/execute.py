@@ -148,7 +148,6 @@ def _finish(
     telemetry: pd.DataFrame | None = None,
 ) -> None:
     ctx.recorder.record(row, samples, telemetry)
-    ctx.statuses[row["status"]] = ctx.statuses.get(row["status"], 0) + 1
     ctx.display.cell_finished(agent, row)
 
 

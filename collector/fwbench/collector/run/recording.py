@@ -3,8 +3,10 @@ run folder refreshed; the run's end recorded in both; the agents' logs moved int
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from fwbench.collector.run.metadata import now
 from fwbench.collector.run.normalize import RunCeilings
 from fwbench.collector.store.database import PersistenceError, ResultStore
 from fwbench.collector.store.folder import RunFolder
+from fwbench.collector.store.tables import StorageUnusable
 
 # The run folder's raw tables (samples, telemetry) are rewritten at most this often during a
 # run, and at its end: rewriting them after every cell costs time that grows with the run.
@@ -28,7 +31,8 @@ class Recorder:
     run folder: results after every cell, raw tables at most every RAW_TABLES_INTERVAL_SECONDS
     (and always at the end of the run, sync()). A row that raised a ceiling (RunCeilings)
     has every row of the run given its ceiling columns again, the raised calibration written
-    into the run's metadata and this host's cached calibration."""
+    into the run's metadata and this host's cached calibration. `statuses` counts the rows
+    committed (a resumed run's kept rows first), whatever the folder's write did after."""
 
     def __init__(
         self,
@@ -37,8 +41,10 @@ class Recorder:
         folder: RunFolder,
         ceilings: RunCeilings | None = None,
         metadata: dict[str, Any] | None = None,
+        statuses: dict[str, int] | None = None,
     ) -> None:
         self.run_id, self.store, self.folder = run_id, store, folder
+        self.statuses: dict[str, int] = dict(statuses or {})
         self.ceilings, self.metadata = ceilings, metadata
         self.raw_written = time.monotonic()
 
@@ -55,6 +61,7 @@ class Recorder:
         except PersistenceError as error:
             kept = self._keep_unsaved(row, samples_ns, telemetry, str(error))
             raise PersistenceError(f"{error}; {kept}") from error
+        self.statuses[row["status"]] = self.statuses.get(row["status"], 0) + 1
         if raised:
             self._ceiling_raised()
         self.folder.write_results(self.store.results(self.run_id))
@@ -101,6 +108,21 @@ class Recorder:
         except OSError as error:
             print(f"warning: the raised ceiling was not cached: {error}", file=sys.stderr)
 
+    def recorded_statuses(self) -> dict[str, int]:
+        """How many of the run's rows the store holds, by status: the one record run.json's
+        counts and the folder's tables (sync) are taken from; the count of commits only when
+        the store cannot be read (said on stderr)."""
+        try:
+            rows = self.store.rows(self.run_id)
+        except (sqlite3.Error, StorageUnusable) as error:
+            print(
+                f"warning: run.json's statuses are this collector's count of the rows it "
+                f"committed: the store could not be read back ({error})",
+                file=sys.stderr,
+            )
+            return dict(self.statuses)
+        return dict(sorted(Counter(str(row["status"]) for row in rows).items()))
+
     def sync(self) -> None:
         """Rewrites every table of the folder from the store (an interrupt can land between a
         row's commit and the folder's rewrite)."""
@@ -123,7 +145,6 @@ def run_status(statuses: dict[str, int], planned: int, interrupted: bool, escape
 def finish_run(
     recorder: Recorder,
     metadata: dict[str, Any],
-    statuses: dict[str, int],
     planned: int,
     interrupted: bool,
     escaped: str,
@@ -131,10 +152,13 @@ def finish_run(
     """Records the run's end in the store, then in run.json, then the folder's tables, each as
     far as it can, with the folder's reserve given back first (folder.py: room on a disk that
     filled). A write that fails here is reported on stderr, never in place of the error that
-    ended the run. A store that cannot record the end leaves the run `running`, which
-    `collector results` shows as interrupted once this collector is gone, and `--resume`
-    finishes; a run.json that cannot be written is named, the store's record standing."""
+    ended the run. The counts of statuses are what the store holds (recorded_statuses), never a
+    tally a failed write could leave short. A store that cannot record the end leaves the run
+    `running`, which `collector results` shows as interrupted once this collector is gone, and
+    `--resume` finishes; a run.json that cannot be written is named, the store's record
+    standing."""
     store, folder = recorder.store, recorder.folder
+    statuses = recorder.recorded_statuses()
     status = run_status(statuses, planned, interrupted, escaped)
     metadata.update(finished_at=now(), statuses=dict(statuses), status=status)
     if escaped:

@@ -248,7 +248,9 @@ def _measure(
     except BaseException:
         folder.release()
         raise
-    recorder = Recorder(run_id, store, folder, RunCeilings(catalogue, calibration), metadata)
+    kept = kept_statuses(resume) if resume else {}
+    ceilings = RunCeilings(catalogue, calibration)
+    recorder = Recorder(run_id, store, folder, ceilings, metadata, kept)
     todo: dict[str, int] = {item.handle.name: 0 for item in work}
     for index, (name, _, _) in enumerate(order):
         todo[name] += index not in skip
@@ -261,7 +263,6 @@ def _measure(
         options.limits.cell_timeout_seconds,
         options.telemetry.scrape_interval_seconds,
         options.limits.hang_timeout_seconds,
-        statuses=kept_statuses(resume) if resume else {},
         skip=skip,
         interference_threshold=options.telemetry.interference_threshold,
         quiet_host_seconds=options.telemetry.quiet_host_seconds,
@@ -290,6 +291,6 @@ def _measure(
         if decisions is not None:
             metadata["until_decided"] = decisions.record()
             planned = ctx.next_index  # what the rounds scheduled
-        finish_run(recorder, metadata, ctx.statuses, planned, interrupted, escaped)
-    decided = metadata.get("until_decided")
-    return RunSummary(run_id, out_dir, ctx.statuses, interrupted, metadata["status"], decided)
+        finish_run(recorder, metadata, planned, interrupted, escaped)
+    statuses, decided = metadata["statuses"], metadata.get("until_decided")
+    return RunSummary(run_id, out_dir, statuses, interrupted, metadata["status"], decided)
