@@ -25,7 +25,7 @@ from fwbench.collector.agents.environments import EnvironmentBuildError
 from fwbench.collector.agents.specs import AgentSpecError
 from fwbench.collector.cli import app
 from fwbench.collector.cli.common import EXIT_CODES, ExitCode, exit_code, known_errors
-from fwbench.collector.store import PersistenceError
+from fwbench.collector.store import PersistenceError, ResultStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,6 +83,7 @@ def test_without_docker_agents_lists_the_manifests_and_says_images_were_not(
 
 
 def test_results_json_in_an_empty_store_is_an_empty_list(tmp_path: Path) -> None:
+    ResultStore(tmp_path / "s.sqlite").close()  # a missing one is refused (test_missing_store)
     done = collector("results", "--json", "--store", str(tmp_path / "s.sqlite"))
     assert done.returncode == 0 and json.loads(done.stdout) == []
 

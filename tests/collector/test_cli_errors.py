@@ -82,7 +82,6 @@ CASES: dict[str, Case] = {
         files=(("manifests/bad.toml", BAD_MANIFEST),),
     ),
     "results-unknown-run": Case(("results", "NOPE"), stored_run=True),
-    "results-empty-store": Case(("results",)),
     "results-list": Case(("results",), stored_run=True),
     "results-export-xlsx": Case(("results", RUN_ID, "--export", "x.xlsx"), stored_run=True),
     **{
@@ -288,13 +287,6 @@ def test_cli_results_unknown_run(outcomes: dict[str, Outcome]) -> None:
     line = error_line(outcomes["results-unknown-run"].done)
     assert "no run 'NOPE'" in line
     assert "`collector results` lists the runs" in line
-
-
-def test_cli_results_lists_nothing_in_empty_store(outcomes: dict[str, Outcome]) -> None:
-    done = outcomes["results-empty-store"].done
-    assert done.returncode == 0, done.stderr
-    assert done.stderr == ""
-    assert RUN_ID not in done.stdout
 
 
 def test_cli_results_lists_stored_run(outcomes: dict[str, Outcome]) -> None:

@@ -6,6 +6,7 @@ starts (store/integrity.py); a store is made whole or not at all; reading makes 
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -94,9 +95,10 @@ def test_a_stored_text_that_is_not_json_is_a_damaged_store(tmp_path: Path) -> No
         ResultStore(path, create=False).rows(f"{RUN}0")
 
 
-def test_reading_a_missing_store_makes_nothing(tmp_path: Path) -> None:
+def test_reading_a_missing_store_is_refused_and_makes_nothing(tmp_path: Path) -> None:
     path = tmp_path / "none" / "store.sqlite"
-    assert ResultStore(path, create=False).runs().empty
+    with pytest.raises(StorageUnusable, match=re.escape(f"store {path}: there is no such file")):
+        ResultStore(path, create=False)
     assert not path.parent.exists()
 
 

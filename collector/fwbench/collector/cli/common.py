@@ -185,8 +185,9 @@ R = TypeVar("R")
 
 def reads_store(command: Callable[P, R]) -> Callable[P, R]:
     """A command that reads the store (its `store` option): a store that cannot be read
-    (damaged, not a store) ends it with one line that says so, naming the file and SQLite's
-    reason, exit 2; never a traceback."""
+    (missing: a mistyped path never reads as a store without runs; damaged, not a store) ends
+    it with one line that says so, naming the file and the reason, exit 2; never a traceback.
+    Nothing is made where the store is missing (ResultStore(create=False))."""
 
     @functools.wraps(command)
     def reading(*args: P.args, **kwargs: P.kwargs) -> R:

@@ -30,6 +30,10 @@ from fwbench.spec import settings
 
 STORE_VARIABLE = settings.STORE
 TELEMETRY_COLUMNS = ("cell", "time", "metric", "label", "value")
+MISSING = (
+    "there is no such file (is --store or $FWBENCH_STORE mistyped?); `collector run` makes a "
+    "store where none is"
+)
 
 
 class PersistenceError(RuntimeError):
@@ -54,18 +58,17 @@ class ResultStore:
 
     def __init__(self, path: Path, create: bool = True) -> None:
         """Opens the store at `path`: to write (`create`), made whole when missing; else to
-        read only, a missing store reading as empty with nothing made. A file that is not an
-        fwbench store (empty, another database, damaged) raises StorageUnusable either way."""
+        read only, nothing made: a missing store raises StorageUnusable naming the path (a
+        mistyped --store must not read as a store without runs), as does a file that is not
+        an fwbench store (empty, another database, damaged) either way."""
         self.path = path
         what = f"cannot {'use' if create else 'read'} the results store {path}"
         with saving(str(path)):
             if create and not path.exists():
                 create_store(path)
-        if create or path.exists():
-            self._db = connect_existing(path, what)
-        else:
-            self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-            self._db.executescript(TABLES)
+        if not create and not path.exists():
+            raise StorageUnusable(f"{what}: {MISSING}")
+        self._db = connect_existing(path, what)
         if create:
             with saving(str(path)):
                 self._db.execute("PRAGMA journal_mode=WAL")
