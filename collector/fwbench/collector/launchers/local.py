@@ -33,6 +33,7 @@ from fwbench.collector.launchers.base import (
 )
 from fwbench.collector.launchers.options import LauncherOptions
 from fwbench.collector.launchers.python_options import PythonOptions
+from fwbench.collector.launchers.reaping import stop_process
 from fwbench.spec import startup
 
 # How long close() waits for abandoned starts to stop their processes (SIGTERM, then SIGKILL
@@ -69,14 +70,8 @@ class ProcessAgent(AgentHandle):
 
     def stop(self, grace_seconds: float = 10.0) -> None:
         self.client.close()
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.terminate()
-        try:
-            self.process.wait(grace_seconds)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        if self.process is not None:  # never waits without limit (reaping.py)
+            stop_process(self.process, self.name, grace_seconds)
 
     def identity(self) -> dict[str, Any]:
         return {
