@@ -52,7 +52,7 @@ EXIT_CODES: dict[str, ExitCode] = {
     "fwbench.collector.agents.environments.EnvironmentBuildError": ExitCode.NOT_STARTED,
     "fwbench.collector.agents.existing.EnvironmentUnsuitable": ExitCode.NOT_STARTED,
     "fwbench.collector.agents.locks.LockError": ExitCode.NOT_STARTED,
-    "fwbench.collector.images.build.ImageBuildError": ExitCode.NOT_STARTED,
+    "fwbench.collector.images.errors.ImageBuildError": ExitCode.NOT_STARTED,
     "fwbench.collector.agents.docker_engine.DockerUnavailable": ExitCode.NOT_STARTED,
     "fwbench.collector.store.owner.ResumeRefused": ExitCode.NOT_STARTED,
     "fwbench.collector.agents.security.SecurityError": ExitCode.NOT_STARTED,

@@ -1,4 +1,5 @@
-"""Agent images: build them from manifests (`collector images build`), find them, list them.
+"""Agent images: build them from manifests (`collector images build`), find them, list them;
+the base each is built on: images/bases.py.
 
 An image is tagged fwbench/NAME:latest and labelled with a build key (Dockerfile, requirements,
 agent sources, base image): an image whose key differs from the manifest's is stale, and the
@@ -14,11 +15,8 @@ import json
 import os
 import shutil
 import subprocess
-import threading
-import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import docker
 import docker.errors
@@ -29,7 +27,12 @@ from fwbench.collector.agents.docker_engine import ImageInfo
 from fwbench.collector.agents.image_labels import SCHEMA_LABEL
 from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
-from fwbench.collector.images.dockerfile import IMAGES_DIR, base_image, dockerfile_for
+from fwbench.collector.images.bases import BASE_IMAGE_VARIABLE as BASE_IMAGE_VARIABLE
+from fwbench.collector.images.bases import find_image as find_image
+from fwbench.collector.images.bases import found_base, present_base
+from fwbench.collector.images.bases import resolve_base as resolve_base
+from fwbench.collector.images.dockerfile import IMAGES_DIR, dockerfile_for
+from fwbench.collector.images.errors import ImageBuildError as ImageBuildError
 from fwbench.collector.images.local_base import LOCAL_BASE_IMAGE as LOCAL_BASE_IMAGE
 from fwbench.collector.images.wheelhouse import (
     WheelhouseError,
@@ -41,83 +44,12 @@ from fwbench.collector.images.wheelhouse import (
 from fwbench.spec import settings
 
 IMAGE_REPOSITORY = "fwbench"
-BASE_IMAGE_VARIABLE = settings.BASE_IMAGE
 DOCKER_CLI_VARIABLE = settings.DOCKER_CLI
 BUILD_KEY_LABEL = "fwbench.build-key"
 
 
-class ImageBuildError(RuntimeError):
-    """An image could not be built; the message says why and where the log is."""
-
-
 def image_tag(manifest: AgentManifest) -> str:
     return f"{IMAGE_REPOSITORY}/{manifest.name}:latest"
-
-
-def find_image(client: docker.DockerClient, tag: str) -> ImageInfo | None:
-    try:
-        return ImageInfo.of(client.images.get(tag), tag)
-    except docker.errors.ImageNotFound:
-        return None
-
-
-# What each collector command found of its bases, per Docker client (one a command): {(the base
-# asked for, for a GPU agent?): (the reference to build on, its image id), or why there is
-# none}. Agents start again each --repeat round: asking again would inspect the base each
-# time, and try again to pull one that cannot be pulled (no registry) each time.
-_Found = tuple[str, str] | ImageBuildError
-_BASES: weakref.WeakKeyDictionary[Any, dict[tuple[str, bool], _Found]] = weakref.WeakKeyDictionary()
-_BASES_LOCK = threading.Lock()
-
-
-def resolve_base(
-    client: docker.DockerClient, manifest: AgentManifest, report: Callable[[str], None]
-) -> str:
-    """The base to build on: $FWBENCH_BASE_IMAGE, else the Dockerfile's default, pulled when
-    missing; where it cannot be pulled, the local Debian base when there is one. Looked for
-    once per client (and so per collector command): later calls get the same answer."""
-    return _base(client, manifest, report)[0]
-
-
-def _base(
-    client: docker.DockerClient, manifest: AgentManifest, report: Callable[[str], None]
-) -> tuple[str, str]:
-    """(the base to build on, its image id), found once per client; raises ImageBuildError."""
-    asked = (os.environ.get(BASE_IMAGE_VARIABLE) or base_image(manifest), manifest.requires_gpu)
-    with _BASES_LOCK:  # agents starting side by side on one base: one pull, not one each
-        known = _BASES.setdefault(client, {})
-        if asked not in known:
-            try:
-                known[asked] = _find_base(client, *asked, report)
-            except ImageBuildError as error:
-                known[asked] = error
-        found = known[asked]
-    if isinstance(found, ImageBuildError):
-        raise ImageBuildError(str(found))
-    return found
-
-
-def _find_base(
-    client: docker.DockerClient, wanted: str, gpu: bool, report: Callable[[str], None]
-) -> tuple[str, str]:
-    found = find_image(client, wanted)
-    if found is None:
-        try:
-            report(f"pulling {wanted}")
-            client.images.pull(wanted)
-            found = find_image(client, wanted)
-        except docker.errors.DockerException as error:
-            local = None if gpu else find_image(client, LOCAL_BASE_IMAGE)
-            if local is None:
-                raise ImageBuildError(
-                    f"base image {wanted} is not here and cannot be pulled ({error}); on a "
-                    f"host without a registry make one with `collector images base` and set "
-                    f"{BASE_IMAGE_VARIABLE}={LOCAL_BASE_IMAGE}"
-                ) from None
-            report(f"cannot pull {wanted}; building on {LOCAL_BASE_IMAGE}")
-            return LOCAL_BASE_IMAGE, local.id
-    # By registry digest where it came from a registry (pinned): the build uses what was checked.
-    return (found.digest or wanted, found.id) if found else (wanted, "")
 
 
 def build_key(manifest: AgentManifest, base: str, base_id: str) -> str:
@@ -144,15 +76,20 @@ def ensure_image(
     force: bool = False,
 ) -> ImageInfo:
     """The agent's current image, built first when missing or stale (minutes on first use;
-    seconds when only the agent's sources changed). Safe to call from several threads or
-    collectors at once: they take turns on a lock per agent. Raises ImageBuildError."""
+    seconds when only the agent's sources changed). A current image is used as it is: its
+    base is what is here (present_base), nothing pulled or said; only a build looks for its
+    base in a registry (images/bases.py). Safe to call from several threads or collectors at
+    once: they take turns on a lock per agent. Raises ImageBuildError."""
     contexts = wheelhouse_root().parent / "image-context"
     contexts.mkdir(parents=True, exist_ok=True)
     with FileLock(contexts / f"{manifest.name}.lock"):
-        base, base_id = _base(client, manifest, report)
+        found = None if force else find_image(client, image_tag(manifest))
+        here = present_base(client, manifest) if found else None
+        if found and here and found.labels.get(BUILD_KEY_LABEL) == build_key(manifest, *here):
+            return found
+        base, base_id = found_base(client, manifest, report)
         key = build_key(manifest, base, base_id)
-        found = find_image(client, image_tag(manifest))
-        if found and found.labels.get(BUILD_KEY_LABEL) == key and not force:
+        if found and found.labels.get(BUILD_KEY_LABEL) == key:
             return found
         report(f"building image {image_tag(manifest)} on {base}")
         return _build(client, manifest, base, key, report)
