@@ -155,13 +155,15 @@ def test_resume_after_ctrl_c_measures_the_cancelled_cell_again(tmp_path: Path) -
 
 def test_resume_refuses_unknown_runs_and_runs_of_changed_agents(tmp_path: Path) -> None:
     unknown = _collector(tmp_path, "run", "--resume", "20250101-000000-dead")
-    assert unknown.returncode == 2 and "no run '20250101-000000-dead'" in unknown.stderr
+    assert unknown.returncode == 2 and "there is no such file" in unknown.stderr  # no store yet
     out = tmp_path / "run"
     process = _start(tmp_path, out)
     _waitfolder_rows(process, out, 1)
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     run_id = json.loads((out / "run.json").read_text())["run_id"]
+    unknown = _collector(tmp_path, "run", "--resume", "20250101-000000-dead")
+    assert unknown.returncode == 2 and "no run '20250101-000000-dead'" in unknown.stderr
     # The agent is rebuilt as another variant: its rows would not compare with the kept ones.
     manifest = tmp_path / "agents" / "manifests" / "steady.toml"
     manifest.write_text(manifest.read_text().replace('variant = "cpu"', 'variant = "other"'))
