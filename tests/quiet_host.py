@@ -9,7 +9,12 @@ Every other timing-sensitive test holds whatever else the host runs (marked `tim
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from suite_clock import cpu_shares, cpu_times
@@ -35,3 +40,26 @@ def require_quiet_host(seconds: float = 2.0) -> None:
             f"the {seconds:g} s before it (steal {shares['steal']:.0%}; the limit "
             f"{BUSY_LIMIT:.0%}); `make test` runs it alone after the rest"
         )
+
+
+class Hog:
+    """One spinning process per CPU of this machine, until stopped."""
+
+    def __init__(self) -> None:
+        count = len(os.sched_getaffinity(0))
+        spin = "while True: pass"
+        self.processes = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(count)]
+
+    def stop(self) -> None:
+        for process in self.processes:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def hog() -> Iterator[Hog]:
+    running = Hog()
+    try:
+        yield running
+    finally:
+        running.stop()

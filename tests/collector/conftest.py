@@ -50,6 +50,7 @@ def synthetic_row(
         "params": json.dumps({"m": 8}),
         "items_per_sample": batch,
         "status": "ok",
+        "interfered": False,  # judged, and not (test_interference_unknown.py: unjudged rows)
         **extra,
     }
 

@@ -69,6 +69,7 @@ def test_names_and_figures_are_never_cut_and_left_out_columns_are_named() -> Non
         "cpu_system_percent": 3.0,
         "host_iowait_percent": 0.0,
         "others_cpu_percent": 2.0,
+        "interfered": False,
         "rss_peak_bytes": 600 * 2**20,
         "peak_fraction": 0.25,
     }

@@ -9,17 +9,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from collector_cli import COLLECTOR, collector
 from fake_agent import write_fake_agents
-from quiet_host import require_quiet_host
+from quiet_host import hog, require_quiet_host
 
 # Each test makes interference of its own; the three whose premise is an idle host check it
 # first and skip, saying what they saw, on a busy one (quiet_host.py).
@@ -38,29 +35,6 @@ CELLS = (
     "--min-seconds",
     "0.3",
 )
-
-
-class Hog:
-    """One spinning process per CPU of this machine, until stopped."""
-
-    def __init__(self) -> None:
-        count = len(os.sched_getaffinity(0))
-        spin = "while True: pass"
-        self.processes = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(count)]
-
-    def stop(self) -> None:
-        for process in self.processes:
-            process.kill()
-            process.wait()
-
-
-@contextmanager
-def hog() -> Iterator[Hog]:
-    running = Hog()
-    try:
-        yield running
-    finally:
-        running.stop()
 
 
 def _run_command(tmp_path: Path, *extra: str) -> tuple[list[str], Path]:

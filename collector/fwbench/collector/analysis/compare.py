@@ -40,6 +40,7 @@ from fwbench.collector.analysis.contenders import (
     failed_note,
     interfered_note,
     otherwise_note,
+    unknown_note,
 )
 from fwbench.collector.analysis.efficiency import scaling_factor, world_shapes
 from fwbench.collector.analysis.history import (
@@ -92,6 +93,7 @@ def _compare(
     earlier = base.agent if base.agent != other.agent else f"run {baseline_label}'s {base.agent}"
     sides = ((other.agent, other), (earlier, base))
     left_out = [note for note in (interfered_note(name, side) for name, side in sides) if note]
+    left_out += [note for note in (unknown_note(name, side) for name, side in sides) if note]
     notes = [*notes, *left_out]
     if not (base.clean and other.clean):
         evidence = INTERFERED

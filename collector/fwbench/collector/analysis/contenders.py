@@ -26,6 +26,7 @@ from fwbench.collector.stats.failures import FAILED, failure_text
 from fwbench.collector.stats.samples import is_noisy
 from fwbench.collector.store import ResultStore
 from fwbench.collector.store.cell_key import KEY_COLUMNS, CellKey, clean
+from fwbench.collector.store.interference_columns import UNKNOWN, UNKNOWN_WHY, interference_unknown
 
 
 class ComparisonError(ValueError):
@@ -82,6 +83,9 @@ class Contender:
     # unless every process was (`clean` False: the groups are theirs, never to be called).
     interfered: tuple[str, ...] = ()
     clean: bool = True
+    # How many of its processes here could not be judged for interference (their agent
+    # exported no affinity series, or nothing was scraped): kept, and the verdict says so.
+    unknown: int = 0
 
     @property
     def first_cell(self) -> int:
@@ -149,6 +153,15 @@ def otherwise_note(agent: str, contender: Contender) -> str:
     return f"{count} of {agent}'s {total} processes ran otherwise than asked ({last})"
 
 
+def unknown_note(agent: str, contender: Contender) -> str:
+    """What a note says of a contender's processes whose interference is unknown."""
+    if not contender.unknown:
+        return ""
+    count, total = contender.unknown, len(contender.groups)
+    which = f"all {count}" if count == total else f"{count} of {total}"
+    return f"{UNKNOWN} for {which} of {agent}'s processes here: {UNKNOWN_WHY}"
+
+
 def interfered_note(agent: str, contender: Contender) -> str:
     """What a note says of a contender's interfered processes; "" when none was."""
     if not contender.interfered:
@@ -169,6 +182,7 @@ def contenders(run: RunData) -> list[Contender]:
     found: dict[tuple[str, str, CellKey], list[tuple[int, FloatArray]]] = {}
     spoiled: dict[tuple[str, str, CellKey], list[tuple[int, FloatArray, str]]] = {}
     otherwise: dict[tuple[str, str, CellKey], list[str]] = {}
+    unknown: dict[tuple[str, str, CellKey], int] = {}
     ok = run.results[run.results["status"] == "ok"].sort_values("cell")
     for row in ok.to_dict("records"):
         values = by_cell.get(int(row["cell"]))
@@ -185,6 +199,7 @@ def contenders(run: RunData) -> list[Contender]:
             found.setdefault(side, []).append((int(row["cell"]), values))
         if clean(row.get("settings_mismatch")):
             otherwise.setdefault(side, []).append(row["settings_mismatch"])
+        unknown[side] = unknown.get(side, 0) + interference_unknown(row)
     found_contenders = []
     for (agent, mode, key), groups in found.items():
         # A failed row holds the mode asked for: "" (the agent's default) or a name.
@@ -205,6 +220,7 @@ def contenders(run: RunData) -> list[Contender]:
                 asked,
                 tuple(why for _, _, why in left_out),
                 clean=bool(groups),
+                unknown=unknown.get((agent, mode, key), 0),
             )
         )
     return found_contenders

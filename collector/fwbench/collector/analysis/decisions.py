@@ -10,6 +10,7 @@ from typing import Any
 
 from fwbench.collector.stats.sequential import MARGIN_GIVEN, MAX_HISTORY_MARGIN
 from fwbench.collector.stats.significance import DEFAULT_MARGIN, EQUIVALENT, FASTER, SLOWER
+from fwbench.collector.store.interference_columns import UNKNOWN, UNKNOWN_WHY
 
 DECISION_HEADERS = ("cell", "agent", "against", "speedup", "interval", "processes", "verdict")
 SEQUENTIAL_NOTE = (
@@ -121,4 +122,7 @@ def decision_reasons(q: dict[str, Any]) -> list[str]:
     elif q["verdict"] != EQUIVALENT:  # an equivalence's verdict says its margin
         source = f"margin ±{margin:.1%} {source}"
     why = [part for part in str(q.get("why") or "").split("; ") if part]
+    unknown = q.get("interference_unknown") or 0  # runs from 2026-12-06 on
+    if unknown:
+        why.append(f"{UNKNOWN} for {unknown} of the processes it rests on: {UNKNOWN_WHY}")
     return [w for w in (*why, source, q.get("arithmetic"), q.get("kernel")) if w]

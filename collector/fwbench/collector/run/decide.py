@@ -23,19 +23,17 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import numpy as np
 
-from fwbench.collector.agents.arithmetic import arithmetic, difference
+from fwbench.collector.agents.arithmetic import difference
 from fwbench.collector.agents.families import FAMILY, describe_triples, family_baselines
-from fwbench.collector.agents.kernel_time import compared, kernel_lead, kernel_share
+from fwbench.collector.agents.kernel_time import compared, kernel_lead
 from fwbench.collector.run.context import RunContext
 from fwbench.collector.run.execute import run_all
-from fwbench.collector.run.plan import Cell
+from fwbench.collector.run.observations import Observations
 from fwbench.collector.run.questions import DecideSettings, Decisions, Question
 from fwbench.collector.run.work import AgentWork
-from fwbench.collector.stats.failures import FAILED, FAILED_NOTE, OTHERWISE_NOTE, failure_text
 from fwbench.collector.stats.margins import SpreadOf, margin_for
 from fwbench.collector.stats.needed import repetitions_needed, would_decide
 from fwbench.collector.stats.sequential import alpha_between, look, spent_fraction
@@ -92,41 +90,8 @@ def run_until_decided(
     settings = decisions.settings
     planned = {id(item): list(item.cells) for item in work}
     decisions.questions = questions_for(work, settings.baseline)
-    groups: dict[tuple[str, str, CellKey], list[np.ndarray]] = {}
-    ran: dict[tuple[str, str, CellKey], dict[str, str]] = {}  # each side's float32 arithmetic
-    kernel: dict[tuple[str, str, CellKey], list[float]] = {}  # each side's processes' kernel shares
-    spreads: dict[tuple[str, str, CellKey], ProcessSpread | None] = {}
-    # Each side's processes that cannot stand in a verdict (stats/failures.py): what happened,
-    # and why that stops its comparisons.
-    lost: dict[tuple[str, str, CellKey], list[tuple[str, str]]] = {}
-    # Each side's interfered processes, left out: why, each.
-    spoiled: dict[tuple[str, str, CellKey], list[str]] = {}
-
-    def observe(cell: Cell, row: dict[str, Any], samples: Sequence[int]) -> None:
-        said, process = "", f"{cell.agent}'s process in round {ctx.round + 1}"
-        if row["status"] == FAILED:
-            error = failure_text(row.get("error_code"), row.get("error"))
-            said, why = f"{process} failed ({error})", FAILED_NOTE
-        elif row["status"] == "ok" and row.get("settings_mismatch"):
-            said = f"{process} ran otherwise than asked ({row['settings_mismatch']})"
-            why = OTHERWISE_NOTE
-        if said:
-            lost.setdefault((cell.agent, cell.mode, cell.key), []).append((said, why))
-        if row["status"] == "ok" and bool(row.get("interfered")):
-            side = (cell.agent, cell.mode, cell.key)
-            spoiled.setdefault(side, []).append(f"{process}: {row.get('interference')}")
-            return  # measured again next round, as though it had not run
-        if row["status"] == "ok" and len(samples):
-            sample = np.asarray(samples, dtype=np.float64) / 1e9
-            groups.setdefault((cell.agent, cell.mode, cell.key), []).append(sample)
-            ran.setdefault((cell.agent, cell.mode, cell.key), arithmetic(row.get("settings")))
-            if spread_of is not None and (cell.agent, cell.mode, cell.key) not in spreads:
-                spreads[(cell.agent, cell.mode, cell.key)] = spread_of(row)
-            share = kernel_share(row)
-            if share is not None:
-                kernel.setdefault((cell.agent, cell.mode, cell.key), []).append(share)
-
-    ctx.observe = observe
+    seen = Observations(lambda: ctx.round, spread_of)
+    ctx.observe = seen.observe
     started = time.monotonic()
     cells_last, first_ended = 0, 0.0
     for round_number in range(settings.max_rounds):
@@ -165,15 +130,18 @@ def run_until_decided(
             first_ended = time.monotonic()
         looks_time = settings.budget_seconds - (first_ended - started)
         elapsed = time.monotonic() - first_ended
-        _stop_failed(decisions, lost)
-        _look(decisions, groups, elapsed, max(looks_time, 1e-9), spreads, spoiled)
+        _stop_failed(decisions, seen.lost)
+        _look(decisions, seen.groups, elapsed, max(looks_time, 1e-9), seen.spreads, seen.spoiled)
     else:
         decisions.stopped = f"--repeat {settings.max_rounds}: the most rounds allowed"
     decisions.seconds = time.monotonic() - started
     for question in decisions.questions:
         sides = [(question.agent, question.mode), (question.against, question.against_mode)]
-        shares = [kernel.get((a, m, question.key), []) for a, m in sides]
-        left_out = [why for a, m in sides for why in spoiled.get((a, m, question.key), [])]
+        shares = [seen.kernel.get((a, m, question.key), []) for a, m in sides]
+        left_out = [why for a, m in sides for why in seen.spoiled.get((a, m, question.key), [])]
+        question.interference_unknown = sum(
+            seen.unknown.get((a, m, question.key), 0) for a, m in sides
+        )
         if left_out:
             question.interfered, question.interference = len(left_out), left_out[-1]
         if question.open:
@@ -186,8 +154,8 @@ def run_until_decided(
                 )
         elif question.verdict != UNDECIDED:  # decided: where its sides' CPU went, as compare
             question.kernel = compared(question.agent, shares[0], question.against, shares[1])
-        ours = ran.get((question.agent, question.mode, question.key), {})
-        theirs = ran.get((question.against, question.against_mode, question.key), {})
+        ours = seen.ran.get((question.agent, question.mode, question.key), {})
+        theirs = seen.ran.get((question.against, question.against_mode, question.key), {})
         question.arithmetic = difference(question.agent, ours, question.against, theirs)
 
 

@@ -44,6 +44,8 @@ class Question:
     # and the last one's reason.
     interfered: int = 0
     interference: str = ""
+    # Its sides' processes it rests on whose interference could not be judged.
+    interference_unknown: int = 0
 
     @property
     def open(self) -> bool:

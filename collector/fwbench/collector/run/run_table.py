@@ -21,6 +21,7 @@ from fwbench.collector.run.progress import (
     number_text,
     seconds_text,
 )
+from fwbench.collector.store.interference_columns import UNKNOWN, UNKNOWN_WHY, interference_unknown
 from fwbench.collector.store.reasons import reason_lines
 
 
@@ -200,6 +201,8 @@ def summary_table(results: pd.DataFrame, title: str) -> RunTable:
             "than --interference-threshold allows while they were timed (interference "
             "column): kept, and no verdict is made from them"
         )
+    if unknown := sum(interference_unknown(row) for row in records):
+        captions.append(f"? {unknown} cell(s): {UNKNOWN}: {UNKNOWN_WHY}")
     captions += reason_lines(records, title.removeprefix("run "))
     cells = [(header, [str(show(row)) for row in records]) for header, show in columns]
     return RunTable(title, cells, captions)
@@ -211,4 +214,6 @@ def _status(row: Mapping[Any, Any]) -> str:
     text = accuracy_text(row) or "ok"
     mismatch = mismatch_text(row)
     text = f"{text} * {mismatch}" if mismatch else text
+    if interference_unknown(row):
+        return f"{text} ? {UNKNOWN}"
     return f"{text} ! interfered" if interference_text(row) else text

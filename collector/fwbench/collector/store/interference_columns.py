@@ -5,7 +5,24 @@ agents whose runtime does not export the affinity series."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from fwbench.collector.store.cell_key import clean
 from fwbench.collector.store.columns_base import Column
+
+# What a row whose interference could not be judged says, and why it could not be.
+UNKNOWN = "interference unknown"
+UNKNOWN_WHY = (
+    "nothing measured whether other processes took the agent's CPUs while it was timed (its "
+    "/metrics gave no fwbench_affinity_cpu_seconds_total, or --scrape-interval 0)"
+)
+
+
+def interference_unknown(row: Mapping[Any, Any]) -> bool:
+    """An ok row whose interference could not be judged: it may have been interfered."""
+    return row.get("status") == "ok" and clean(row.get("interfered")) is None
+
 
 INTERFERENCE_COLUMNS: tuple[Column, ...] = (
     Column(

@@ -29,6 +29,7 @@ from fwbench.collector.analysis.history import host_history, margin_histories
 from fwbench.collector.stats.significance import FASTER, SLOWER, UNDECIDED
 from fwbench.collector.store import PersistenceError, ResultStore
 from fwbench.collector.store.cell_key import CellKey, varying_params
+from fwbench.collector.store.interference_columns import UNKNOWN
 
 _Namer = Callable[[CellKey], str]
 FIXED_LEVEL_NOTE = "fixed-level test of the pooled rounds: not a question the run asked"
@@ -114,6 +115,7 @@ def _decided_line(q: dict[str, Any], decided: dict[str, Any], cell: _Namer) -> F
     where = cell(CellKey(*q["key"]))
     text = _sentence(agent, against, q["verdict"], where, within)
     text += ": " + _ratio(q["speedup"], q["ci_low"], q["ci_high"])
+    text += f" ({UNKNOWN})" if q.get("interference_unknown") else ""
     return Found(
         q["verdict"],
         text,
@@ -142,6 +144,8 @@ def _comparison_line(
     else:
         text = _sentence(agent, comparison.baseline, comparison.verdict, where, within, runs)
         text += ": " + _ratio(comparison.speedup, comparison.ci_low, comparison.ci_high)
+    if any(reason.startswith(UNKNOWN) for reason in comparison.reasons):
+        text += f" ({UNKNOWN})"
     if comparison.verdict_from == FIXED_LEVEL:
         text += f" ({FIXED_LEVEL_NOTE})"
     return Found(

@@ -12,6 +12,7 @@ from rich.text import Text
 from fwbench.collector.agents.families import FAMILY
 from fwbench.collector.analysis.comparison import NEVER_CALLED
 from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
+from fwbench.collector.store.interference_columns import UNKNOWN
 
 # Comparison.verdict_from in a run measured until decided.
 SEQUENTIAL, FIXED_LEVEL = "sequential", "fixed-level"
@@ -102,6 +103,8 @@ def grouped(decided: Sequence[Found]) -> list[tuple[str, str]]:
             f" to {max(figures):.2f}x" if f"{min(figures):.2f}" != f"{max(figures):.2f}" else ""
         )
         text = f"{agent} is {_RELATIONS[verdict]} {against} in {len(lines)} cells: {span}"
+        unknown = sum(f"({UNKNOWN})" in line.text for line in lines)
+        text += f" ({UNKNOWN} in {unknown})" if unknown else ""
         said.append((verdict, text))
     return said
 

@@ -24,6 +24,7 @@ from fwbench.collector.analysis.comparison import Comparison, ComparisonSet
 from fwbench.collector.analysis.efficiency import percent_interval
 from fwbench.collector.analysis.history import HISTORY_NOTE
 from fwbench.collector.stats.significance import EQUIVALENT
+from fwbench.collector.store.interference_columns import UNKNOWN
 
 HEADERS = ("cell", "agent", "speedup", "95% interval", "verdict", "notes")
 UNBOUNDED_RATIO = 100.0
@@ -52,6 +53,10 @@ _GENERAL = (
     (
         re.compile(r"^(margin \S+ )?from (.*?): one process of each side lies .*"),
         rf"margin from \2: how far apart one process of each side lay ({VERBOSE})",
+    ),
+    (
+        re.compile("^" + re.escape(UNKNOWN) + " for .*?: (.*)"),
+        UNKNOWN + r" for some of the processes compared: \1",
     ),
     (
         re.compile("^" + re.escape(HISTORY_NOTE) + ".*"),

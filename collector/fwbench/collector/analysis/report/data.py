@@ -14,6 +14,7 @@ from fwbench.collector.analysis.contenders import RunData, contenders, samples_b
 from fwbench.collector.stats.bootstrap import median_interval
 from fwbench.collector.stats.samples import sample_stats
 from fwbench.collector.store.cell_key import KEY_COLUMNS, clean
+from fwbench.collector.store.interference_columns import interference_unknown
 
 RESOURCE_COLUMNS = (
     "cpu_user_percent",
@@ -89,6 +90,7 @@ def row_statistics(run: RunData) -> pd.DataFrame:
                 "repetition": 0 if repetition is None or pd.isna(repetition) else repetition,
                 "peak_fraction": row.get("peak_fraction"),  # stored: the run's calibration
                 "interference": clean(row.get("interference")),  # run/interference.py
+                "interference_unknown": interference_unknown(row),
                 **stats,
             }
         )

@@ -10,6 +10,7 @@ import pandas as pd
 
 from fwbench.collector.analysis.contenders import RunData
 from fwbench.collector.analysis.report import data
+from fwbench.collector.store.interference_columns import UNKNOWN
 
 
 def _number(value: Any, template: str = "{:.4g}") -> str:
@@ -46,6 +47,7 @@ def statistics_rows(run: RunData) -> list[list[str]]:
                     for flag in (
                         "noisy" if row["noisy"] else "",
                         f"interfered: {row['interference']}" if row.get("interference") else "",
+                        UNKNOWN if row.get("interference_unknown") else "",
                     )
                     if flag
                 ),
