@@ -35,10 +35,12 @@ from fwbench.collector.analysis.answers.reasons import Groups, decision_reason
 from fwbench.collector.analysis.compare import compare_to_baseline
 from fwbench.collector.analysis.comparison import ONE_PROCESS_NOTE
 from fwbench.collector.analysis.contenders import RunData, load_run
+from fwbench.collector.analysis.decisions import stored_decisions
 from fwbench.collector.analysis.report import write_report
 from fwbench.collector.cli import app
 from fwbench.collector.stats.significance import SLOWER, UNDECIDED
 from fwbench.collector.store import ResultStore
+from fwbench.collector.verdicts.record import DecidedRun, Decision
 
 CONV = ("conv2d", "train", 8)
 GEMM = ("gemm", "train", 8)
@@ -147,7 +149,8 @@ def test_the_pooled_test_alone_would_leave_it_undecided(decided: RunData) -> Non
 
 
 def test_the_decision_is_the_verdict_of_the_comparison_it_covers(decided: RunData) -> None:
-    result = with_decisions(compare_to_baseline(decided, "fast"), decided.metadata["until_decided"])
+    record = stored_decisions(decided.metadata)
+    result = with_decisions(compare_to_baseline(decided, "fast"), record)
     by_agent = {c.agent: c for c in result.comparisons}
     slow = by_agent["slow"]
     assert (slow.verdict, slow.verdict_from) == (SLOWER, SEQUENTIAL)
@@ -157,9 +160,7 @@ def test_the_decision_is_the_verdict_of_the_comparison_it_covers(decided: RunDat
     # verdict, labelled.
     assert by_agent["slow#2"].verdict_from == FIXED_LEVEL
     # Asked the other way round, the same decision, inverted.
-    inverted = with_decisions(
-        compare_to_baseline(decided, "slow"), decided.metadata["until_decided"]
-    )
+    inverted = with_decisions(compare_to_baseline(decided, "slow"), record)
     fast = next(c for c in inverted.comparisons if c.agent == "fast")
     assert (fast.verdict, fast.verdict_from) == ("faster", SEQUENTIAL)
     assert fast.notes.startswith("sequential: 1.119x [1.033, 1.212]")
@@ -179,16 +180,18 @@ def test_a_rerun_of_days_is_not_suggested(decided: RunData) -> None:
         "repetitions": 5,
         "why": "--repeat 5: the most rounds allowed",
     }
-    groups = Groups()
-    groups.add(*decision_reason(twin, record, COMMAND), twin)
-    [group] = groups.said(record, COMMAND)
+    run, groups = DecidedRun.from_record(record), Groups()
+    stored = Decision.from_record(twin)
+    groups.add(*decision_reason(stored, run, COMMAND), stored)
+    [group] = groups.said(run, COMMAND)
     assert group.reason.startswith("the round limit (--repeat 5) came first; more than 100 ")
     assert group.command == "", group
     # Beside one a run could decide (0.93x [0.80, 1.08], 5 a side): the command is for that one,
     # and the other is said apart.
     near = {**twin, "agent": "slow", "speedup": 0.93, "ci_low": 0.80, "ci_high": 1.08}
-    groups.add(*decision_reason(near, record, COMMAND), near)
-    [group] = groups.said(record, COMMAND)
+    stored = Decision.from_record(near)
+    groups.add(*decision_reason(stored, run, COMMAND), stored)
+    [group] = groups.said(run, COMMAND)
     assert re.search(
         r"; about \d+ processes a side would likely decide 1 of them; 1 of them "
         r"would need more than 100 processes a side to decide them: too many to run",

@@ -1,4 +1,4 @@
-"""Whether two compared rows ran the same float32 arithmetic (agents/arithmetic.py)."""
+"""Whether two compared rows ran the same float32 arithmetic (verdicts/arithmetic.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 
-from fwbench.collector.agents.arithmetic import SAME_ARITHMETIC, arithmetic, by_cell, difference
+from fwbench.collector.verdicts.arithmetic import SAME_ARITHMETIC, arithmetic, by_cell, difference
 
 TF32 = {"float32_matmul": "tf32", "float32_conv": "tf32"}
 TORCH_DEFAULT = {"float32_matmul": "float32", "float32_conv": "tf32"}

@@ -1,11 +1,11 @@
-"""Which agent an agent is compared with in the family view (agents/families.py), and how an
+"""Which agent an agent is compared with in the family view (verdicts/families.py), and how an
 agent's own reason for not running a cell is made a bounded line (run/cell_choices.py)."""
 
 from __future__ import annotations
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.agents.families import family_baselines, left_out
 from fwbench.collector.run.cell_choices import MAX_REASON, unsupported
+from fwbench.collector.verdicts.families import family_baselines, left_out
 
 RUN = [
     ("tf-eigen", "tensorflow", None),

@@ -18,12 +18,12 @@ from typer.testing import CliRunner
 
 from fwbench.collector.analysis.compare import compare_to_baseline
 from fwbench.collector.analysis.contenders import RunData
-from fwbench.collector.analysis.decisions import decision_reasons
 from fwbench.collector.analysis.report import write_report
 from fwbench.collector.cli import app
 from fwbench.collector.run.run_table import summary_table
 from fwbench.collector.store import ResultStore
 from fwbench.collector.store.interference_columns import UNKNOWN, interference_unknown
+from fwbench.collector.verdicts.record import Decision
 
 CELL = ("gemm", "infer", 1)
 
@@ -90,7 +90,8 @@ def test_compare_and_the_report_say_the_verdict_rests_on_unjudged_rows(
 
 
 def test_a_sequential_decision_says_how_many_processes_were_unjudged() -> None:
-    decision = {"verdict": "faster", "why": "", "margin": 0.05, "margin_from": "--margin"}
-    assert not any(UNKNOWN in r for r in decision_reasons(decision))
-    said = decision_reasons({**decision, "interference_unknown": 4})
+    stored = {"key": ["gemm", "infer", 1, "float32", 0, "{}", ""], "agent": "a", "mode": ""}
+    stored |= {"against": "b", "against_mode": "", "verdict": "faster", "why": None}
+    assert not any(UNKNOWN in r for r in Decision.from_record(stored).reasons())
+    said = Decision.from_record({**stored, "interference_unknown": 4}).reasons()
     assert f"{UNKNOWN} for 4 of the processes it rests on" in said[0]

@@ -1,4 +1,4 @@
-"""What the agent processes' kernel time says about a comparison (agents/kernel_time.py): a
+"""What the agent processes' kernel time says about a comparison (verdicts/kernel_time.py): a
 lead for one left open, and a note on any comparison of `compare`."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from fwbench.collector.agents.kernel_time import by_cell, compared, kernel_lead, kernel_share
 from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
 from fwbench.collector.analysis.contenders import RunData
+from fwbench.collector.verdicts.kernel_time import by_cell, compared, kernel_lead, kernel_share
 
 
 def test_kernel_share_of_a_busy_cpu_process_only() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -33,6 +34,7 @@ from fwbench.collector.stats.sequential import (
 )
 from fwbench.collector.stats.significance import ALPHA, EQUIVALENT, FASTER, SLOWER, UNDECIDED
 from fwbench.collector.store.cell_key import CellKey
+from fwbench.collector.verdicts.record import DecidedRun, Decision
 
 ROUNDS = 12  # the most rounds: looks at 2 to 12 processes a side
 FLOOR, MARGIN = 0.03, 0.05
@@ -202,23 +204,20 @@ def test_a_budget_that_fits_fewer_rounds_spends_by_time() -> None:
     assert spent_fraction(3, planned) == pytest.approx((3 / 19) ** 3)  # rounds lead
     with pytest.raises(ValueError, match="a growing fraction"):
         alpha_between(0.5, 0.5)
-    decisions = {
-        "margin": 0.05,
-        "floor": 0.03,
-        "rounds": 9,
-        "seconds": 580.0,
-        "budget_seconds": 600.0,
-        "method": "m",
-        "max_rounds": 20,
-        "stopped": "budget: ...",
-        "decisions": [{"spent": 0.97}, {"spent": 0.5}, {"spent": 0.0}],
-    }
+    sides = {"key": ("gemm", "infer", 1, "float32", 0, "{}", ""), "agent": "a", "mode": ""}
+    sides |= {"against": "b", "against_mode": ""}
+    decisions = DecidedRun(
+        **{"margin": 0.05, "floor": 0.03, "rounds": 9, "seconds": 580.0, "method": "m"},
+        **{"budget_seconds": 600.0, "max_rounds": 20, "stopped": "budget: ..."},
+        decisions=tuple(Decision(**sides, spent=spent) for spent in (0.97, 0.5, 0.0)),
+    )
     assert "The looks spent up to 97% of each error budget" in decisions_caption(decisions)
-    assert "spent up to" not in decisions_caption({**decisions, "decisions": [{}]})
+    unspent = replace(decisions, decisions=(Decision(**sides),))
+    assert "spent up to" not in decisions_caption(unspent)
     # a run from 2026-11-27 on records the cube in its method, and its caption says so; older
     # runs keep the caption of the spending they used
     assert "by a look, the cube of the progress" not in decisions_caption(decisions)
-    cubed = decisions_caption({**decisions, "method": METHOD})
+    cubed = decisions_caption(replace(decisions, method=METHOD))
     assert "The looks spent up to 97% of each error budget: by a look, the cube" in cubed
 
 

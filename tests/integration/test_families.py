@@ -1,4 +1,4 @@
-"""Framework families end to end (agents/families.py), with agents whose difference the test
+"""Framework families end to end (verdicts/families.py), with agents whose difference the test
 controls (the sleeping fake plugin, told its framework and family by its environment):
 `--baseline family` compares each agent with its family's native agent only, decided the
 sequential way; rows carry the family; an agent's own reason for not running a cell reaches the

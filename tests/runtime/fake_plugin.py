@@ -71,7 +71,7 @@ class FakePlugin:
 
     def describe(self) -> PluginDescription:
         # FAKE_FRAMEWORK, FAKE_FAMILY, FAKE_FAMILY_VERSION: another framework's name, and the
-        # family it says it stands beside (agents/families.py); FAKE_UNSUPPORTED=KEY=REASON;...
+        # family it says it stands beside (verdicts/families.py); FAKE_UNSUPPORTED=KEY=REASON;...
         # its unsupported_reasons.
         reasons = os.environ.get("FAKE_UNSUPPORTED", "")
         return PluginDescription(

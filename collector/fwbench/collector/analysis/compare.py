@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import math
 
-from fwbench.collector.agents import arithmetic, kernel_time
-from fwbench.collector.agents.families import FAMILY, family_baselines, left_out, result_triples
 from fwbench.collector.agents.specs import aa_base
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.changes import run_changes
@@ -60,6 +58,8 @@ from fwbench.collector.stats.significance import (
     estimate_speedup,
 )
 from fwbench.collector.store.cell_key import CellKey
+from fwbench.collector.verdicts import arithmetic, kernel_time
+from fwbench.collector.verdicts.families import FAMILY, family_baselines, left_out, result_triples
 
 
 def _compare(

@@ -1,16 +1,16 @@
-"""The decisions a run measured `--until-decided` stored in its metadata (run/decide.py's
-Decisions.record()), as rows for the CLI, `compare` and the report. They are the run's
-answers: made by the sequential procedure whose error rates hold under its repeated looks,
-which a fixed-level test re-run on the same data afterwards does not."""
+"""The decisions a run measured `--until-decided` stored in its metadata (read through
+verdicts/record.py's DecidedRun), as rows and lines for the CLI, `compare` and the report.
+They are the run's answers: made by the sequential procedure whose error rates hold under
+its repeated looks, which a fixed-level test re-run on the same data afterwards does not."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-from fwbench.collector.stats.sequential import MARGIN_GIVEN, MAX_HISTORY_MARGIN
-from fwbench.collector.stats.significance import DEFAULT_MARGIN, EQUIVALENT, FASTER, SLOWER
-from fwbench.collector.store.interference_columns import UNKNOWN, UNKNOWN_WHY
+from fwbench.collector.stats.sequential import MAX_HISTORY_MARGIN
+from fwbench.collector.stats.significance import DEFAULT_MARGIN, EQUIVALENT
+from fwbench.collector.verdicts.record import DecidedRun, Decision
 
 DECISION_HEADERS = ("cell", "agent", "against", "speedup", "interval", "processes", "verdict")
 SEQUENTIAL_NOTE = (
@@ -23,59 +23,59 @@ SEQUENTIAL_NOTE = (
 )
 
 
-def stored_decisions(metadata: dict[str, Any]) -> dict[str, Any] | None:
+def stored_decisions(metadata: dict[str, Any]) -> DecidedRun | None:
     """The run's until-decided record, or None for a run measured a fixed number of times."""
     record = metadata.get("until_decided")
-    return record if isinstance(record, dict) and record.get("decisions") is not None else None
+    if not isinstance(record, dict) or record.get("decisions") is None:
+        return None
+    return DecidedRun.from_record(record)
 
 
-def decisions_caption(decisions: dict[str, Any]) -> str:
-    if decisions["margin"] is None:  # each comparison's own (stats/margins.py)
+def decisions_caption(decided: DecidedRun) -> str:
+    if decided.margin is None:  # each comparison's own (stats/margins.py)
         equivalent = (
             "each comparison's margin, fixed at its first look from this host's earlier runs "
             f"of its cell, within [{DEFAULT_MARGIN:.0%}, {MAX_HISTORY_MARGIN:.0%}] "
             f"({DEFAULT_MARGIN:.0%} without them)"
         )
     else:
-        equivalent = f"±{max(decisions['margin'], decisions['floor']):.0%}"
+        equivalent = f"±{max(decided.margin, decided.floor):.0%}"
     # Runs since the rules had two families store each interval's level; an equivalence's
     # interval is then that of its two one-sided tests (1 - 2a), a difference's two-sided.
-    tost = any("level" in q for q in decisions["decisions"])
+    tost = any(d.level is not None for d in decided.decisions)
     which = "; an equivalence's: that of its two one-sided tests" if tost else ""
     return (
-        f"{decisions['rounds']} round{'s' if decisions['rounds'] != 1 else ''} in "
-        f"{decisions['seconds']:.0f} s of a "
-        f"{decisions['budget_seconds']:.0f} s budget; stopped: {decisions['stopped']}. "
-        f"Equivalent: within {equivalent}; intervals at each comparison's last look{which} "
-        f"({decisions['method']})." + _spending(decisions)
+        f"{decided.rounds} round{'s' if decided.rounds != 1 else ''} in "
+        f"{decided.seconds:.0f} s of a {decided.budget_seconds:.0f} s budget; stopped: "
+        f"{decided.stopped}. Equivalent: within {equivalent}; intervals at each comparison's "
+        f"last look{which} ({decided.method})." + _spending(decided)
     )
 
 
-def rounds_line(decisions: dict[str, Any], notes: Sequence[str] = ()) -> str:
+def rounds_line(decided: DecidedRun, notes: Sequence[str] = ()) -> str:
     """How the rounds went, in one line (decisions_caption says how they decide); why they
     stopped by the number of the note that says it, where one of `notes` does."""
-    rounds, stopped = decisions["rounds"], decisions["stopped"]
+    rounds, stopped = decided.rounds, decided.stopped
     if stopped in notes:
         stopped = f"note {list(notes).index(stopped) + 1}"
     return (
         f"{rounds} round{'s' if rounds != 1 else ''} of fresh processes in "
-        f"{decisions['seconds']:.0f} s of a {decisions['budget_seconds']:.0f} s budget; "
-        f"stopped: {stopped}"
+        f"{decided.seconds:.0f} s of a {decided.budget_seconds:.0f} s budget; stopped: {stopped}"
     )
 
 
-def _spending(decisions: dict[str, Any]) -> str:
+def _spending(decided: DecidedRun) -> str:
     """How much of the error budgets the looks spent (runs before time-aware spending did not
     record it): rounds and time each spend it, whichever runs out first."""
-    spent = [q["spent"] for q in decisions["decisions"] if q.get("spent")]
+    spent = [d.spent for d in decided.decisions if d.spent]
     if not spent:
         return ""
-    planned = max(decisions.get("max_rounds", 0) - 1, 1)
+    planned = max(decided.max_rounds - 1, 1)
     progress = (
         f"its share of {planned} planned looks (--repeat) or of the budget's time after the "
         "first round, whichever is larger"
     )
-    if "cube of the progress" in str(decisions.get("method", "")):  # runs from 2026-11-27 on
+    if "cube of the progress" in decided.method:  # runs from 2026-11-27 on
         return (
             f" The looks spent up to {max(spent):.0%} of each error budget: by a look, the "
             f"cube of the progress, {progress} (little early, most where processes are many)."
@@ -83,46 +83,31 @@ def _spending(decisions: dict[str, Any]) -> str:
     return f" The looks spent up to {max(spent):.0%} of each error budget: each spends {progress}."
 
 
-def decision_rows(decisions: dict[str, Any]) -> list[tuple[list[str], str]]:
+def decision_rows(decided: DecidedRun) -> list[tuple[list[str], str]]:
     """One row of DECISION_HEADERS per comparison, with its bare verdict (for styling)."""
     rows = []
-    for q in decisions["decisions"]:
-        interval = "-" if q["ci_low"] is None else f"[{q['ci_low']:.3f}, {q['ci_high']:.3f}]"
-        speedup = "-" if q["speedup"] is None else f"{q['speedup']:.3f}x"
-        said = decision_note(q)
-        verdict = q["verdict"]
-        if verdict == EQUIVALENT and q.get("margin") is not None:
-            verdict += f" within ±{max(q['margin'], decisions['floor']):.1%}"
+    for d in decided.decisions:
+        bounded = d.ci_low is not None and d.ci_high is not None
+        interval = f"[{d.ci_low:.3f}, {d.ci_high:.3f}]" if bounded else "-"
+        speedup = "-" if d.speedup is None else f"{d.speedup:.3f}x"
+        said = decision_note(d)
+        verdict = d.verdict
+        if verdict == EQUIVALENT and d.margin is not None:
+            verdict += f" within ±{max(d.margin, decided.floor):.1%}"
         verdict = f"{verdict} ({said})" if said else verdict
         cells = [
-            q["cell"],
-            q["agent"] + (f" ({q['mode']})" if q["mode"] else ""),
-            q["against"] + (f" ({q['against_mode']})" if q["against_mode"] else ""),
+            d.cell,
+            d.agent + (f" ({d.mode})" if d.mode else ""),
+            d.against + (f" ({d.against_mode})" if d.against_mode else ""),
             speedup,
             interval,
-            str(q["repetitions"]),
+            str(d.repetitions),
             verdict,
         ]
-        rows.append((cells, q["verdict"]))
+        rows.append((cells, d.verdict))
     return rows
 
 
-def decision_note(q: dict[str, Any]) -> str:
-    """What one stored decision says besides its verdict: why it stayed undecided, where an
-    undecided one's margin came from, a difference in arithmetic, where its CPU went."""
-    return "; ".join(decision_reasons(q))
-
-
-def decision_reasons(q: dict[str, Any]) -> list[str]:
-    """decision_note's parts, each on its own (a table footnotes them: glance.py)."""
-    # Older runs: no arithmetic, kernel or margin; one margin for all (the caption's).
-    margin, source = q.get("margin"), q.get("margin_from") or MARGIN_GIVEN
-    if source == MARGIN_GIVEN or q["verdict"] in (FASTER, SLOWER):
-        source = ""  # the caption's, or a difference (which does not depend on it)
-    elif q["verdict"] != EQUIVALENT:  # an equivalence's verdict says its margin
-        source = f"margin ±{margin:.1%} {source}"
-    why = [part for part in str(q.get("why") or "").split("; ") if part]
-    unknown = q.get("interference_unknown") or 0  # runs from 2026-12-06 on
-    if unknown:
-        why.append(f"{UNKNOWN} for {unknown} of the processes it rests on: {UNKNOWN_WHY}")
-    return [w for w in (*why, source, q.get("arithmetic"), q.get("kernel")) if w]
+def decision_note(decision: Decision) -> str:
+    """What one stored decision says besides its verdict (Decision.reasons, in one line)."""
+    return "; ".join(decision.reasons())

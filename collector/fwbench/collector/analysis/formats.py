@@ -32,6 +32,7 @@ from fwbench.collector.analysis.history import HISTORY_NOTE
 from fwbench.collector.analysis.output_format import OutputFormat as OutputFormat
 from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
 from fwbench.collector.store.cell_key import KEY_COLUMNS, varying_params
+from fwbench.collector.verdicts.record import DecidedRun
 
 FORMATS = tuple(OutputFormat)
 ONE_PROCESS_SHORT = "one process a side: --repeat 3 (or more)"
@@ -208,7 +209,7 @@ def _terminal_notes(notes: str) -> str:
 
 def markdown(
     result: ComparisonSet,
-    decided: dict[str, Any] | None = None,
+    decided: DecidedRun | None = None,
     found: Sequence[Findings] = (),
     answered: Answers | None = None,
 ) -> str:
@@ -226,7 +227,7 @@ def markdown(
     lines += [f"- not compared: {reason}" for reason in result.skipped]
     lines += [f"- changed: {change}" for change in result.changes]
     if decided is not None:
-        lines += ["", f"## Measured until decided (baseline {decided['baseline']})", ""]
+        lines += ["", f"## Measured until decided (baseline {decided.baseline})", ""]
         lines += [decisions_caption(decided), "", SEQUENTIAL_NOTE, ""]
         lines += ["| " + " | ".join(DECISION_HEADERS) + " |", "|" + " --- |" * 7]
         lines += ["| " + " | ".join(cells) + " |" for cells, _ in decision_rows(decided)]
@@ -241,7 +242,7 @@ def csv(result: ComparisonSet) -> str:
 
 def json_text(
     result: ComparisonSet,
-    decided: dict[str, Any] | None = None,
+    decided: DecidedRun | None = None,
     found: Sequence[Findings] = (),
     answered: Answers | None = None,
 ) -> str:
@@ -273,7 +274,7 @@ def json_text(
         ],
         "comparisons": [record(c) for c in result.comparisons],
         "skipped": result.skipped,
-        "until_decided": decided,
+        "until_decided": decided.record() if decided is not None else None,
         "findings": [{"run_id": f.run_id, **x.record()} for f in found for x in f.findings],
         "findings_checked": {f.run_id: f.checked for f in found},
     }

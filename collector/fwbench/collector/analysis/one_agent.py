@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from fwbench.collector.agents.families import FAMILY, family_baselines, result_triples
 from fwbench.collector.analysis.contenders import ComparisonError
 from fwbench.collector.store.cell_key import CellKey, clean
+from fwbench.collector.verdicts.families import FAMILY, family_baselines, result_triples
 
 
 class NothingToCompare(ComparisonError):

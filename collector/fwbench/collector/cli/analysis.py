@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -13,13 +13,16 @@ from fwbench.collector.cli.common import StorePath, console, fail, fail_with, re
 from fwbench.collector.cli.decide import decisions_table
 from fwbench.collector.stats.defaults import DEFAULT_MARGIN, DEFAULT_NOISE_FLOOR, MAX_HISTORY_MARGIN
 
-if TYPE_CHECKING:  # what comparing takes is imported where it compares: `--help` is fast
+if TYPE_CHECKING:
     from fwbench.collector.analysis.answers import Answers
     from fwbench.collector.analysis.comparison import ComparisonSet
     from fwbench.collector.analysis.contenders import RunData
     from fwbench.collector.analysis.findings import Findings
     from fwbench.collector.analysis.history import HostHistory
     from fwbench.collector.store import ResultStore
+    from fwbench.collector.verdicts.record import (
+        DecidedRun,  # what comparing takes is imported where it compares: `--help` is fast
+    )
 
 
 def _load(store: ResultStore, run_id: str) -> RunData:
@@ -186,7 +189,7 @@ def _answers(
     result: ComparisonSet,
     loaded: list[RunData],
     baseline: str | None,
-    decided: dict[str, Any] | None,
+    decided: DecidedRun | None,
 ) -> Answers:
     """What the comparisons found, said first (analysis/answers.py)."""
     from fwbench.collector.analysis.answers import answers, answers_title

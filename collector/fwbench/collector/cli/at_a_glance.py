@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fwbench.collector.cli.common import console
 
@@ -14,12 +14,13 @@ if TYPE_CHECKING:
     from fwbench.collector.analysis.answers import Answers
     from fwbench.collector.analysis.comparison import ComparisonSet
     from fwbench.collector.analysis.findings import Findings
+    from fwbench.collector.verdicts.record import DecidedRun
 
 FINDING_LINES = 3  # findings said in short under the comparisons; --verbose: all
 
 
 def show_glance(
-    result: ComparisonSet, decided: dict[str, Any] | None, found: Sequence[Findings] = ()
+    result: ComparisonSet, decided: DecidedRun | None, found: Sequence[Findings] = ()
 ) -> None:
     """The comparisons one line each (analysis/answers/glance.py), what was not compared or
     changed, how the rounds ended, and the findings in short."""
@@ -43,9 +44,7 @@ def show_glance(
         console.print(line, highlight=False, soft_wrap=True)
 
 
-def glance_markdown(
-    result: ComparisonSet, decided: dict[str, Any] | None, answered: Answers
-) -> str:
+def glance_markdown(result: ComparisonSet, decided: DecidedRun | None, answered: Answers) -> str:
     """compare --format markdown: the answers, one line per comparison and each reason once."""
     from fwbench.collector.analysis.answers import markdown_answers
     from fwbench.collector.analysis.answers.glance import glance, markdown_lines

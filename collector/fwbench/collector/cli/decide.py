@@ -19,6 +19,7 @@ from fwbench.collector.stats.defaults import DEFAULT_MARGIN, DEFAULT_NOISE_FLOOR
 if TYPE_CHECKING:
     from fwbench.collector.agents.specs import Instance
     from fwbench.collector.stats.margins import SpreadOf
+    from fwbench.collector.verdicts.record import DecidedRun
 
 DEFAULT_BUDGET = "10m"
 # --repeat's meaning with --until-decided, unless given. High enough that the budget, not
@@ -120,8 +121,8 @@ def decide_options(
     """RunOptions fields for --until-decided (empty without it); SelectionError for bad input.
     `budget` "" when not given (DEFAULT_BUDGET then): one given without --until-decided, even
     the default's value, is refused. --baseline names an instance as the results do."""
-    from fwbench.collector.agents.families import FAMILY
     from fwbench.collector.run.plan import SelectionError
+    from fwbench.collector.verdicts.families import FAMILY
 
     agents = [str(instance) for instance in instances]
     if not until_decided:
@@ -174,7 +175,7 @@ def earlier_spreads(store_path: Path, run_id: str, metadata: dict[str, Any]) -> 
         return lambda row: None
 
 
-def decisions_table(decisions: dict[str, Any], title: str) -> Table:
+def decisions_table(decisions: DecidedRun, title: str) -> Table:
     """Every comparison's verdict, with its interval and the processes it took."""
     from fwbench.collector.analysis.decisions import (
         DECISION_HEADERS,
@@ -185,7 +186,7 @@ def decisions_table(decisions: dict[str, Any], title: str) -> Table:
 
     styles = {FASTER: "green", SLOWER: "red", EQUIVALENT: "cyan"}
     table = Table(
-        title=f"{title}: measured until decided (baseline {decisions['baseline']})",
+        title=f"{title}: measured until decided (baseline {decisions.baseline})",
         caption=decisions_caption(decisions),
     )
     for header in DECISION_HEADERS:

@@ -47,6 +47,7 @@ from fwbench.collector.store import (
 )
 from fwbench.collector.store.integrity import check_folder, check_store
 from fwbench.collector.store.owner import ResumeRefused
+from fwbench.collector.verdicts.record import DecidedRun
 from fwbench.spec import load_catalogue
 
 # What --resume takes from its own command line: where things are, and credentials (never
@@ -148,9 +149,10 @@ def execute(
         if worlds is not None:
             console.print(worlds)
     elif compared is not None:  # one line per comparison, each reason once (glance.py)
-        show_glance(compared[0], summary.decisions)
+        show_glance(compared[0], compared[2])
     else:
-        console.print(decisions_table(summary.decisions, f"run {summary.run_id}"))
+        decided = DecidedRun.from_record(summary.decisions)
+        console.print(decisions_table(decided, f"run {summary.run_id}"))
     # What the rows say by themselves (analysis/findings/), one line each.
     for line in findings:
         console.print(line, highlight=False, soft_wrap=True)

@@ -26,9 +26,6 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from fwbench.collector.agents.arithmetic import difference
-from fwbench.collector.agents.families import FAMILY, describe_triples, family_baselines
-from fwbench.collector.agents.kernel_time import compared, kernel_lead
 from fwbench.collector.run.context import RunContext
 from fwbench.collector.run.execute import run_all
 from fwbench.collector.run.observations import Observations
@@ -46,13 +43,16 @@ from fwbench.collector.stats.significance import (
     RatioEstimate,
 )
 from fwbench.collector.store.cell_key import CellKey
+from fwbench.collector.verdicts.arithmetic import difference
+from fwbench.collector.verdicts.families import FAMILY, describe_triples, family_baselines
+from fwbench.collector.verdicts.kernel_time import compared, kernel_lead
 
 __all__ = ["DecideSettings", "Decisions", "Question", "run_until_decided"]
 
 
 def questions_for(work: Sequence[AgentWork], baseline: str) -> list[Question]:
     """Every agent's cell (in each mode it runs) against the baseline's (with `--baseline
-    family`, its family's native agent's: agents/families.py) cell of the same key, an A/A
+    family`, its family's native agent's: verdicts/families.py) cell of the same key, an A/A
     twin's against its own agent's; the baseline's twins against the baseline."""
     first_modes: dict[tuple[str, CellKey], str] = {}
     for item in work:

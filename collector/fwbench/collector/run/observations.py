@@ -9,14 +9,14 @@ from typing import Any
 
 import numpy as np
 
-from fwbench.collector.agents.arithmetic import arithmetic
-from fwbench.collector.agents.kernel_time import kernel_share
 from fwbench.collector.run.plan import Cell
 from fwbench.collector.stats.failures import FAILED, FAILED_NOTE, OTHERWISE_NOTE, failure_text
 from fwbench.collector.stats.margins import SpreadOf
 from fwbench.collector.stats.significance import ProcessSpread
 from fwbench.collector.store.cell_key import CellKey
 from fwbench.collector.store.interference_columns import interference_unknown
+from fwbench.collector.verdicts.arithmetic import arithmetic
+from fwbench.collector.verdicts.kernel_time import kernel_share
 
 Side = tuple[str, str, CellKey]
 

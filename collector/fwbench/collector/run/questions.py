@@ -3,13 +3,13 @@ record of what it decided, for run.json and the printed summary."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fwbench.collector.stats.sequential import METHOD
 from fwbench.collector.stats.significance import UNDECIDED
 from fwbench.collector.store.cell_key import CellKey
+from fwbench.collector.verdicts.record import DecidedRun, Decision, finite
 
 
 @dataclass
@@ -38,8 +38,8 @@ class Question:
     # Whether both sides are instances of one agent (an A/A pair, or its two modes): their
     # margin comes from the agent's own spread once (stats/margins.py). Not recorded.
     twins: bool = False
-    arithmetic: str = ""  # the two sides ran different float32 arithmetic (agents/arithmetic.py)
-    kernel: str = ""  # a decided one's sides' CPU in the kernel (agents/kernel_time.py)
+    arithmetic: str = ""  # the two sides ran different float32 arithmetic (verdicts/arithmetic.py)
+    kernel: str = ""  # a decided one's sides' CPU in the kernel (verdicts/kernel_time.py)
     # Its sides' processes left out as interfered (run/interference.py), each measured again,
     # and the last one's reason.
     interfered: int = 0
@@ -50,6 +50,11 @@ class Question:
     @property
     def open(self) -> bool:
         return self.verdict == UNDECIDED and not self.why
+
+    def decision(self) -> Decision:
+        """What it decided, as run.json keeps it (NaN, not looked at yet, as None)."""
+        values = finite({k: v for k, v in asdict(self).items() if k != "twins"})
+        return Decision(**{**values, "key": tuple(self.key)})
 
 
 @dataclass(frozen=True)
@@ -73,24 +78,13 @@ class Decisions:
     round_seconds: list[float] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
-        return {
+        """For run.json, through the record type every reader uses (verdicts/record.py)."""
+        return DecidedRun(
             **asdict(self.settings),
-            "rounds": self.rounds,
-            "seconds": round(self.seconds, 1),
-            "round_seconds": [round(s, 1) for s in self.round_seconds],
-            "stopped": self.stopped,
-            "method": METHOD,
-            "decisions": [
-                {**_finite(_recorded(q)), "cell": q.key.label(), "key": list(q.key)}
-                for q in self.questions
-            ],
-        }
-
-
-def _recorded(question: Question) -> dict[str, Any]:
-    return {k: v for k, v in asdict(question).items() if k != "twins"}
-
-
-def _finite(record: dict[str, Any]) -> dict[str, Any]:
-    """NaN (not looked at yet) as None: run.json stays standard JSON."""
-    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in record.items()}
+            rounds=self.rounds,
+            seconds=self.seconds,
+            stopped=self.stopped,
+            method=METHOD,
+            decisions=tuple(q.decision() for q in self.questions),
+            round_seconds=tuple(self.round_seconds),
+        ).record()

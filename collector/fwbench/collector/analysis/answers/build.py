@@ -23,19 +23,20 @@ from fwbench.collector.analysis.answers.reasons import Groups, comparison_reason
 from fwbench.collector.analysis.compare import compare_to_baseline
 from fwbench.collector.analysis.comparison import Comparison, ComparisonSet
 from fwbench.collector.analysis.contenders import ComparisonError, contenders, load_run
-from fwbench.collector.analysis.decisions import decision_note, decision_reasons, stored_decisions
+from fwbench.collector.analysis.decisions import decision_note, stored_decisions
 from fwbench.collector.analysis.efficiency import percent_interval
 from fwbench.collector.analysis.history import host_history, margin_histories
 from fwbench.collector.stats.significance import FASTER, SLOWER, UNDECIDED
 from fwbench.collector.store import PersistenceError, ResultStore
 from fwbench.collector.store.cell_key import CellKey, varying_params
 from fwbench.collector.store.interference_columns import UNKNOWN
+from fwbench.collector.verdicts.record import DecidedRun, Decision
 
 _Namer = Callable[[CellKey], str]
 FIXED_LEVEL_NOTE = "fixed-level test of the pooled rounds: not a question the run asked"
 
 
-def with_decisions(result: ComparisonSet, decided: dict[str, Any] | None) -> ComparisonSet:
+def with_decisions(result: ComparisonSet, decided: DecidedRun | None) -> ComparisonSet:
     """`result` (one run, pooled, fixed-level) with the run's sequential decisions as the
     verdicts of the comparisons they cover (either way round: tf-mkl against tf-eigen is
     tf-eigen against tf-mkl inverted): the decision's verdict, no Holm-adjusted p (the
@@ -46,14 +47,14 @@ def with_decisions(result: ComparisonSet, decided: dict[str, Any] | None) -> Com
         return result
     done = []
     for comparison in result.comparisons:
-        found = decision_for(comparison, decided["decisions"])
+        found = decision_for(comparison, decided.decisions)
         if found is None:
             reasons = (*comparison.reasons, FIXED_LEVEL_NOTE)
             done.append(replace(comparison, verdict_from=FIXED_LEVEL, reasons=reasons))
             continue
         q, inverted = found
-        verdict, speedup, low, high = oriented(q, inverted)
-        notes = f"{SEQUENTIAL}: {_ratio(speedup, low, high, 3)}, {q['repetitions']} processes "
+        verdict, speedup, low, high = q.oriented(inverted)
+        notes = f"{SEQUENTIAL}: {_ratio(speedup, low, high, 3)}, {q.repetitions} processes "
         notes += "a side" + (f"; {said}" if (said := decision_note(q)) else "")
         done.append(
             replace(
@@ -62,7 +63,7 @@ def with_decisions(result: ComparisonSet, decided: dict[str, Any] | None) -> Com
                 p_adjusted=math.nan,
                 p_equivalent_adjusted=math.nan,
                 notes=notes,
-                reasons=tuple(decision_reasons(q)),
+                reasons=tuple(q.reasons()),
                 verdict_from=SEQUENTIAL,
             )
         )
@@ -72,7 +73,7 @@ def with_decisions(result: ComparisonSet, decided: dict[str, Any] | None) -> Com
 def answers(
     result: ComparisonSet,
     title: str,
-    decided: dict[str, Any] | None = None,
+    decided: DecidedRun | None = None,
     command: str = "",
     runs: tuple[str, str] | None = None,
 ) -> Answers:
@@ -80,9 +81,8 @@ def answers(
     every decision is an answer, the comparisons it does not cover follow, labelled).
     `command`: the run's own (run.json), from which the commands that would decide the
     undecided are made; `runs`: (before, after) when `result` compares two runs."""
-    record = decided or {}
-    questions = list(record.get("decisions", []))
-    cell = cell_namer([c.key for c in result.comparisons] + [CellKey(*q["key"]) for q in questions])
+    questions = list(decided.decisions) if decided is not None else []
+    cell = cell_namer([c.key for c in result.comparisons] + [q.cell_key for q in questions])
     modes: dict[str, set[str]] = {}
     for comparison in result.comparisons:
         modes.setdefault(comparison.agent, set()).add(comparison.mode)
@@ -90,7 +90,7 @@ def answers(
     # A run measured until decided answers with its decisions alone: the comparisons it did
     # not ask (an A/A twin against the baseline) stay in the tables, labelled fixed-level.
     rest = [] if decided is not None else list(result.comparisons)
-    found = [_decided_line(q, record, cell) for q in questions if q["verdict"] != UNDECIDED]
+    found = [_decided_line(q, decided, cell) for q in questions if q.decided and decided]
     found += [
         _comparison_line(c, cell, runs, len(modes[c.agent]) > 1)
         for c in rest
@@ -98,35 +98,23 @@ def answers(
     ]
     groups = Groups()
     for q in questions:
-        if q["verdict"] == UNDECIDED:
-            groups.add(*decision_reason(q, record, command), q)
+        if not q.decided and decided is not None:
+            groups.add(*decision_reason(q, decided, command), q)
     for comparison in rest:
         if comparison.verdict == UNDECIDED:
             groups.add(*comparison_reason(comparison, command, runs), comparison)
-    return Answers(title, found, groups.said(record, command))
+    return Answers(title, found, groups.said(decided, command))
 
 
-def _decided_line(q: dict[str, Any], decided: dict[str, Any], cell: _Namer) -> Found:
+def _decided_line(q: Decision, decided: DecidedRun, cell: _Namer) -> Found:
     """A stored decision's one line."""
-    margin = q.get("margin") if q.get("margin") is not None else decided.get("margin")
-    within = max(margin, decided.get("floor", 0.0)) if margin is not None else None
-    agent = q["agent"] + (f" ({q['mode']})" if q["mode"] else "")
-    against = q["against"] + (f" ({q['against_mode']})" if q["against_mode"] else "")
-    where = cell(CellKey(*q["key"]))
-    text = _sentence(agent, against, q["verdict"], where, within)
-    text += ": " + _ratio(q["speedup"], q["ci_low"], q["ci_high"])
-    text += f" ({UNKNOWN})" if q.get("interference_unknown") else ""
-    return Found(
-        q["verdict"],
-        text,
-        agent,
-        against,
-        where,
-        q["speedup"],
-        q["ci_low"],
-        q["ci_high"],
-        SEQUENTIAL,
-    )
+    agent = q.agent + (f" ({q.mode})" if q.mode else "")
+    against = q.against + (f" ({q.against_mode})" if q.against_mode else "")
+    where = cell(q.cell_key)
+    text = _sentence(agent, against, q.verdict, where, decided.margin_of(q))
+    text += ": " + _ratio(q.speedup, q.ci_low, q.ci_high)
+    text += f" ({UNKNOWN})" if q.interference_unknown else ""
+    return Found(q.verdict, text, agent, against, where, q.speedup, q.ci_low, q.ci_high, SEQUENTIAL)
 
 
 def _comparison_line(
@@ -171,7 +159,7 @@ def run_answers(
 
 def run_comparisons(
     store: ResultStore, run_id: str, baseline: str | None = None, use_history: bool = True
-) -> tuple[ComparisonSet, Answers, dict[str, Any] | None] | None:
+) -> tuple[ComparisonSet, Answers, DecidedRun | None] | None:
     """What a run found, as `collector compare RUN --baseline BASELINE` with its defaults
     would say it (the host's history and margins included): for the end of `collector run`.
     `baseline`: the run's --baseline, else the first agent that measured. None when there is
@@ -186,7 +174,7 @@ def run_comparisons(
     if not cells:
         return None
     earliest = min(cells, key=lambda c: c.first_cell).agent
-    baseline = baseline or (decided or {}).get("baseline") or earliest
+    baseline = baseline or (decided.baseline if decided is not None else "") or earliest
     try:
         history = host_history(store, run) if use_history else None
         margins = margin_histories(store, [run])[0] if use_history else None
@@ -205,17 +193,17 @@ def run_comparisons(
 
 
 def decision_for(
-    comparison: Comparison, decisions: Sequence[dict[str, Any]]
-) -> tuple[dict[str, Any], bool] | None:
+    comparison: Comparison, decisions: Sequence[Decision]
+) -> tuple[Decision, bool] | None:
     """The stored decision of the same question as `comparison`, and whether it is the other
     way round. A decision's mode is the one asked ("" for the agent's default), a
     comparison's the one that ran, so "" matches any."""
     key = _key(comparison.key)
     sides = ((comparison.agent, comparison.mode), (comparison.baseline, comparison.baseline_mode))
     for q in decisions:
-        if _key(q["key"]) != key:
+        if _key(q.key) != key:
             continue
-        ours = ((q["agent"], q["mode"]), (q["against"], q["against_mode"]))
+        ours = ((q.agent, q.mode), (q.against, q.against_mode))
         for inverted, (mine, theirs) in enumerate((ours, ours[::-1])):
             if all(
                 name == side[0] and mode in ("", side[1])
@@ -231,17 +219,6 @@ def _key(key: Sequence[Any]) -> tuple[Any, ...]:
     workload, phase, batch, dtype, threads, params, strategy = key
     shape = json.dumps(json.loads(params or "{}"), sort_keys=True)
     return workload, phase, int(batch), dtype, int(threads or 0), shape, strategy or ""
-
-
-def oriented(
-    q: dict[str, Any], inverted: bool
-) -> tuple[str, float | None, float | None, float | None]:
-    speedup, low, high = q["speedup"], q["ci_low"], q["ci_high"]
-    if not inverted:
-        return q["verdict"], speedup, low, high
-    verdict = {FASTER: SLOWER, SLOWER: FASTER}.get(q["verdict"], q["verdict"])
-    flip = [None if v is None or v <= 0 else 1 / v for v in (speedup, high, low)]
-    return verdict, flip[0], flip[1], flip[2]
 
 
 def _ratio(speedup: float | None, low: float | None, high: float | None, places: int = 2) -> str:

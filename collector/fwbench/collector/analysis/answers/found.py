@@ -9,10 +9,11 @@ from typing import Any
 
 from rich.text import Text
 
-from fwbench.collector.agents.families import FAMILY
 from fwbench.collector.analysis.comparison import NEVER_CALLED
 from fwbench.collector.stats.significance import EQUIVALENT, FASTER, SLOWER, UNDECIDED
 from fwbench.collector.store.interference_columns import UNKNOWN
+from fwbench.collector.verdicts.families import FAMILY
+from fwbench.collector.verdicts.record import DecidedRun
 
 # Comparison.verdict_from in a run measured until decided.
 SEQUENTIAL, FIXED_LEVEL = "sequential", "fixed-level"
@@ -73,8 +74,8 @@ class Answers:
         }
 
 
-def answers_title(run_id: str, baseline: str, decided: dict[str, Any] | None) -> str:
-    against = decided["baseline"] if decided is not None else baseline
+def answers_title(run_id: str, baseline: str, decided: DecidedRun | None) -> str:
+    against = decided.baseline if decided is not None else baseline
     if against == FAMILY:
         against = "its family's native agent"
     if decided is not None:
@@ -153,7 +154,7 @@ def footnoted(notes: Sequence[str], phrases: Iterable[str]) -> tuple[list[str], 
     return shown, said
 
 
-def repeated_phrases(decided: dict[str, Any] | None = None) -> list[str]:
+def repeated_phrases(decided: DecidedRun | None = None) -> list[str]:
     """The long notes a table repeats: what cannot be called and why, and why measuring
     until decided stopped."""
-    return [*NEVER_CALLED.values(), (decided or {}).get("stopped", "")]
+    return [*NEVER_CALLED.values(), decided.stopped if decided is not None else ""]

@@ -18,13 +18,14 @@ from typing import Any
 
 from rich.text import Text
 
-from fwbench.collector.analysis.answers.build import cell_namer, decision_for, oriented
+from fwbench.collector.analysis.answers.build import cell_namer, decision_for
 from fwbench.collector.analysis.answers.found import SEQUENTIAL, STYLES
 from fwbench.collector.analysis.comparison import Comparison, ComparisonSet
 from fwbench.collector.analysis.efficiency import percent_interval
 from fwbench.collector.analysis.history import HISTORY_NOTE
 from fwbench.collector.stats.significance import EQUIVALENT
 from fwbench.collector.store.interference_columns import UNKNOWN
+from fwbench.collector.verdicts.record import DecidedRun
 
 HEADERS = ("cell", "agent", "speedup", "95% interval", "verdict", "notes")
 UNBOUNDED_RATIO = 100.0
@@ -107,7 +108,7 @@ def interval_text(low: float | None, high: float | None, percent: bool = False) 
     return f"[{low:.3f}, {high:.3f}]"
 
 
-def glance(result: ComparisonSet, decided: dict[str, Any] | None = None) -> Glance:
+def glance(result: ComparisonSet, decided: DecidedRun | None = None) -> Glance:
     """`result` after answers.with_decisions; `decided`: the run's until-decided record,
     whose decisions give the figures of the verdicts they made."""
     name = cell_namer([c.key for c in result.comparisons])
@@ -151,20 +152,18 @@ def glance(result: ComparisonSet, decided: dict[str, Any] | None = None) -> Glan
 
 
 def _figures(
-    comparison: Comparison, decided: dict[str, Any] | None
+    comparison: Comparison, decided: DecidedRun | None
 ) -> tuple[float | None, float | None, float | None, float]:
     """A sequential verdict's own figures (its last look's) and equivalence margin; else
     the comparison's."""
     within = max(comparison.margin, comparison.noise_floor)
     if comparison.verdict_from == SEQUENTIAL and decided is not None:
-        found = decision_for(comparison, decided["decisions"])
+        found = decision_for(comparison, decided.decisions)
         if found is not None:
-            _, speedup, low, high = oriented(*found)
-            margin = found[0].get("margin")
-            margin = decided.get("margin") if margin is None else margin
-            if margin is not None:
-                within = max(margin, decided.get("floor") or 0.0)
-            return speedup, low, high, within
+            decision, inverted = found
+            _, speedup, low, high = decision.oriented(inverted)
+            margin = decided.margin_of(decision)
+            return speedup, low, high, within if margin is None else margin
     return comparison.speedup, comparison.ci_low, comparison.ci_high, within
 
 

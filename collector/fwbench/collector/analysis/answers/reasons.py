@@ -27,6 +27,7 @@ from fwbench.collector.stats.needed import (
     would_decide,
 )
 from fwbench.collector.stats.significance import DEFAULT_MARGIN, RatioEstimate
+from fwbench.collector.verdicts.record import DecidedRun, Decision
 
 ONE_PROCESS_REASON = "one process a side, nothing measures how much processes differ"
 MEASURED_REASON = (
@@ -58,13 +59,13 @@ class Groups:
         self.held.setdefault(reason, []).append(item)
         self.commands.setdefault(reason, command)
 
-    def said(self, decided: dict[str, Any], command: str) -> list[Undecided]:
+    def said(self, decided: DecidedRun | None, command: str) -> list[Undecided]:
         groups = []
         for reason, held in self.held.items():
             then, decides = self.commands[reason], None
-            if then is None:
+            if then is None and decided is not None:  # held: decisions (decision_reason)
                 reason, then, decides = _more_processes(reason, held, decided, command)
-            groups.append(Undecided(len(held), reason, then, decides))
+            groups.append(Undecided(len(held), reason, then or "", decides))
         return groups
 
 
@@ -114,13 +115,11 @@ def comparison_reason(
     return reason, ""
 
 
-def decision_reason(
-    q: dict[str, Any], decided: dict[str, Any], command: str
-) -> tuple[str, str | None]:
+def decision_reason(q: Decision, decided: DecidedRun, command: str) -> tuple[str, str | None]:
     """Why a sequential comparison stayed undecided, in words its group shares (its own
     figures are in the decisions table), and the command that would likely decide the group:
     None where more processes would (_more_processes says how many, for the whole group)."""
-    why = str(q.get("why") or "")
+    why = q.why
     if FAILED_NOTE in why:
         return "a process failed in its cell, so measuring it stopped (the table says which)", ""
     if OTHERWISE_NOTE in why:
@@ -129,9 +128,9 @@ def decision_reason(
             "",
         )
     if why.startswith("budget"):
-        return f"the budget ({_duration(decided.get('budget_seconds', 0))}) ended first", None
+        return f"the budget ({_duration(decided.budget_seconds)}) ended first", None
     if why.startswith("--repeat"):
-        return f"the round limit (--repeat {decided.get('max_rounds')}) came first", None
+        return f"the round limit (--repeat {decided.max_rounds}) came first", None
     if "error budget is spent" in why:
         return "its share of the error budget was spent: every look it was allowed was made", None
     if not why:
@@ -140,7 +139,7 @@ def decision_reason(
 
 
 def _more_processes(
-    reason: str, held: Sequence[dict[str, Any]], decided: dict[str, Any], command: str
+    reason: str, held: Sequence[Decision], decided: DecidedRun, command: str
 ) -> tuple[str, str, int | None]:
     """`reason` with about how many processes a side would likely decide the furthest of
     `held` that a run could (MOST_SUGGESTED a side or fewer), the run's command with the
@@ -164,33 +163,30 @@ def _more_processes(
     return reason + said, _longer(command, decided, max(within)), len(within)
 
 
-def _processes_needed(held: Sequence[dict[str, Any]], decided: dict[str, Any]) -> list[int]:
+def _processes_needed(held: Sequence[Decision], decided: DecidedRun) -> list[int]:
     """About how many processes a side would likely decide each of `held` that more processes
     could, if their speedups stay where they are (needed.repetitions_needed)."""
     needs = []
     for q in held:
-        if (q.get("repetitions") or 0) < 2 or q.get("ci_low") is None or q.get("ci_high") is None:
+        if q.repetitions < 2 or q.speedup is None or q.ci_low is None or q.ci_high is None:
             continue
-        estimate = RatioEstimate(q["speedup"], q["ci_low"], q["ci_high"], math.nan)
-        margin = q.get("margin") or decided.get("margin") or DEFAULT_MARGIN
-        needed = repetitions_needed(
-            estimate, q["repetitions"], decided.get("floor", 0.03), margin, q.get("level")
-        )
+        estimate = RatioEstimate(q.speedup, q.ci_low, q.ci_high, math.nan)
+        margin = q.margin or decided.margin or DEFAULT_MARGIN
+        needed = repetitions_needed(estimate, q.repetitions, decided.floor, margin, q.level)
         if needed is not None:
             needs.append(needed)
     return needs
 
 
-def _longer(command: str, decided: dict[str, Any], needed: int) -> str:
+def _longer(command: str, decided: DecidedRun, needed: int) -> str:
     """The run's command with the budget and rounds `needed` processes a side would likely
     take: the run's own rounds again, then one round (as long as its last) per process more."""
-    rounds = int(decided.get("rounds") or 0)
-    seconds = list(decided.get("round_seconds") or [])
-    last = seconds[-1] if seconds else float(decided.get("seconds") or 0) / max(rounds, 1)
+    rounds, seconds = decided.rounds, decided.round_seconds
+    last = seconds[-1] if seconds else decided.seconds / max(rounds, 1)
     more = max(needed - rounds, 1)
-    budget = max(float(decided.get("seconds") or 0) + more * last * 1.1, 60.0)
+    budget = max(decided.seconds + more * last * 1.1, 60.0)
     add = ["--budget", _duration(budget)]
-    if rounds + more > int(decided.get("max_rounds") or 0):
+    if rounds + more > decided.max_rounds:
         add += ["--repeat", str(rounds + more)]
     return rerun(command, add)
 

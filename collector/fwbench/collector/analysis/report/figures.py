@@ -13,11 +13,11 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from fwbench.collector.agents.families import FAMILY
 from fwbench.collector.analysis.comparison import ComparisonSet
 from fwbench.collector.analysis.contenders import RunData, samples_by_cell
 from fwbench.collector.analysis.report.data import accuracy_curves, has_gpu_telemetry
 from fwbench.collector.store.cell_key import varying_params
+from fwbench.collector.verdicts.families import FAMILY
 
 DPI = 100
 PALETTE = (

@@ -11,7 +11,6 @@ from typing import Any
 
 import jinja2
 
-from fwbench.collector.agents.families import FAMILY
 from fwbench.collector.analysis import formats
 from fwbench.collector.analysis.answers import (
     answers,
@@ -48,6 +47,7 @@ from fwbench.collector.stats.samples import MIN_SAMPLES, NOISY_CV, TUKEY_K
 from fwbench.collector.stats.significance import ALPHA, DEFAULT_NOISE_FLOOR
 from fwbench.collector.store.cell_key import varying_params
 from fwbench.collector.store.reasons import reason_lines
+from fwbench.collector.verdicts.families import FAMILY
 
 _TEMPLATES = jinja2.Environment(
     loader=jinja2.PackageLoader("fwbench.collector.analysis.report", "templates"),
@@ -73,8 +73,8 @@ def default_baseline(run: RunData) -> str:
     if not cells:
         raise ValueError(f"run {run.run_id} has no measured cells to report on")
     decided = stored_decisions(run.metadata)
-    if decided is not None and decided.get("baseline"):
-        return str(decided["baseline"])
+    if decided is not None and decided.baseline:
+        return decided.baseline
     return min(cells, key=lambda c: c.first_cell).agent
 
 
@@ -102,7 +102,7 @@ def _repetitions(metadata: dict[str, Any]) -> str:
     decided = stored_decisions(metadata)
     if decided is not None:
         return (
-            f"until decided, {decided['rounds']} rounds (a fresh process each; a cell stops "
+            f"until decided, {decided.rounds} rounds (a fresh process each; a cell stops "
             "once its comparisons are decided)"
         )
     selection = metadata.get("selection", {})
@@ -118,7 +118,7 @@ def _decisions(metadata: dict[str, Any]) -> dict[str, Any] | None:
     if decided is None:
         return None
     return {
-        "baseline": decided["baseline"],
+        "baseline": decided.baseline,
         "rounds": rounds_line(decided),
         "caption": decisions_caption(decided),
         "note": SEQUENTIAL_NOTE,
