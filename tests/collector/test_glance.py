@@ -166,3 +166,34 @@ def test_a_reason_in_general_words_and_an_interval_in_words() -> None:
     assert interval_text(1e-6, 1e6) == UNBOUNDED  # the [0.000, 1000000.000] of #55
     assert interval_text(0.9, 1.1) == "[0.900, 1.100]"
     assert interval_text(None, None) != UNBOUNDED
+
+
+def test_a_decision_no_comparison_covers_has_its_own_line(
+    make_run: Callable[..., RunData], store: ResultStore
+) -> None:
+    """b's only process in gemm infer bs=8 failed: no comparison of that cell, but the run's
+    decision there (undecided, and why) is one of its answers, so it has a line."""
+    rng = np.random.default_rng(3)
+    cell = CELLS[0]
+    make_run(
+        "lost",
+        {a: {cell: [0.01 * f * rng.lognormal(0, 0.01, 30)]} for a, f in (("a", 1), ("b", 2))},
+    )
+    failed = "b's process in round 1 failed (INTERNAL: boom): it cannot stand for the others"
+    decisions = [
+        {**_decision(cell, "b", 0), "against": "a", "verdict": SLOWER, "why": ""},
+        {**_decision(("gemm", "infer", 8), "b", 0), "against": "a", "speedup": None}
+        | {"ci_low": None, "ci_high": None, "why": failed},
+    ]
+    record = {"baseline": "a", "floor": 0.03, "margin": None, "budget_seconds": 60.0}
+    record |= {"rounds": 1, "seconds": 9.0, "stopped": STOPPED, "decisions": decisions}
+    store.finish_run(
+        "lost", "ok", "2026-01-01T00:01:00+00:00", {"run_id": "lost", "until_decided": record}
+    )
+    command = ["compare", "lost", "--baseline", "a", "--store", str(store.path)]
+    shown = CliRunner().invoke(app, command, env={"COLUMNS": "120"}).output
+    lines = shown.splitlines()
+    assert any(
+        re.match(r"gemm infer bs=8\s+b\s+-\s+none \(no look\)\s+undecided\s+\d", x) for x in lines
+    ), shown
+    assert "b's process in round 1 failed (INTERNAL: boom)" in shown

@@ -21,6 +21,7 @@ from fwbench.collector.stats.significance import (
     ProcessSpread,
 )
 from fwbench.collector.store.cell_key import CellKey
+from fwbench.collector.verdicts.record import DecidedRun
 
 KEY = CellKey("conv2d", "train", 8, "float32", 0, "{}", None)
 
@@ -97,18 +98,20 @@ def test_the_decisions_table_says_each_margin_and_where_it_came_from() -> None:
     questions[0].verdict, questions[1].why = EQUIVALENT, "budget: ..."
     questions[2].verdict = "slower"
     record = Decisions(DecideSettings("a", 0.03, None, 600, 100), questions).record()
-    verdicts = [cells[-1] for cells, _ in decision_rows(record)]
+    verdicts = [cells[-1] for cells, _ in decision_rows(DecidedRun.from_record(record))]
     assert verdicts[0] == (
         "equivalent within ±6.6% (from this host's earlier runs: one process of each side lies "
         "6.6% from the other (SD; a#2's processes 4.5% apart over 8 runs, 160 processes))"
     )
     assert verdicts[1].startswith("undecided (budget: ...; margin ±6.6% from this host's earlier")
     assert verdicts[2] == "slower"  # a difference does not depend on the margin
-    assert "each comparison's margin" in decisions_caption(record)
+    assert "each comparison's margin" in decisions_caption(DecidedRun.from_record(record))
     given = Decisions(DecideSettings("a", 0.03, 0.07, 600, 100), questions[:1])
     questions[0].margin, questions[0].margin_from = margin_for(0.07, "a#2", None, "a", None)
-    assert [cells[-1] for cells, _ in decision_rows(given.record())] == ["equivalent within ±7.0%"]
-    assert "Equivalent: within ±7%" in decisions_caption(given.record())
+    assert [cells[-1] for cells, _ in decision_rows(DecidedRun.from_record(given.record()))] == [
+        "equivalent within ±7.0%"
+    ]
+    assert "Equivalent: within ±7%" in decisions_caption(DecidedRun.from_record(given.record()))
 
 
 def test_an_unreadable_history_leaves_the_default_margins_and_says_so(

@@ -88,5 +88,5 @@ def too_many(it: str) -> str:
     """The rest of the sentence for comparisons (`it`) beyond MOST_SUGGESTED a side."""
     return (
         f"{it}: too many to run, the difference being small for how much processes differ on "
-        f"this host; measure {it} where they differ less (a quieter host, --quiet-host)"
+        f"this host: measure {it} where they differ less (a quieter host, --quiet-host)"
     )

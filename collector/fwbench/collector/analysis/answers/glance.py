@@ -20,12 +20,13 @@ from rich.text import Text
 
 from fwbench.collector.analysis.answers.build import cell_namer, decision_for
 from fwbench.collector.analysis.answers.found import SEQUENTIAL, STYLES
-from fwbench.collector.analysis.comparison import Comparison, ComparisonSet
+from fwbench.collector.analysis.comparison import ComparisonSet
 from fwbench.collector.analysis.efficiency import percent_interval
 from fwbench.collector.analysis.history import HISTORY_NOTE
 from fwbench.collector.stats.significance import EQUIVALENT
+from fwbench.collector.store.cell_key import CellKey
 from fwbench.collector.store.interference_columns import UNKNOWN
-from fwbench.collector.verdicts.record import DecidedRun
+from fwbench.collector.verdicts.record import DecidedRun, Decision
 
 HEADERS = ("cell", "agent", "speedup", "95% interval", "verdict", "notes")
 UNBOUNDED_RATIO = 100.0
@@ -108,42 +109,51 @@ def interval_text(low: float | None, high: float | None, percent: bool = False) 
     return f"[{low:.3f}, {high:.3f}]"
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """One comparison's line before it is laid out: its figures and reasons in full."""
+
+    key: CellKey
+    agent: str
+    speedup: float | None
+    low: float | None
+    high: float | None
+    scaling: bool
+    verdict: str  # as shown: an equivalence with its margin
+    bare: str
+    reasons: tuple[str, ...]
+
+
 def glance(result: ComparisonSet, decided: DecidedRun | None = None) -> Glance:
     """`result` after answers.with_decisions; `decided`: the run's until-decided record,
-    whose decisions give the figures of the verdicts they made."""
-    name = cell_namer([c.key for c in result.comparisons])
-    modes: dict[str, set[str]] = {}
-    for comparison in result.comparisons:
-        modes.setdefault(comparison.agent, set()).add(comparison.mode)
-    ordered = sorted(
-        enumerate(result.comparisons),
-        key=lambda pair: ([c.key for c in result.comparisons].index(pair[1].key), pair[0]),
-    )
+    whose decisions give the figures of the verdicts they made. A decision no comparison of
+    `result` covers (a side with no ok process: every one failed; an A/A twin against its
+    own agent) has a line of its own, from its record."""
+    entries, covered = _comparison_entries(result, decided)
+    if decided is not None:
+        entries += [_decision_entry(d, decided) for d in decided.decisions if id(d) not in covered]
+    keys = list(dict.fromkeys(e.key for e in entries))
+    entries.sort(key=lambda e: keys.index(e.key))  # stable: a cell's lines keep their order
+    name = cell_namer(keys)
     notes: list[str] = []
     rows, last_cell = [], None
-    for _, comparison in ordered:
-        cell = name(comparison.key)
-        speedup, low, high, within = _figures(comparison, decided)
-        interval = interval_text(low, high, comparison.is_scaling)
-        reasons = [*comparison.reasons, UNBOUNDED_NOTE if interval == UNBOUNDED else ""]
+    for entry in entries:
+        cell = name(entry.key)
+        interval = interval_text(entry.low, entry.high, entry.scaling)
+        reasons = [*entry.reasons, UNBOUNDED_NOTE if interval == UNBOUNDED else ""]
         marks = []
         for reason in dict.fromkeys(general(r) for r in reasons if r):
             if reason not in notes:
                 notes.append(reason)
             marks.append(notes.index(reason) + 1)
-        agent = comparison.agent
-        if len(modes[agent]) > 1 or comparison.mode != comparison.baseline_mode:
-            agent += f" ({comparison.mode})" if comparison.mode else ""
-        if result.per_row_baseline:
-            agent += f" vs {comparison.baseline}"
         rows.append(
             GlanceRow(
                 "" if cell == last_cell else cell,
-                agent,
-                _speedup_text(speedup, comparison.is_scaling),
+                entry.agent,
+                _speedup_text(entry.speedup, entry.scaling),
                 interval,
-                _verdict_text(comparison, within),
-                comparison.verdict,
+                entry.verdict,
+                entry.bare,
                 tuple(marks),
             )
         )
@@ -151,33 +161,75 @@ def glance(result: ComparisonSet, decided: DecidedRun | None = None) -> Glance:
     return Glance(result.title, rows, notes)
 
 
-def _figures(
-    comparison: Comparison, decided: DecidedRun | None
-) -> tuple[float | None, float | None, float | None, float]:
-    """A sequential verdict's own figures (its last look's) and equivalence margin; else
-    the comparison's."""
-    within = max(comparison.margin, comparison.noise_floor)
-    if comparison.verdict_from == SEQUENTIAL and decided is not None:
-        found = decision_for(comparison, decided.decisions)
-        if found is not None:
+def _comparison_entries(
+    result: ComparisonSet, decided: DecidedRun | None
+) -> tuple[list[_Entry], set[int]]:
+    """Every comparison's entry, and the decisions they cover (by id)."""
+    modes: dict[str, set[str]] = {}
+    for comparison in result.comparisons:
+        modes.setdefault(comparison.agent, set()).add(comparison.mode)
+    entries, covered = [], set()
+    for comparison in result.comparisons:
+        speedup: float | None = comparison.speedup
+        low: float | None = comparison.ci_low
+        high: float | None = comparison.ci_high
+        within = max(comparison.margin, comparison.noise_floor)
+        found = None
+        if comparison.verdict_from == SEQUENTIAL and decided is not None:
+            found = decision_for(comparison, decided.decisions)
+        if found is not None and decided is not None:  # the decision's own (its last look's)
             decision, inverted = found
+            covered.add(id(decision))
             _, speedup, low, high = decision.oriented(inverted)
             margin = decided.margin_of(decision)
-            return speedup, low, high, within if margin is None else margin
-    return comparison.speedup, comparison.ci_low, comparison.ci_high, within
+            within = within if margin is None else margin
+        agent = comparison.agent
+        if len(modes[agent]) > 1 or comparison.mode != comparison.baseline_mode:
+            agent += f" ({comparison.mode})" if comparison.mode else ""
+        if result.per_row_baseline:
+            agent += f" vs {comparison.baseline}"
+        shown = comparison.shown_verdict
+        shown += f" ±{within:.1%}" if comparison.verdict == EQUIVALENT else ""
+        entries.append(
+            _Entry(
+                key=comparison.key,
+                agent=agent,
+                speedup=speedup,
+                low=low,
+                high=high,
+                scaling=comparison.is_scaling,
+                verdict=shown,
+                bare=comparison.verdict,
+                reasons=comparison.reasons,
+            )
+        )
+    return entries, covered
+
+
+def _decision_entry(decision: Decision, decided: DecidedRun) -> _Entry:
+    agent = decision.agent + (f" ({decision.mode})" if decision.mode else "")
+    if decision.against != decided.baseline:
+        agent += f" vs {decision.against}"
+    shown = decision.verdict
+    if decision.verdict == EQUIVALENT and (margin := decided.margin_of(decision)) is not None:
+        shown += f" ±{margin:.1%}"
+    return _Entry(
+        key=decision.cell_key,
+        agent=agent,
+        speedup=decision.speedup,
+        low=decision.ci_low,
+        high=decision.ci_high,
+        scaling=False,
+        verdict=shown,
+        bare=decision.verdict,
+        reasons=tuple(decision.reasons()),
+    )
 
 
 def _speedup_text(speedup: float | None, scaling: bool) -> str:
     if speedup is None or math.isnan(speedup):
         return "-"
     return f"eff {speedup:.0%}" if scaling else f"{speedup:.3f}x"
-
-
-def _verdict_text(comparison: Comparison, within: float) -> str:
-    said = comparison.shown_verdict
-    if comparison.verdict == EQUIVALENT:
-        said += f" ±{within:.1%}"
-    return said
 
 
 def text_lines(view: Glance, width: int) -> list[Text]:
