@@ -53,11 +53,10 @@ import numpy as np
 
 from fwbench.collector.stats.bootstrap import FloatArray
 from fwbench.collector.stats.defaults import MAX_HISTORY_MARGIN as MAX_HISTORY_MARGIN
+from fwbench.collector.stats.judgement import judge
 from fwbench.collector.stats.significance import (
     ALPHA,
     EQUIVALENT,
-    FASTER,
-    SLOWER,
     UNDECIDED,
 )
 
@@ -148,24 +147,24 @@ def look(
     spread = process_spread(base, other)
     if repetitions < MIN_REPETITIONS:
         return Look(speedup, 0.0, math.inf, 1 - alpha_difference, repetitions, UNDECIDED)
-    low, high = _interval(base, other, alpha_difference)
-    called, level = UNDECIDED, 1 - alpha_difference
-    if low > math.log(1 + floor):
-        called = FASTER
-    elif high < -math.log(1 + floor):
-        called = SLOWER
-    else:
-        # Two one-sided tests at alpha_equivalence each: the 1 - 2 alpha interval within the
-        # margin; that interval is the one shown when it decides.
-        near_low, near_high = _interval(base, other, 2 * alpha_equivalence)
-        bound = math.log(1 + max(margin, floor))
-        if -bound <= near_low and near_high <= bound:
-            called, level, low, high = EQUIVALENT, 1 - 2 * alpha_equivalence, near_low, near_high
     # Two processes a side at a strict level can give a t quantile in the thousands (Welch's
     # df near 1): the bounds are kept within [1 / WIDEST, WIDEST], as good as unbounded, so
     # that exp() cannot overflow and the record stays finite.
-    low, high = max(low, -math.log(WIDEST)), min(high, math.log(WIDEST))
+    low, high = _bounded(*_interval(base, other, alpha_difference))
+    level = 1 - alpha_difference
+    # Two one-sided tests at alpha_equivalence each: the 1 - 2 alpha interval within the
+    # margin; that interval is the one shown when it decides (judgement.py judges both).
+    near_low, near_high = _bounded(*_interval(base, other, 2 * alpha_equivalence))
+    near = (math.exp(near_low), math.exp(near_high))
+    called = judge(math.exp(low), math.exp(high), floor, margin, near=near)
+    if called == EQUIVALENT:
+        level, low, high = 1 - 2 * alpha_equivalence, near_low, near_high
     return Look(speedup, math.exp(low), math.exp(high), level, repetitions, called, spread)
+
+
+def _bounded(low: float, high: float) -> tuple[float, float]:
+    """A log interval within [-log WIDEST, log WIDEST]."""
+    return max(low, -math.log(WIDEST)), min(high, math.log(WIDEST))
 
 
 def process_spread(*sides: FloatArray) -> float:

@@ -54,11 +54,15 @@ import numpy as np
 from fwbench.collector.stats.bootstrap import FloatArray, ratio_interval, ratio_replicates
 from fwbench.collector.stats.defaults import DEFAULT_MARGIN as DEFAULT_MARGIN
 from fwbench.collector.stats.defaults import DEFAULT_NOISE_FLOOR as DEFAULT_NOISE_FLOOR
+from fwbench.collector.stats.judgement import EQUIVALENT as EQUIVALENT
+from fwbench.collector.stats.judgement import FASTER as FASTER
+from fwbench.collector.stats.judgement import SLOWER as SLOWER
+from fwbench.collector.stats.judgement import UNDECIDED as UNDECIDED
+from fwbench.collector.stats.judgement import judge
 
 ALPHA = 0.05
 EQUIVALENCE_ALPHA = ALPHA / 2  # each one-sided test, family-wise after Holm
-FASTER, SLOWER, EQUIVALENT, UNDECIDED = "faster", "slower", "equivalent", "undecided"
-VERDICTS = (FASTER, SLOWER, EQUIVALENT, UNDECIDED)
+VERDICTS = (FASTER, SLOWER, EQUIVALENT, UNDECIDED)  # judgement.py's, said here for the tables
 
 
 PROCESSES, HISTORY, BOOTSTRAP = "processes", "host history", "bootstrap"  # RatioEstimate.method
@@ -231,15 +235,14 @@ def verdict(
     together (the default, 0, is one comparison whose 95% interval decides alone)."""
     if not accounted:
         return UNDECIDED
-    if p_adjusted < ALPHA and estimate.ci_low > 1 + floor:
-        return FASTER
-    if p_adjusted < ALPHA and estimate.ci_high < 1 / (1 + floor):
-        return SLOWER
-    bound = 1 + max(margin, floor)
-    within = estimate.ci_low >= 1 / bound and estimate.ci_high <= bound
-    if within and p_equivalent_adjusted < EQUIVALENCE_ALPHA:
-        return EQUIVALENT
-    return UNDECIDED
+    return judge(
+        estimate.ci_low,
+        estimate.ci_high,
+        floor,
+        margin,
+        may_differ=p_adjusted < ALPHA,
+        may_be_same=p_equivalent_adjusted < EQUIVALENCE_ALPHA,
+    )
 
 
 def relative_difference(speedup: float) -> float:
