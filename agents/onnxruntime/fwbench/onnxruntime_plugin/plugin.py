@@ -25,13 +25,15 @@ import onnx
 import onnxruntime as ort
 import psutil
 
-from fwbench.onnxruntime_plugin import models, session
+from fwbench.onnxruntime_plugin import model_file, models, session
 from fwbench.onnxruntime_plugin.graphs import OPSET, PLUGIN_VERSION
 from fwbench.onnxruntime_plugin.session import MODES, Device
 from fwbench.runtime import architectures as arch
 from fwbench.runtime.hostinfo import cpu_model
+from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
     EQUIVALENCE,
+    MODEL_FILES,
     BuiltStep,
     Capability,
     DeviceInfo,
@@ -124,7 +126,9 @@ def _self_check(device: Device) -> Device:
 
 
 class OnnxRuntimePlugin:
-    optional_capabilities = frozenset({EQUIVALENCE})
+    optional_capabilities = frozenset({EQUIVALENCE, MODEL_FILES})
+    model_formats = (model_file.FORMAT,)
+    model_capability = Capability(phases=("infer",), dtypes=DTYPES, modes=MODES)
     equivalence_models = frozenset(models.MODELS)
     equivalence_trains = False
 
@@ -182,6 +186,8 @@ class OnnxRuntimePlugin:
         return tuple(devices)
 
     def _check(self, spec: WorkloadSpec) -> None:
+        if spec.model is not None:  # the runtime checked it against model_capability
+            return
         name = spec.workload.name
         if name not in (*models.OPS, *models.MODELS):
             reason = UNSUPPORTED_REASONS.get(name, "not offered by the onnxruntime plugin")
@@ -201,6 +207,8 @@ class OnnxRuntimePlugin:
         return _translated(self._build)(spec)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
+        if spec.model is not None:
+            return self._build_file(spec)
         name = spec.workload.name
         rng = np.random.default_rng([spec.seed, 1])  # data; weights come from spec.seed itself
         if name in models.OPS:
@@ -216,22 +224,36 @@ class OnnxRuntimePlugin:
         intra = spec.threads or self.threads
         sess = session.create(graph.serialized, self.device, spec.mode, intra, self.interop_threads)
         bound = session.BoundRun(sess, self.device, inputs, graph.output, shape)
-        extra = session.session_settings(sess, intra, self.interop_threads)
-        extra |= models.describe_graph()
+        settings = self._settings(spec, sess, intra, "" if name in ("gemm", "lstm") else "NCHW")
+        settings = dataclasses.replace(
+            settings, extra={**settings.extra, **models.describe_graph()}
+        )
+        return BuiltStep(_translated(bound.step), settings)
+
+    def _settings(self, spec: WorkloadSpec, sess: object, intra: int, layout: str) -> Settings:
+        extra = session.session_settings(sess, intra, self.interop_threads)  # type: ignore[arg-type]
         if self.device.cuda:
             tf32 = extra.get("cuda_use_tf32", "1") != "0"
             kind = "tf32" if tf32 else "float32"
             extra |= float32_arithmetic(kind, kind, spec.dtype)
-        settings = Settings(
+        return Settings(
             dtype=spec.dtype,
             intra_op_threads=intra or session.default_intra_op_threads(),
             inter_op_threads=1,
             mode=spec.mode,
-            layout="" if name in ("gemm", "lstm") else "NCHW",
+            layout=layout,
             device=f"cuda:{self.device.index}" if self.device.cuda else "cpu",
             extra=extra,
         )
-        return BuiltStep(_translated(bound.step), settings)
+
+    def _build_file(self, spec: WorkloadSpec) -> BuiltStep:
+        intra = spec.threads or self.threads
+        run, sess = model_file.build(spec, self.device, intra, self.interop_threads)
+        settings = self._settings(spec, sess, intra, "")
+        return BuiltStep(_translated(run.step), settings, outputs=_translated(run.outputs))
+
+    def inspect_model(self, path: str, format: str) -> ModelSignature:
+        return model_file.inspect(path)
 
     def synchronize(self, output: object) -> None:
         _translated(session.synchronize)(output, self.device)

@@ -78,14 +78,15 @@ def options(mode: str, intra_op_threads: int, inter_op_threads: int) -> ort.Sess
 
 
 def create(
-    serialized: bytes,
+    serialized: bytes | str,
     device: Device,
     mode: str,
     intra_op_threads: int = 0,
     inter_op_threads: int = 0,
     optimized_model_path: str = "",
 ) -> ort.InferenceSession:
-    """A session on `device`; `optimized_model_path` asks ORT to write the graph it runs."""
+    """A session on `device` over a serialised graph or a file's path; `optimized_model_path`
+    asks ORT to write the graph it runs."""
     so = options(mode, intra_op_threads, inter_op_threads)
     if optimized_model_path:
         so.optimized_model_filepath = optimized_model_path

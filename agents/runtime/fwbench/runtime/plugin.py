@@ -8,12 +8,15 @@ import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import ParamSpec, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from fwbench.runtime.invalid_context import InvalidContext as InvalidContext  # plugins' import
 from fwbench.runtime.world import World, world_from_environment
 from fwbench.spec import startup
 from fwbench.spec.catalogue import WorkloadDef
+
+if TYPE_CHECKING:
+    from fwbench.runtime.model_files import ModelRequest
 
 DEVICES = ("cpu", "cuda", "auto")
 DEVICE_VARIABLE = "FWBENCH_DEVICE"
@@ -38,11 +41,16 @@ _OFF = ("off", "0", "false", "no")
 # Optional capabilities a plugin may declare, each with the methods it then implements
 # (signatures in reference.py). "accuracy" runs the catalogue's accuracy workloads;
 # "equivalence" serves fwbench-reference (canonical weights, the cross-framework check).
+# "model_files" reads the user's model files: the plugin names the formats it reads in
+# `model_formats` and answers `inspect_model` (model_files.py); `build` then gets
+# WorkloadSpec.model set and returns BuiltStep.outputs.
 ACCURACY = "accuracy"
 EQUIVALENCE = "equivalence"
+MODEL_FILES = "model_files"
 OPTIONAL_CAPABILITIES: Mapping[str, tuple[str, ...]] = {
     ACCURACY: ("canonical_weights", "trainer"),
     EQUIVALENCE: ("canonical_weights", "equivalence"),
+    MODEL_FILES: ("inspect_model",),
 }
 
 P = ParamSpec("P")
@@ -175,6 +183,9 @@ class WorkloadSpec:
     # A distributed strategy of Capability.strategies ("ddp", ...) when the agent is a rank
     # of a world; "" when it runs alone.
     strategy: str = ""
+    # The user's model file of this cell (capability "model_files"); None for the catalogue's
+    # workloads. Its inputs come from `model.arrays(seed)`: the same numbers on every agent.
+    model: ModelRequest | None = None
 
 
 @dataclass(frozen=True)
@@ -232,13 +243,16 @@ class BuiltStep:
     `report`, when given, is asked once after the timed loop for figures the plugin measured
     itself (device time from CUDA events: device_timing.py); they join the row's
     settings.extra. A generation workload's step is `generation` (use `for_generation`): the
-    runtime times its prefill and each decode step."""
+    runtime times its prefill and each decode step. A model file's step (WorkloadSpec.model)
+    gives `outputs`: called once after the timed loop, the model's outputs for the cell's
+    inputs by name, as NumPy arrays (the runtime sends them: RunResult.outputs)."""
 
     step: Callable[[], object]
     settings: Settings
     rank: RankReport | None = None  # set when the step ran as a rank of a world
     report: Callable[[], Mapping[str, str]] | None = None
     generation: GenerationSteps | None = None
+    outputs: Callable[[], Mapping[str, object]] | None = None
 
     @classmethod
     def for_generation(cls, steps: GenerationSteps, settings: Settings) -> BuiltStep:

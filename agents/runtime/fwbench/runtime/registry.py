@@ -12,11 +12,14 @@ from typing import cast
 
 from fwbench.runtime.plugin import (
     AUTOCAST_VARIABLE,
+    MODEL_FILES,
     OPTIONAL_CAPABILITIES,
+    Capability,
     FrameworkPlugin,
     InvalidContext,
     PluginContext,
 )
+from fwbench.spec.model_files import FORMATS
 
 ENTRY_POINT_GROUP = "fwbench.plugins"
 REQUIRED_METHODS = ("describe", "build", "synchronize")
@@ -77,6 +80,18 @@ def _check_capability(label: str, plugin: object, capability: str) -> None:
         raise PluginInvalid(
             f"{label} declares capability {capability!r} but lacks {', '.join(lacking)}"
         )
+    if capability == MODEL_FILES:
+        formats = getattr(plugin, "model_formats", None)
+        if not isinstance(formats, tuple) or not formats or not set(formats) <= set(FORMATS):
+            raise PluginInvalid(
+                f"{label} declares capability {capability!r}: model_formats must be a "
+                f"non-empty tuple of {', '.join(FORMATS)}"
+            )
+        if not isinstance(getattr(plugin, "model_capability", None), Capability):
+            raise PluginInvalid(
+                f"{label} declares capability {capability!r} without model_capability (a "
+                "Capability: the phases, dtypes and modes it runs model files in)"
+            )
 
 
 def load_plugin(name: str, context: PluginContext) -> FrameworkPlugin:

@@ -26,8 +26,10 @@ from fwbench.runtime.errors import status_for
 from fwbench.runtime.fits import require_fit
 from fwbench.runtime.hostinfo import environment_switches, host_info
 from fwbench.runtime.metrics import AgentMetrics
+from fwbench.runtime.model_files import ModelPlugin, inspect, model_workload_spec
 from fwbench.runtime.plugin import (
     ACCURACY,
+    MODEL_FILES,
     BuiltStep,
     Capability,
     FrameworkPlugin,
@@ -42,7 +44,7 @@ from fwbench.runtime.requests import loop_plan, workload_spec
 from fwbench.runtime.security import caller
 from fwbench.runtime.timing import LoopPlan, Measurement, measure
 from fwbench.runtime.world import WHOLE_BATCH_STRATEGIES, World
-from fwbench.spec import HEARTBEAT_SECONDS, SPEC_VERSION, Catalogue, startup
+from fwbench.spec import HEARTBEAT_SECONDS, SPEC_VERSION, Catalogue, model_files, startup
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
 
 _STAGES = {
@@ -79,6 +81,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         self._world = world
         self._description: PluginDescription = plugin.describe()
         self._capabilities = capabilities(plugin, self._description, catalogue, world)
+        # Formats of the user's model files the plugin reads (capability "model_files").
+        self._model_formats: tuple[str, ...] = (
+            tuple(cast(ModelPlugin, plugin).model_formats)
+            if MODEL_FILES in plugin.optional_capabilities
+            else ()
+        )
         # Every device a CPU: the host's memory is the cells' (fits.py checks they fit).
         self._host_memory_only = all(d.kind == "cpu" for d in self._description.devices)
         self._identity = identity
@@ -121,7 +129,28 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             pid=os.getpid(),
             world=_world_message(self._world),
             unsupported_reasons=dict(d.unsupported_reasons),
+            model_formats=list(self._model_formats),
         )
+
+    def InspectModel(  # noqa: N802
+        self, request: agent_pb2.InspectModelRequest, context: grpc.ServicerContext
+    ) -> agent_pb2.ModelSignature:
+        """A model file's signature (protocol 1.7); the file checked as a Run checks it."""
+        if not self._busy.acquire(blocking=False):  # loading a model would disturb the run
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "agent is busy with a run; it reads a model file between runs only",
+            )
+        try:
+            if not self._model_formats:
+                raise UnsupportedWorkload(
+                    "this agent reads no model files (Describe.model_formats)"
+                )
+            return inspect(cast(ModelPlugin, self._plugin), request)
+        except Exception as error:  # noqa: BLE001 (mapped to a status, never swallowed)
+            context.abort(*status_for(error))
+        finally:
+            self._busy.release()
 
     def _workload_support(self) -> list[agent_pb2.WorkloadSupport]:
         supported = []
@@ -154,7 +183,11 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
     ) -> Iterator[agent_pb2.RunResponse]:
         run_id = request.run_id or uuid.uuid4().hex
         try:
-            spec = workload_spec(request, self._catalogue, self._capabilities, self._world)
+            if request.HasField("model"):
+                plugin = cast(ModelPlugin, self._plugin)
+                spec = model_workload_spec(request, plugin, self._model_formats, self._world)
+            else:
+                spec = workload_spec(request, self._catalogue, self._capabilities, self._world)
             plan = loop_plan(request, self._catalogue, self._world)
         except Exception as error:  # noqa: BLE001 (mapped to a status, never swallowed)
             self._metrics.runs.labels(status="refused").inc()
@@ -265,7 +298,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         # tf.function's or a jit's closures), which Python's collector may not reach for many
         # cells: without this a TensorFlow agent kept every GPT-2 of a sweep (0.5 GiB each).
         gc.collect()
-        if self._host_memory_only:  # a GPU's own allocator refuses what does not fit
+        if self._host_memory_only and spec.model is None:  # a GPU refuses what does not fit
             require_fit(spec, self._catalogue)
         if spec.workload.kind != "accuracy":
             build = lambda: _checked(self._plugin.build(spec), spec, self._world)  # noqa: E731
@@ -382,7 +415,21 @@ def _result_message(
         measure_ended_unix_nanoseconds=m.measure_ended_unix_ns,
         items_per_sample=_replica_items(spec, world),
         generation=_generation_message(m),
+        outputs=_outputs_message(spec, m),
     )
+
+
+def _outputs_message(spec: WorkloadSpec, m: Measurement) -> list[agent_pb2.Tensor]:
+    """A model file's outputs for the cell's inputs, from one forward pass after the timed loop
+    (the collector compares them across agents); nothing for a catalogue workload."""
+    if spec.model is None:
+        return []
+    if m.built.outputs is None:
+        raise RuntimeError(
+            f"the plugin built {spec.workload.name} without its outputs (BuiltStep.outputs): "
+            "a model file's results are compared across agents"
+        )
+    return model_files.output_messages(m.built.outputs())  # type: ignore[arg-type]
 
 
 def _generation_message(m: Measurement) -> agent_pb2.GenerationResult | None:

@@ -50,6 +50,11 @@ class AgentServiceStub(object):
                 request_serializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.CancelRequest.SerializeToString,
                 response_deserializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.CancelResponse.FromString,
                 _registered_method=True)
+        self.InspectModel = channel.unary_unary(
+                '/fwbench.agent.v1.AgentService/InspectModel',
+                request_serializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.InspectModelRequest.SerializeToString,
+                response_deserializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ModelSignature.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer(object):
@@ -132,6 +137,20 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def InspectModel(self, request, context):
+        """(Since 1.7.) Reads a model file the user brought (ModelFile, its inputs left empty) and
+        says what it takes and gives: inputs, outputs, parameters, the phases it can run. Loads the
+        file and runs nothing; never blocks on a run. Errors (as gRPC status):
+        NOT_FOUND           no file or folder at the path, as the agent sees it
+        INVALID_ARGUMENT    the file is not a model of its format (not one at all, truncated,
+        unreadable), or its digest is not ModelFile.sha256; the message says
+        which in one line
+        UNIMPLEMENTED       a format the agent does not read (Describe.model_formats)
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -149,6 +168,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.Cancel,
                     request_deserializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.CancelRequest.FromString,
                     response_serializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.CancelResponse.SerializeToString,
+            ),
+            'InspectModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.InspectModel,
+                    request_deserializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.InspectModelRequest.FromString,
+                    response_serializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ModelSignature.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -233,6 +257,33 @@ class AgentService(object):
             '/fwbench.agent.v1.AgentService/Cancel',
             fwbench_dot_agent_dot_v1_dot_agent__pb2.CancelRequest.SerializeToString,
             fwbench_dot_agent_dot_v1_dot_agent__pb2.CancelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def InspectModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fwbench.agent.v1.AgentService/InspectModel',
+            fwbench_dot_agent_dot_v1_dot_agent__pb2.InspectModelRequest.SerializeToString,
+            fwbench_dot_agent_dot_v1_dot_agent__pb2.ModelSignature.FromString,
             options,
             channel_credentials,
             insecure,
