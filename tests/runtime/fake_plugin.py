@@ -5,12 +5,17 @@ the plugin contract (docs/plugins.md): tests/plugin_contract runs against it too
 
 from __future__ import annotations
 
+import json
 import mmap
 import os
 import threading
 import time
 
+import numpy as np
+
+from fwbench.runtime.model_files import ModelSignature, reject_unreadable
 from fwbench.runtime.plugin import (
+    MODEL_FILES,
     BuiltStep,
     Capability,
     DeviceInfo,
@@ -23,6 +28,7 @@ from fwbench.runtime.plugin import (
     WorkloadSpec,
     translate_out_of_memory,
 )
+from fwbench.spec.model_files import TensorInfo
 
 # gemm's "m" parameter sets the step duration in microseconds; m above this "runs out of
 # memory" the way a framework does: with its own exception, which the plugin translates.
@@ -58,6 +64,13 @@ class FakePlugin:
         time.sleep(float(os.environ.get("FAKE_START_SECONDS", "0")))
         self.context = context or PluginContext(device="cpu")
         self.built: list[WorkloadSpec] = []
+        # FAKE_MODEL_FORMATS=onnx,...: it "reads" model files of those formats (capability
+        # model_files): JSON that names the inputs and a scale (_fake_model).
+        formats = tuple(f for f in os.environ.get("FAKE_MODEL_FORMATS", "").split(",") if f)
+        if formats:
+            self.optional_capabilities = frozenset({MODEL_FILES})
+            self.model_formats = formats
+            self.model_capability = Capability(("infer",), ("float32",), ("eager",))
         self.synchronized = 0
 
     def _capabilities(self) -> dict[str, Capability]:
@@ -104,7 +117,17 @@ class FakePlugin:
                 raise UnsupportedWorkload(f"{spec.workload.name}: no {aspect} {value!r}")
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
+        if spec.model is not None:
+            return _model_step(spec)
         return translate_out_of_memory(_is_out_of_memory, self._build)(spec)
+
+    def inspect_model(self, path: str, format: str) -> ModelSignature:
+        return ModelSignature(
+            inputs=tuple(_fake_model(path, format)[0]),
+            outputs=(TensorInfo("y", (None,), "float32"),),
+            parameters=1,
+            unsupported_reasons={"train": "a fake model only infers"},
+        )
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         self.built.append(spec)
@@ -242,3 +265,34 @@ def _batch_scales(pairs: str) -> dict[int, float]:
 
 def _settings(pairs: str) -> dict[str, str]:
     return dict(pair.partition("=")[::2] for pair in pairs.split(",") if pair)  # type: ignore[misc]
+
+
+def _fake_model(path: str, format: str) -> tuple[list[TensorInfo], float]:
+    """A fake model file: JSON {"inputs": [{"name", "shape" (null: open), "dtype"}], "scale"};
+    anything else is not a readable model."""
+    try:
+        with open(path) as handle:
+            text = json.load(handle)
+        inputs = [TensorInfo(i["name"], tuple(i["shape"]), i["dtype"]) for i in text["inputs"]]
+        return inputs, float(text["scale"])
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise reject_unreadable(path, format, error) from None
+
+
+def _model_step(spec: WorkloadSpec) -> BuiltStep:
+    """Each step sleeps FAKE_MODEL_MICROS (default 1000) x FAKE_STEP_SCALE; the output is every
+    input's elements, flattened and concatenated, times the file's scale, plus
+    FAKE_OUTPUT_OFFSET (an agent that computes something else, by an amount the test chose)."""
+    assert spec.model is not None
+    _, scale = _fake_model(spec.model.path, spec.model.format)
+    arrays = spec.model.arrays(spec.seed)
+    seconds = float(os.environ.get("FAKE_MODEL_MICROS", "1000")) * 1e-6
+    seconds *= float(os.environ.get("FAKE_STEP_SCALE", "1"))
+    offset = float(os.environ.get("FAKE_OUTPUT_OFFSET", "0"))
+
+    def outputs() -> dict[str, np.ndarray]:
+        flat = np.concatenate([a.reshape(-1).astype(np.float32) for a in arrays.values()])
+        return {"y": flat * np.float32(scale) + np.float32(offset)}
+
+    settings = Settings(spec.dtype, 1, 1, spec.mode, "", "cpu", {"fake": "yes"})
+    return BuiltStep(step=lambda: time.sleep(seconds), settings=settings, outputs=outputs)

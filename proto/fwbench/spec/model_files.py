@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.spec.catalogue import WorkloadDef
 
 if TYPE_CHECKING:
     import numpy as np
@@ -87,6 +88,20 @@ def workload_name(path: Path, sha256: str) -> str:
     content (two versions of one file are two workloads)."""
     stem = re.sub(r"[^a-z0-9._-]+", "-", path.name.lower().removesuffix(path.suffix.lower()))
     return f"model:{stem.strip('-')[:150] or 'model'}@{sha256[:8]}"
+
+
+def workload_def(name: str, what: str) -> WorkloadDef:
+    """The workload of a model file, as collector and agents both define it: kind "model",
+    both phases (the agent says which it runs), no shape parameters, no FLOPs known ("0")."""
+    return WorkloadDef(
+        name=name,
+        kind="model",
+        description=f"the user's model file {what}",
+        item="one item of the model's batch",
+        phases=("train", "infer"),
+        max_batch_size=MAX_BATCH_SIZE,
+        flops_forward="0",
+    )
 
 
 def is_model_workload(name: str) -> bool:

@@ -73,6 +73,11 @@ def add_agent_service(servicer: agent_pb2_grpc.AgentServiceServicer, server: grp
             request_deserializer=_parser(agent_pb2.CancelRequest),
             response_serializer=agent_pb2.CancelResponse.SerializeToString,
         ),
+        "InspectModel": grpc.unary_unary_rpc_method_handler(
+            _unary(servicer.InspectModel),
+            request_deserializer=_parser(agent_pb2.InspectModelRequest),
+            response_serializer=agent_pb2.ModelSignature.SerializeToString,
+        ),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
     server.add_registered_method_handlers(SERVICE, handlers)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.runtime.model_request import ModelRequest
 from fwbench.runtime.plugin import Capability, UnsupportedWorkload, WorkloadSpec
 from fwbench.runtime.world import World
 from fwbench.spec import model_files
@@ -24,7 +25,7 @@ from fwbench.spec.enums import DTYPE_NAMES, PHASE_NAMES, PHASE_VALUES
 from fwbench.spec.model_files import TensorInfo
 
 if TYPE_CHECKING:
-    import numpy as np
+    pass
 
 
 class ModelRejected(CatalogueError):
@@ -52,21 +53,6 @@ class ModelSignature:
     phases: tuple[str, ...] = ("infer",)
     unsupported_reasons: Mapping[str, str] = field(default_factory=dict)  # "train" -> why
     details: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ModelRequest:
-    """The model file of a cell (WorkloadSpec.model): checked to exist with the named digest;
-    `inputs` are the full shapes of the cell."""
-
-    path: str
-    format: str
-    sha256: str
-    inputs: tuple[TensorInfo, ...]
-
-    def arrays(self, seed: int) -> dict[str, np.ndarray]:
-        """The cell's inputs, the same numbers on every agent (model_files.make_inputs)."""
-        return model_files.make_inputs(self.inputs, seed)
 
 
 class ModelPlugin(Protocol):
@@ -141,15 +127,7 @@ def model_spec_parts(
     inputs = tuple(_input(spec) for spec in request.model.inputs)
     if not inputs:
         raise CatalogueError("model.inputs: every input of the model, with its shape", "model")
-    workload = WorkloadDef(
-        name=request.workload,
-        kind="model",
-        description=f"the user's model file {path.name} ({request.model.format})",
-        item="one item of the model's batch",
-        phases=("train", "infer"),
-        max_batch_size=model_files.MAX_BATCH_SIZE,
-        flops_forward="0",
-    )
+    workload = model_files.workload_def(request.workload, f"{path.name} ({request.model.format})")
     return workload, ModelRequest(str(path), request.model.format, request.model.sha256, inputs)
 
 

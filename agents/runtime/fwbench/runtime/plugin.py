@@ -8,15 +8,13 @@ import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ParamSpec, Protocol, TypeVar, runtime_checkable
+from typing import ParamSpec, Protocol, TypeVar, runtime_checkable
 
 from fwbench.runtime.invalid_context import InvalidContext as InvalidContext  # plugins' import
+from fwbench.runtime.model_request import ModelRequest
 from fwbench.runtime.world import World, world_from_environment
 from fwbench.spec import startup
 from fwbench.spec.catalogue import WorkloadDef
-
-if TYPE_CHECKING:
-    from fwbench.runtime.model_files import ModelRequest
 
 DEVICES = ("cpu", "cuda", "auto")
 DEVICE_VARIABLE = "FWBENCH_DEVICE"

@@ -141,6 +141,15 @@ class AgentClient:
         )
         return stream
 
+    def inspect_model(
+        self, request: agent_pb2.InspectModelRequest, timeout_seconds: float
+    ) -> agent_pb2.ModelSignature:
+        """A model file's signature (protocol 1.7); raises grpc.RpcError."""
+        reply: agent_pb2.ModelSignature = self._stub.InspectModel(
+            request, timeout=timeout_seconds, metadata=self._metadata
+        )
+        return reply
+
     def cancel_reply(self, run_id: str = "") -> agent_pb2.CancelResponse:
         """Cancel as the agent answers it; raises grpc.RpcError."""
         reply: agent_pb2.CancelResponse = self._stub.Cancel(

@@ -24,6 +24,7 @@ from fwbench.collector.analysis.comparison import (
     NEVER_CALLED,
     ONE_PROCESS,
     OTHER_SETTINGS,
+    OUTPUTS_DIFFER,
     PROCESSES,
     Comparison,
     ComparisonSet,
@@ -34,6 +35,7 @@ from fwbench.collector.analysis.contenders import (
     Contender,
     RunData,
     contenders,
+    differed_note,
     every_process_failed,
     failed_note,
     interfered_note,
@@ -97,7 +99,11 @@ def _compare(
     notes = [*notes, *left_out]
     if not (base.clean and other.clean):
         evidence = INTERFERED
-    for say, cannot in ((otherwise_note, OTHER_SETTINGS), (failed_note, FAILED_PROCESSES)):
+    for say, cannot in (
+        (differed_note, OUTPUTS_DIFFER),
+        (otherwise_note, OTHER_SETTINGS),
+        (failed_note, FAILED_PROCESSES),
+    ):
         said = [note for note in (say(name, side) for name, side in sides) if note]
         if said:  # failures outrank: the last one found says how to decide
             notes, evidence = [*notes, *said], cannot

@@ -11,7 +11,12 @@ from typing import Any
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.efficiency import SCALING_VERDICTS
 from fwbench.collector.analysis.noise import NoiseMeasurement
-from fwbench.collector.stats.failures import FAILED_NOTE, INTERFERED_NOTE, OTHERWISE_NOTE
+from fwbench.collector.stats.failures import (
+    DIFFERED_NOTE,
+    FAILED_NOTE,
+    INTERFERED_NOTE,
+    OTHERWISE_NOTE,
+)
 from fwbench.collector.stats.needed import repetitions_needed, would_decide
 from fwbench.collector.stats.significance import (
     ALPHA,
@@ -37,6 +42,7 @@ ONE_PROCESS_NOTE += "decides"
 # process that ran out of time or memory is the slow or the big one), so nothing is called.
 FAILED_PROCESSES = "failed processes"  # stats/failures.py
 OTHER_SETTINGS = "other settings than asked"  # stats/failures.py
+OUTPUTS_DIFFER = "outputs differ"  # a model file's outputs, not the reference's
 # Every process of a side was interfered (run/interference.py): nothing clean to call from.
 INTERFERED = "interfered processes"
 # Evidence on which nothing can be called (not counted in Holm's family), with what an
@@ -45,6 +51,7 @@ NEVER_CALLED = {
     ONE_PROCESS: ONE_PROCESS_NOTE,
     FAILED_PROCESSES: FAILED_NOTE,
     OTHER_SETTINGS: OTHERWISE_NOTE,
+    OUTPUTS_DIFFER: DIFFERED_NOTE,
     INTERFERED: INTERFERED_NOTE,
 }
 

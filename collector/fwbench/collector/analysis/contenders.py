@@ -86,6 +86,9 @@ class Contender:
     # How many of its processes here could not be judged for interference (their agent
     # exported no affinity series, or nothing was scraped): kept, and the verdict says so.
     unknown: int = 0
+    # Its processes here whose outputs differ from the reference's (a model file): each's
+    # outputs_note.
+    differed: tuple[str, ...] = ()
 
     @property
     def first_cell(self) -> int:
@@ -144,6 +147,15 @@ def failed_note(agent: str, contender: Contender) -> str:
     return f"{count} of {agent}'s {total} processes failed here ({contender.failed[-1]})"
 
 
+def differed_note(agent: str, contender: Contender) -> str:
+    """What a note says of a contender's processes whose outputs differ from the reference's;
+    "" when none did."""
+    if not contender.differed:
+        return ""
+    count, total, last = len(contender.differed), len(contender.groups), contender.differed[-1]
+    return f"{count} of {agent}'s {total} processes: outputs differ from the reference's ({last})"
+
+
 def otherwise_note(agent: str, contender: Contender) -> str:
     """What a note says of a contender's processes that ran otherwise than asked; "" when
     none did."""
@@ -182,6 +194,7 @@ def contenders(run: RunData) -> list[Contender]:
     found: dict[tuple[str, str, CellKey], list[tuple[int, FloatArray]]] = {}
     spoiled: dict[tuple[str, str, CellKey], list[tuple[int, FloatArray, str]]] = {}
     otherwise: dict[tuple[str, str, CellKey], list[str]] = {}
+    differed: dict[tuple[str, str, CellKey], list[str]] = {}
     unknown: dict[tuple[str, str, CellKey], int] = {}
     ok = run.results[run.results["status"] == "ok"].sort_values("cell")
     for row in ok.to_dict("records"):
@@ -199,6 +212,8 @@ def contenders(run: RunData) -> list[Contender]:
             found.setdefault(side, []).append((int(row["cell"]), values))
         if clean(row.get("settings_mismatch")):
             otherwise.setdefault(side, []).append(row["settings_mismatch"])
+        if clean(row.get("outputs_match")) is False:
+            differed.setdefault(side, []).append(clean(row.get("outputs_note")) or "differ")
         unknown[side] = unknown.get(side, 0) + interference_unknown(row)
     found_contenders = []
     for (agent, mode, key), groups in found.items():
@@ -221,6 +236,7 @@ def contenders(run: RunData) -> list[Contender]:
                 tuple(why for _, _, why in left_out),
                 clean=bool(groups),
                 unknown=unknown.get((agent, mode, key), 0),
+                differed=tuple(differed.get((agent, mode, key), [])),
             )
         )
     return found_contenders

@@ -34,6 +34,7 @@ from fwbench.collector.cli.common import (
 )
 from fwbench.collector.cli.decide import decisions_table, earlier_spreads
 from fwbench.collector.cli.security import SECURITY_OPTIONS
+from fwbench.collector.run.model_file import ModelRefused, with_model
 from fwbench.collector.run.options import RunOptions, options_from_record
 from fwbench.collector.run.plan import Selection
 from fwbench.collector.run.resume import ResumePoint, resume_point
@@ -83,7 +84,13 @@ def resume_run(
             shlex.join(["collector", *sys.argv[1:]]),
             security,
         )
-    except (ResumeRefused, PersistenceError, StorageUnusable, AgentSpecError) as error:
+    except (
+        ResumeRefused,
+        PersistenceError,
+        StorageUnusable,
+        AgentSpecError,
+        ModelRefused,
+    ) as error:
         fail_with(error)
     extra = manifests or [Path(folder) for folder in options.launch.manifest_dirs]
     declared = load_manifests(extra)
@@ -104,7 +111,7 @@ def execute(
         check_folder(out or DEFAULT_OUT, f"--out {out}" if out else f"{DEFAULT_OUT}/ (no --out)")
     except StorageUnusable as error:
         fail_with(error)
-    catalogue = load_catalogue()
+    catalogue = with_model(load_catalogue(), options.model)
     options = dataclasses.replace(
         options,
         calibration=lambda: calibration_for_run(declared),

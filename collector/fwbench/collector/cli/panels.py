@@ -21,6 +21,8 @@ RUN_PANELS: Mapping[str, Sequence[str]] = {
     "What to measure": (
         "agents",
         "workloads",
+        "model",
+        "model_input",
         "phases",
         "batch_sizes",
         "dtypes",

@@ -48,9 +48,28 @@ def run(
         ),
     ] = "",
     workloads: Annotated[
-        str, typer.Option(help="Comma-separated workloads.")
+        str, typer.Option(help="Comma-separated workloads (with --model: none unless given).")
     ] = "gemm,conv2d,resnet18",
-    phases: Annotated[str, typer.Option(help="train, infer or both.")] = "train,infer",
+    model: Annotated[
+        Path | None,
+        typer.Option(
+            help="Your model file: .onnx, .keras, a SavedModel folder, .pt2 (torch.export) or "
+            ".jax (jax.export); measured on every agent that reads its format, each agent's "
+            "outputs checked against the first's (docs/your-model.md).",
+        ),
+    ] = None,
+    model_input: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--input",
+            metavar="NAME=SHAPE",
+            help="With --model: the full shape of an input whose dimensions the model leaves "
+            "open besides the batch, e.g. input_ids=8x128 (repeatable).",
+        ),
+    ] = None,
+    phases: Annotated[
+        str, typer.Option(help="train, infer or both (with --model: infer unless given).")
+    ] = "train,infer",
     batch_sizes: Annotated[str, typer.Option(help="Comma-separated batch sizes.")] = "1,8",
     dtypes: Annotated[str, typer.Option(help="Comma-separated dtypes.")] = "float32",
     threads: Annotated[str, typer.Option(help="Intra-op thread counts, 0 = agent default.")] = "0",
@@ -185,7 +204,13 @@ def run(
 
         return resume_run(ctx, resume, manifests, store, security)
     check_interference(interference_threshold, quiet_host)
-    given = getattr(ctx.get_parameter_source("repeat"), "name", "") == "COMMANDLINE"
+
+    def given(name: str) -> bool:
+        return getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"
+
+    if model is not None:  # the model alone, for inference, unless more is asked
+        workloads = workloads if given("workloads") else ""
+        phases = phases if given("phases") else "infer"
     start_run(
         ctx,
         Asked(agents, aa, world_sizes, strategies, out, store, manifests, slurm_export),
@@ -199,8 +224,10 @@ def run(
             param,
             seed,
             LoopSettings(warmup, iterations, min_seconds, max_iterations),
-            repeat if given else None,
+            repeat if given("repeat") else None,
             fresh_process,
+            model,
+            model_input or [],
         ),
         Limits(cell_timeout or None, start_timeout, hang_timeout or None),
         Telemetry(

@@ -5,10 +5,11 @@ composed (run/options.py), then the run carried out (cli/execution.py) or, with
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from fwbench.collector.launchers import (
 )
 from fwbench.collector.launchers.python_options import PythonOptions
 from fwbench.collector.launchers.slurm_options import SlurmOptions
+from fwbench.collector.run.model_file import ModelRefused, asked_model, with_model
 from fwbench.collector.run.options import Decision, Launch, Limits, RunOptions, Telemetry
 from fwbench.collector.run.plan import (
     LoopSettings,
@@ -97,6 +99,8 @@ class Measure:
     loop: LoopSettings
     repeat: int | None
     fresh_process: bool
+    model: Path | None = None  # --model
+    model_inputs: list[str] = field(default_factory=list)  # --input NAME=SHAPE
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,15 @@ def start_run(
         fail("give --agents NAME[,NAME...] (`collector agents` lists them), or --resume RUN_ID")
     if asked.out is not None and asked.out.exists() and not asked.out.is_dir():
         fail(f"--out {asked.out} is a file; give a folder (new, or holding no run)")
-    catalogue = load_catalogue()
+    try:
+        model = asked_model(measure.model, measure.model_inputs) if measure.model else None
+    except ModelRefused as error:
+        fail_with(error)
+    catalogue = with_model(load_catalogue(), model)
+    if model is not None:
+        measure = dataclasses.replace(
+            measure, workloads=",".join(filter(None, (model.workload, measure.workloads)))
+        )
     declared = load_manifests(asked.manifests)
     own = _launcher_options(launch, asked, declared)
     try:
@@ -205,6 +217,7 @@ def start_run(
         ),
         decision,
         security,
+        model=model,
     )
     execute(options, selection, declared)
 

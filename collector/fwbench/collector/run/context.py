@@ -12,6 +12,7 @@ import pandas as pd
 
 from fwbench.collector.run.interference import DEFAULT_THRESHOLD_PERCENT
 from fwbench.collector.run.liveness import HANG_SECONDS
+from fwbench.collector.run.model_file import PreparedModel
 from fwbench.collector.run.plan import Cell, Selection
 from fwbench.spec import Catalogue
 
@@ -54,3 +55,9 @@ class RunContext:
     # row is interfered, and the most seconds to wait before each cell for a quiet host.
     interference_threshold: float = DEFAULT_THRESHOLD_PERCENT
     quiet_host_seconds: float = 0.0
+    # --model: the user's model file, prepared (model_file.py); None: the catalogue only.
+    model: PreparedModel | None = None
+
+    def model_of(self, cell: Cell) -> PreparedModel | None:
+        """The prepared model when `cell` measures it."""
+        return self.model if self.model and cell.workload == self.model.asked.workload else None

@@ -99,7 +99,8 @@ def run_until_decided(
         if not still:
             stopped = sum(q.verdict == UNDECIDED for q in decisions.questions)
             decisions.stopped = "every comparison decided" + (
-                f" or stopped ({stopped} undecided: a process failed or ran otherwise than asked)"
+                f" or stopped ({stopped} undecided: a process failed, ran otherwise than asked or "
+                "computed other outputs)"
                 if stopped
                 else ""
             )

@@ -247,6 +247,8 @@ def _run_cell(
             why = f"{error}; frozen again while the cell was measured a second time"
             return _failed(identity, ctx, "failed", error.code, why), []
         row = result_row(identity, item.describe, ctx.selection.seed, result, ctx.catalogue)
+        if model := ctx.model_of(cell):
+            row.update(model.columns(cell, result))
         if isinstance(handle, WorldHandle):  # every rank's own figures, too
             ranks: list[agent_pb2.RunResult] = handle.client.last_results  # type: ignore[attr-defined]
             devices = max(item.describe.world.local_devices, 1)

@@ -19,6 +19,7 @@ from fwbench.collector.store.cell_key import params_text
 from fwbench.collector.store.schema import SCHEMA_VERSION
 from fwbench.spec import Catalogue
 from fwbench.spec.enums import DTYPE_NAMES
+from fwbench.spec.model_files import is_model_workload
 
 
 def identity_columns(
@@ -66,7 +67,10 @@ def identity_columns(
         "strategy": cell.strategy or None,  # a world's: the rank's RankResult fills in the default
         "threads_requested": cell.threads,
         "params": params_text(cell.params),
-        "flops_per_item": catalogue.flops_per_item(cell.workload, cell.phase, cell.params),
+        # A user's model file has no catalogue FLOPs (None: unknown, never 0 FLOP/s).
+        "flops_per_item": None
+        if is_model_workload(cell.workload)
+        else catalogue.flops_per_item(cell.workload, cell.phase, cell.params),
     }
 
 

@@ -10,7 +10,13 @@ from typing import Any
 import numpy as np
 
 from fwbench.collector.run.plan import Cell
-from fwbench.collector.stats.failures import FAILED, FAILED_NOTE, OTHERWISE_NOTE, failure_text
+from fwbench.collector.stats.failures import (
+    DIFFERED_NOTE,
+    FAILED,
+    FAILED_NOTE,
+    OTHERWISE_NOTE,
+    failure_text,
+)
 from fwbench.collector.stats.margins import SpreadOf
 from fwbench.collector.stats.significance import ProcessSpread
 from fwbench.collector.store.cell_key import CellKey
@@ -49,6 +55,10 @@ class Observations:
         elif row["status"] == "ok" and row.get("settings_mismatch"):
             said = f"{process} ran otherwise than asked ({row['settings_mismatch']})"
             why = OTHERWISE_NOTE
+        elif row["status"] == "ok" and row.get("outputs_match") is False:
+            said = f"the outputs of {process} differ from the reference's"
+            said += f" ({row.get('outputs_note')})"
+            why = DIFFERED_NOTE
         if said:
             self.lost.setdefault(side, []).append((said, why))
         if row["status"] == "ok" and bool(row.get("interfered")):

@@ -9,7 +9,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fwbench.collector.agents.security import ChannelSecurity
 from fwbench.collector.agents.specs import Instance
@@ -24,6 +24,9 @@ from fwbench.collector.run.defaults import (
 )
 from fwbench.collector.stats.margins import SpreadOf
 from fwbench.collector.stats.significance import DEFAULT_NOISE_FLOOR
+
+if TYPE_CHECKING:
+    from fwbench.collector.run.model_file import ModelAsked
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,8 @@ class RunOptions:
     history: Callable[[str, dict[str, Any]], SpreadOf] | None = None
     # This host's ceilings (calibration/cache.py), asked for before the agents start.
     calibration: Callable[[], dict[str, Any] | None] | None = None
+    # --model: the user's model file, checked (run/model_file.py); None: the catalogue only.
+    model: ModelAsked | None = None
 
     def calibration_now(self) -> dict[str, Any] | None:
         return self.calibration() if self.calibration else None
@@ -140,6 +145,7 @@ def options_record(options: RunOptions) -> dict[str, Any]:
         **options.telemetry.record(),
         **options.launch.record(),
         **options.decision.record(),
+        **({"model": options.model.record()} if options.model else {}),
     }
 
 
@@ -162,4 +168,22 @@ def options_from_record(
         Launch.from_record(record),
         Decision.from_record(record),
         security,
+        model=_model(record.get("model")),
     )
+
+
+def _model(record: dict[str, Any] | None) -> ModelAsked | None:
+    """A resumed run's model file, checked again: the same file, or ModelRefused."""
+    if record is None:
+        return None
+    from fwbench.collector.run.model_file import ModelRefused, asked_model
+
+    inputs = [f"{name}={'x'.join(map(str, shape))}" for name, shape in record["inputs"].items()]
+    asked = asked_model(Path(record["path"]), inputs)
+    if asked.sha256 != record["sha256"]:
+        raise ModelRefused(
+            f"--model {record['path']} changed since the run measured it (digest "
+            f"{asked.sha256[:12]}..., was {record['sha256'][:12]}...): resume measures the same "
+            "file"
+        )
+    return asked

@@ -26,13 +26,13 @@ from fwbench.collector.run.metadata import (
     now,
     shared_nodes,
 )
+from fwbench.collector.run.model_file import PreparedModel, plan_all
 from fwbench.collector.run.normalize import RunCeilings
 from fwbench.collector.run.options import RunOptions, options_record
 from fwbench.collector.run.plan import (
     Selection,
     SelectionError,
     check_offered,
-    plan_cells,
 )
 from fwbench.collector.run.progress import RichDisplay
 from fwbench.collector.run.prometheus_targets import TargetsFile
@@ -157,9 +157,11 @@ def _execute(
         if not one_at_a_time:
             work = adopt(handles, launcher, targets, options.launch.agent_environment)
         check_offered(selection, {w.handle.name: w.describe for w in work})
-        for item in work:
-            item.cells = plan_cells(item.handle.name, item.describe, catalogue, selection)
-        return _measure(run_id, out_dir, work, options, selection, catalogue, console, resume)
+        timeout = options.limits.cell_timeout_seconds
+        model = plan_all(work, catalogue, selection, options.model, timeout)
+        return _measure(
+            run_id, out_dir, work, options, selection, catalogue, console, resume, model
+        )
     finally:
         if targets is not None:
             targets.remove()
@@ -180,6 +182,7 @@ def _measure(
     catalogue: Catalogue,
     console: Console,
     resume: ResumePoint | None,
+    model: PreparedModel | None = None,
 ) -> RunSummary:
     decisions = None
     if options.decision.until_decided_seconds is not None:
@@ -266,6 +269,7 @@ def _measure(
         skip=skip,
         interference_threshold=options.telemetry.interference_threshold,
         quiet_host_seconds=options.telemetry.quiet_host_seconds,
+        model=model,
     )
     interrupted, escaped = False, ""
     try:

@@ -8,6 +8,8 @@ fail in its cell, or run otherwise than asked, is never called, by `compare`
 - A process that ran otherwise than asked (the row's `settings_mismatch`: another thread
   count, dtype or mode than the one asked for): its figure is true for what ran, but a
   verdict from it would answer another question than the one asked.
+- A process whose outputs differ from the reference's (a user's model file, the row's
+  `outputs_match` False): it computed something else, so its speed is no answer.
 
 An interfered process (run/interference.py: other processes took the agent's CPUs while it was
 timed) is different: what slowed it came from outside and says nothing of the agent, so it is
@@ -34,6 +36,12 @@ def failure_text(code: str | None, error: str | None) -> str:
 OTHERWISE_NOTE = (
     "what ran is not what was asked, so a verdict would answer another question: never called; "
     "see the rows' settings_mismatch"
+)
+
+
+DIFFERED_NOTE = (
+    "a process's outputs differ from the reference's (the rows' outputs_note): the two did not "
+    "compute the same thing, so their speed is not compared: never called (docs/your-model.md)"
 )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from fwbench.collector.store.columns_base import Column
 from fwbench.collector.store.generation_columns import GENERATION_COLUMNS
 from fwbench.collector.store.interference_columns import INTERFERENCE_COLUMNS
+from fwbench.collector.store.model_columns import MODEL_COLUMNS
 from fwbench.collector.store.world_columns import WORLD_COLUMNS
 
 __all__ = ["COLUMNS", "Column"]
@@ -223,6 +224,7 @@ COLUMNS: tuple[Column, ...] = (
         "validation_accuracy}",
     ),
     *GENERATION_COLUMNS,
+    *MODEL_COLUMNS,
     Column(
         "cpu_user_percent",
         "Float64",

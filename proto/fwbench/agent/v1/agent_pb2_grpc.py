@@ -140,12 +140,13 @@ class AgentServiceServicer(object):
     def InspectModel(self, request, context):
         """(Since 1.7.) Reads a model file the user brought (ModelFile, its inputs left empty) and
         says what it takes and gives: inputs, outputs, parameters, the phases it can run. Loads the
-        file and runs nothing; never blocks on a run. Errors (as gRPC status):
+        file and runs nothing. Errors (as gRPC status):
         NOT_FOUND           no file or folder at the path, as the agent sees it
         INVALID_ARGUMENT    the file is not a model of its format (not one at all, truncated,
         unreadable), or its digest is not ModelFile.sha256; the message says
         which in one line
         UNIMPLEMENTED       a format the agent does not read (Describe.model_formats)
+        FAILED_PRECONDITION a run is in progress: loading a model would disturb its timing
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -16,10 +16,11 @@ from fwbench.collector.analysis.comparison import (
     NEVER_CALLED,
     ONE_PROCESS,
     OTHER_SETTINGS,
+    OUTPUTS_DIFFER,
     PROCESSES,
     Comparison,
 )
-from fwbench.collector.stats.failures import FAILED_NOTE, OTHERWISE_NOTE
+from fwbench.collector.stats.failures import DIFFERED_NOTE, FAILED_NOTE, OTHERWISE_NOTE
 from fwbench.collector.stats.needed import (
     MOST_SUGGESTED,
     repetitions_needed,
@@ -40,6 +41,8 @@ _REASONS = {
     "for it (the rows' notes name it; its log is in the run folder)",
     OTHER_SETTINGS: "a side ran otherwise than asked (the rows' settings_mismatch): a verdict "
     "would answer another question",
+    OUTPUTS_DIFFER: "a side's outputs differ from the reference's (the rows' outputs_note): "
+    "it computed something else, so its speed is no answer",
 }
 # Options a command that would decide something replaces (with a value, unless given as
 # --name=value), and those it never repeats: the folder already holds the run.
@@ -122,6 +125,8 @@ def decision_reason(q: Decision, decided: DecidedRun, command: str) -> tuple[str
     why = q.why
     if FAILED_NOTE in why:
         return "a process failed in its cell, so measuring it stopped (the table says which)", ""
+    if DIFFERED_NOTE in why:
+        return "a process's outputs differ from the reference's, so measuring it stopped", ""
     if OTHERWISE_NOTE in why:
         return (
             "a process ran otherwise than asked, so measuring it stopped (the table says which)",
