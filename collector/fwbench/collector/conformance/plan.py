@@ -16,6 +16,7 @@ from fwbench.collector.conformance.errors import error_checks
 from fwbench.collector.conformance.heartbeat import heartbeat_checks
 from fwbench.collector.conformance.lifecycle import lifecycle_checks
 from fwbench.collector.conformance.longrun import stop_long_run
+from fwbench.collector.conformance.model_files import model_checks
 from fwbench.collector.conformance.services import metrics_checks, service_checks
 from fwbench.collector.conformance.suite import Check, Outcome, Target, run_checks
 from fwbench.collector.conformance.threads import thread_checks
@@ -39,6 +40,7 @@ def _checks(target: Target, groups: Sequence[str], cells: CellSet) -> Iterator[C
         yield from service_checks()
     if "errors" in groups:
         yield from error_checks()
+        yield from model_checks()
     if "cells" in groups:
         yield from cell_checks(target, cells)
     if "threads" in groups:

@@ -1,0 +1,108 @@
+"""The user's model files (protocol 1.7): what an agent declares in Describe.model_formats
+holds. Known format names; InspectModel and a model Run refuse what they must: a format the
+agent does not read (UNIMPLEMENTED, also for an agent that reads none, as a 1.6 agent does),
+a path it cannot see (NOT_FOUND), a file that is not a model (INVALID_ARGUMENT, where the agent
+sees this host's files). Nothing here needs a real model: every request is one to refuse."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import grpc
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.conformance.suite import Check, Failed, Skipped, Target, expect_status
+from fwbench.spec import model_files
+
+ABSENT = "/nonexistent/fwbench-conformance/model"
+# A format no agent reads under this name: UNIMPLEMENTED from any agent.
+UNREAD = "no_such_format"
+
+
+def _formats(target: Target) -> list[str]:
+    return list(target.described().model_formats)
+
+
+def _inspect(target: Target, model: agent_pb2.ModelFile, code: grpc.StatusCode) -> str:
+    try:
+        target.client.inspect_model(agent_pb2.InspectModelRequest(model=model), 30.0)
+    except grpc.RpcError as error:
+        if error.code() != code:
+            raise Failed(
+                f"expected {code.name}, got {error.code().name}: {error.details()}"
+            ) from None
+        return (error.details() or "")[:120]
+    raise Failed(f"expected {code.name}, InspectModel answered a signature")
+
+
+def _known_formats(target: Target) -> str:
+    formats = _formats(target)
+    if not formats:
+        raise Skipped("the agent reads no model files (Describe.model_formats is empty)")
+    unknown = [f for f in formats if f not in model_files.FORMATS]
+    if unknown or len(set(formats)) != len(formats):
+        raise Failed(f"model_formats {formats}: each once, from {', '.join(model_files.FORMATS)}")
+    return ", ".join(formats)
+
+
+def _unread_format(target: Target) -> str:
+    return _inspect(
+        target, agent_pb2.ModelFile(path=ABSENT, format=UNREAD), grpc.StatusCode.UNIMPLEMENTED
+    )
+
+
+def _missing_file(target: Target) -> str:
+    formats = _formats(target)
+    if not formats:
+        raise Skipped("the agent reads no model files")
+    model = agent_pb2.ModelFile(path=f"{ABSENT}.{formats[0]}", format=formats[0])
+    return _inspect(target, model, grpc.StatusCode.NOT_FOUND)
+
+
+def _not_a_model(target: Target) -> str:
+    formats = [f for f in _formats(target) if f != "savedmodel"]
+    if not formats:
+        raise Skipped("the agent reads no model files of one file")
+    suffix = next(s for s, f in model_files.SUFFIXES.items() if f == formats[0])
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"not-a-model{suffix}"
+        path.write_bytes(b"this is not a model\n")
+        model = agent_pb2.ModelFile(path=str(path), format=formats[0])
+        try:
+            return _inspect(target, model, grpc.StatusCode.INVALID_ARGUMENT)
+        except Failed as failed:
+            if "got NOT_FOUND" in str(failed):
+                raise Skipped("the agent does not see this host's files (NOT_FOUND)") from None
+            raise
+
+
+def _run_unread_format(target: Target) -> str:
+    version = target.described().spec_version
+    if tuple(int(p) for p in version.split(".")[:2]) < (1, 7):
+        raise Skipped(f"protocol {version}: RunRequest.model came with 1.7")
+    request = agent_pb2.RunRequest(
+        run_id="conformance-model",
+        workload="model:conformance@00000000",
+        phase=agent_pb2.PHASE_INFER,
+        batch_size=1,
+        model=agent_pb2.ModelFile(
+            path=ABSENT,
+            format=UNREAD,
+            inputs=[agent_pb2.TensorSpec(name="x", shape=[1, 1], dtype="float32")],
+        ),
+        min_iterations=1,
+        max_iterations=1,
+        min_seconds=0.0,
+    )
+    return expect_status(target, request, grpc.StatusCode.UNIMPLEMENTED)
+
+
+def model_checks() -> list[Check]:
+    return [
+        ("model formats: known names", _known_formats),
+        ("InspectModel of an unread format: UNIMPLEMENTED", _unread_format),
+        ("InspectModel of a missing file: NOT_FOUND", _missing_file),
+        ("InspectModel of a file that is no model: INVALID_ARGUMENT", _not_a_model),
+        ("Run of a model in an unread format: UNIMPLEMENTED", _run_unread_format),
+    ]
