@@ -25,9 +25,11 @@ from fwbench.runtime.architectures import TRANSFORMER_NAMES
 from fwbench.runtime.blas import require_expected
 from fwbench.runtime.device_timing import EventTimer
 from fwbench.runtime.hostinfo import cpu_model
+from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
     ACCURACY,
     EQUIVALENCE,
+    MODEL_FILES,
     BuiltStep,
     Capability,
     DeviceInfo,
@@ -41,7 +43,7 @@ from fwbench.runtime.plugin import (
     translate_out_of_memory,
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec
-from fwbench.torch_plugin import distributed, models, reference, transformers
+from fwbench.torch_plugin import distributed, model_file, models, reference, transformers
 from fwbench.torch_plugin.batchnorm import refuse_one_value_batch_norm
 from fwbench.torch_plugin.blas import build_blas_info, torch_blas
 from fwbench.torch_plugin.ops import build_conv2d, build_gemm
@@ -210,8 +212,13 @@ _cuda_synchronize = _translated(torch.cuda.synchronize)
 
 
 class TorchPlugin:
-    optional_capabilities = frozenset({ACCURACY, EQUIVALENCE})
+    # Model files (model_file.py) where torch has torch.export (2.1 and later).
+    optional_capabilities = frozenset(
+        {ACCURACY, EQUIVALENCE} | ({MODEL_FILES} if model_file.available() else set())
+    )
     supports_autocast = True  # FWBENCH_AUTOCAST (registry.py)
+    model_formats = (model_file.FORMAT,)
+    model_capability = Capability(phases=("infer",), dtypes=("float32",), modes=offered_modes())
 
     def __init__(self, context: PluginContext) -> None:
         self.device = select_device(context.device)
@@ -307,10 +314,12 @@ class TorchPlugin:
             )
             return BuiltStep.for_generation(steps, built.settings)
         step = _translated(built.step)
+        outputs = None if built.outputs is None else _translated(built.outputs)
         if not self.cuda_events:
-            return BuiltStep(step, built.settings, rank=built.rank)
+            return BuiltStep(step, built.settings, rank=built.rank, outputs=outputs)
         timer = EventTimer(step, lambda: torch.cuda.Event(enable_timing=True))
-        return BuiltStep(timer, built.settings, rank=built.rank, report=_translated(timer.report))
+        report = _translated(timer.report)
+        return BuiltStep(timer, built.settings, rank=built.rank, report=report, outputs=outputs)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self._check(spec)
@@ -323,6 +332,10 @@ class TorchPlugin:
         if self.world is not None:
             step, rank = distributed.build(spec, dtype, self.device, self.world, self.backend)
             return BuiltStep(step, self._settings(spec, name), rank=rank)
+        if spec.model is not None:  # the runtime checked it against model_capability
+            program = model_file.build(spec, self.device, wrapper(spec.mode))
+            settings = self._settings(spec, name, {"model_format": model_file.FORMAT})
+            return BuiltStep(program.step, settings, outputs=program.outputs)
         if name == "attention":
             step, kernel = transformers.build_attention(
                 spec.batch_size,
@@ -517,6 +530,9 @@ class TorchPlugin:
             wrapper(spec.mode),
             self._settings(spec, model),
         )
+
+    def inspect_model(self, path: str, format: str) -> ModelSignature:
+        return model_file.inspect(path)
 
     def synchronize(self, output: object) -> None:
         if self.device.type == "cuda":

@@ -1,0 +1,134 @@
+"""The user's programs saved by torch.export (`.pt2`, format torch_export): a small network
+(a convolution, BatchNorm in eval, a dense layer; the batch axis a torch.export.Dim) exported
+here, its signature read, run as a model cell in both modes at two batch sizes with the inputs
+every agent makes, its outputs the module's own; a file cut short is refused in one line.
+Compiling dominates: the compile mode runs one batch size, both with FWBENCH_FULL=1. Runs
+inside the torch-cpu agent environment."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from fwbench.runtime.model_files import ModelRejected
+from fwbench.runtime.model_request import ModelRequest
+from fwbench.runtime.plugin import PluginContext, UnsupportedWorkload, WorkloadSpec
+from fwbench.runtime.registry import check_plugin
+from fwbench.spec import model_files
+from fwbench.spec.model_files import TensorInfo
+from fwbench.torch_plugin import model_file
+from fwbench.torch_plugin.plugin import TorchPlugin
+
+FULL = os.environ.get("FWBENCH_FULL") == "1"
+pytestmark = [
+    pytest.mark.skipif(not model_file.available(), reason="this torch has no torch.export"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning"),
+]
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.norm = nn.BatchNorm2d(4)
+        self.dense = nn.Linear(4, 5)
+
+    def forward(self, image: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        pooled = torch.relu(self.norm(self.conv(image))).mean((2, 3))
+        return self.dense(pooled), {"pooled": pooled}
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Net, Path]:
+    torch.manual_seed(0)
+    net = Net()
+    with torch.no_grad():  # statistics that are not the identity, so eval's BatchNorm counts
+        net.norm.running_mean.uniform_(-0.5, 0.5)
+        net.norm.running_var.uniform_(0.5, 2.0)
+    net.eval()
+    batch = torch.export.Dim("batch", min=1, max=64)
+    program = torch.export.export(
+        net, (torch.zeros(2, 3, 8, 8),), dynamic_shapes={"image": {0: batch}}
+    )
+    path = tmp_path_factory.mktemp("model") / "net.pt2"
+    torch.export.save(program, path)
+    return net, path
+
+
+@pytest.fixture(scope="module")
+def plugin() -> TorchPlugin:
+    return TorchPlugin(PluginContext(device="cpu"))
+
+
+def _spec(path: Path, batch: int, mode: str, phase: str = "infer") -> WorkloadSpec:
+    digest = model_files.digest(path)
+    name = model_files.workload_name(path, digest)
+    inputs = (TensorInfo("image", (batch, 3, 8, 8), "float32"),)
+    model = ModelRequest(str(path), model_file.FORMAT, digest, inputs)
+    workload = model_files.workload_def(name, path.name)
+    return WorkloadSpec(workload, phase, batch, "float32", {}, 0, 7, mode, model=model)
+
+
+def test_the_signature_names_inputs_and_outputs_and_leaves_the_batch_open(plugin, exported):
+    _, path = exported
+    check_plugin("torch", plugin)
+    assert plugin.model_formats == (model_file.FORMAT,)
+    signature = plugin.inspect_model(str(path), model_file.FORMAT)
+    assert signature.inputs == (TensorInfo("image", (None, 3, 8, 8), "float32"),)
+    assert signature.outputs == (
+        TensorInfo("output_0", (None, 5), "float32"),
+        TensorInfo("output_1", (None, 4), "float32"),
+    )
+    # conv 4*3*3*3+4, norm 4+4 and its buffers 4+4+1, dense 5*4+5
+    assert signature.parameters == 112 + 8 + 9 + 25
+    assert signature.phases == ("infer",)
+    assert "loss or optimizer" in signature.unsupported_reasons["train"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "batches"), [("eager", (1, 4)), ("compile", (1, 4) if FULL else (4,))]
+)
+def test_a_cell_computes_what_the_module_computes(plugin, exported, mode, batches):
+    net, path = exported
+    for batch in batches:
+        spec = _spec(path, batch, mode)
+        built = plugin.build(spec)
+        assert built.settings.mode == mode and built.outputs is not None
+        plugin.synchronize(built.step())
+        outputs = built.outputs()
+        assert set(outputs) == {"output_0", "output_1"}
+        assert outputs["output_0"].shape == (batch, 5)
+        image = torch.from_numpy(spec.model.arrays(spec.seed)["image"])
+        with torch.no_grad():
+            scores, extra = net(image)
+        reference = {"output_0": scores.numpy(), "output_1": extra["pooled"].numpy()}
+        difference = model_files.compare_outputs(outputs, reference)
+        assert difference.within, difference.why
+
+
+def test_training_a_program_is_refused_with_the_reason(plugin, exported):
+    with pytest.raises(UnsupportedWorkload, match="no loss or optimizer"):
+        plugin.build(_spec(exported[1], 2, "eager", phase="train"))
+
+
+def test_a_file_cut_short_is_refused_in_one_line(plugin, exported, tmp_path):
+    cut = tmp_path / "cut.pt2"
+    data = exported[1].read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelRejected) as refused:
+        plugin.inspect_model(str(cut), model_file.FORMAT)
+    message = str(refused.value)
+    assert message.startswith("model: cut.pt2 is not a readable torch_export model: ")
+    assert "\n" not in message
+
+
+def test_outputs_are_numpy_arrays_of_every_tensor_leaf(exported):
+    run = model_file.build(_spec(exported[1], 3, "eager"), torch.device("cpu"), lambda f: f)
+    outputs = run.outputs()
+    assert all(isinstance(v, np.ndarray) for v in outputs.values())
+    assert [v.shape for v in outputs.values()] == [(3, 5), (3, 4)]
