@@ -19,15 +19,17 @@ import jax.extend.backend
 import jax.numpy as jnp
 import numpy as np
 
-from fwbench.jax_plugin import distributed, models, ops, reference, transformer_steps
+from fwbench.jax_plugin import distributed, model_file, models, ops, reference, transformer_steps
 from fwbench.jax_plugin.attention import ATTENTION_MODES, LAYOUT, build_attention
 from fwbench.jax_plugin.threads import limit_cpu_threads
 from fwbench.jax_plugin.training import MODES, TrainLoop, compile_fn, make_infer_fn, sgd
 from fwbench.runtime.architectures import TRANSFORMER_NAMES
 from fwbench.runtime.hostinfo import cpu_model
+from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
     ACCURACY,
     EQUIVALENCE,
+    MODEL_FILES,
     THREADS_VARIABLE,
     BuiltStep,
     Capability,
@@ -156,7 +158,12 @@ def _cuda_versions() -> dict[str, str]:
 
 
 class JaxPlugin:
-    optional_capabilities = frozenset({ACCURACY, EQUIVALENCE})
+    # Model files (model_file.py) where jax's serialization can load (flatbuffers installed).
+    optional_capabilities = frozenset(
+        {ACCURACY, EQUIVALENCE} | ({MODEL_FILES} if model_file.available() else set())
+    )
+    model_formats = (model_file.FORMAT,)
+    model_capability = Capability(phases=("infer",), dtypes=("float32",), modes=MODES)
 
     def __init__(self, context: PluginContext) -> None:
         threads = context.threads
@@ -253,7 +260,8 @@ class JaxPlugin:
                 _translated(parts.prefill), _translated(parts.decode), parts.decode_steps
             )
             return BuiltStep.for_generation(steps, built.settings)
-        return BuiltStep(_translated(built.step), built.settings, rank=built.rank)
+        outputs = None if built.outputs is None else _translated(built.outputs)
+        return BuiltStep(_translated(built.step), built.settings, rank=built.rank, outputs=outputs)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self._check(spec)
@@ -263,6 +271,10 @@ class JaxPlugin:
             mesh = distributed.mesh_for(self.device)
             step, rank = distributed.build(spec, dtype, mesh, self.backend)
             return BuiltStep(step, self._settings(spec, name, train), rank=rank)
+        if spec.model is not None:  # the runtime checked it against model_capability
+            run = model_file.build(spec, self.device)
+            settings = self._settings(spec, name, train, {"model_format": model_file.FORMAT})
+            return BuiltStep(run.step, settings, outputs=run.outputs)
         if name in _TRANSFORMERS:
             return self._transformer(spec, dtype, train)
         if name in _OPS:
@@ -353,6 +365,9 @@ class JaxPlugin:
             device=str(self.device),
             extra=extra,
         )
+
+    def inspect_model(self, path: str, format: str) -> ModelSignature:
+        return model_file.inspect(path)
 
     def synchronize(self, output: object) -> None:
         _block_until_ready(output)
