@@ -39,10 +39,9 @@ def _model(folder: Path, text: object, name: str = "net.onnx") -> Path:
 
 
 @pytest.fixture(scope="module")
-def refusing_agents(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One reader and one agent that reads no model files, for every refusal below (their
-    environments made once)."""
-    return write_fake_agents(tmp_path_factory.mktemp("agents"), {"ref": READS, "blind": {}})
+def manifests(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The agents of every test here, their environments made once."""
+    return write_fake_agents(tmp_path_factory.mktemp("agents"), AGENTS)
 
 
 def _run(tmp_path: Path, manifests: Path, *args: str):
@@ -59,8 +58,9 @@ def _run(tmp_path: Path, manifests: Path, *args: str):
     )
 
 
-def test_a_model_file_is_measured_checked_and_compared(tmp_path: Path, isolated_store):
-    manifests = write_fake_agents(tmp_path / "agents", AGENTS)
+def test_a_model_file_is_measured_checked_and_compared(
+    tmp_path: Path, isolated_store, manifests: Path
+):
     model = _model(tmp_path, MODEL)
     out = tmp_path / "run"
     done = _run(
@@ -126,9 +126,8 @@ def test_a_model_file_is_measured_checked_and_compared(tmp_path: Path, isolated_
     ],
 )
 def test_bad_input_is_refused_in_one_line_before_any_timing(
-    tmp_path: Path, isolated_store: Path, refusing_agents: Path, case: str, expected: str
+    tmp_path: Path, isolated_store: Path, manifests: Path, case: str, expected: str
 ):
-    manifests = refusing_agents
     agents, extra = "ref", []
     open_axes = {**MODEL, "inputs": [{**MODEL["inputs"][0], "shape": [None, None]}]}
     fixed = {**MODEL, "inputs": [{**MODEL["inputs"][0], "shape": [2, 3]}]}
