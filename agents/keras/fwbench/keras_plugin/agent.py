@@ -14,11 +14,12 @@ from typing import Any, ParamSpec, TypeVar
 import keras
 import numpy as np
 
-from fwbench.keras_plugin import ops, reference, training
+from fwbench.keras_plugin import model_file, ops, reference, training
 from fwbench.keras_plugin.backend import Backend, make_backend
 from fwbench.keras_plugin.environment import REPORTED_VARIABLES, Threads
 from fwbench.keras_plugin.models import MODEL_NAMES, build_model
 from fwbench.runtime.architectures import LSTM_VOCAB_SIZE, NUM_CLASSES
+from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
     THREADS_VARIABLE,
     BuiltStep,
@@ -67,6 +68,7 @@ class KerasAgent:
         self.threads = threads
         self.backend: Backend = make_backend(backend_name, context.device, threads.intra_op)
         self.modes = training.modes(backend_name)
+        self.model_files = model_file.ModelCache(backend_name)
 
     def _translated(self, function: Callable[P, T]) -> Callable[P, T]:
         return translate_out_of_memory(self.backend.is_out_of_memory, function)
@@ -76,6 +78,10 @@ class KerasAgent:
     def capabilities(self) -> dict[str, Capability]:
         capability = Capability(phases=("train", "infer"), dtypes=DTYPES, modes=self.modes)
         return dict.fromkeys((*_OPS, *MODEL_NAMES), capability)
+
+    def model_capability(self) -> Capability:
+        """A user's .keras file: inferred and, when compiled, trained, in every mode."""
+        return Capability(phases=("train", "infer"), dtypes=DTYPES, modes=self.modes)
 
     def describe(self) -> PluginDescription:
         name = self.backend.name
@@ -98,7 +104,20 @@ class KerasAgent:
     # ---------------------------------------------------------------------------- build
 
     def _check(self, spec: WorkloadSpec) -> int:
-        """Refuses what describe() does not offer; returns the run's intra-op threads."""
+        """Refuses what describe() does not offer (a model file's cell: what the runtime
+        checked against model_capability); returns the run's intra-op threads."""
+        if spec.model is None:
+            self._check_catalogue(spec)
+        if not self.threads.fixed_at_startup:
+            return self.backend.set_threads(spec.threads)
+        if spec.threads and spec.threads != self.threads.intra_op:
+            raise UnsupportedWorkload(
+                f"{self.backend.name} sizes its thread pool at start-up; start the agent with "
+                f"{THREADS_VARIABLE}={spec.threads} (this one runs {self.threads.intra_op})"
+            )
+        return self.threads.intra_op
+
+    def _check_catalogue(self, spec: WorkloadSpec) -> None:
         name = spec.workload.name
         capability = self.capabilities().get(name)
         if capability is None:
@@ -114,26 +133,35 @@ class KerasAgent:
                     f"keras plugin on {self.backend.name}: no {aspect} {value!r} for {name}; "
                     f"valid: {', '.join(offered)}"
                 )
-        if not self.threads.fixed_at_startup:
-            return self.backend.set_threads(spec.threads)
-        if spec.threads and spec.threads != self.threads.intra_op:
-            raise UnsupportedWorkload(
-                f"{self.backend.name} sizes its thread pool at start-up; start the agent with "
-                f"{THREADS_VARIABLE}={spec.threads} (this one runs {self.threads.intra_op})"
-            )
-        return self.threads.intra_op
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         threads = self._check(spec)
+        if spec.model is not None:
+            return self._build_file(spec, threads)
         with self.backend.scope():
             step, extra = self._translated(self._build)(spec)
         scoped = self._scoped(step)
         return BuiltStep(self._translated(scoped), self._settings(spec, threads, extra))
 
-    def _scoped(self, step: Callable[[], object]) -> Callable[[], object]:
+    def _build_file(self, spec: WorkloadSpec, threads: int) -> BuiltStep:
+        """A cell of the user's .keras file (model_file.py): its step in the cell's mode, and
+        its outputs for the cell's inputs."""
+        with self.backend.scope():
+            cell = self._translated(model_file.build)(spec, self.model_files)
+        return BuiltStep(
+            self._translated(self._scoped(cell.step)),
+            self._settings(spec, threads, cell.extra),
+            outputs=self._translated(self._scoped(cell.outputs)),
+        )
+
+    def inspect_model(self, path: str) -> ModelSignature:
+        with self.backend.scope():
+            return self._translated(self.model_files.get)(path).signature
+
+    def _scoped(self, step: Callable[[], T]) -> Callable[[], T]:
         scope = self.backend.scope
 
-        def run() -> object:
+        def run() -> T:
             with scope():
                 return step()
 

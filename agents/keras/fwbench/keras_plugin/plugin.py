@@ -1,6 +1,7 @@
 """KerasPlugin: Keras 3 on the backend its agent's KERAS_BACKEND names (torch, jax or
 tensorflow), for the catalogue's ops (gemm, conv2d in keras.ops) and models (Keras layers,
-compile + train_on_batch / predict_on_batch), with the "equivalence" capability.
+compile + train_on_batch / predict_on_batch), with the "equivalence" capability and the
+"model_files" one (a user's .keras file: model_file.py).
 
 This module is what the registry imports, before the plugin is constructed, so it imports
 neither Keras nor a backend: Keras decides its backend for good when it is first imported.
@@ -17,9 +18,12 @@ import numpy as np
 
 from fwbench.keras_plugin import environment
 from fwbench.runtime.architectures import MODEL_NAMES
+from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
     EQUIVALENCE,
+    MODEL_FILES,
     BuiltStep,
+    Capability,
     PluginContext,
     PluginDescription,
     WorkloadSpec,
@@ -31,7 +35,8 @@ if TYPE_CHECKING:
 
 
 class KerasPlugin:
-    optional_capabilities = frozenset({EQUIVALENCE})
+    optional_capabilities = frozenset({EQUIVALENCE, MODEL_FILES})
+    model_formats = ("keras",)
     equivalence_models = frozenset(MODEL_NAMES)  # every image and sequence model, no transformer
     equivalence_trains = True
 
@@ -41,8 +46,15 @@ class KerasPlugin:
 
         self._agent: KerasAgent = KerasAgent(context, backend, threads)
 
+    @property
+    def model_capability(self) -> Capability:
+        return self._agent.model_capability()
+
     def describe(self) -> PluginDescription:
         return self._agent.describe()
+
+    def inspect_model(self, path: str, format: str) -> ModelSignature:
+        return self._agent.inspect_model(path)
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         return self._agent.build(spec)

@@ -20,11 +20,14 @@ rate that is PyTorch's classical momentum (v = momentum * v + g, w -= lr * v) wi
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import keras
+
+from fwbench.runtime.plugin import UnsupportedWorkload
 
 LEARNING_RATE, MOMENTUM = 0.01, 0.9
 TRAIN_API, INFER_API = "train_on_batch", "predict_on_batch"
@@ -83,6 +86,28 @@ def compile_model(
         jit_compile="auto" if default else wanted.jit_compile,
         run_eagerly=wanted.run_eagerly,
     )
+    return _resolved(model, mode, wanted, "auto" if default else str(wanted.jit_compile).lower())
+
+
+def set_mode(model: keras.Model, backend: str, mode: str) -> dict[str, str]:
+    """Sets `mode` on a model as it came from a user's file, compiled or not: jit_compile and
+    run_eagerly as compile() sets them, its loss, optimizer and metrics left as they are, and
+    its compiled functions dropped (made again at the next step, in the mode). Raises
+    UnsupportedWorkload when Keras would run the model otherwise (a layer XLA cannot
+    compile). Returns the settings to record."""
+    wanted = _MODES[backend][mode]
+    with warnings.catch_warnings(record=True):  # "Model doesn't support jit_compile=True"
+        warnings.simplefilter("always")
+        model.run_eagerly = wanted.run_eagerly
+        model.jit_compile = wanted.jit_compile
+    model.train_function = model.test_function = model.predict_function = None
+    try:
+        return _resolved(model, mode, wanted, str(wanted.jit_compile).lower())
+    except RuntimeError as error:
+        raise UnsupportedWorkload(f"{error}: this model does not run in mode {mode!r}") from None
+
+
+def _resolved(model: keras.Model, mode: str, wanted: Mode, requested: str) -> dict[str, str]:
     resolved = bool(model.jit_compile)
     if resolved != wanted.jit_compile or bool(model.run_eagerly) != wanted.run_eagerly:
         raise RuntimeError(
@@ -91,7 +116,7 @@ def compile_model(
         )
     return {
         "jit_compile": str(resolved).lower(),
-        "jit_compile_requested": "auto" if default else str(wanted.jit_compile).lower(),
+        "jit_compile_requested": requested,
         "run_eagerly": str(bool(model.run_eagerly)).lower(),
     }
 

@@ -67,8 +67,9 @@ _digests: dict[tuple[str, int, int], str] = {}
 _digests_lock = threading.Lock()
 
 
-def _digest(path: Path) -> str:
-    """The file's digest, computed once per path, size and modification time."""
+def file_digest(path: Path) -> str:
+    """The file's digest (model_files.digest), computed once per path, size and modification
+    time: checked_file's, and a plugin's key for what it loaded from the file."""
     stat = path.stat()
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     with _digests_lock:
@@ -92,7 +93,7 @@ def checked_file(message: agent_pb2.ModelFile, formats: Sequence[str]) -> Path:
     if not message.path or not path.exists():
         raise ModelMissing(f"model: no file or folder at {message.path!r} on this agent")
     if message.sha256:
-        found = _digest(path)
+        found = file_digest(path)
         if found != message.sha256.lower():
             raise ModelRejected(
                 f"model: {message.path} has digest {found[:12]}..., not the "

@@ -1,0 +1,205 @@
+"""The user's .keras files (capability "model_files"): the signature InspectModel answers, the
+cells the runtime builds from a RunRequest (model_workload_spec), their outputs against Keras'
+own forward pass on the same inputs, a training step with the file's own loss and optimizer,
+and the files it refuses. Small models, a few seconds on each backend."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.keras_plugin import model_file
+from fwbench.runtime.model_files import ModelRejected, inspect, model_workload_spec
+from fwbench.runtime.plugin import UnsupportedWorkload, WorkloadSpec
+from fwbench.spec import model_files
+from fwbench.spec.catalogue import CatalogueError
+from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
+from fwbench.spec.model_files import TensorInfo, compare_outputs, make_inputs
+
+BATCH, SEED = 3, 7
+# Every mode but torch's "compile": its first step builds C++ kernels (inductor), tens of
+# seconds on a CPU; it compiles the same train_on_batch/predict_on_batch as the catalogue's.
+STEPPED = {"torch": ("eager",), "jax": ("jit", "eager"), "tensorflow": ("function", "eager")}
+
+
+def _varied(compiled: bool = True) -> keras.Model:
+    """Convolutions, a depthwise one, BatchNorm, a GRU over the rows, attention, dense."""
+    layers = keras.layers
+    keras.utils.set_random_seed(1)
+    image = keras.Input((8, 8, 3), name="image")
+    x = layers.Conv2D(4, 3, padding="same", activation="relu")(image)
+    x = layers.DepthwiseConv2D(3, padding="same")(x)
+    x = layers.ReLU()(layers.BatchNormalization()(x))
+    rows = layers.GRU(8, return_sequences=True)(layers.Reshape((8, 8 * 4))(x))
+    attended = layers.MultiHeadAttention(num_heads=2, key_dim=4)(rows, rows)
+    logits = layers.Dense(5, name="logits")(layers.GlobalAveragePooling1D()(attended))
+    model = keras.Model(image, logits, name="varied")
+    if compiled:
+        model.compile(
+            optimizer=keras.optimizers.Adam(1e-2),
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
+    return model
+
+
+@pytest.fixture(scope="module")
+def saved(backend: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[keras.Model, Path]:
+    model = _varied()
+    path = tmp_path_factory.mktemp("files") / "varied.keras"
+    model.save(path)
+    return model, path
+
+
+def _request(
+    path: Path, shapes: dict[str, tuple[int, ...]], phase: str, mode: str
+) -> agent_pb2.RunRequest:
+    sha = model_files.digest(path)
+    inputs = [agent_pb2.TensorSpec(name=n, shape=s, dtype="float32") for n, s in shapes.items()]
+    return agent_pb2.RunRequest(
+        workload=model_files.workload_name(path, sha),
+        model=agent_pb2.ModelFile(path=str(path), format="keras", sha256=sha, inputs=inputs),
+        phase=PHASE_VALUES[phase],
+        batch_size=BATCH,
+        dtype=DTYPE_VALUES["float32"],
+        mode=mode,
+        seed=SEED,
+    )
+
+
+def _spec(plugin, path: Path, shapes, phase: str = "infer", mode: str = "") -> WorkloadSpec:  # type: ignore[no-untyped-def]
+    return model_workload_spec(
+        _request(path, shapes, phase, mode), plugin, plugin.model_formats, None
+    )
+
+
+def _inspect(plugin, path: Path) -> agent_pb2.ModelSignature:  # type: ignore[no-untyped-def]
+    model = agent_pb2.ModelFile(path=str(path), format="keras")
+    return inspect(plugin, agent_pb2.InspectModelRequest(model=model))
+
+
+def test_the_plugin_reads_keras_files_in_its_modes(plugin, backend):
+    assert plugin.model_formats == ("keras",)
+    capability = plugin.model_capability
+    assert capability.phases == ("train", "infer") and capability.dtypes == ("float32",)
+    assert capability.modes == plugin.describe().capabilities["lenet"].modes
+
+
+def test_inspect_answers_the_files_signature(plugin, backend, saved):
+    model, path = saved
+    signature = plugin.inspect_model(str(path), "keras")
+    assert signature.inputs == (TensorInfo("image", (None, 8, 8, 3), "float32"),)
+    assert signature.outputs == (TensorInfo("logits", (None, 5), "float32"),)
+    assert signature.parameters == model.count_params()
+    assert signature.phases == ("infer", "train") and not signature.unsupported_reasons
+    details = signature.details
+    assert details["backend"] == backend and details["keras_version"] == keras.__version__
+    assert details["optimizer"] == "Adam(learning_rate=0.01)"
+    message = _inspect(plugin, path)  # the runtime's InspectModel, the same answer
+    assert [(t.name, list(t.shape)) for t in message.inputs] == [("image", [-1, 8, 8, 3])]
+
+
+@pytest.mark.parametrize("mode_index", [0, 1])
+def test_inference_outputs_are_keras_own(plugin, backend, saved, mode_index):
+    """The cell's outputs, and its step's, equal the model's forward pass (training=False) on
+    the inputs every agent makes from the seed."""
+    if mode_index >= len(STEPPED[backend]):
+        pytest.skip(f"{backend} steps {len(STEPPED[backend])} mode here")
+    model, path = saved
+    mode = STEPPED[backend][mode_index]
+    spec = _spec(plugin, path, {"image": (BATCH, 8, 8, 3)}, mode=mode)
+    built = plugin.build(spec)
+    assert built.settings.mode == mode and built.settings.extra["model_format"] == "keras"
+    stepped = built.step()
+    plugin.synchronize(stepped)
+    image = make_inputs((TensorInfo("image", (BATCH, 8, 8, 3), "float32"),), SEED)["image"]
+    expected = {"logits": keras.ops.convert_to_numpy(model(image, training=False))}
+    outputs = built.outputs()
+    assert outputs["logits"].shape == (BATCH, 5)
+    difference = compare_outputs(outputs, expected)
+    assert difference.within, difference.why
+    assert compare_outputs({"logits": np.asarray(stepped)}, expected).within
+
+
+def test_a_train_cell_steps_the_files_optimizer_and_sends_the_files_outputs(plugin, backend, saved):
+    _, path = saved
+    shapes = {"image": (BATCH, 8, 8, 3)}
+    built = plugin.build(_spec(plugin, path, shapes, phase="train"))
+    extra = built.settings.extra
+    assert extra["train_api"] == "train_on_batch" and extra["optimizer"].startswith("Adam")
+    losses = [float(np.asarray(built.step())) for _ in range(3)]
+    assert all(np.isfinite(losses)) and losses[2] < losses[0]  # the weights changed
+    inferred = plugin.build(_spec(plugin, path, shapes)).outputs()  # the file's, not trained
+    assert compare_outputs(built.outputs(), inferred).max_abs == 0.0
+    again = plugin.build(_spec(plugin, path, shapes, phase="train"))  # from the file's state
+    assert float(np.asarray(again.step())) == pytest.approx(losses[0], rel=1e-5)
+
+
+def test_inputs_the_model_does_not_have_are_refused(plugin, backend, saved):
+    _, path = saved
+    with pytest.raises(CatalogueError, match="the model's inputs are image"):
+        plugin.build(_spec(plugin, path, {"picture": (BATCH, 8, 8, 3)}))
+
+
+def test_an_uncompiled_file_infers_and_refuses_to_train(plugin, backend, tmp_path):
+    path = tmp_path / "plain.keras"
+    _varied(compiled=False).save(path)
+    signature = plugin.inspect_model(str(path), "keras")
+    assert signature.phases == ("infer",)
+    assert signature.unsupported_reasons == {"train": model_file.TRAIN_REASON}
+    with pytest.raises(UnsupportedWorkload, match="no compiled loss and optimizer"):
+        plugin.build(_spec(plugin, path, {"image": (BATCH, 8, 8, 3)}, phase="train"))
+
+
+def test_a_truncated_file_is_rejected_in_one_line(plugin, backend, saved, tmp_path):
+    _, path = saved
+    cut = tmp_path / "cut.keras"
+    shutil.copyfile(path, cut)
+    with cut.open("r+b") as handle:
+        handle.truncate(cut.stat().st_size // 2)
+    with pytest.raises(ModelRejected) as rejected:
+        plugin.inspect_model(str(cut), "keras")
+    message = str(rejected.value)
+    assert "\n" not in message and message.startswith("model: cut.keras is not a readable keras")
+
+
+def test_dict_outputs_are_named_by_their_keys_and_train_on_their_losses(plugin, backend, tmp_path):
+    layers = keras.layers
+    a, b = keras.Input((4,), name="a"), keras.Input((3,), name="b")
+    hidden = layers.Dense(6, activation="relu", name="hidden")(layers.Concatenate()([a, b]))
+    outputs = {
+        "zeta": layers.Dense(2, name="zd")(hidden),
+        "alpha": layers.Dense(3, name="ad")(hidden),
+    }
+    model = keras.Model({"a": a, "b": b}, outputs)
+    model.compile(optimizer="sgd", loss={"zeta": "mse", "alpha": "sparse_categorical_crossentropy"})
+    path = tmp_path / "two_heads.keras"
+    model.save(path)
+    signature = plugin.inspect_model(str(path), "keras")
+    assert [t.name for t in signature.inputs] == ["a", "b"]
+    assert signature.outputs == (
+        TensorInfo("alpha", (None, 3), "float32"),
+        TensorInfo("zeta", (None, 2), "float32"),
+    )
+    shapes = {"a": (BATCH, 4), "b": (BATCH, 3)}
+    got = plugin.build(_spec(plugin, path, shapes)).outputs()
+    feed = make_inputs([TensorInfo(n, s, "float32") for n, s in shapes.items()], SEED)
+    expected = {k: keras.ops.convert_to_numpy(v) for k, v in model(feed, training=False).items()}
+    assert sorted(got) == ["alpha", "zeta"]
+    assert compare_outputs(got, expected).within
+    losses = plugin.build(_spec(plugin, path, shapes, phase="train")).step()
+    assert np.isfinite(losses).all() and len(losses) == 3  # the total and each output's
+
+
+def test_targets_fit_each_loss(backend):
+    rng = np.random.default_rng(0)
+    labels = model_file.make_target(rng, (4, 6), "sparse_categorical_crossentropy")
+    assert labels.shape == (4,) and labels.dtype == np.int32 and labels.max() < 6
+    one_hot = model_file.make_target(rng, (4, 6), keras.losses.CategoricalCrossentropy())
+    assert one_hot.shape == (4, 6) and (one_hot.sum(axis=-1) == 1).all()
+    values = model_file.make_target(rng, (4, 2), "mse")
+    assert values.dtype == np.float32 and values.min() >= 0 and values.max() < 1
