@@ -5,7 +5,9 @@ and the files it refuses. Small models, a few seconds on each backend."""
 
 from __future__ import annotations
 
+import json
 import shutil
+import zipfile
 from pathlib import Path
 
 import keras
@@ -165,6 +167,29 @@ def test_a_truncated_file_is_rejected_in_one_line(plugin, backend, saved, tmp_pa
         plugin.inspect_model(str(cut), "keras")
     message = str(rejected.value)
     assert "\n" not in message and message.startswith("model: cut.keras is not a readable keras")
+
+
+def test_a_file_saved_on_the_torch_backend_trains_on_every_backend(
+    plugin, backend, saved, tmp_path
+):
+    """Keras' torch backend saves its own subclass of a built-in optimizer (module
+    keras.src.backend.torch.optimizers.torch_adam), which the other backends cannot import."""
+    _, path = saved
+    torch_saved = tmp_path / "torch_saved.keras"
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(torch_saved, "w") as target:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename == "config.json":
+                config = json.loads(data)
+                optimizer = config["compile_config"]["optimizer"]
+                module = "keras.src.backend.torch.optimizers.torch_adam"  # as torch writes it
+                optimizer.update(module=module, registered_name="Adam")
+                data = json.dumps(config).encode()
+            target.writestr(item, data)
+    signature = plugin.inspect_model(str(torch_saved), "keras")
+    assert signature.phases == ("infer", "train")
+    built = plugin.build(_spec(plugin, torch_saved, {"image": (BATCH, 8, 8, 3)}, phase="train"))
+    assert np.isfinite(float(np.asarray(built.step())))
 
 
 def test_dict_outputs_are_named_by_their_keys_and_train_on_their_losses(plugin, backend, tmp_path):

@@ -1,8 +1,9 @@
 """The user's Keras 3 model files (capability "model_files", format "keras"): a `.keras` file
 loaded with `keras.saving.load_model(path, compile=True)` (safe_mode on: a file that carries
-Python code, a Lambda layer's, is refused), its signature answered, and its cells run the way
-the catalogue's models run (training.py): `predict_on_batch` to infer and `train_on_batch`
-with the file's own compiled loss, optimizer and metrics to train, in the cell's mode.
+Python code, a Lambda layer's, is refused; a file saved on the torch backend loads on the
+others: _BACKEND_OPTIMIZERS), its signature answered, and its cells run the way the
+catalogue's models run (training.py): `predict_on_batch` to infer and `train_on_batch` with
+the file's own compiled loss, optimizer and metrics to train, in the cell's mode.
 
 Names. An input is named as Keras feeds it: by its key where the model takes a dict, else by
 its Input's name. An output is named by its key where the model returns a dict (nested
@@ -46,6 +47,12 @@ TRAIN_REASON = (
     "the file has no compiled loss and optimizer: save it after model.compile(...) to train it"
 )
 CACHE_SIZE = 2  # loaded files kept: a run's file, and one more
+# Keras' built-in optimizers that its torch backend replaces by a torch-specific subclass, whose
+# module (keras.src.backend.torch.optimizers.torch_adam...) a file saved there names: the jax
+# and tensorflow backends cannot import it (Keras 3.15), so these names are read as Keras' own
+# class, which makes its backend's kind on each backend (torch's subclass on torch).
+_BACKEND_OPTIMIZERS: tuple[str, ...] = ("Adadelta", "Adagrad", "Adam", "Adamax", "AdamW")
+_BACKEND_OPTIMIZERS += ("Lion", "Nadam", "RMSprop", "SGD")
 _TARGET_STREAM = 1  # the targets' PCG64 stream is [seed, 1]; the inputs' is seed's own
 
 
@@ -107,7 +114,7 @@ def load(path: str, backend: str) -> Loaded:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            model = keras.saving.load_model(path, compile=True)
+            model = keras.saving.load_model(path, compile=True, custom_objects=_optimizers())
         if not isinstance(model, keras.Model):
             raise TypeError(f"it holds a {type(model).__name__}, not a keras.Model")
         inputs = _tensors(_input_structure(model), _input_names(model), "inputs")
@@ -148,6 +155,10 @@ def load(path: str, backend: str) -> Loaded:
         compiled,
         state,
     )
+
+
+def _optimizers() -> dict[str, type]:
+    return {n: getattr(keras.optimizers, n) for n in _BACKEND_OPTIMIZERS}
 
 
 def _input_structure(model: keras.Model) -> Any:
