@@ -15,7 +15,8 @@ A loaded model is kept per (path, digest), the last two, so that InspectModel an
 one run load a file once; each cell starts from the file's state (weights, and the optimizer's
 variables where it was compiled), restored from a host copy taken at load. The outputs a cell
 sends are those of the file's weights: one untimed forward pass (training=False) on the
-cell's inputs, after the timed loop.
+cell's inputs, after the timed loop: an inference cell's own `predict_on_batch` (compiled in
+its mode), a training cell's model called once its weights are the file's again.
 
 Training targets are made from the cell's seed (another stream than the inputs'), shaped like
 each output: integer labels below the output's last axis for a sparse loss (its name says
@@ -327,9 +328,12 @@ def build(spec: WorkloadSpec, cache: ModelCache) -> FileCell:
         step = training.infer_step(model, inputs)
 
     def outputs() -> dict[str, np.ndarray]:
-        if train:
+        if train:  # the file's weights, called as they are: no predict function to compile
             loaded.restore()
-        flat = keras.tree.flatten(model(inputs, training=False))
+            result = model(inputs, training=False)
+        else:  # the cell's own compiled forward pass, the one it measured
+            result = model.predict_on_batch(inputs)
+        flat = keras.tree.flatten(result)
         return {
             name: np.asarray(keras.ops.convert_to_numpy(value))
             for name, value in zip(loaded.output_names, flat, strict=True)
