@@ -181,6 +181,18 @@ def test_a_truncated_file_is_rejected_in_one_line(plugin, backend, saved, tmp_pa
     assert "\n" not in message and message.startswith("model: cut.keras is not a readable keras")
 
 
+def test_a_file_carrying_python_code_is_refused(plugin, backend, tmp_path):
+    """Safe mode: a Lambda layer's function would run Python code from the file."""
+    x = keras.Input((3,), name="x")
+    path = tmp_path / "code.keras"
+    keras.Model(x, keras.layers.Lambda(lambda t: t * 2.0)(x)).save(path)
+    with pytest.raises(
+        ModelRejected,
+        match=r"code\.keras is not a readable keras model: .*arbitrary code execution",
+    ):
+        plugin.inspect_model(str(path), "keras")
+
+
 def _two_heads() -> keras.Model:
     """Inputs and outputs as dicts, each output its own loss."""
     layers = keras.layers
