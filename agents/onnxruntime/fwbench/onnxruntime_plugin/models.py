@@ -10,6 +10,8 @@ Dropout and EfficientNet's stochastic depth are the identity in inference and ha
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -382,9 +384,56 @@ def build_op(op: str, params: Mapping[str, int], batch: int) -> Graph:
     )
 
 
+# ------------------------------------------------------------------ what a plugin runs them on
+
+
+@functools.lru_cache(maxsize=2)
+def cached_model(model: str, params: tuple[tuple[str, int], ...], seed: int) -> Graph:
+    """A model's graph with seeded weights, kept for the next build of the same cell (the
+    serialised graph only: the runtime that runs it reads its weights from there)."""
+    return dataclasses.replace(build_model(model, dict(params), None, seed), weights={})
+
+
+def cell_graph(name: str, params: Mapping[str, int], batch: int, seed: int) -> Graph:
+    """The graph of a catalogue cell: an operator at the cell's shapes, or a model (cached)."""
+    if name in OPS:
+        return build_op(name, params, batch)
+    return cached_model(name, tuple(sorted(params.items())), seed)
+
+
+def synthetic_inputs(graph: Graph, batch: int, seed: int) -> dict[str, np.ndarray]:
+    """A cell's inputs, drawn from `seed` (the weights come from `seed` itself): a model's
+    batch (the symbolic batch axis = `batch`) or an operator's operands, standard normal
+    floats, or token ids below the LSTM's vocabulary."""
+    rng = np.random.default_rng([seed, 1])
+    inputs: dict[str, np.ndarray] = {}
+    for name, (shape, dtype) in graph.inputs.items():
+        full = tuple(batch if isinstance(d, str) else d for d in shape)
+        if dtype is np.int64:
+            inputs[name] = rng.integers(0, arch.LSTM_VOCAB_SIZE, full, dtype=np.int64)
+        else:
+            inputs[name] = rng.standard_normal(full, dtype=np.float32)
+    return inputs
+
+
+def output_shape(graph: Graph, batch: int) -> tuple[int, ...]:
+    """The graph's output shape in a cell of `batch` items."""
+    return tuple(batch if isinstance(d, str) else int(d) for d in graph.output_shape)
+
+
 def describe_graph() -> dict[str, str]:
     """What every graph is: for Settings.extra and the export's metadata."""
     return {"opset": str(OPSET), "exported_from": EXPORTED_FROM}
 
 
-__all__ = ["Graph", "build_model", "build_op", "canonical_weights", "fan_in_uniform"]
+__all__ = [
+    "Graph",
+    "build_model",
+    "build_op",
+    "cached_model",
+    "canonical_weights",
+    "cell_graph",
+    "fan_in_uniform",
+    "output_shape",
+    "synthetic_inputs",
+]

@@ -15,7 +15,6 @@ execution provider that works."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from collections.abc import Callable, Mapping
 from typing import ParamSpec, TypeVar
@@ -25,7 +24,7 @@ import onnx
 import onnxruntime as ort
 import psutil
 
-from fwbench.onnxruntime_plugin import model_file, models, session
+from fwbench.onnxruntime_plugin import model_file, models, onnx_file, session
 from fwbench.onnxruntime_plugin.graphs import OPSET, PLUGIN_VERSION
 from fwbench.onnxruntime_plugin.session import MODES, Device
 from fwbench.runtime import architectures as arch
@@ -81,13 +80,6 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
-@functools.lru_cache(maxsize=2)
-def cached_model(model: str, params: tuple[tuple[str, int], ...], seed: int) -> models.Graph:
-    """A model's graph with seeded weights, kept for the next build of the same cell (the
-    serialised graph only: the session reads its weights from there)."""
-    return dataclasses.replace(models.build_model(model, dict(params), None, seed), weights={})
-
-
 def _select_device(requested: str, tf32: bool | None) -> Device:
     """PluginContext.device: "cpu"; "cuda" (refuse without the CUDA provider); "auto". On
     CUDA, FWBENCH_TF32 (when set) becomes the provider's use_tf32."""
@@ -127,7 +119,7 @@ def _self_check(device: Device) -> Device:
 
 class OnnxRuntimePlugin:
     optional_capabilities = frozenset({EQUIVALENCE, MODEL_FILES})
-    model_formats = (model_file.FORMAT,)
+    model_formats = (onnx_file.FORMAT,)
     model_capability = Capability(phases=("infer",), dtypes=DTYPES, modes=MODES)
     equivalence_models = frozenset(models.MODELS)
     equivalence_trains = False
@@ -210,17 +202,9 @@ class OnnxRuntimePlugin:
         if spec.model is not None:
             return self._build_file(spec)
         name = spec.workload.name
-        rng = np.random.default_rng([spec.seed, 1])  # data; weights come from spec.seed itself
-        if name in models.OPS:
-            graph = models.build_op(name, spec.params, spec.batch_size)
-            shape = tuple(int(d) for d in graph.output_shape)
-        else:
-            graph = cached_model(name, tuple(sorted(spec.params.items())), spec.seed)
-            shape = (spec.batch_size, arch.NUM_CLASSES[name])
-        inputs = {
-            input_name: _synthetic(rng, spec.batch_size, item_shape, dtype)
-            for input_name, (item_shape, dtype) in graph.inputs.items()
-        }
+        graph = models.cell_graph(name, spec.params, spec.batch_size, spec.seed)
+        shape = models.output_shape(graph, spec.batch_size)
+        inputs = models.synthetic_inputs(graph, spec.batch_size, spec.seed)
         intra = spec.threads or self.threads
         sess = session.create(graph.serialized, self.device, spec.mode, intra, self.interop_threads)
         bound = session.BoundRun(sess, self.device, inputs, graph.output, shape)
@@ -253,7 +237,7 @@ class OnnxRuntimePlugin:
         return BuiltStep(_translated(run.step), settings, outputs=_translated(run.outputs))
 
     def inspect_model(self, path: str, format: str) -> ModelSignature:
-        return model_file.inspect(path)
+        return onnx_file.inspect(path, model_file.TRAIN_REASON)
 
     def synchronize(self, output: object) -> None:
         _translated(session.synchronize)(output, self.device)
@@ -283,17 +267,6 @@ class OnnxRuntimePlugin:
             loss_before=None,
             loss_after=None,
         )
-
-
-def _synthetic(
-    rng: np.random.Generator, batch: int, shape: tuple[int | str, ...], dtype: type
-) -> np.ndarray:
-    """A model's batch (the symbolic batch axis = `batch`) or an operator's operand: standard
-    normal floats, or token ids below the LSTM's vocabulary."""
-    full = tuple(batch if isinstance(d, str) else d for d in shape)
-    if dtype is np.int64:
-        return rng.integers(0, arch.LSTM_VOCAB_SIZE, full, dtype=np.int64)
-    return rng.standard_normal(full, dtype=np.float32)
 
 
 def _gpu_info(index: int) -> DeviceInfo:
