@@ -76,21 +76,44 @@ def _lint_agents(*args: str) -> subprocess.CompletedProcess[str]:
 def test_the_runtime_imports_no_plugin_and_plugins_not_each_other() -> None:
     done = _lint_agents()
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 kept, 0 broken" in done.stdout
+    # The two contracts, and one per loan: openvino borrows onnxruntime's graph builders.
+    assert "3 kept, 0 broken" in done.stdout
 
 
-def test_a_plugin_importing_another_breaks_the_agents_contract(tmp_path: Path) -> None:
+def _agents_copy(tmp_path: Path) -> None:
     for folder in sorted((ROOT / "agents").glob("*/fwbench")):
         shutil.copytree(
             folder,
             tmp_path / folder.parent.name / "fwbench",
             ignore=shutil.ignore_patterns("__pycache__"),
         )
+        shutil.copy(folder.parent / "pyproject.toml", tmp_path / folder.parent.name)
+
+
+def test_a_plugin_importing_another_breaks_the_agents_contract(tmp_path: Path) -> None:
+    _agents_copy(tmp_path)
     keras = tmp_path / "keras" / "fwbench" / "keras_plugin" / "__init__.py"
     keras.write_text(keras.read_text() + "\nfrom fwbench.torch_plugin import plugin  # noqa\n")
     done = _lint_agents("--root", str(tmp_path))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "plugins never import each other BROKEN" in done.stdout
+
+
+def test_a_borrower_reaching_past_the_lent_modules_breaks_its_loan(tmp_path: Path) -> None:
+    """openvino may import onnxruntime's lent modules (graphs, models, onnx_file), never the
+    ones that load ONNX Runtime; nor may a plugin that does not depend on onnxruntime's
+    package import even the lent ones."""
+    _agents_copy(tmp_path)
+    openvino = tmp_path / "openvino" / "fwbench" / "openvino_plugin" / "__init__.py"
+    openvino.write_text(openvino.read_text() + "\nfrom fwbench.onnxruntime_plugin import session\n")
+    paddle = tmp_path / "paddle" / "fwbench" / "paddle_plugin" / "__init__.py"
+    paddle.write_text(paddle.read_text() + "\nfrom fwbench.onnxruntime_plugin import models\n")
+    done = _lint_agents("--root", str(tmp_path))
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())
+    assert "lends BROKEN" in said and "fwbench.onnxruntime_plugin.session" in said
+    assert "plugins never import each other BROKEN" in said
+    assert "fwbench.paddle_plugin -> fwbench.onnxruntime_plugin.models" in said
 
 
 def test_every_plugin_is_type_checked_and_typed() -> None:
