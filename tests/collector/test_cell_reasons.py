@@ -81,6 +81,7 @@ def test_names_and_figures_are_never_cut_and_left_out_columns_are_named() -> Non
         "tf-eigen",
         "keras-tf",
         "onnxruntime-cpu",
+        "openvino-cpu",
         "paddle-cpu",
     ]
     results = pd.DataFrame(

@@ -15,6 +15,7 @@ RUN = [
     ("keras-tf", "keras", "tensorflow"),
     ("onnxruntime-cpu", "onnxruntime", "torch"),
     ("keras-jax", "keras", "jax"),
+    ("openvino-cpu", "openvino", "torch"),
 ]
 
 
@@ -27,6 +28,7 @@ def test_each_agent_stands_beside_the_first_native_agent_of_its_family() -> None
         "keras-tf": "tf-eigen",  # the first tensorflow agent
         "onnxruntime-cpu": "torch-cpu",
         "keras-jax": None,  # no jax agent in this run
+        "openvino-cpu": "torch-cpu",  # a second agent of the torch family, beside the same
     }
     assert left_out(RUN) == [
         "keras-jax: no jax agent in the run to stand beside (its family, AgentIdentity.family)"
