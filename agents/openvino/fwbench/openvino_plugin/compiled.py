@@ -6,8 +6,9 @@ Each build compiles anew, so each cell's hint and thread count are its own. Floa
 for explicitly (INFERENCE_PRECISION_HINT f32): OpenVINO's CPU device otherwise infers in
 bfloat16 on processors that have it (AMX, AVX-512 BF16), which a float32 row must not. The
 inputs are numpy arrays wrapped as tensors that share their memory and set on the request
-once; the timed step is `request.infer()`, synchronous on the calling thread, its outputs
-left in the request's own tensors (share_outputs: no copy to new numpy arrays per step)."""
+once; the timed step is `request.infer()`, which returns when the inference is done, its
+outputs left in the request's own tensors (share_outputs: no copy to new numpy arrays per
+step)."""
 
 from __future__ import annotations
 
@@ -129,22 +130,28 @@ def properties(compiled: ov.CompiledModel) -> dict[str, str]:
 
 
 def threads_of(compiled: ov.CompiledModel) -> int:
+    """INFERENCE_NUM_THREADS as compiled: what was asked, or OpenVINO's default for 0, never
+    more than the cores it may use (Settings.intra_op_threads, as the protocol asks: the
+    run's count; in "throughput" one infer request runs on its stream's share of them)."""
+    return int(compiled.get_property("INFERENCE_NUM_THREADS"))
+
+
+def threads_per_stream(compiled: ov.CompiledModel) -> int:
     """The threads one infer request runs on: its stream's share of INFERENCE_NUM_THREADS
     (all of them in "latency", one stream; "throughput" splits them among its streams)."""
-    threads = int(compiled.get_property("INFERENCE_NUM_THREADS"))
     streams = int(compiled.get_property("NUM_STREAMS"))
-    return max(1, threads // max(1, streams))
+    return max(1, threads_of(compiled) // max(1, streams))
 
 
 def settings_extra(compiled: ov.CompiledModel, threads_asked: int) -> dict[str, str]:
     """Settings.extra: the compiled model's properties (inference_num_threads: all its
     streams' threads), the threads asked and how many one infer request runs on (its
-    stream's share, Settings.intra_op_threads), and what the timed step is."""
+    stream's share), and what the timed step is."""
     extra = {key.lower(): value for key, value in properties(compiled).items()}
     extra["inference_num_threads_asked"] = str(threads_asked) + (
         "" if threads_asked else " (OpenVINO's default)"
     )
-    extra["threads_per_stream"] = str(threads_of(compiled))
+    extra["threads_per_stream"] = str(threads_per_stream(compiled))
     extra["infer_requests"] = "1"
     extra["timed_step"] = (
         "request.infer(): one synchronous infer request, inputs set once as shared-memory "
