@@ -109,6 +109,10 @@ def test_a_model_file_is_measured_checked_and_compared(
     compared = collector("compare", str(out), "--baseline", "ref", cwd=tmp_path)
     assert compared.returncode == 0, compared.stderr
     assert "outputs differ" in compared.stdout
+    table = collector("results", str(out), cwd=tmp_path)
+    assert (
+        "≠ off model:net@" in table.stdout and "outputs within tolerance of ref's" in table.stdout
+    )
 
 
 @pytest.mark.parametrize(

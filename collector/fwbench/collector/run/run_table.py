@@ -4,7 +4,7 @@ not measure did not (store/reasons.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -203,9 +203,34 @@ def summary_table(results: pd.DataFrame, title: str) -> RunTable:
         )
     if unknown := sum(interference_unknown(row) for row in records):
         captions.append(f"? {unknown} cell(s): {UNKNOWN}: {UNKNOWN_WHY}")
+    captions += outputs_lines(records)
     captions += reason_lines(records, title.removeprefix("run "))
     cells = [(header, [str(show(row)) for row in records]) for header, show in columns]
     return RunTable(title, cells, captions)
+
+
+def outputs_lines(records: Sequence[Mapping[Any, Any]]) -> list[str]:
+    """What the model file's inference rows say of their outputs (store/model_columns.py): how
+    many are within tolerance of the reference's and the largest difference, and each that is
+    not."""
+    compared = [r for r in records if r["status"] == "ok" and not missing(r.get("outputs_match"))]
+    if not compared:
+        return []
+    same = [r for r in compared if r["outputs_match"]]
+    lines = []
+    if same:
+        largest = max(float(r["output_max_abs_diff"]) for r in same)
+        lines.append(
+            f"= {len(same)} cell(s) of the model file: outputs within tolerance of "
+            f"{same[0]['outputs_reference']}'s (largest difference {largest:.3g})"
+        )
+    lines += [
+        f"≠ {r['agent']} {r['workload']} bs={r['batch_size']}: outputs differ from "
+        f"{r['outputs_reference']}'s: {r['outputs_note']}; no verdict is made from it"
+        for r in compared
+        if not r["outputs_match"]
+    ]
+    return lines
 
 
 def _status(row: Mapping[Any, Any]) -> str:
@@ -214,6 +239,8 @@ def _status(row: Mapping[Any, Any]) -> str:
     text = accuracy_text(row) or "ok"
     mismatch = mismatch_text(row)
     text = f"{text} * {mismatch}" if mismatch else text
+    if row.get("outputs_match") is False:
+        text = f"{text} ≠ outputs differ"
     if interference_unknown(row):
         return f"{text} ? {UNKNOWN}"
     return f"{text} ! interfered" if interference_text(row) else text
