@@ -300,9 +300,10 @@ def test_lstm_equals_a_numpy_reference(plugin):
 # --------------------------------------------------------------------- workloads, end to end
 
 
-def test_plugin_keeps_the_contract_and_declares_both_optional_capabilities(plugin):
+def test_plugin_keeps_the_contract_and_declares_its_optional_capabilities(plugin):
     assert isinstance(plugin, FrameworkPlugin)
-    assert plugin.optional_capabilities == {"accuracy", "equivalence"}
+    # model_files where jax's serialization loads (flatbuffers, which the agent's lock has)
+    assert plugin.optional_capabilities == {"accuracy", "equivalence", "model_files"}
 
 
 def test_describe_reports_jax_threads_and_every_op_and_model(plugin):
