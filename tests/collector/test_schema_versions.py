@@ -151,8 +151,8 @@ def old_store(tmp_path: Path) -> ResultStore:
     return db
 
 
-def test_schema_version_is_11() -> None:
-    assert SCHEMA_VERSION == 11
+def test_schema_version_is_12() -> None:
+    assert SCHEMA_VERSION == 12
 
 
 @pytest.mark.parametrize("version", [1, 2])

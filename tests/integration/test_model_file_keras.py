@@ -8,6 +8,7 @@ through the collector, so it is `make test-full`'s."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -25,10 +26,16 @@ pytestmark = pytest.mark.full
 
 
 def test_a_keras_file_infers_alike_and_trains_on_every_backend(tmp_path: Path, isolated_store):
-    env = environment_for(load_manifests(None)["keras-torch"])
+    manifest = load_manifests(None)["keras-torch"]
+    env = environment_for(manifest)
     env.ensure()
     model = tmp_path / "varied.keras"
-    subprocess.run([str(env.python), str(SAVE), "save", str(model)], check=True, timeout=600)
+    subprocess.run(
+        [str(env.python), str(SAVE), "save", str(model)],
+        env={**os.environ, **manifest.env},  # KERAS_BACKEND=torch
+        check=True,
+        timeout=600,
+    )
     out = tmp_path / "run"
     done = collector(
         "run",

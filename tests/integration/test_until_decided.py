@@ -416,8 +416,8 @@ def test_a_failed_process_stops_its_comparisons_undecided_and_compare_agrees(
     assert [d["verdict"] for d in slower] == ["slower"], decided
     assert f"{agent}'s process in round 1 failed" in done.stdout  # the printed table says it
     assert decided["stopped"] == (
-        f"every comparison decided or stopped ({len(touched)} undecided: a process failed or ran "
-        "otherwise than asked)"
+        f"every comparison decided or stopped ({len(touched)} undecided: a process failed, ran "
+        "otherwise than asked or computed other outputs)"
     ), decided
     # `compare` on the same run: that cell's one process of the agent failed, so it is no
     # contender there, and the comparison set says so rather than leaving it out unsaid.
