@@ -240,9 +240,10 @@ def test_a_world_whose_rank_dies_ends_its_job_failed(
     slurm_cluster: Path, manifests: Path, tmp_path: Path
 ) -> None:
     """Rank 1's process dies in the timed phase: its cell fails, and the world's job ends
-    FAILED in Slurm's accounting. The collector sees the world break at once and ends its job
-    with SIGTERM while srun is still taking the other rank down; that must not turn a crashed
-    world into finished work (COMPLETED)."""
+    FAILED in Slurm's accounting, or CANCELLED. The collector sees the world break at once and
+    ends its job with SIGTERM while srun is still taking the other rank down: which of the two
+    Slurm records first depends on the host's load (a `make test-stress` run saw CANCELLED),
+    but neither may turn a crashed world into finished work (COMPLETED)."""
     command = _command(
         tmp_path,
         manifests,
@@ -262,7 +263,8 @@ def test_a_world_whose_rank_dies_ends_its_job_failed(
     (row,) = pd.read_parquet(tmp_path / "run" / "results.parquet").to_dict("records")
     assert row["status"] == "failed" and row["scheduler_job"].startswith("slurm:"), row
     assert our_jobs() == []
-    assert _job_state(row["scheduler_job"]) == "JobState=FAILED", row["error"]
+    state = _job_state(row["scheduler_job"])
+    assert state in ("JobState=FAILED", "JobState=CANCELLED"), (state, row["error"])
 
 
 def test_a_world_whose_port_was_taken_is_submitted_again(
