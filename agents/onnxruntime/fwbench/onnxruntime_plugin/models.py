@@ -437,3 +437,12 @@ __all__ = [
     "output_shape",
     "synthetic_inputs",
 ]
+
+
+def equivalence_feed(model: str, inputs: object) -> tuple[dict[str, int], np.ndarray]:
+    """An equivalence case's shape parameters and the graph's input: the LSTM's token ids
+    (int64, seq_len from their length), or NCHW float32 images (image_size from their side)."""
+    array = np.asarray(inputs)
+    if model == "lstm":
+        return {"seq_len": array.shape[1]}, array.astype(np.int64)
+    return {"image_size": array.shape[-1]}, array.astype(np.float32)

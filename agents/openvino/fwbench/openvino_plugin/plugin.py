@@ -219,11 +219,7 @@ class OpenVinoPlugin:
 
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
         """Inference logits only (equivalence_trains is False): the losses are None."""
-        inputs = np.asarray(case.inputs)
-        if case.model == "lstm":
-            params, feed = {"seq_len": inputs.shape[1]}, inputs.astype(np.int64)
-        else:
-            params, feed = {"image_size": inputs.shape[-1]}, inputs.astype(np.float32)
+        params, feed = models.equivalence_feed(case.model, case.inputs)
         graph = models.build_model(case.model, params, case.weights)
         bound = _compile_graph(graph, {models.INPUT: feed}, MODES[0], self.threads)
         logits = bound.outputs()[graph.output]
