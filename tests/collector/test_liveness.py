@@ -176,6 +176,26 @@ def test_a_collector_busy_with_its_own_work_does_not_blame_the_agent() -> None:
     assert not watch.collector_frozen
 
 
+def test_a_collector_frozen_while_busy_with_an_event_blames_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Frozen while it handled an event, not while it waited: the agent's next events waited
+    in the call, so the wait was short, yet the collector did not watch for 0.6 s."""
+    monkeypatch.setattr(liveness, "MEASURE_GAP_SECONDS", 0.2)
+    freezes = Freezes()
+    script = [("progress", MEASURE, 1, 1.0), ("progress", MEASURE, 2, 1.1), ("result", [5])]
+    watch = CellWatch(Call(script), 0.3, clock=freezes)  # type: ignore[arg-type]
+    for event in watch.events():
+        if event.progress.iterations_done == 1:
+            now = time.monotonic()
+            freezes.freezes.append((now, now + 0.6))
+            time.sleep(0.6)
+    watch.stop()
+    assert not watch.fired
+    assert watch.longest_measure_gap < 0.2
+    assert watch.collector_frozen == pytest.approx(0.6, abs=0.1)
+
+
 def test_own_clock_counts_late_ticks_and_a_freeze_under_way() -> None:
     clock = OwnClock(tick_seconds=3600)  # its thread sleeps: the test ticks
     start = time.monotonic()

@@ -25,9 +25,10 @@ stuck still beats, with the same stage and count. So, during a cell (CellWatch):
   fails as STALLED, never `ok`, and keeps its samples for inspection.
 - the collector is blamed for its own silence: time it spent frozen (own_clock.py) or busy
   with its own work (not waiting for the agent) never counts against the agent, so a frozen
-  collector never kills a healthy agent as hung. When its own freeze made a wait longer than
-  the gap limit (collector_frozen), it cannot vouch for the cell: execute.py measures it again,
-  and fails it as COLLECTOR_FROZEN, naming the collector, when that happens twice.
+  collector never kills a healthy agent as hung. When its own freeze made the time between two
+  events longer than the gap limit (collector_frozen), whether it froze while waiting for the
+  agent or while busy with the last event, it cannot vouch for the cell: execute.py measures it
+  again, and fails it as COLLECTOR_FROZEN, naming the collector, when that happens twice.
 
 Why 3 intervals (6 s) while measuring: a healthy agent sends an event at least every 2 s, and
 the conformance suite fails one that ever goes 2 intervals (4 s) without; a third interval is
@@ -129,6 +130,7 @@ class CellWatch:
         self._blamed = 0.0  # the agent's silent seconds since the last progress
         self._beats = 0  # events without progress since the last progress
         self._since: float | None = None  # when the collector began to wait, while it waits
+        self._handled = self._now()  # when the collector last took an event
         self._timer: threading.Timer | None = None
         self._generation = 0
         with self._lock:
@@ -160,8 +162,12 @@ class CellWatch:
                 self._elapsed = progress.elapsed_seconds
             measuring = self._stage == agent_pb2.STAGE_MEASURE
             limit = MEASURE_GAP_SECONDS if measuring else STALL_GAP_SECONDS
-            if now - start > limit >= gap:  # long only because the collector was frozen
-                self.collector_frozen = max(self.collector_frozen, frozen)
+            # Long only because the collector was frozen, while it waited or while it was busy
+            # with the last event (the agent's events then wait in the call: a short wait).
+            span, self._handled = now - self._handled, now
+            frozen_span = self._clock.frozen_within(now - span, now)
+            if span > limit >= max(gap, span - frozen_span):
+                self.collector_frozen = max(self.collector_frozen, frozen_span)
             self.longest_gap = max(self.longest_gap, gap)
             if measuring:
                 self.longest_measure_gap = max(self.longest_measure_gap, gap)
