@@ -26,18 +26,29 @@ pytestmark = pytest.mark.timing  # kills, Ctrl-C and jobs that end themselves in
 COLLECTOR = Path(sys.executable).with_name("collector")
 
 
+def _fwbench_jobs(*options: str) -> list[str]:
+    """Job ids of the fwbench jobs squeue lists with `options`. A squeue that fails (its
+    controller busy on a loaded host: "Socket timed out") is asked again, never read as no
+    jobs: an empty answer must mean that Slurm lists none."""
+    deadline = time.monotonic() + 60
+    while True:
+        done = subprocess.run(
+            ["squeue", "-h", *options, "-o", "%i|%k"], capture_output=True, text=True
+        )
+        if done.returncode == 0:
+            return [line.split("|")[0] for line in done.stdout.splitlines() if "|fwbench:" in line]
+        assert time.monotonic() < deadline, f"squeue keeps failing: {done.stderr}"
+        time.sleep(1.0)
+
+
 def our_jobs() -> list[str]:
     """Job ids of every job a fwbench collector submitted that Slurm still lists."""
-    done = subprocess.run(["squeue", "-h", "-o", "%i|%k"], capture_output=True, text=True)
-    return [line.split("|")[0] for line in done.stdout.splitlines() if "|fwbench:" in line]
+    return _fwbench_jobs()
 
 
 def _running_jobs() -> list[str]:
     """Job ids of fwbench jobs Slurm runs now (not pending, not ending)."""
-    done = subprocess.run(
-        ["squeue", "-h", "-t", "RUNNING", "-o", "%i|%k"], capture_output=True, text=True
-    )
-    return [line.split("|")[0] for line in done.stdout.splitlines() if "|fwbench:" in line]
+    return _fwbench_jobs("-t", "RUNNING")
 
 
 def _job_state(job: str) -> str:
@@ -121,20 +132,37 @@ def test_agents_run_as_slurm_jobs_and_none_outlives_the_run(
         assert "JobState=COMPLETED" in shown and "TimeLimit=00:07:00" in shown, shown
 
 
-def test_a_killed_collectors_jobs_are_cancelled_by_the_next_run(
-    slurm_cluster: Path, manifests: Path, tmp_path: Path
-) -> None:
+def _killed_mid_cell(tmp_path: Path, min_seconds: str) -> Path:
+    """`collector run` through Slurm, SIGKILLed once its cells' agent measures (the agent marks
+    its 3rd step: however loaded the host, that agent has started, read its token and runs a
+    cell; a collector killed before then would leave a job whose agent exits at once, its
+    token's folder swept by the next command); returns the manifests it ran."""
+    marked = tmp_path / "measuring"
+    manifests = write_fake_agents(tmp_path / "marking", {"fake": {"FAKE_MARK": f"1:3:{marked}"}})
     long = _command(
-        tmp_path, manifests, "--batch-sizes", "1", "--param", "m=20000", "--min-seconds", "60"
+        tmp_path,
+        manifests,
+        "--batch-sizes",
+        "1",
+        "--param",
+        "m=20000",
+        "--min-seconds",
+        min_seconds,
     )
     process = subprocess.Popen(long, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    # run.json is written once the agent has described itself; its cells' job comes next.
-    while not (tmp_path / "run" / "run.json").exists() or not _running_jobs():
-        assert process.poll() is None and time.monotonic() < deadline
+    while not marked.exists():
+        assert process.poll() is None and time.monotonic() < deadline, "no cell measured"
         time.sleep(0.2)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
+    return manifests
+
+
+def test_a_killed_collectors_jobs_are_cancelled_by_the_next_run(
+    slurm_cluster: Path, tmp_path: Path
+) -> None:
+    manifests = _killed_mid_cell(tmp_path, "60")
     assert len(our_jobs()) == 1  # left running by the killed collector
     again = _command(tmp_path / "again", manifests, "--batch-sizes", "1")
     (tmp_path / "again").mkdir()
@@ -143,20 +171,8 @@ def test_a_killed_collectors_jobs_are_cancelled_by_the_next_run(
     assert our_jobs() == []  # the orphan swept, the new run's own job gone too
 
 
-def test_a_killed_collectors_agent_job_ends_itself(
-    slurm_cluster: Path, manifests: Path, tmp_path: Path
-) -> None:
-    long = _command(
-        tmp_path, manifests, "--batch-sizes", "1", "--param", "m=20000", "--min-seconds", "300"
-    )
-    process = subprocess.Popen(long, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    while not (tmp_path / "run" / "run.json").exists() or not _running_jobs():
-        assert process.poll() is None and time.monotonic() < deadline
-        time.sleep(0.2)
-    time.sleep(2.0)  # mid-cell
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait()
+def test_a_killed_collectors_agent_job_ends_itself(slurm_cluster: Path, tmp_path: Path) -> None:
+    _killed_mid_cell(tmp_path, "300")
     killed = time.monotonic()
     while our_jobs() and time.monotonic() - killed < ORPHAN_SECONDS + 30:
         time.sleep(1.0)
