@@ -1,7 +1,8 @@
 """The runtime's side of the user's model files (protocol 1.7), over a real gRPC server with the
 fake plugin reading "onnx" files of JSON: InspectModel's signature and every status it
 promises, a Run of a model cell whose result carries the outputs for the inputs every agent
-makes alike, and the refusals of a request that cannot be one."""
+makes alike, and the refusals of a request that cannot be one; and LoadedModels, the cache of
+what a plugin loaded from model files."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from fake_plugin import FakePlugin
 
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
+from fwbench.runtime.model_files import LoadedModels
 from fwbench.runtime.plugin import MODEL_FILES
 from fwbench.runtime.registry import PluginInvalid, check_plugin
 from fwbench.runtime.server import AgentServer, create_server
@@ -152,3 +154,26 @@ def test_the_registry_refuses_a_model_plugin_without_its_formats(monkeypatch):
     del plugin.model_capability
     with pytest.raises(PluginInvalid, match="without model_capability"):
         check_plugin("fake", plugin)
+
+
+def test_loaded_models_load_a_file_once_per_digest_and_keep_the_last_ones(tmp_path):
+    """LoadedModels: a plugin's cache of what it loaded (the keras and tf plugins')."""
+    loads: list[str] = []
+
+    def load(path: str) -> str:
+        loads.append(path)
+        return f"model {len(loads)}"
+
+    cache = LoadedModels(load, size=2)
+    one, two, three = (tmp_path / f"{n}.onnx" for n in ("one", "two", "three"))
+    for path in (one, two, three):
+        path.write_text(path.stem)
+    assert cache.get(str(one)) == cache.get(str(one)) == "model 1"
+    assert cache.get(str(one), "ab" * 32) == "model 2"  # another digest: loaded again
+    cache.get(str(two))
+    cache.get(str(three))  # the two most recently used stay: two, three
+    assert cache.get(str(two)) == "model 3" and len(loads) == 4
+    cache.get(str(one))
+    assert len(loads) == 5
+    one.write_text("changed, and longer")  # the file's own digest changes with it
+    assert cache.get(str(one)) == "model 6"

@@ -26,19 +26,16 @@ rest (mean squared error, binary crossentropy...)."""
 from __future__ import annotations
 
 import os
-import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import keras
 import numpy as np
 
 from fwbench.keras_plugin import training
-from fwbench.runtime.model_files import ModelSignature, file_digest, reject_unreadable
+from fwbench.runtime.model_files import LoadedModels, ModelSignature, reject_unreadable
 from fwbench.runtime.plugin import UnsupportedWorkload, WorkloadSpec
 from fwbench.spec.catalogue import CatalogueError
 from fwbench.spec.model_files import DTYPES, TensorInfo
@@ -81,28 +78,12 @@ class Loaded:
         return keras.tree.pack_sequence_as(_output_structure(self.model), list(flat))
 
 
-class ModelCache:
-    """Loaded files by (path, digest), the CACHE_SIZE most recently used."""
+class ModelCache(LoadedModels[Loaded]):
+    """Loaded files by (path, digest), the CACHE_SIZE most recently used, loaded on `backend`."""
 
     def __init__(self, backend: str, size: int = CACHE_SIZE) -> None:
+        super().__init__(lambda path: load(path, backend), size)
         self.backend = backend
-        self.size = size
-        self._loaded: OrderedDict[tuple[str, str], Loaded] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, path: str, sha256: str = "") -> Loaded:
-        key = (path, sha256.lower() or file_digest(Path(path)))
-        with self._lock:
-            known = self._loaded.get(key)
-            if known is not None:
-                self._loaded.move_to_end(key)
-                return known
-        loaded = load(path, self.backend)
-        with self._lock:
-            self._loaded[key] = loaded
-            while len(self._loaded) > self.size:
-                self._loaded.popitem(last=False)
-        return loaded
 
 
 def _one_line(text: str, limit: int = 200) -> str:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.runtime.model_request import ModelRequest
@@ -79,6 +80,34 @@ def file_digest(path: Path) -> str:
         with _digests_lock:
             _digests[key] = known
     return known
+
+
+T = TypeVar("T")
+
+
+class LoadedModels(Generic[T]):
+    """What a plugin loaded from model files, by path and digest (the request's, else
+    file_digest's), the `size` most recently used: InspectModel and the cells of one run load
+    a file once, and a file changed at the same path is loaded again."""
+
+    def __init__(self, load: Callable[[str], T], size: int = 2) -> None:
+        self.load = load
+        self.size = size
+        self._loaded: OrderedDict[tuple[str, str], T] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, path: str, sha256: str = "") -> T:
+        key = (path, sha256.lower() or file_digest(Path(path)))
+        with self._lock:
+            if key in self._loaded:
+                self._loaded.move_to_end(key)
+                return self._loaded[key]
+        loaded = self.load(path)  # not under the lock: loading a model takes seconds
+        with self._lock:
+            self._loaded[key] = loaded
+            while len(self._loaded) > self.size:
+                self._loaded.popitem(last=False)
+        return loaded
 
 
 def checked_file(message: agent_pb2.ModelFile, formats: Sequence[str]) -> Path:
