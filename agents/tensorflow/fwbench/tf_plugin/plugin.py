@@ -1,8 +1,9 @@
 """TensorFlowPlugin: the TensorFlow framework plugin, on the CPU (oneDNN or Eigen kernels, as
 the agent's TF_ENABLE_ONEDNN_OPTS says) or the first GPU; modes tf.function (default), XLA and
 eager, for the catalogue's ops and models, the transformers (transformers.py) and generation
-with a KV cache (generation.py). As a rank of a world (PluginContext.world) it trains under
-MultiWorkerMirroredStrategy and runs the allreduce collective instead (distributed.py)."""
+with a KV cache (generation.py), and the user's SavedModels (model_file.py). As a rank of a
+world (PluginContext.world) it trains under MultiWorkerMirroredStrategy and runs the allreduce
+collective instead (distributed.py)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ import tensorflow as tf
 from tensorflow.python.util import _pywrap_util_port
 
 from fwbench.runtime.hostinfo import cpu_model
+from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
     ACCURACY,
     EQUIVALENCE,
+    MODEL_FILES,
     THREADS_VARIABLE,
     BuiltStep,
     Capability,
@@ -32,7 +35,7 @@ from fwbench.runtime.plugin import (
     translate_out_of_memory,
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
-from fwbench.tf_plugin import distributed, environment, generation, models, reference
+from fwbench.tf_plugin import distributed, environment, generation, model_file, models, reference
 from fwbench.tf_plugin import transformers as tfm
 from fwbench.tf_plugin.ops import build_conv2d, build_gemm
 from fwbench.tf_plugin.training import MODES, ModelProgram, compile_fn
@@ -100,7 +103,9 @@ _wait_for_gpu = _translated(_wait_for_gpu_unwrapped)
 
 
 class TensorFlowPlugin:
-    optional_capabilities = frozenset({ACCURACY, EQUIVALENCE})
+    optional_capabilities = frozenset({ACCURACY, EQUIVALENCE, MODEL_FILES})
+    model_formats = (model_file.FORMAT,)
+    model_capability = Capability(phases=("infer",), dtypes=("float32",), modes=model_file.MODES)
 
     def __init__(self, context: PluginContext) -> None:
         # Order matters: thread pools and visible devices must be set before the first op,
@@ -114,6 +119,7 @@ class TensorFlowPlugin:
         environment.quiet_retracing_notice()
         self.on_gpu = self.device.startswith("/GPU")
         self.dtypes = _GPU_DTYPES if self.on_gpu else _CPU_DTYPES
+        self.saved_models = model_file.ModelCache(self.device)
 
     # ------------------------------------------------------------------ FrameworkPlugin
 
@@ -173,7 +179,8 @@ class TensorFlowPlugin:
             g = built.generation
             steps = GenerationSteps(_translated(g.prefill), _translated(g.decode), g.decode_steps)
             return BuiltStep.for_generation(steps, built.settings)
-        return BuiltStep(_translated(built.step), built.settings, rank=built.rank)
+        outputs = None if built.outputs is None else _translated(built.outputs)
+        return BuiltStep(_translated(built.step), built.settings, rank=built.rank, outputs=outputs)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self.check(spec)
@@ -182,6 +189,10 @@ class TensorFlowPlugin:
         if self.rank is not None:
             step, report = distributed.build(spec, dtype, self.rank)
             return BuiltStep(step, self._settings(spec, name), rank=report)
+        if spec.model is not None:  # the runtime checked it against model_capability
+            cell = model_file.build(spec, self.saved_models)
+            settings = self._settings(spec, name, cell.extra)
+            return BuiltStep(cell.step, settings, outputs=cell.outputs)
         with tf.device(self.device):
             if name in _TRANSFORMERS:
                 return self._transformer(spec, dtype, train)
@@ -271,6 +282,9 @@ class TensorFlowPlugin:
             device=self.device,
             extra=extra,
         )
+
+    def inspect_model(self, path: str, format: str) -> ModelSignature:
+        return model_file.inspect(path, self.saved_models)
 
     def synchronize(self, output: object) -> None:
         """On the CPU, eager ops and tf.function calls return only once their kernels are done
