@@ -1,22 +1,26 @@
 """Exported programs on the framework agents that read them (`collector run --model`): a
-`.pt2` saved by torch.export in the torch-cpu environment (a convolution, BatchNorm in eval, a
-dense layer, the batch a torch.export.Dim) and a `.jax` serialized by jax.export in the
-jax-cpu environment (a jitted two-layer function, the batch symbolic), each measured on its
-agent and that agent's A/A twin at two batch sizes, every inference row's outputs checked
-against the reference agent's. The plugins' own tests check the outputs against the
-frameworks' (tests/torch_plugin, tests/jax_plugin)."""
+`.jax` serialized by jax.export in the jax-cpu environment (a jitted two-layer function, the
+batch symbolic) measured on jax-cpu and its A/A twin; and a `.pt2` saved by torch.export in
+the torch-cpu environment (a convolution, BatchNorm in eval, a dense layer, the batch a
+torch.export.Dim) by docs/your-model.md's `--export` command: torch-cpu runs it, writes it as
+ONNX with torch.onnx.export, and onnxruntime-cpu and openvino-cpu run that export, every
+inference row's outputs checked against torch-cpu's. The plugins' own tests check the outputs
+against the frameworks' (tests/torch_plugin, tests/jax_plugin)."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 from pathlib import Path
 
 import pandas as pd
-import pytest
 from collector_cli import collector
 
 from fwbench.collector.agents.environments import environment_for
 from fwbench.collector.cli.common import load_manifests
+from fwbench.spec import model_files
+
+REPO = Path(__file__).resolve().parents[2]
 
 WRITE_PT2 = """
 import sys
@@ -66,23 +70,17 @@ def _write(agent: str, script: str, path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize(
-    ("agent", "script", "name"),
-    [("torch-cpu", WRITE_PT2, "net.pt2"), ("jax-cpu", WRITE_JAX, "net.jax")],
-)
-def test_an_exported_program_runs_on_its_framework(
-    tmp_path: Path, isolated_store, agent: str, script: str, name: str
-):
-    model = _write(agent, script, tmp_path / name)
+def test_an_exported_function_runs_on_its_framework(tmp_path: Path, isolated_store):
+    model = _write("jax-cpu", WRITE_JAX, tmp_path / "net.jax")
     out = tmp_path / "run"
     done = collector(
         "run",
         "--model",
         str(model),
         "--agents",
-        agent,
+        "jax-cpu",
         "--aa",
-        agent,
+        "jax-cpu",
         "--batch-sizes",
         "1,4",
         "--min-seconds",
@@ -94,9 +92,43 @@ def test_an_exported_program_runs_on_its_framework(
     assert done.returncode == 0, done.stderr
     rows = pd.read_parquet(out / "results.parquet")
     assert set(rows["status"]) == {"ok"}, rows[["agent", "status", "error"]]
-    assert set(rows["agent"]) == {agent, f"{agent}#2"}
+    assert set(rows["agent"]) == {"jax-cpu", "jax-cpu#2"}
     assert set(rows["batch_size"]) == {1, 4}
     assert rows["outputs_match"].all(), rows[["agent", "outputs_note"]]
     assert rows["output_max_abs_diff"].le(1e-6).all()
-    assert set(rows["outputs_reference"]) == {agent}
+    assert set(rows["outputs_reference"]) == {"jax-cpu"}
     assert "net@" in done.stdout
+
+
+def _documented_export() -> list[str]:
+    """docs/your-model.md's `--export` command, as its words."""
+    page = (REPO / "docs" / "your-model.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in page.split("```bash\n")[1:]]
+    return shlex.split(next(b for b in blocks if "--export" in b).strip())
+
+
+def test_the_documented_export_runs_a_program_on_torch_and_its_onnx_on_two_runtimes(
+    tmp_path: Path, isolated_store
+):
+    words = _documented_export()
+    assert words[:2] == ["collector", "run"] and "net.pt2" in words
+    _write("torch-cpu", WRITE_PT2, tmp_path / "net.pt2")
+    out = tmp_path / "run"
+    done = collector(*words[1:], "--min-seconds", "0.1", "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    said = " ".join((done.stdout + done.stderr).split())
+    assert "onnx export by torch-cpu: torch.onnx.export (dynamo) torch" in said
+    assert "its outputs on onnxruntime-cpu match the reference" in said
+    rows = pd.read_parquet(out / "results.parquet")
+    assert set(rows["status"]) == {"ok"}, rows[["agent", "status", "error"]]
+    assert set(rows["agent"]) == {"torch-cpu", "onnxruntime-cpu", "openvino-cpu"}
+    assert rows["workload"].nunique() == 1 and set(rows["batch_size"]) == {1, 4}
+    assert rows["outputs_match"].all(), rows[["agent", "outputs_note"]]
+    assert rows["output_max_abs_diff"].le(1e-4).all()
+    assert set(rows["outputs_reference"]) == {"torch-cpu"}
+    onnx = rows[rows["agent"] != "torch-cpu"]
+    exported = out / "models" / "net.onnx"
+    assert set(onnx["model_format"]) == {"onnx"}
+    assert set(onnx["model_sha256"]) == {model_files.digest(exported)}
+    assert onnx["model_export"].str.startswith("torch-cpu: torch.onnx.export").all()
+    assert rows.loc[rows["agent"] == "torch-cpu", "model_export"].isna().all()

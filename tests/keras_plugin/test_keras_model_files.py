@@ -267,3 +267,49 @@ def test_targets_fit_each_loss(backend):
     assert one_hot.shape == (4, 6) and (one_hot.sum(axis=-1) == 1).all()
     values = model_file.make_target(rng, (4, 2), "mse")
     assert values.dtype == np.float32 and values.min() >= 0 and values.max() < 1
+
+
+def test_the_tensorflow_backend_exports_a_savedmodel_and_onnx_of_the_file(
+    plugin, backend, saved, tmp_path
+):
+    """Keras' own exporter (model_export.py), on TensorFlow only: a SavedModel whose
+    serving_default computes the model's outputs from its named input, and an ONNX graph
+    (tf2onnx) that takes the same input, batch open, checked by ONNX's checker; the outputs of
+    both against the runtimes are tests/integration's. The other backends write nothing."""
+    from fwbench.keras_plugin import model_export
+
+    if backend != "tensorflow":
+        assert plugin.export_formats == () and "model_export" not in plugin.optional_capabilities
+        return
+    import onnx
+    import tensorflow as tf
+
+    assert plugin.export_formats == ("savedmodel", "onnx")
+    model, path = saved
+    folder = tmp_path / "varied.savedmodel"
+    tool = plugin.export_model(str(path), "keras", "savedmodel", str(folder))
+    assert tool == f"keras {keras.__version__} Model.export, tensorflow {tf.__version__}"
+    assert model_files.detect_format(folder) == "savedmodel"
+    serve = tf.saved_model.load(str(folder)).signatures["serving_default"]
+    image = make_inputs((TensorInfo("image", (BATCH, 8, 8, 3), "float32"),), SEED)["image"]
+    (got,) = serve(image=tf.constant(image)).values()
+    expected = {"logits": keras.ops.convert_to_numpy(model(image, training=False))}
+    difference = compare_outputs({"output_0": got.numpy()}, expected)  # renamed: in order
+    assert difference.within, difference.why
+    graph_file = tmp_path / "varied.onnx"
+    tool = plugin.export_model(str(path), "keras", "onnx", str(graph_file))
+    assert tool.startswith(f"tf2onnx {model_export._version('tf2onnx')} (keras {keras.__version__}")
+    graph = onnx.load(str(graph_file))
+    onnx.checker.check_model(graph)
+    (taken,) = graph.graph.input
+    dims = taken.type.tensor_type.shape.dim
+    assert (
+        taken.name == "image"
+        and not dims[0].dim_value
+        and [d.dim_value for d in dims[1:]]
+        == [
+            8,
+            8,
+            3,
+        ]
+    )

@@ -15,6 +15,7 @@ import numpy as np
 
 from fwbench.runtime.model_files import ModelSignature, reject_unreadable
 from fwbench.runtime.plugin import (
+    MODEL_EXPORT,
     MODEL_FILES,
     BuiltStep,
     Capability,
@@ -71,6 +72,13 @@ class FakePlugin:
             self.optional_capabilities = frozenset({MODEL_FILES})
             self.model_formats = formats
             self.model_capability = Capability(("infer",), ("float32",), ("eager",))
+        # FAKE_EXPORT_FORMATS=onnx,...: it also writes those (capability model_export): the
+        # JSON with its inputs renamed (an exporter's names) and its scale times
+        # FAKE_EXPORT_FACTOR (an export that computes otherwise); FAKE_EXPORT_FAILS: it fails.
+        exports = tuple(f for f in os.environ.get("FAKE_EXPORT_FORMATS", "").split(",") if f)
+        if formats and exports:
+            self.optional_capabilities = frozenset({MODEL_FILES, MODEL_EXPORT})
+            self.export_formats = exports
         self.synchronized = 0
 
     def _capabilities(self) -> dict[str, Capability]:
@@ -128,6 +136,21 @@ class FakePlugin:
             parameters=1,
             unsupported_reasons={"train": "a fake model only infers"},
         )
+
+    def export_model(self, path: str, format: str, target: str, dest: str) -> str:
+        inputs, scale = _fake_model(path, format)
+        if os.environ.get("FAKE_EXPORT_FAILS"):
+            raise ValueError(f"the fake exporter cannot write {target}")
+        text = {
+            "inputs": [
+                {"name": f"input_{i}", "shape": list(t.shape), "dtype": t.dtype}
+                for i, t in enumerate(inputs)
+            ],
+            "scale": scale * float(os.environ.get("FAKE_EXPORT_FACTOR", "1")),
+        }
+        with open(dest, "w") as handle:
+            json.dump(text, handle)
+        return "fake-exporter 1.0"
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         self.built.append(spec)

@@ -132,3 +132,33 @@ def test_outputs_are_numpy_arrays_of_every_tensor_leaf(exported):
     outputs = run.outputs()
     assert all(isinstance(v, np.ndarray) for v in outputs.values())
     assert [v.shape for v in outputs.values()] == [(3, 5), (3, 4)]
+
+
+def test_the_program_exported_as_onnx_computes_what_the_module_does(
+    exported: tuple[Net, Path], tmp_path: Path
+) -> None:
+    """torch.onnx.export (model_export.py) of the .pt2, run by ONNX's own reference evaluator
+    at a batch the program was not traced at: the outputs named output_0, output_1, the batch
+    left open, the values the module's."""
+    from fwbench.torch_plugin import model_export
+
+    if not model_export.formats():
+        pytest.skip("no onnxscript or onnx in this environment: the plugin offers no export")
+    from onnx import load
+    from onnx.reference import ReferenceEvaluator
+
+    net, path = exported
+    plugin = check_plugin("torch", TorchPlugin(PluginContext(device="cpu")))
+    assert plugin.export_formats == ("onnx",)  # type: ignore[attr-defined]
+    dest = tmp_path / "net.onnx"
+    tool = plugin.export_model(str(path), "torch_export", "onnx", str(dest))  # type: ignore[attr-defined]
+    assert tool.startswith(f"torch.onnx.export (dynamo) torch {torch.__version__}, onnxscript")
+    graph = load(str(dest)).graph
+    assert [o.name for o in graph.output] == ["output_0", "output_1"]
+    assert graph.input[0].type.tensor_type.shape.dim[0].dim_param  # the batch stays open
+    image = np.random.default_rng(1).uniform(-1, 1, (3, 3, 8, 8)).astype(np.float32)
+    got = ReferenceEvaluator(str(dest)).run(None, {graph.input[0].name: image})
+    with torch.no_grad():
+        scores, extra = net(torch.from_numpy(image))
+    np.testing.assert_allclose(got[0], scores.numpy(), atol=1e-5)
+    np.testing.assert_allclose(got[1], extra["pooled"].numpy(), atol=1e-5)

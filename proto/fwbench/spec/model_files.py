@@ -228,15 +228,18 @@ TOLERANCES: Mapping[str, tuple[float, float]] = {
 def compare_outputs(
     outputs: Mapping[str, np.ndarray], reference: Mapping[str, np.ndarray]
 ) -> OutputDifference:
-    """Compares the outputs both sides sent (the shorter prefix of each); integer and boolean
-    outputs must be equal."""
+    """Compares the outputs both sides sent (the shorter prefix of each), by name, or in order
+    where the names differ but not their number (an exporter renamed them: "output_0");
+    integer and boolean outputs must be equal."""
     import numpy as np
 
     worst_abs = worst_rel = 0.0
     compared = 0
     why = ""
     missing = sorted(set(reference) - set(outputs))
-    if missing:
+    if missing and len(outputs) == len(reference):
+        outputs = dict(zip(reference, outputs.values(), strict=True))
+    elif missing:
         return OutputDifference(np.inf, np.inf, False, 0, f"no output {missing[0]!r}")
     for name, ref in reference.items():
         got = np.asarray(outputs[name]).reshape(-1)

@@ -1,7 +1,8 @@
 """KerasPlugin: Keras 3 on the backend its agent's KERAS_BACKEND names (torch, jax or
 tensorflow), for the catalogue's ops (gemm, conv2d in keras.ops) and models (Keras layers,
-compile + train_on_batch / predict_on_batch), with the "equivalence" capability and the
-"model_files" one (a user's .keras file: model_file.py).
+compile + train_on_batch / predict_on_batch), with the "equivalence" capability, the
+"model_files" one (a user's .keras file: model_file.py) and, on the TensorFlow backend,
+"model_export" (the file as a SavedModel and as ONNX: model_export.py).
 
 This module is what the registry imports, before the plugin is constructed, so it imports
 neither Keras nor a backend: Keras decides its backend for good when it is first imported.
@@ -21,6 +22,7 @@ from fwbench.runtime.architectures import MODEL_NAMES
 from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
     EQUIVALENCE,
+    MODEL_EXPORT,
     MODEL_FILES,
     BuiltStep,
     Capability,
@@ -45,6 +47,11 @@ class KerasPlugin:
         from fwbench.keras_plugin.agent import KerasAgent  # imports Keras: after the check
 
         self._agent: KerasAgent = KerasAgent(context, backend, threads)
+        from fwbench.keras_plugin import model_export
+
+        self.export_formats = model_export.formats(backend)
+        if self.export_formats:
+            self.optional_capabilities = KerasPlugin.optional_capabilities | {MODEL_EXPORT}
 
     @property
     def model_capability(self) -> Capability:
@@ -55,6 +62,12 @@ class KerasPlugin:
 
     def inspect_model(self, path: str, format: str) -> ModelSignature:
         return self._agent.inspect_model(path)
+
+    def export_model(self, path: str, format: str, target: str, dest: str) -> str:
+        from fwbench.keras_plugin import model_export
+
+        with self._agent.backend.scope():
+            return model_export.export(path, target, dest)
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         return self._agent.build(spec)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import grpc
 
+from fwbench.runtime.model_export import ExportFailed
 from fwbench.runtime.plugin import OutOfMemory, UnsupportedWorkload
 from fwbench.runtime.timing import RunCancelled
 from fwbench.spec.catalogue import CatalogueError, UnknownWorkload
@@ -24,6 +25,8 @@ def status_for(error: BaseException) -> tuple[grpc.StatusCode, str]:
         return grpc.StatusCode.UNIMPLEMENTED, message
     if isinstance(error, RunCancelled):
         return grpc.StatusCode.CANCELLED, "run cancelled"
+    if isinstance(error, ExportFailed):
+        return grpc.StatusCode.INTERNAL, message
     if isinstance(error, _OUT_OF_MEMORY):
         return grpc.StatusCode.RESOURCE_EXHAUSTED, f"out of memory: {message}"
     return grpc.StatusCode.INTERNAL, f"{type(error).__name__}: {message}"

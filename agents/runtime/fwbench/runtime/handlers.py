@@ -78,6 +78,11 @@ def add_agent_service(servicer: agent_pb2_grpc.AgentServiceServicer, server: grp
             request_deserializer=_parser(agent_pb2.InspectModelRequest),
             response_serializer=agent_pb2.ModelSignature.SerializeToString,
         ),
+        "ExportModel": grpc.unary_unary_rpc_method_handler(
+            _unary(servicer.ExportModel),
+            request_deserializer=_parser(agent_pb2.ExportModelRequest),
+            response_serializer=agent_pb2.ExportModelResponse.SerializeToString,
+        ),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
     server.add_registered_method_handlers(SERVICE, handlers)

@@ -41,14 +41,18 @@ _OFF = ("off", "0", "false", "no")
 # "equivalence" serves fwbench-reference (canonical weights, the cross-framework check).
 # "model_files" reads the user's model files: the plugin names the formats it reads in
 # `model_formats` and answers `inspect_model` (model_files.py); `build` then gets
-# WorkloadSpec.model set and returns BuiltStep.outputs.
+# WorkloadSpec.model set and returns BuiltStep.outputs. "model_export" (with "model_files")
+# writes a file it reads in other formats: `export_formats` and `export_model`
+# (model_export.py).
 ACCURACY = "accuracy"
 EQUIVALENCE = "equivalence"
 MODEL_FILES = "model_files"
+MODEL_EXPORT = "model_export"
 OPTIONAL_CAPABILITIES: Mapping[str, tuple[str, ...]] = {
     ACCURACY: ("canonical_weights", "trainer"),
     EQUIVALENCE: ("canonical_weights", "equivalence"),
     MODEL_FILES: ("inspect_model",),
+    MODEL_EXPORT: ("export_model",),
 }
 
 P = ParamSpec("P")

@@ -12,6 +12,7 @@ from typing import cast
 
 from fwbench.runtime.plugin import (
     AUTOCAST_VARIABLE,
+    MODEL_EXPORT,
     MODEL_FILES,
     OPTIONAL_CAPABILITIES,
     Capability,
@@ -91,6 +92,20 @@ def _check_capability(label: str, plugin: object, capability: str) -> None:
             raise PluginInvalid(
                 f"{label} declares capability {capability!r} without model_capability (a "
                 "Capability: the phases, dtypes and modes it runs model files in)"
+            )
+
+    if capability == MODEL_EXPORT:
+        formats = getattr(plugin, "export_formats", None)
+        declared = getattr(plugin, "optional_capabilities", ())
+        if MODEL_FILES not in declared:
+            raise PluginInvalid(
+                f"{label} declares capability {capability!r} without {MODEL_FILES!r}: it exports "
+                "the files it reads"
+            )
+        if not isinstance(formats, tuple) or not formats or not set(formats) <= set(FORMATS):
+            raise PluginInvalid(
+                f"{label} declares capability {capability!r}: export_formats must be a "
+                f"non-empty tuple of {', '.join(FORMATS)}"
             )
 
 

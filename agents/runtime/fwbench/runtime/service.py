@@ -26,9 +26,11 @@ from fwbench.runtime.errors import status_for
 from fwbench.runtime.fits import require_fit
 from fwbench.runtime.hostinfo import environment_switches, host_info
 from fwbench.runtime.metrics import AgentMetrics
+from fwbench.runtime.model_export import ExportPlugin, export
 from fwbench.runtime.model_files import ModelPlugin, inspect, model_workload_spec
 from fwbench.runtime.plugin import (
     ACCURACY,
+    MODEL_EXPORT,
     MODEL_FILES,
     BuiltStep,
     Capability,
@@ -87,6 +89,12 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             if MODEL_FILES in plugin.optional_capabilities
             else ()
         )
+        # Formats it writes from those (capability "model_export", protocol 1.8).
+        self._export_formats: tuple[str, ...] = (
+            tuple(cast(ExportPlugin, plugin).export_formats)
+            if MODEL_EXPORT in plugin.optional_capabilities
+            else ()
+        )
         # Every device a CPU: the host's memory is the cells' (fits.py checks they fit).
         self._host_memory_only = all(d.kind == "cpu" for d in self._description.devices)
         self._identity = identity
@@ -130,6 +138,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             world=_world_message(self._world),
             unsupported_reasons=dict(d.unsupported_reasons),
             model_formats=list(self._model_formats),
+            export_formats=list(self._export_formats),
         )
 
     def InspectModel(  # noqa: N802
@@ -147,6 +156,26 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
                     "this agent reads no model files (Describe.model_formats)"
                 )
             return inspect(cast(ModelPlugin, self._plugin), request)
+        except Exception as error:  # noqa: BLE001 (mapped to a status, never swallowed)
+            context.abort(*status_for(error))
+        finally:
+            self._busy.release()
+
+    def ExportModel(  # noqa: N802
+        self, request: agent_pb2.ExportModelRequest, context: grpc.ServicerContext
+    ) -> agent_pb2.ExportModelResponse:
+        """A model file written in another format by the framework's exporter (protocol 1.8)."""
+        if not self._busy.acquire(blocking=False):  # exporting would disturb the run
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "agent is busy with a run; it exports a model file between runs only",
+            )
+        try:
+            if not self._export_formats:
+                raise UnsupportedWorkload(
+                    "this agent writes no model files (Describe.export_formats)"
+                )
+            return export(cast(ExportPlugin, self._plugin), request, self._export_formats)
         except Exception as error:  # noqa: BLE001 (mapped to a status, never swallowed)
             context.abort(*status_for(error))
         finally:

@@ -29,6 +29,7 @@ from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
     ACCURACY,
     EQUIVALENCE,
+    MODEL_EXPORT,
     MODEL_FILES,
     BuiltStep,
     Capability,
@@ -43,7 +44,14 @@ from fwbench.runtime.plugin import (
     translate_out_of_memory,
 )
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec
-from fwbench.torch_plugin import distributed, model_file, models, reference, transformers
+from fwbench.torch_plugin import (
+    distributed,
+    model_export,
+    model_file,
+    models,
+    reference,
+    transformers,
+)
 from fwbench.torch_plugin.batchnorm import refuse_one_value_batch_norm
 from fwbench.torch_plugin.blas import build_blas_info, torch_blas
 from fwbench.torch_plugin.ops import build_conv2d, build_gemm
@@ -214,10 +222,13 @@ _cuda_synchronize = _translated(torch.cuda.synchronize)
 class TorchPlugin:
     # Model files (model_file.py) where torch has torch.export (2.1 and later).
     optional_capabilities = frozenset(
-        {ACCURACY, EQUIVALENCE} | ({MODEL_FILES} if model_file.available() else set())
+        {ACCURACY, EQUIVALENCE}
+        | ({MODEL_FILES} if model_file.available() else set())
+        | ({MODEL_EXPORT} if model_export.formats() else set())
     )
     supports_autocast = True  # FWBENCH_AUTOCAST (registry.py)
     model_formats = (model_file.FORMAT,)
+    export_formats = model_export.formats()
     model_capability = Capability(phases=("infer",), dtypes=("float32",), modes=offered_modes())
 
     def __init__(self, context: PluginContext) -> None:
@@ -533,6 +544,9 @@ class TorchPlugin:
 
     def inspect_model(self, path: str, format: str) -> ModelSignature:
         return model_file.inspect(path)
+
+    def export_model(self, path: str, format: str, target: str, dest: str) -> str:
+        return model_export.export(path, dest)
 
     def synchronize(self, output: object) -> None:
         if self.device.type == "cuda":

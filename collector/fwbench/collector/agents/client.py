@@ -150,6 +150,16 @@ class AgentClient:
         )
         return reply
 
+    def export_model(
+        self, request: agent_pb2.ExportModelRequest, timeout_seconds: float
+    ) -> agent_pb2.ExportModelResponse:
+        """A model file written in another format by the agent (protocol 1.8); raises
+        grpc.RpcError."""
+        reply: agent_pb2.ExportModelResponse = self._stub.ExportModel(
+            request, timeout=timeout_seconds, metadata=self._metadata
+        )
+        return reply
+
     def cancel_reply(self, run_id: str = "") -> agent_pb2.CancelResponse:
         """Cancel as the agent answers it; raises grpc.RpcError."""
         reply: agent_pb2.CancelResponse = self._stub.Cancel(

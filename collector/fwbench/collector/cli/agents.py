@@ -176,8 +176,14 @@ def describe(
         print(json.dumps(reply, indent=2))
         return
     workloads = reply.pop("workloads", [])
+    reads, writes = reply.pop("model_formats", []), reply.pop("export_formats", [])
     console.print_json(json.dumps(reply))
     console.print("workloads: " + ", ".join(w["name"] for w in workloads))
+    console.print(
+        f"model files it reads: {', '.join(reads) or 'none'}; writes (--export): "
+        f"{', '.join(writes) or 'none'}",
+        highlight=False,
+    )
 
 
 def lock(

@@ -67,6 +67,15 @@ def run(
             "open besides the batch, e.g. input_ids=8x128 (repeatable).",
         ),
     ] = None,
+    export: Annotated[
+        bool,
+        typer.Option(
+            "--export",
+            help="With --model: also run the agents that read another format, on a file made "
+            "by the frameworks' own exporters (a .keras as a SavedModel and ONNX, a .pt2 as "
+            "ONNX), checked against the source before anything is timed.",
+        ),
+    ] = False,
     phases: Annotated[
         str, typer.Option(help="train, infer or both (with --model: infer unless given).")
     ] = "train,infer",
@@ -228,6 +237,7 @@ def run(
             fresh_process,
             model,
             model_input or [],
+            export,
         ),
         Limits(cell_timeout or None, start_timeout, hang_timeout or None),
         Telemetry(

@@ -101,6 +101,7 @@ class Measure:
     fresh_process: bool
     model: Path | None = None  # --model
     model_inputs: list[str] = field(default_factory=list)  # --input NAME=SHAPE
+    export: bool = False  # --export
 
 
 @dataclass(frozen=True)
@@ -139,8 +140,14 @@ def start_run(
         fail("give --agents NAME[,NAME...] (`collector agents` lists them), or --resume RUN_ID")
     if asked.out is not None and asked.out.exists() and not asked.out.is_dir():
         fail(f"--out {asked.out} is a file; give a folder (new, or holding no run)")
+    if measure.export and not measure.model:
+        fail("--export writes --model's file in other formats: give --model FILE")
     try:
-        model = asked_model(measure.model, measure.model_inputs) if measure.model else None
+        model = (
+            asked_model(measure.model, measure.model_inputs, measure.export)
+            if measure.model
+            else None
+        )
     except ModelRefused as error:
         fail_with(error)
     catalogue = with_model(load_catalogue(), model)

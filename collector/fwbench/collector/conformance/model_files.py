@@ -2,7 +2,10 @@
 holds. Known format names; InspectModel and a model Run refuse what they must: a format the
 agent does not read (UNIMPLEMENTED, also for an agent that reads none, as a 1.6 agent does),
 a path it cannot see (NOT_FOUND), a file that is not a model (INVALID_ARGUMENT, where the agent
-sees this host's files). Nothing here needs a real model: every request is one to refuse."""
+sees this host's files). Exports (protocol 1.8): Describe.export_formats known names, only
+from an agent that reads model files, and ExportModel refusing a format it does not write
+(UNIMPLEMENTED) and a missing source (NOT_FOUND). Nothing here needs a real model: every
+request is one to refuse."""
 
 from __future__ import annotations
 
@@ -98,6 +101,55 @@ def _run_unread_format(target: Target) -> str:
     return expect_status(target, request, grpc.StatusCode.UNIMPLEMENTED)
 
 
+def _known_exports(target: Target) -> str:
+    exports = list(target.described().export_formats)
+    if not exports:
+        raise Skipped("the agent writes no model files (Describe.export_formats is empty)")
+    unknown = [f for f in exports if f not in model_files.FORMATS]
+    if unknown or len(set(exports)) != len(exports):
+        raise Failed(f"export_formats {exports}: each once, from {', '.join(model_files.FORMATS)}")
+    if not _formats(target):
+        raise Failed(f"export_formats {exports} from an agent that reads no model files")
+    return ", ".join(exports)
+
+
+def _export(target: Target, request: agent_pb2.ExportModelRequest, code: grpc.StatusCode) -> str:
+    try:
+        target.client.export_model(request, 30.0)
+    except grpc.RpcError as error:
+        if error.code() != code:
+            raise Failed(
+                f"expected {code.name}, got {error.code().name}: {error.details()}"
+            ) from None
+        return (error.details() or "")[:120]
+    raise Failed(f"expected {code.name}, ExportModel answered that it wrote the file")
+
+
+def _export_unwritten(target: Target) -> str:
+    version = target.described().spec_version
+    if tuple(int(p) for p in version.split(".")[:2]) < (1, 8):
+        raise Skipped(f"protocol {version}: ExportModel came with 1.8")
+    formats = _formats(target) or ["onnx"]
+    request = agent_pb2.ExportModelRequest(
+        model=agent_pb2.ModelFile(path=f"{ABSENT}.{formats[0]}", format=formats[0]),
+        format=UNREAD,
+        path=f"{ABSENT}-export",
+    )
+    return _export(target, request, grpc.StatusCode.UNIMPLEMENTED)
+
+
+def _export_missing(target: Target) -> str:
+    exports, formats = list(target.described().export_formats), _formats(target)
+    if not exports or not formats:
+        raise Skipped("the agent writes no model files")
+    request = agent_pb2.ExportModelRequest(
+        model=agent_pb2.ModelFile(path=f"{ABSENT}.{formats[0]}", format=formats[0]),
+        format=exports[0],
+        path=f"{ABSENT}-export",
+    )
+    return _export(target, request, grpc.StatusCode.NOT_FOUND)
+
+
 def model_checks() -> list[Check]:
     return [
         ("model formats: known names", _known_formats),
@@ -105,4 +157,7 @@ def model_checks() -> list[Check]:
         ("InspectModel of a missing file: NOT_FOUND", _missing_file),
         ("InspectModel of a file that is no model: INVALID_ARGUMENT", _not_a_model),
         ("Run of a model in an unread format: UNIMPLEMENTED", _run_unread_format),
+        ("export formats: known names, from a reader", _known_exports),
+        ("ExportModel to an unwritten format: refused", _export_unwritten),
+        ("ExportModel of a missing file: NOT_FOUND", _export_missing),
     ]

@@ -94,7 +94,7 @@ class CollectorFrozen(RuntimeError):
 def run_request(cell: Cell, run_id: str, ctx: RunContext) -> agent_pb2.RunRequest:
     model = ctx.model_of(cell)
     return agent_pb2.RunRequest(
-        model=model.model_file(cell.batch_size) if model else None,
+        model=model.model_file(cell.batch_size, cell.agent) if model else None,
         run_id=run_id,
         workload=cell.workload,
         phase=PHASE_VALUES[cell.phase],

@@ -12,7 +12,7 @@ import pandas as pd
 
 from fwbench.collector.run.interference import DEFAULT_THRESHOLD_PERCENT
 from fwbench.collector.run.liveness import HANG_SECONDS
-from fwbench.collector.run.model_file import PreparedModel
+from fwbench.collector.run.model_prepared import PreparedModel
 from fwbench.collector.run.plan import Cell, Selection
 from fwbench.spec import Catalogue
 

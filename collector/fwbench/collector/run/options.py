@@ -179,7 +179,7 @@ def _model(record: dict[str, Any] | None) -> ModelAsked | None:
     from fwbench.collector.run.model_file import ModelRefused, asked_model
 
     inputs = [f"{name}={'x'.join(map(str, shape))}" for name, shape in record["inputs"].items()]
-    asked = asked_model(Path(record["path"]), inputs)
+    asked = asked_model(Path(record["path"]), inputs, bool(record.get("export")))
     if asked.sha256 != record["sha256"]:
         raise ModelRefused(
             f"--model {record['path']} changed since the run measured it (digest "

@@ -26,7 +26,8 @@ from fwbench.collector.run.metadata import (
     now,
     shared_nodes,
 )
-from fwbench.collector.run.model_file import PreparedModel, plan_all
+from fwbench.collector.run.model_prepare import plan_all
+from fwbench.collector.run.model_prepared import PreparedModel
 from fwbench.collector.run.normalize import RunCeilings
 from fwbench.collector.run.options import RunOptions, options_record
 from fwbench.collector.run.plan import (
@@ -157,8 +158,7 @@ def _execute(
         if not one_at_a_time:
             work = adopt(handles, launcher, targets, options.launch.agent_environment)
         check_offered(selection, {w.handle.name: w.describe for w in work})
-        timeout = options.limits.cell_timeout_seconds
-        model = plan_all(work, catalogue, selection, options.model, timeout)
+        model = plan_all(work, catalogue, selection, options, out_dir, console.print)
         return _measure(
             run_id, out_dir, work, options, selection, catalogue, console, resume, model
         )

@@ -9,15 +9,26 @@ MODEL_COLUMNS: tuple[Column, ...] = (
     Column(
         "model_format",
         "string",
-        "Model file: its format (onnx, keras, savedmodel, torch_export, jax_export); the "
-        "workload is model:STEM@DIGEST8",
+        "Model file: the format of the file the agent ran (onnx, keras, savedmodel, "
+        "torch_export, jax_export); the workload is model:STEM@DIGEST8 of the user's file",
     ),
-    Column("model_sha256", "string", "Model file: the SHA-256 of the file (of a folder's files)"),
+    Column(
+        "model_sha256",
+        "string",
+        "Model file: the SHA-256 of the file the agent ran (of a folder's files)",
+    ),
+    Column(
+        "model_export",
+        "string",
+        "Model file (--export): the agent and the exporter, with its version, that made the "
+        "file this row ran from the user's file; empty for the user's own file",
+    ),
     Column(
         "outputs_reference",
         "string",
         "Model file: the agent whose outputs the row's are compared with (the run's first "
-        "agent that reads the format, one untimed step per batch size before any timing)",
+        "agent that reads the user's file's format, one untimed step per batch size before "
+        "any timing)",
     ),
     Column(
         "outputs_match",

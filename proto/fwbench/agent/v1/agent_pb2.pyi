@@ -56,7 +56,7 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("spec_version", "identity", "libraries", "environment", "devices", "host", "threads", "workloads", "metrics_port", "pid", "world", "unsupported_reasons", "model_formats")
+    __slots__ = ("spec_version", "identity", "libraries", "environment", "devices", "host", "threads", "workloads", "metrics_port", "pid", "world", "unsupported_reasons", "model_formats", "export_formats")
     class LibrariesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -91,6 +91,7 @@ class DescribeResponse(_message.Message):
     WORLD_FIELD_NUMBER: _ClassVar[int]
     UNSUPPORTED_REASONS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FORMATS_FIELD_NUMBER: _ClassVar[int]
+    EXPORT_FORMATS_FIELD_NUMBER: _ClassVar[int]
     spec_version: str
     identity: AgentIdentity
     libraries: _containers.ScalarMap[str, str]
@@ -104,7 +105,8 @@ class DescribeResponse(_message.Message):
     world: WorldInfo
     unsupported_reasons: _containers.ScalarMap[str, str]
     model_formats: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, spec_version: _Optional[str] = ..., identity: _Optional[_Union[AgentIdentity, _Mapping]] = ..., libraries: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., host: _Optional[_Union[HostInfo, _Mapping]] = ..., threads: _Optional[_Union[ThreadSettings, _Mapping]] = ..., workloads: _Optional[_Iterable[_Union[WorkloadSupport, _Mapping]]] = ..., metrics_port: _Optional[int] = ..., pid: _Optional[int] = ..., world: _Optional[_Union[WorldInfo, _Mapping]] = ..., unsupported_reasons: _Optional[_Mapping[str, str]] = ..., model_formats: _Optional[_Iterable[str]] = ...) -> None: ...
+    export_formats: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, spec_version: _Optional[str] = ..., identity: _Optional[_Union[AgentIdentity, _Mapping]] = ..., libraries: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., host: _Optional[_Union[HostInfo, _Mapping]] = ..., threads: _Optional[_Union[ThreadSettings, _Mapping]] = ..., workloads: _Optional[_Iterable[_Union[WorkloadSupport, _Mapping]]] = ..., metrics_port: _Optional[int] = ..., pid: _Optional[int] = ..., world: _Optional[_Union[WorldInfo, _Mapping]] = ..., unsupported_reasons: _Optional[_Mapping[str, str]] = ..., model_formats: _Optional[_Iterable[str]] = ..., export_formats: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorldInfo(_message.Message):
     __slots__ = ("world_size", "rank", "local_rank", "rendezvous", "backend", "local_devices")
@@ -338,6 +340,24 @@ class InspectModelRequest(_message.Message):
     MODEL_FIELD_NUMBER: _ClassVar[int]
     model: ModelFile
     def __init__(self, model: _Optional[_Union[ModelFile, _Mapping]] = ...) -> None: ...
+
+class ExportModelRequest(_message.Message):
+    __slots__ = ("model", "format", "path")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    model: ModelFile
+    format: str
+    path: str
+    def __init__(self, model: _Optional[_Union[ModelFile, _Mapping]] = ..., format: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class ExportModelResponse(_message.Message):
+    __slots__ = ("model", "tool")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    model: ModelFile
+    tool: str
+    def __init__(self, model: _Optional[_Union[ModelFile, _Mapping]] = ..., tool: _Optional[str] = ...) -> None: ...
 
 class ModelSignature(_message.Message):
     __slots__ = ("inputs", "outputs", "parameters", "phases", "unsupported_reasons", "details")

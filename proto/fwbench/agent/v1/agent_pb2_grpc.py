@@ -55,6 +55,11 @@ class AgentServiceStub(object):
                 request_serializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.InspectModelRequest.SerializeToString,
                 response_deserializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ModelSignature.FromString,
                 _registered_method=True)
+        self.ExportModel = channel.unary_unary(
+                '/fwbench.agent.v1.AgentService/ExportModel',
+                request_serializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ExportModelRequest.SerializeToString,
+                response_deserializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ExportModelResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer(object):
@@ -152,6 +157,23 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportModel(self, request, context):
+        """(Since 1.8.) Writes the model file (ExportModelRequest.model, its inputs left empty) in
+        another format with the framework's own exporter (Describe.export_formats), at a path that
+        does not exist yet, and says what it wrote and with which tool. Nothing is timed; a
+        tracing exporter may take minutes. A failed export leaves nothing at the path. Errors:
+        NOT_FOUND           no source file or folder at its path, as the agent sees it
+        INVALID_ARGUMENT    the source is not a model of its format or has another digest (as
+        InspectModel); or `path` is not absolute, exists, or its folder
+        does not
+        UNIMPLEMENTED       a source format it does not read, or a format it does not write
+        FAILED_PRECONDITION a run is in progress: exporting would disturb its timing
+        INTERNAL            the exporter failed on this model: the message says why, in a line
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -174,6 +196,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.InspectModel,
                     request_deserializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.InspectModelRequest.FromString,
                     response_serializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ModelSignature.SerializeToString,
+            ),
+            'ExportModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExportModel,
+                    request_deserializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ExportModelRequest.FromString,
+                    response_serializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ExportModelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -285,6 +312,33 @@ class AgentService(object):
             '/fwbench.agent.v1.AgentService/InspectModel',
             fwbench_dot_agent_dot_v1_dot_agent__pb2.InspectModelRequest.SerializeToString,
             fwbench_dot_agent_dot_v1_dot_agent__pb2.ModelSignature.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/fwbench.agent.v1.AgentService/ExportModel',
+            fwbench_dot_agent_dot_v1_dot_agent__pb2.ExportModelRequest.SerializeToString,
+            fwbench_dot_agent_dot_v1_dot_agent__pb2.ExportModelResponse.FromString,
             options,
             channel_credentials,
             insecure,
