@@ -23,7 +23,7 @@ import keras
 
 from fwbench.keras_plugin.model_file import _input_structure
 
-FORMATS_BY_BACKEND = {"tensorflow": ("savedmodel", "onnx")}
+FORMATS_BY_BACKEND: dict[str, tuple[str, ...]] = {"tensorflow": ("savedmodel", "onnx")}
 _KERAS_FORMAT = {"savedmodel": "tf_saved_model", "onnx": "onnx"}
 
 
