@@ -4,8 +4,12 @@ batch symbolic) measured on jax-cpu and its A/A twin; and a `.pt2` saved by torc
 the torch-cpu environment (a convolution, BatchNorm in eval, a dense layer, the batch a
 torch.export.Dim) by docs/your-model.md's `--export` command: torch-cpu runs it, writes it as
 ONNX with torch.onnx.export, and onnxruntime-cpu and openvino-cpu run that export, every
-inference row's outputs checked against torch-cpu's. The plugins' own tests check the outputs
-against the frameworks' (tests/torch_plugin, tests/jax_plugin)."""
+inference row's outputs checked against torch-cpu's; and a Keras file of varied layers
+(tests/equivalence/keras_model_file.py's, a GELU included) with `--export` on keras-tf, which
+writes it as a SavedModel that tf-eigen runs and as ONNX (tf2onnx) that onnxruntime-cpu runs.
+The plugins' own tests check the outputs against the frameworks' (tests/torch_plugin,
+tests/jax_plugin, tests/keras_plugin, tests/tf_plugin); test_model_file_keras.py runs the
+issue's seven agents in `make test-full`."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 from collector_cli import collector
+from test_model_file_keras import saved_keras_file
 
 from fwbench.collector.agents.environments import environment_for
 from fwbench.collector.cli.common import load_manifests
@@ -132,3 +137,35 @@ def test_the_documented_export_runs_a_program_on_torch_and_its_onnx_on_two_runti
     assert set(onnx["model_sha256"]) == {model_files.digest(exported)}
     assert onnx["model_export"].str.startswith("torch-cpu: torch.onnx.export").all()
     assert rows.loc[rows["agent"] == "torch-cpu", "model_export"].isna().all()
+
+
+def test_keras_tf_exports_a_savedmodel_and_onnx_that_other_runtimes_run(
+    tmp_path: Path, isolated_store
+):
+    model = saved_keras_file(tmp_path, "keras-tf")
+    out = tmp_path / "run"
+    agents = ("keras-tf", "tf-eigen", "onnxruntime-cpu")
+    done = collector(
+        "run",
+        "--model",
+        str(model),
+        "--export",
+        "--agents",
+        ",".join(agents),
+        "--batch-sizes",
+        "1,4",
+        "--min-seconds",
+        "0.1",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = pd.read_parquet(out / "results.parquet")
+    assert set(rows["status"]) == {"ok"}, rows[["agent", "status", "error"]]
+    assert rows["outputs_match"].all(), rows[["agent", "outputs_note"]]
+    made = rows.groupby("agent")[["model_format", "model_export"]].first()
+    assert made.loc["tf-eigen", "model_format"] == "savedmodel"
+    assert made.loc["onnxruntime-cpu", "model_format"] == "onnx"
+    assert made.loc["onnxruntime-cpu", "model_export"].startswith("keras-tf: tf2onnx")
+    assert (out / "models" / "varied.savedmodel" / "saved_model.pb").is_file()

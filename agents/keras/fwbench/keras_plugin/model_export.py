@@ -39,6 +39,9 @@ def export(path: str, target: str, dest: str) -> str:
     """Writes the model in `path` to `dest` as `target`; the tool that did it, with versions."""
     import tensorflow as tf
 
+    if target == "onnx":
+        _register_erfc()
+
     model = keras.saving.load_model(path, compile=False)
     _call_once(model)  # Keras exports only a model that has been called
     with warnings.catch_warnings():
@@ -53,6 +56,34 @@ def export(path: str, target: str, dest: str) -> str:
     if not os.path.isfile(os.path.join(dest, "saved_model.pb")):
         raise RuntimeError("Keras wrote no saved_model.pb")
     return made
+
+
+_erfc_registered = False
+
+
+def _register_erfc() -> None:
+    """tf2onnx 1.17 has no handler for TensorFlow's Erfc, which Keras' exact GELU uses on the
+    TensorFlow backend (tf.nn.gelu: 0.5 x erfc(-x / sqrt 2)): it leaves an "Erfc" node that no
+    ONNX runtime knows. Registered here, once: erfc(x) = 1 - erf(x), ONNX's Sub and Erf."""
+    global _erfc_registered
+    if _erfc_registered:
+        return
+    import numpy as np
+    from tf2onnx import utils
+    from tf2onnx.handler import tf_op
+
+    @tf_op("Erfc")
+    class Erfc:
+        @classmethod
+        def version_9(cls, ctx: Any, node: Any, **kwargs: Any) -> None:
+            x = node.input[0]
+            dtype = utils.map_onnx_to_numpy_type(ctx.get_dtype(x))
+            erf = ctx.make_node("Erf", [x], op_name_scope=node.name, name="erf")
+            one = ctx.make_const(utils.make_name(f"{node.name}_one"), np.array(1, dtype=dtype))
+            node.type = "Sub"
+            ctx.replace_inputs(node, [one.output[0], erf.output[0]])
+
+    _erfc_registered = True
 
 
 def _call_once(model: keras.Model) -> None:
