@@ -1,6 +1,7 @@
 """`collector run --launcher docker` end to end, as a user runs it: the console script, real
-images, real containers. The same table as the local launcher; nothing left behind after a
-Ctrl-C; an agent added from files only; a compose fleet the collector attaches to."""
+images, real containers. The same table as the local launcher, for the catalogue and for the
+user's model file (mounted, not copied); nothing left behind after a Ctrl-C; an agent added
+from files only; a compose fleet the collector attaches to."""
 
 from __future__ import annotations
 
@@ -205,6 +206,49 @@ def test_an_agent_added_from_files_only_builds_and_runs(
         ("lenet", "eager", "ok"),
     ]
     assert set(rows.image) == {"fwbench/test-fake:latest"} and set(rows.launcher) == {"docker"}
+
+
+WRITE_PT2 = """
+import sys
+import torch
+from torch import nn
+torch.manual_seed(0)
+net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(144, 5))
+batch = torch.export.Dim("batch", min=1, max=64)
+program = torch.export.export(net.eval(), (torch.zeros(2, 3, 8, 8),), dynamic_shapes=({0: batch},))
+torch.export.save(program, sys.argv[1])
+"""
+
+
+@pytest.mark.agent
+def test_a_model_file_is_mounted_read_only_and_gives_the_local_rows(
+    docker_daemon: docker.DockerClient, real_images: str, tmp_path: Path
+) -> None:
+    """The user's .pt2 reaches the container at its own path, read-only, not copied into an
+    image: the same rows as the local agent's, from the image built before the run."""
+    from fwbench.collector.agents.environments import environment_for
+    from fwbench.collector.cli.common import load_manifests
+
+    python = environment_for(load_manifests(None)[REAL]).python
+    model = tmp_path / "net.pt2"
+    subprocess.run([str(python), "-c", WRITE_PT2, str(model)], check=True, timeout=300)
+    image = docker_daemon.images.get(f"fwbench/{REAL}:latest").id
+    tables = {}
+    for launcher in ("local", "docker"):
+        out = tmp_path / launcher
+        done = collector(
+            *("run", "--launcher", launcher, "--agents", REAL, "--model", str(model)),
+            *("--batch-sizes", "1,4", "--min-seconds", "0.1", "--out", str(out)),
+            tmp=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        tables[launcher] = pd.read_parquet(out / "results.parquet")
+    model_columns = ["workload", "batch_size", "status", "model_format", "model_sha256"]
+    local, inside = tables["local"], tables["docker"]
+    pd.testing.assert_frame_equal(local[model_columns], inside[model_columns])
+    assert local["outputs_match"].all() and inside["outputs_match"].all()
+    assert set(inside["image_id"]) == {image}  # no image made for the model
+    assert not docker_daemon.containers.list(all=True, filters={"label": "fwbench.run_id"})
 
 
 def _port_free(port: int) -> bool:

@@ -129,4 +129,4 @@ def test_export_without_a_model_is_refused(tmp_path: Path, manifests: Path):
         "run", "--manifests", str(manifests), "--agents", "exp", "--export", cwd=tmp_path
     )
     assert done.returncode == 2
-    assert "--export writes --model's file in other formats: give --model FILE" in done.stderr
+    assert "--export and --inputs are about --model's file: give --model FILE" in done.stderr

@@ -305,10 +305,14 @@ def _fake_model(path: str, format: str) -> tuple[list[TensorInfo], float]:
 def _model_step(spec: WorkloadSpec) -> BuiltStep:
     """Each step sleeps FAKE_MODEL_MICROS (default 1000) x FAKE_STEP_SCALE; the output is every
     input's elements, flattened and concatenated, times the file's scale, plus
-    FAKE_OUTPUT_OFFSET (an agent that computes something else, by an amount the test chose)."""
+    FAKE_OUTPUT_OFFSET (an agent that computes something else, by an amount the test chose);
+    FAKE_DUMP_INPUTS (a folder) keeps the inputs it fed, as fed-BATCH.npz."""
     assert spec.model is not None
     _, scale = _fake_model(spec.model.path, spec.model.format)
     arrays = spec.model.arrays(spec.seed)
+    dump = os.environ.get("FAKE_DUMP_INPUTS")  # a folder: the inputs it fed, per batch size
+    if dump:
+        np.savez(os.path.join(dump, f"fed-{spec.batch_size}.npz"), **arrays)
     seconds = float(os.environ.get("FAKE_MODEL_MICROS", "1000")) * 1e-6
     seconds *= float(os.environ.get("FAKE_STEP_SCALE", "1"))
     offset = float(os.environ.get("FAKE_OUTPUT_OFFSET", "0"))

@@ -133,6 +133,47 @@ def test_a_model_request_out_of_bounds_is_refused(reader, tmp_path, fields, code
     assert refused.value.code() == code and said in refused.value.details()
 
 
+def _sample(tmp_path: Path, rows: int = 6, dtype: str = "float32") -> tuple[Path, np.ndarray]:
+    x = np.arange(rows * 3, dtype=dtype).reshape(rows, 3)
+    path = tmp_path / "inputs.npz"
+    np.savez(path, input_0=x)
+    return path, x
+
+
+def test_a_model_cell_feeds_the_first_rows_of_the_sample_inputs(reader, tmp_path):
+    path, x = _sample(tmp_path)
+    model = _file(tmp_path)
+    model.inputs_path, model.inputs_sha256 = str(path), model_files.digest(path)
+    outputs = model_files.output_arrays(_result(reader, _request(model)).outputs)
+    np.testing.assert_array_equal(outputs["y"], x[:4].reshape(-1) * np.float32(2.0))
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "said"),
+    [
+        ("missing", grpc.StatusCode.NOT_FOUND, "model.inputs_path: no file at"),
+        ("digest", grpc.StatusCode.INVALID_ARGUMENT, "model.inputs_path: inputs.npz has digest"),
+        ("rows", grpc.StatusCode.INVALID_ARGUMENT, "input_0 is float32[2x3], which cannot give"),
+        ("dtype", grpc.StatusCode.INVALID_ARGUMENT, "input_0 is int32[6x3], which cannot give"),
+    ],
+)
+def test_sample_inputs_that_cannot_feed_the_cell_are_refused(reader, tmp_path, change, code, said):
+    path, _ = _sample(
+        tmp_path,
+        rows=2 if change == "rows" else 6,
+        dtype="int32" if change == "dtype" else "float32",
+    )
+    model = _file(tmp_path)
+    model.inputs_path, model.inputs_sha256 = str(path), model_files.digest(path)
+    if change == "missing":
+        model.inputs_path = str(tmp_path / "gone.npz")
+    if change == "digest":
+        model.inputs_sha256 = "0" * 64
+    with pytest.raises(grpc.RpcError) as refused:
+        _result(reader, _request(model))
+    assert refused.value.code() == code and said in refused.value.details()
+
+
 def test_an_input_shape_with_a_zero_is_refused(reader, tmp_path):
     model = _file(tmp_path)
     model.inputs.append(agent_pb2.TensorSpec(name="x", shape=[0, 3], dtype="float32"))

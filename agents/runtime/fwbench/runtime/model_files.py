@@ -20,7 +20,7 @@ from fwbench.agent.v1 import agent_pb2
 from fwbench.runtime.model_request import ModelRequest
 from fwbench.runtime.plugin import Capability, UnsupportedWorkload, WorkloadSpec
 from fwbench.runtime.world import World
-from fwbench.spec import model_files
+from fwbench.spec import model_files, sample_inputs
 from fwbench.spec.catalogue import CatalogueError, UnknownWorkload, WorkloadDef
 from fwbench.spec.enums import DTYPE_NAMES, PHASE_NAMES, PHASE_VALUES
 from fwbench.spec.model_files import TensorInfo
@@ -157,8 +157,31 @@ def model_spec_parts(
     inputs = tuple(_input(spec) for spec in request.model.inputs)
     if not inputs:
         raise CatalogueError("model.inputs: every input of the model, with its shape", "model")
+    sample = _sample(request.model, inputs)
     workload = model_files.workload_def(request.workload, f"{path.name} ({request.model.format})")
-    return workload, ModelRequest(str(path), request.model.format, request.model.sha256, inputs)
+    model = ModelRequest(str(path), request.model.format, request.model.sha256, inputs, sample)
+    return workload, model
+
+
+def _sample(message: agent_pb2.ModelFile, inputs: Sequence[TensorInfo]) -> str:
+    """ModelFile.inputs_path checked (protocol 1.8): there, with its digest, able to give the
+    cell's inputs; "" where the inputs come from the seed."""
+    if not message.inputs_path:
+        return ""
+    path = Path(message.inputs_path)
+    if not path.is_file():
+        raise ModelMissing(f"model.inputs_path: no file at {message.inputs_path!r} on this agent")
+    found = file_digest(path)
+    if message.inputs_sha256 and found != message.inputs_sha256.lower():
+        raise ModelRejected(
+            f"model.inputs_path: {path.name} has digest {found[:12]}..., not the "
+            f"{message.inputs_sha256[:12]}... asked for"
+        )
+    try:
+        sample_inputs.feed(path, inputs)
+    except model_files.ModelFileError as error:
+        raise ModelRejected(f"model.inputs_path: {error}") from None
+    return str(path)
 
 
 def _input(spec: agent_pb2.TensorSpec) -> TensorInfo:

@@ -23,6 +23,7 @@ RUN_PANELS: Mapping[str, Sequence[str]] = {
         "workloads",
         "model",
         "model_input",
+        "sample",
         "export",
         "phases",
         "batch_sizes",

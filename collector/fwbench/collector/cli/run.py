@@ -67,6 +67,16 @@ def run(
             "open besides the batch, e.g. input_ids=8x128 (repeatable).",
         ),
     ] = None,
+    sample: Annotated[
+        Path | None,
+        typer.Option(
+            "--inputs",
+            metavar="FILE.npz",
+            help="With --model: your own inputs, a NumPy .npz of arrays named after the "
+            "model's inputs, each cell feeding their first rows (default --batch-sizes: all "
+            "of them); without it, inputs are made from --seed.",
+        ),
+    ] = None,
     export: Annotated[
         bool,
         typer.Option(
@@ -220,6 +230,7 @@ def run(
     if model is not None:  # the model alone, for inference, unless more is asked
         workloads = workloads if given("workloads") else ""
         phases = phases if given("phases") else "infer"
+        batch_sizes = batch_sizes if given("batch_sizes") or sample is None else ""
     start_run(
         ctx,
         Asked(agents, aa, world_sizes, strategies, out, store, manifests, slurm_export),
@@ -238,6 +249,7 @@ def run(
             model,
             model_input or [],
             export,
+            sample,
         ),
         Limits(cell_timeout or None, start_timeout, hang_timeout or None),
         Telemetry(

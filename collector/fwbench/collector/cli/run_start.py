@@ -102,6 +102,7 @@ class Measure:
     model: Path | None = None  # --model
     model_inputs: list[str] = field(default_factory=list)  # --input NAME=SHAPE
     export: bool = False  # --export
+    sample: Path | None = None  # --inputs FILE.npz
 
 
 @dataclass(frozen=True)
@@ -140,11 +141,11 @@ def start_run(
         fail("give --agents NAME[,NAME...] (`collector agents` lists them), or --resume RUN_ID")
     if asked.out is not None and asked.out.exists() and not asked.out.is_dir():
         fail(f"--out {asked.out} is a file; give a folder (new, or holding no run)")
-    if measure.export and not measure.model:
-        fail("--export writes --model's file in other formats: give --model FILE")
+    if (measure.export or measure.sample) and not measure.model:
+        fail("--export and --inputs are about --model's file: give --model FILE")
     try:
         model = (
-            asked_model(measure.model, measure.model_inputs, measure.export)
+            asked_model(measure.model, measure.model_inputs, measure.export, measure.sample)
             if measure.model
             else None
         )
@@ -153,7 +154,9 @@ def start_run(
     catalogue = with_model(load_catalogue(), model)
     if model is not None:
         measure = dataclasses.replace(
-            measure, workloads=",".join(filter(None, (model.workload, measure.workloads)))
+            measure,
+            workloads=",".join(filter(None, (model.workload, measure.workloads))),
+            batch_sizes=measure.batch_sizes or str(model.sample_rows),  # --inputs: all its rows
         )
     declared = load_manifests(asked.manifests)
     own = _launcher_options(launch, asked, declared)

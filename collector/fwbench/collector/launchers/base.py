@@ -12,7 +12,7 @@ import os
 import re
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -216,6 +216,9 @@ class LaunchSettings:
     # every launcher: variables every agent gets (`--agent-env`, as agent_environment.for_agents
     # makes them), under the manifest's and over nothing the collector sets itself.
     environment: Mapping[str, str] = field(default_factory=dict)
+    # docker: host paths every container sees at the same path, (path, writable): the user's
+    # model file and the run's models/ folder (run/model_prepare.py; others share the host's).
+    mounts: Sequence[tuple[Path, bool]] = ()
 
     def own(self, kind: type[_Options]) -> _Options:
         """The options, as the launcher whose they are declares them (its defaults when none

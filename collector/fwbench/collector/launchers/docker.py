@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -164,6 +164,7 @@ class DockerLauncher:
             extra_environment=extra,
             network=world or "",
             abandon=abandon,
+            mounts=self.settings.mounts,
         )
 
     def place_world(self, manifest: AgentManifest, world: Instance, threads: int) -> Placement:
@@ -203,11 +204,13 @@ def start_docker(
     extra_environment: Mapping[str, str] | None = None,
     network: str = "",
     abandon: threading.Event | None = None,
+    mounts: Sequence[tuple[Path, bool]] = (),
 ) -> ContainerAgent:
     """Starts the agent's container from `image` and waits until its health service says
     SERVING. `threads` > 0 sets FWBENCH_THREADS; `cpuset` ("0-1", "0,2") pins the container's
     CPUs; `instance` is which (default: the agent alone; a further A/A copy NAME#2, a rank);
-    `network` puts it on a world's network (place_world). Raises AgentUnavailable (the
+    `network` puts it on a world's network (place_world); `mounts` are host paths bound at
+    the same path inside, read-only unless writable. Raises AgentUnavailable (the
     container is removed first) or DockerUnavailable."""
     instance = instance or Instance(manifest.name)
     name = str(instance)
@@ -229,6 +232,7 @@ def start_docker(
         cpuset=cpuset,
         limits=limits or ContainerLimits(),
         network=network,
+        mounts=mounts,
     )
     handle = ContainerAgent(
         instance=instance,

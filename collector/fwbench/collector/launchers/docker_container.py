@@ -4,8 +4,9 @@ creation with loopback ports (and a world's network), and what the launcher read
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Self
 
 import docker
@@ -95,6 +96,7 @@ def run_container(
     cpuset: str,
     limits: ContainerLimits,
     network: str = "",
+    mounts: Sequence[tuple[Path, bool]] = (),
 ) -> Any:
     """Creates and starts the container; its ports go to 127.0.0.1 on ports the daemon picks
     (a one-element binding is the host address alone)."""
@@ -119,6 +121,10 @@ def run_container(
             pids_limit=limits.pids_limit,
             security_opt=["no-new-privileges"],
             network=network or None,
+            volumes={
+                str(path): {"bind": str(path), "mode": "rw" if writable else "ro"}
+                for path, writable in mounts
+            },
         )
     except docker.errors.APIError as error:
         raise AgentUnavailable(f"docker refused container {name}: {error}") from None

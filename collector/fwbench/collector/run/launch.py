@@ -33,10 +33,18 @@ from fwbench.collector.run.prometheus_targets import TargetsFile
 from fwbench.collector.run.work import AgentWork
 
 
-def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Console) -> Launcher:
+def make_launcher(
+    options: RunOptions,
+    run_id: str,
+    log_dir: Path,
+    console: Console,
+    out_dir: Path | None = None,
+) -> Launcher:
     """The launcher options.launcher names; the Docker one builds stale images of agents
     declared by manifest files before use, and runs images that declare themselves as they
-    are. What killed collectors on this host left of this launcher's kind goes first."""
+    are, the user's model file (--model) mounted read-only at its own path and the run
+    folder's models/ (its exports, its copy of --inputs) beside it. What killed collectors on
+    this host left of this launcher's kind goes first."""
     launch = options.launch
     LAUNCHERS[launch.launcher].sweep_orphans()
     image_for = None
@@ -57,8 +65,23 @@ def make_launcher(options: RunOptions, run_id: str, log_dir: Path, console: Cons
         image_for=image_for,
         image_tag=image_tag,
         environment=for_agents(launch.agent_environment),
+        mounts=model_mounts(options, out_dir),
     )
     return launcher_for(launch.launcher, settings)
+
+
+def model_mounts(options: RunOptions, out_dir: Path | None) -> list[tuple[Path, bool]]:
+    """What a container needs of --model: the file, read-only, and (with --export or
+    --inputs) the run folder's models/, made now, writable where an agent exports into it."""
+    model = options.model
+    if model is None:
+        return []
+    mounts = [(model.path, False)]
+    if out_dir is not None and (model.export or model.sample is not None):
+        folder = (out_dir / "models").absolute()
+        folder.mkdir(parents=True, exist_ok=True)
+        mounts.append((folder, model.export))
+    return mounts
 
 
 def launch_all(

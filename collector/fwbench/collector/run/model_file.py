@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fwbench.collector.run.shapes import SelectionError
-from fwbench.spec import Catalogue, model_files
+from fwbench.spec import Catalogue, model_files, sample_inputs
 from fwbench.spec.model_files import ModelFileError
 
 
@@ -24,7 +24,8 @@ class ModelRefused(SelectionError):
 
 @dataclass(frozen=True)
 class ModelAsked:
-    """--model and --input, checked: the file's absolute path, format, digest and workload."""
+    """--model, --input, --export and --inputs, checked: the file's absolute path, format,
+    digest and workload; the sample inputs' path, digest and rows."""
 
     path: Path
     format: str
@@ -32,6 +33,9 @@ class ModelAsked:
     workload: str
     shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     export: bool = False  # --export: other formats made by the agents' own exporters
+    sample: Path | None = None  # --inputs FILE.npz: the user's own inputs
+    sample_sha256: str = ""
+    sample_rows: int = 0
 
     def record(self) -> dict[str, Any]:
         """For run.json (options.model)."""
@@ -42,6 +46,11 @@ class ModelAsked:
             "workload": self.workload,
             "inputs": {name: list(shape) for name, shape in self.shapes.items()},
             "export": self.export,
+            **(
+                {"sample": str(self.sample), "sample_sha256": self.sample_sha256}
+                if self.sample
+                else {}
+            ),
         }
 
 
@@ -57,9 +66,11 @@ def parse_input(text: str) -> tuple[str, tuple[int, ...]]:
     return name, tuple(int(d) for d in dims)
 
 
-def asked_model(path: Path, inputs: Sequence[str], export: bool = False) -> ModelAsked:
-    """The checked --model, --input and --export; ModelRefused (one line) when the file
-    cannot be one."""
+def asked_model(
+    path: Path, inputs: Sequence[str], export: bool = False, sample: Path | None = None
+) -> ModelAsked:
+    """The checked --model, --input, --export and --inputs; ModelRefused (one line) when the
+    file cannot be one, or the sample inputs are no .npz of rows."""
     shapes = dict(parse_input(text) for text in inputs)
     try:
         fmt = model_files.detect_format(path)
@@ -68,7 +79,16 @@ def asked_model(path: Path, inputs: Sequence[str], export: bool = False) -> Mode
         raise ModelRefused(f"--model {error}") from None
     absolute = path.resolve()
     workload = model_files.workload_name(absolute, digest)
-    return ModelAsked(absolute, fmt, digest, workload, shapes, export)
+    if sample is None:
+        return ModelAsked(absolute, fmt, digest, workload, shapes, export)
+    try:
+        found = sample_inputs.rows(sample_inputs.load(sample), sample)
+        sample_digest = model_files.digest(sample)
+    except (ModelFileError, OSError) as error:
+        raise ModelRefused(f"--inputs {error}") from None
+    return ModelAsked(
+        absolute, fmt, digest, workload, shapes, export, sample.resolve(), sample_digest, found
+    )
 
 
 def with_model(catalogue: Catalogue, asked: ModelAsked | None) -> Catalogue:

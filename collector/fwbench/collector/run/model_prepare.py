@@ -20,6 +20,7 @@ from fwbench.collector.run.model_calls import inspect, signature_inputs, untimed
 from fwbench.collector.run.model_export import export_all, exporters
 from fwbench.collector.run.model_file import ModelAsked, ModelRefused
 from fwbench.collector.run.model_prepared import PreparedModel
+from fwbench.collector.run.model_sample import sample_copy, with_batch
 from fwbench.collector.run.plan import Selection, plan_cells
 from fwbench.spec import Catalogue, model_files
 from fwbench.spec.model_files import ModelFileError
@@ -43,7 +44,7 @@ def plan_all(
     model = None
     asked, timeout = options.model, options.limits.cell_timeout_seconds
     if asked is not None:
-        model = prepare(asked, work, selection, timeout)
+        model = prepare(asked, work, selection, timeout, out_dir / "models")
         model.exporters = exporters(model, work)
         if asked.export:
             export_all(model, work, selection, timeout, out_dir / "models", say)
@@ -55,11 +56,16 @@ def plan_all(
 
 
 def prepare(
-    asked: ModelAsked, work: Sequence[AgentWork], selection: Selection, timeout: float | None
+    asked: ModelAsked,
+    work: Sequence[AgentWork],
+    selection: Selection,
+    timeout: float | None,
+    folder: Path,
 ) -> PreparedModel:
-    """The signature, the shapes and the reference outputs; ModelRefused when no agent reads
-    the format, the file is not a model, an input's shape is not known, or the reference agent
-    cannot run it."""
+    """The signature, the shapes (and the run's copy of --inputs, in `folder`) and the
+    reference outputs; ModelRefused when no agent reads the format, the file is not a model,
+    an input's shape is not known, the sample inputs cannot be its inputs, or the reference
+    agent cannot run it."""
     readers = [item for item in work if asked.format in item.describe.model_formats]
     if not readers:
         said = "; ".join(
@@ -80,14 +86,18 @@ def prepare(
             f"--model {asked.path.name} fixes its batch at {fixed}: give --batch-sizes {fixed} "
             f"(not {other[0]})"
         )
+    sample, tails = None, {}
+    if asked.sample is not None:
+        path, digest, tails = sample_copy(asked, inputs, selection.batch_sizes, folder)
+        sample = (path, digest)
     try:
         shapes = {
-            batch: model_files.resolve_shapes(inputs, batch, asked.shapes)
+            batch: model_files.resolve_shapes(inputs, batch, with_batch(asked.shapes, tails, batch))
             for batch in selection.batch_sizes
         }
     except ModelFileError as error:
         raise ModelRefused(f"--model {asked.path.name}: {error}") from None
-    prepared = PreparedModel(asked, reader.handle.name, signature, shapes)
+    prepared = PreparedModel(asked, reader.handle.name, signature, shapes, sample=sample)
     if "infer" in selection.phases:
         for batch in selection.batch_sizes:
             prepared.reference[batch] = untimed_outputs(

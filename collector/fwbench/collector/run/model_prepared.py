@@ -57,6 +57,7 @@ class PreparedModel:
     # Formats an agent of the run could export the file to, and which one (hints without
     # --export).
     exporters: dict[str, str] = field(default_factory=dict)
+    sample: tuple[Path, str] | None = None  # --inputs: the run's copy and its digest
 
     def __post_init__(self) -> None:
         if not self.variants:
@@ -74,10 +75,13 @@ class PreparedModel:
     def model_file(self, batch_size: int, agent: str = "") -> agent_pb2.ModelFile:
         """The RunRequest.model of `agent`'s cell at `batch_size` (the reference's: "")."""
         variant = self.variant_of(agent)
+        sample_path, sample_sha256 = self.sample or ("", "")
         return agent_pb2.ModelFile(
             path=str(variant.path),
             format=variant.format,
             sha256=variant.sha256,
+            inputs_path=str(sample_path),
+            inputs_sha256=sample_sha256,
             inputs=[
                 agent_pb2.TensorSpec(name=name, shape=[int(d or 0) for d in t.shape], dtype=t.dtype)
                 for name, t in zip(variant.names, self.shapes[batch_size], strict=True)

@@ -179,7 +179,12 @@ def _model(record: dict[str, Any] | None) -> ModelAsked | None:
     from fwbench.collector.run.model_file import ModelRefused, asked_model
 
     inputs = [f"{name}={'x'.join(map(str, shape))}" for name, shape in record["inputs"].items()]
-    asked = asked_model(Path(record["path"]), inputs, bool(record.get("export")))
+    sample = Path(record["sample"]) if record.get("sample") else None
+    asked = asked_model(Path(record["path"]), inputs, bool(record.get("export")), sample)
+    if sample is not None and asked.sample_sha256 != record["sample_sha256"]:
+        raise ModelRefused(
+            f"--inputs {sample} changed since the run measured it: resume feeds the same inputs"
+        )
     if asked.sha256 != record["sha256"]:
         raise ModelRefused(
             f"--model {record['path']} changed since the run measured it (digest "

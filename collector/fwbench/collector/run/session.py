@@ -84,7 +84,7 @@ def execute_run(
     log_dir = scratch_folder("logs")
     try:
         mark_logs(log_dir, out_dir / "logs", resume.label if resume else "")
-        launcher = make_launcher(options, run_id, log_dir, console)
+        launcher = make_launcher(options, run_id, log_dir, console, out_dir)
     except BaseException:
         shutil.rmtree(log_dir, ignore_errors=True)
         raise

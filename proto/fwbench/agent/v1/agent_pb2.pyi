@@ -314,16 +314,20 @@ class RunResult(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., sample_nanoseconds: _Optional[_Iterable[int]] = ..., first_iteration_nanoseconds: _Optional[int] = ..., build_nanoseconds: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., settings: _Optional[_Union[EffectiveSettings, _Mapping]] = ..., measure_started_unix_nanoseconds: _Optional[int] = ..., measure_ended_unix_nanoseconds: _Optional[int] = ..., items_per_sample: _Optional[int] = ..., accuracy: _Optional[_Union[AccuracyResult, _Mapping]] = ..., rank: _Optional[_Union[RankResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., outputs: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ...) -> None: ...
 
 class ModelFile(_message.Message):
-    __slots__ = ("path", "format", "sha256", "inputs")
+    __slots__ = ("path", "format", "sha256", "inputs", "inputs_path", "inputs_sha256")
     PATH_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     SHA256_FIELD_NUMBER: _ClassVar[int]
     INPUTS_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_PATH_FIELD_NUMBER: _ClassVar[int]
+    INPUTS_SHA256_FIELD_NUMBER: _ClassVar[int]
     path: str
     format: str
     sha256: str
     inputs: _containers.RepeatedCompositeFieldContainer[TensorSpec]
-    def __init__(self, path: _Optional[str] = ..., format: _Optional[str] = ..., sha256: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ...) -> None: ...
+    inputs_path: str
+    inputs_sha256: str
+    def __init__(self, path: _Optional[str] = ..., format: _Optional[str] = ..., sha256: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., inputs_path: _Optional[str] = ..., inputs_sha256: _Optional[str] = ...) -> None: ...
 
 class TensorSpec(_message.Message):
     __slots__ = ("name", "shape", "dtype")
