@@ -86,7 +86,8 @@ def prepare(
             f"--model {asked.path.name} fixes its batch at {fixed}: give --batch-sizes {fixed} "
             f"(not {other[0]})"
         )
-    sample, tails = None, {}
+    sample: tuple[Path, str] | None = None
+    tails: dict[str, tuple[int, ...]] = {}
     if asked.sample is not None:
         path, digest, tails = sample_copy(asked, inputs, selection.batch_sizes, folder)
         sample = (path, digest)

@@ -41,7 +41,8 @@ def sample_copy(
     while dest.exists():
         count += 1
         dest = folder / f"inputs-{count}.npz"
-    np.savez(dest, **{sample_inputs.CANONICAL.format(i): a for i, a in enumerate(arrays)})
+    named = {sample_inputs.CANONICAL.format(i): a for i, a in enumerate(arrays)}
+    np.savez(dest, **named)  # type: ignore[arg-type]
     tails = {
         t.name: tuple(int(d) for d in a.shape[1:]) for t, a in zip(inputs, arrays, strict=True)
     }
