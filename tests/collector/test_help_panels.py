@@ -23,7 +23,7 @@ def _help(*command: str) -> str:
 
 
 # Options whose flag is not their parameter's name.
-SPELLED = {"model_input": "--input"}
+SPELLED = {"model_input": "--input", "sample": "--inputs"}
 
 
 def test_run_help_reads_in_the_panels_order_with_every_option_once() -> None:
