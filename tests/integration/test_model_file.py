@@ -24,7 +24,7 @@ pytestmark = pytest.mark.timing  # its verdict comes from measured (slept) times
 
 READS = {"FAKE_MODEL_FORMATS": "onnx", "FAKE_MODEL_MICROS": "4000"}
 AGENTS = {
-    "ref": READS,
+    "ref": {**READS, "FAKE_MODEL_MODES": "eager,compiled"},
     "slow": {**READS, "FAKE_STEP_SCALE": "1.5"},
     "off": {**READS, "FAKE_OUTPUT_OFFSET": "0.5"},
     "blind": {},
@@ -91,6 +91,8 @@ def test_a_model_file_is_measured_checked_and_compared(
     assert set(ok["agent"]) == {"ref", "slow", "off"}
     assert set(ok["model_format"]) == {"onnx"} and set(ok["outputs_reference"]) == {"ref"}
     assert ok["model_sha256"].eq(model_files.digest(model)).all()
+    assert ok["model_parameters"].eq(1).all()  # as the fake's signature counts them
+    assert ok["model_bytes"].eq(model.stat().st_size).all()
     matching = ok[ok["agent"].isin(["ref", "slow"])]
     assert matching["outputs_match"].all() and matching["output_max_abs_diff"].eq(0).all()
     off = ok[ok["agent"] == "off"]
@@ -113,6 +115,35 @@ def test_a_model_file_is_measured_checked_and_compared(
     assert (
         "≠ off model:net@" in table.stdout and "outputs within tolerance of ref's" in table.stdout
     )
+
+
+def test_modes_all_runs_each_mode_an_agent_runs_model_files_in(
+    tmp_path: Path, isolated_store, manifests: Path
+):
+    """Describe.model_files (protocol 1.8) says each agent's modes for model files: --modes all
+    runs every one, a named mode runs where it is offered and is unsupported elsewhere."""
+    model = _model(tmp_path, MODEL)
+    for modes in ("all", "compiled"):
+        out = tmp_path / modes
+        done = _run(
+            tmp_path,
+            manifests,
+            *("--model", str(model), "--agents", "ref,slow", "--batch-sizes", "1"),
+            *("--min-seconds", "0.05", "--modes", modes, "--out", str(out)),
+        )
+        assert done.returncode == 0, done.stderr
+        rows = pd.read_parquet(out / "results.parquet")
+        found = sorted(zip(rows["agent"], rows["mode"], rows["status"], strict=True))
+        if modes == "all":
+            assert found == [
+                ("ref", "compiled", "ok"),
+                ("ref", "eager", "ok"),
+                ("slow", "eager", "ok"),
+            ]
+        else:
+            assert found == [("ref", "compiled", "ok"), ("slow", "compiled", "unsupported")]
+            slow = rows[rows["agent"] == "slow"]
+            assert slow["error"].str.contains("offers none of the modes compiled").all()
 
 
 @pytest.mark.parametrize(

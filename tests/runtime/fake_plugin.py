@@ -71,7 +71,9 @@ class FakePlugin:
         if formats:
             self.optional_capabilities = frozenset({MODEL_FILES})
             self.model_formats = formats
-            self.model_capability = Capability(("infer",), ("float32",), ("eager",))
+            # FAKE_MODEL_MODES=eager,compiled: the modes it runs them in (its first the default).
+            modes = tuple(os.environ.get("FAKE_MODEL_MODES", "eager").split(","))
+            self.model_capability = Capability(("infer",), ("float32",), modes)
         # FAKE_EXPORT_FORMATS=onnx,...: it also writes those (capability model_export): the
         # JSON with its inputs renamed (an exporter's names) and its scale times
         # FAKE_EXPORT_FACTOR (an export that computes otherwise); FAKE_EXPORT_FAILS: it fails.
@@ -308,6 +310,8 @@ def _model_step(spec: WorkloadSpec) -> BuiltStep:
     FAKE_OUTPUT_OFFSET (an agent that computes something else, by an amount the test chose);
     FAKE_DUMP_INPUTS (a folder) keeps the inputs it fed, as fed-BATCH.npz."""
     assert spec.model is not None
+    if os.environ.get("FAKE_MODEL_REJECT"):  # a reader whose framework cannot load this file
+        raise reject_unreadable(spec.model.path, spec.model.format, ValueError("unknown opset 99"))
     _, scale = _fake_model(spec.model.path, spec.model.format)
     arrays = spec.model.arrays(spec.seed)
     dump = os.environ.get("FAKE_DUMP_INPUTS")  # a folder: the inputs it fed, per batch size

@@ -78,6 +78,13 @@ def digest(path: Path) -> str:
     return total.hexdigest()
 
 
+def size(path: Path) -> int:
+    """Bytes of a file, or of every file in a folder."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
 def _file_digest(path: Path) -> str:
     with path.open("rb") as handle:
         return hashlib.file_digest(handle, "sha256").hexdigest()

@@ -139,6 +139,19 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             unsupported_reasons=dict(d.unsupported_reasons),
             model_formats=list(self._model_formats),
             export_formats=list(self._export_formats),
+            model_files=self._model_support(),
+        )
+
+    def _model_support(self) -> agent_pb2.WorkloadSupport | None:
+        """How the plugin runs model files (protocol 1.8), from its model_capability."""
+        if not self._model_formats:
+            return None
+        capability: Capability = cast(ModelPlugin, self._plugin).model_capability
+        return agent_pb2.WorkloadSupport(
+            name="model",
+            phases=[PHASE_VALUES[p] for p in capability.phases],
+            dtypes=[DTYPE_VALUES[t] for t in capability.dtypes],
+            modes=list(capability.modes),
         )
 
     def InspectModel(  # noqa: N802

@@ -120,6 +120,7 @@ def _export(
         tuple(PHASE_NAMES[p] for p in signature.phases if p in PHASE_NAMES),
         dict(signature.unsupported_reasons),
         made_by=f"{name}: {reply.tool}",
+        parameters=int(signature.parameters),
     )
 
 

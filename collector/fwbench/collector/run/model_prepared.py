@@ -39,6 +39,7 @@ class ModelVariant:
     phases: tuple[str, ...]  # the phases its readers can run it in
     unsupported_reasons: dict[str, str] = field(default_factory=dict)
     made_by: str = ""  # an export: "AGENT: TOOL"; the user's file: ""
+    parameters: int = 0  # as its signature counts them; 0: unknown
 
 
 @dataclass
@@ -65,7 +66,13 @@ class PreparedModel:
             phases = tuple(PHASE_NAMES[p] for p in self.signature.phases if p in PHASE_NAMES)
             reasons = dict(self.signature.unsupported_reasons)
             own = ModelVariant(
-                self.asked.path, self.asked.format, self.asked.sha256, names, phases, reasons
+                self.asked.path,
+                self.asked.format,
+                self.asked.sha256,
+                names,
+                phases,
+                reasons,
+                parameters=int(self.signature.parameters),
             )
             self.variants[self.asked.format] = own
 
@@ -90,8 +97,8 @@ class PreparedModel:
 
     def cells(self, cells: Sequence[Cell], describe: agent_pb2.DescribeResponse) -> list[Cell]:
         """The agent's planned cells with its model cells' reasons settled: none where it reads
-        one of the model's files and can run the phase, else why not (plan.py knows no model
-        workload); the file it runs noted in `runs`."""
+        one of the model's files and can run the phase and mode, else why not (plan.py planned
+        the modes from Describe.model_files); the file it runs noted in `runs`."""
         agent = next((c.agent for c in cells), "")
         read = [f for f in self.variants if f in describe.model_formats]
         if read:
@@ -102,6 +109,8 @@ class PreparedModel:
                 settled.append(cell)
                 continue
             why = self._why_not(cell, describe, read[0] if read else "")
+            if read and not why:  # a mode it lacks (plan.py, from Describe.model_files)
+                why = cell.unsupported_reason
             settled.append(dataclasses.replace(cell, unsupported_reason=why))
         return settled
 
@@ -132,6 +141,8 @@ class PreparedModel:
             "model_format": variant.format,
             "model_sha256": variant.sha256,
             "model_export": variant.made_by or None,
+            "model_parameters": variant.parameters or None,
+            "model_bytes": model_files.size(variant.path),
             "outputs_reference": self.reader,
         }
         reference = self.reference.get(cell.batch_size)

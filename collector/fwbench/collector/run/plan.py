@@ -15,6 +15,7 @@ from fwbench.collector.run.validate import iteration_limit
 from fwbench.collector.store.cell_key import CellKey, params_text
 from fwbench.spec import Catalogue, CatalogueError
 from fwbench.spec.catalogue import DTYPES, PHASES
+from fwbench.spec.model_files import is_model_workload
 
 MAX_REPEAT = 100
 MAX_SEED = 2**64 - 1  # RunRequest.seed is a uint64
@@ -214,6 +215,10 @@ def plan_cells(
     pools at start-up, the thread count is the outermost loop, so each count needs one agent
     start."""
     support = {w.name: w for w in describe.workloads}
+    if describe.HasField("model_files"):  # how it runs a model file (protocol 1.8)
+        support.update(
+            dict.fromkeys(filter(is_model_workload, selection.workloads), describe.model_files)
+        )
     shapes = {w: param_combinations(catalogue, w, selection.params) for w in selection.workloads}
     cells = []
     for workload, phase, batch, dtype, threads in itertools.product(
@@ -281,7 +286,10 @@ def check_offered(
         if named in (("default",), ("all",)):
             continue
         offered = {
-            m for d in describes.values() for w in d.workloads for m in getattr(w, attribute)
+            m
+            for d in describes.values()
+            for w in (*d.workloads, d.model_files)
+            for m in getattr(w, attribute)
         }
         unknown = [name for name in named if name not in offered]
         if unknown:

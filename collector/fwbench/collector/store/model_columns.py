@@ -18,6 +18,13 @@ MODEL_COLUMNS: tuple[Column, ...] = (
         "Model file: the SHA-256 of the file the agent ran (of a folder's files)",
     ),
     Column(
+        "model_parameters",
+        "Int64",
+        "Model file: elements of its weights, as the agent that read its signature counts them "
+        "(empty where the format does not say: a .jax program's weights are constants)",
+    ),
+    Column("model_bytes", "Int64", "Model file: bytes of the file the agent ran (of a folder's)"),
+    Column(
         "model_export",
         "string",
         "Model file (--export): the agent and the exporter, with its version, that made the "
