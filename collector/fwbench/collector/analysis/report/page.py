@@ -41,6 +41,7 @@ from fwbench.collector.analysis.one_agent import NothingToCompare, to_compare
 from fwbench.collector.analysis.report import data, figures
 from fwbench.collector.analysis.report.distributed import distributed_section, scaling_plot
 from fwbench.collector.analysis.report.generation import generation_plots
+from fwbench.collector.analysis.report.model_outputs import model_section
 from fwbench.collector.analysis.report.roofline import roofline
 from fwbench.collector.analysis.report.statistics import STATISTICS_HEADERS, statistics_rows
 from fwbench.collector.stats.samples import MIN_SAMPLES, NOISY_CV, TUKEY_K
@@ -194,6 +195,7 @@ def _context(
         "decisions": _decisions(metadata),
         "findings": _findings(run),
         "distributed": distributed_section(run),
+        "model_outputs": model_section(run),
         "statistics_headers": STATISTICS_HEADERS,
         "statistics": statistics_rows(run),
         "not_measured": reason_lines(run.results.to_dict("records"), run.run_id),
