@@ -19,7 +19,7 @@ HEADERS = (
     "file",
     "made by",
     "outputs",
-    "max |diff|",
+    "max abs diff",
     "max rel diff",
     "where they differ",
 )
@@ -30,6 +30,11 @@ def _outputs(row: pd.Series) -> str:
     if pd.isna(match):
         return "not compared"
     return "same" if bool(match) else "DIFFER"
+
+
+def _maker(made: Any) -> str:
+    """The agent and exporter, its versions' detail left to the model_export column."""
+    return "-" if pd.isna(made) else str(made).split(" (")[0]
 
 
 def _number(value: Any) -> str:
@@ -52,7 +57,7 @@ def model_section(run: RunData) -> dict[str, Any] | None:
             row["agent"] + (f" ({row['mode']})" if row.get("mode") else ""),
             str(int(row["batch_size"])),
             str(row["model_format"]),
-            "-" if pd.isna(row.get("model_export")) else str(row["model_export"]),
+            _maker(row.get("model_export")),
             _outputs(row),
             _number(row.get("output_max_abs_diff")),
             _number(row.get("output_max_rel_diff")),
