@@ -64,13 +64,18 @@ def _missing_file(target: Target) -> str:
 
 
 def _not_a_model(target: Target) -> str:
-    formats = [f for f in _formats(target) if f != "savedmodel"]
+    formats = _formats(target)
     if not formats:
-        raise Skipped("the agent reads no model files of one file")
-    suffix = next(s for s, f in model_files.SUFFIXES.items() if f == formats[0])
+        raise Skipped("the agent reads no model files")
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / f"not-a-model{suffix}"
-        path.write_bytes(b"this is not a model\n")
+        if formats[0] == "savedmodel":  # a folder whose saved_model.pb is text
+            path = Path(folder) / "not-a-model"
+            path.mkdir()
+            (path / "saved_model.pb").write_bytes(b"this is not a model\n")
+        else:
+            suffix = next(s for s, f in model_files.SUFFIXES.items() if f == formats[0])
+            path = Path(folder) / f"not-a-model{suffix}"
+            path.write_bytes(b"this is not a model\n")
         model = agent_pb2.ModelFile(path=str(path), format=formats[0])
         try:
             return _inspect(target, model, grpc.StatusCode.INVALID_ARGUMENT)
