@@ -10,6 +10,8 @@ request is one to refuse."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import grpc
@@ -27,16 +29,23 @@ def _formats(target: Target) -> list[str]:
     return list(target.described().model_formats)
 
 
-def _inspect(target: Target, model: agent_pb2.ModelFile, code: grpc.StatusCode) -> str:
+def _refused(call: Callable[[], object], code: grpc.StatusCode, answered: str) -> str:
+    """The details of `call`'s refusal with `code`; Failed for another status or an answer."""
     try:
-        target.client.inspect_model(agent_pb2.InspectModelRequest(model=model), 30.0)
+        call()
     except grpc.RpcError as error:
         if error.code() != code:
             raise Failed(
                 f"expected {code.name}, got {error.code().name}: {error.details()}"
             ) from None
         return (error.details() or "")[:120]
-    raise Failed(f"expected {code.name}, InspectModel answered a signature")
+    raise Failed(f"expected {code.name}, {answered}")
+
+
+def _inspect(target: Target, model: agent_pb2.ModelFile, code: grpc.StatusCode) -> str:
+    request = agent_pb2.InspectModelRequest(model=model)
+    call = partial(target.client.inspect_model, request, 30.0)
+    return _refused(call, code, "InspectModel answered a signature")
 
 
 def _known_formats(target: Target) -> str:
@@ -119,15 +128,8 @@ def _known_exports(target: Target) -> str:
 
 
 def _export(target: Target, request: agent_pb2.ExportModelRequest, code: grpc.StatusCode) -> str:
-    try:
-        target.client.export_model(request, 30.0)
-    except grpc.RpcError as error:
-        if error.code() != code:
-            raise Failed(
-                f"expected {code.name}, got {error.code().name}: {error.details()}"
-            ) from None
-        return (error.details() or "")[:120]
-    raise Failed(f"expected {code.name}, ExportModel answered that it wrote the file")
+    call = partial(target.client.export_model, request, 30.0)
+    return _refused(call, code, "ExportModel answered that it wrote the file")
 
 
 def _export_unwritten(target: Target) -> str:

@@ -23,7 +23,7 @@ import grpc
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.run.model_calls import inspect, signature_inputs, untimed_outputs
-from fwbench.collector.run.model_file import ModelRefused
+from fwbench.collector.run.model_file import ModelRefused, free_path
 from fwbench.collector.run.model_prepared import ModelVariant, PreparedModel
 from fwbench.collector.run.plan import Selection
 from fwbench.spec import model_files
@@ -88,7 +88,8 @@ def _export(
     exporter = next(item for item in work if item.handle.name == name)
     asked = prepared.asked
     folder.mkdir(parents=True, exist_ok=True)
-    dest = _free(folder, asked.path, fmt)
+    stem = asked.path.name.removesuffix(asked.path.suffix)
+    dest = free_path(folder, stem, SUFFIXES[fmt])
     request = agent_pb2.ExportModelRequest(
         model=agent_pb2.ModelFile(path=str(asked.path), format=asked.format, sha256=asked.sha256),
         format=fmt,
@@ -122,17 +123,6 @@ def _export(
         made_by=f"{name}: {reply.tool}",
         parameters=int(signature.parameters),
     )
-
-
-def _free(folder: Path, source: Path, fmt: str) -> Path:
-    """A name in the run folder nothing holds yet (a resumed run exports again beside)."""
-    stem = source.name.removesuffix(source.suffix) if source.suffix else source.name
-    dest = folder / f"{stem}{SUFFIXES[fmt]}"
-    count = 1
-    while dest.exists() or dest.is_symlink():
-        count += 1
-        dest = folder / f"{stem}-{count}{SUFFIXES[fmt]}"
-    return dest
 
 
 def match_inputs(

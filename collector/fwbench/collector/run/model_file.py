@@ -99,3 +99,13 @@ def with_model(catalogue: Catalogue, asked: ModelAsked | None) -> Catalogue:
     return dataclasses.replace(
         catalogue, workloads={**catalogue.workloads, asked.workload: workload}
     )
+
+
+def free_path(folder: Path, stem: str, suffix: str) -> Path:
+    """FOLDER/STEM+SUFFIX, or STEM-2, -3, ... where that is taken: a file the run writes into
+    its models/ never replaces one (a resumed run writes its exports and inputs beside)."""
+    dest, count = folder / f"{stem}{suffix}", 1
+    while dest.exists() or dest.is_symlink():
+        count += 1
+        dest = folder / f"{stem}-{count}{suffix}"
+    return dest

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from fwbench.collector.run.model_file import ModelAsked, ModelRefused
+from fwbench.collector.run.model_file import ModelAsked, ModelRefused, free_path
 from fwbench.spec import model_files, sample_inputs
 from fwbench.spec.model_files import ModelFileError, TensorInfo
 
@@ -37,10 +37,7 @@ def sample_copy(
             f"(give --batch-sizes of at most {asked.sample_rows})"
         )
     folder.mkdir(parents=True, exist_ok=True)
-    dest, count = folder / "inputs.npz", 1
-    while dest.exists():
-        count += 1
-        dest = folder / f"inputs-{count}.npz"
+    dest = free_path(folder, "inputs", ".npz")
     named = {sample_inputs.CANONICAL.format(i): a for i, a in enumerate(arrays)}
     np.savez(dest, **named)  # type: ignore[arg-type]
     tails = {
