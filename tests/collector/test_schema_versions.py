@@ -151,8 +151,8 @@ def old_store(tmp_path: Path) -> ResultStore:
     return db
 
 
-def test_schema_version_is_13() -> None:
-    assert SCHEMA_VERSION == 13
+def test_schema_version_is_14() -> None:
+    assert SCHEMA_VERSION == 14
 
 
 @pytest.mark.parametrize("version", [1, 2])

@@ -99,7 +99,13 @@ def test_a_model_file_is_measured_checked_and_compared(
     assert not off["outputs_match"].any()
     assert off["output_max_abs_diff"].sub(0.5).abs().lt(1e-6).all()
     assert off["outputs_note"].str.contains("beyond float32's tolerance").all()
-    assert rows["flops_per_item"].isna().all()  # no catalogue FLOPs: unknown, never 0
+    # The reference's counter (the fake's: 2 FLOPs an input element, 3 an item) charged to
+    # every agent's row of the file, its name with it.
+    assert ok["flops_per_item"].eq(6).all() and set(ok["flops_counter"]) == {
+        "ref: fake counter 1.0"
+    }
+    expected = ok["items_per_second"] * 6 / 1e9
+    assert (ok["gflops_per_second"] - expected).abs().le(expected * 1e-9).all()
     blind = rows[rows["agent"] == "blind"]
     assert set(blind["status"]) == {"unsupported"}
     assert blind["error"].str.contains("reads no onnx model files").all()

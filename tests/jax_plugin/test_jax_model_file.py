@@ -1,8 +1,8 @@
 """The user's functions serialized by jax.export (`.jax`, format jax_export): a small jitted
 function with a symbolic batch exported and serialized here, its signature read (the batch
 open), run as a model cell at two batch sizes with the inputs every agent makes, its outputs
-the function's own; a file cut short is refused in one line. Runs inside the jax-cpu agent
-environment."""
+the function's own, its FLOPs XLA's count of the function; a file cut short is refused in one
+line; a loop is not counted. Runs inside the jax-cpu agent environment."""
 
 from __future__ import annotations
 
@@ -80,6 +80,13 @@ def test_a_cell_computes_what_the_function_computes(plugin, exported, batch):
     reference = {"output_0": np.asarray(probabilities), "output_1": np.asarray(sums)}
     difference = model_files.compare_outputs(outputs, reference)
     assert difference.within, difference.why
+    # XLA's cost analysis of the deserialized call is its analysis of the function itself:
+    # the product's multiply-adds (2 x batch x 8 x 3) and the softmax's elementwise arithmetic.
+    counted = built.flops()  # type: ignore[misc]
+    x = jnp.asarray(spec.model.arrays(spec.seed)["input_0"])
+    assert counted.flops == jax.jit(net).lower(x).compile().cost_analysis()["flops"]
+    assert counted.flops >= 2 * batch * 8 * 3
+    assert counted.counter == f"XLA cost analysis (jax {jax.__version__})"
 
 
 def test_training_a_function_is_refused_with_the_reason(plugin, exported):
@@ -96,3 +103,19 @@ def test_a_file_cut_short_is_refused_in_one_line(plugin, exported, tmp_path):
     message = str(refused.value)
     assert message.startswith("model: cut.jax is not a readable jax_export model: ")
     assert "\n" not in message
+
+
+def test_a_loop_is_not_counted_rather_than_counted_once() -> None:
+    """XLA counts a while loop's body once: a scan of ten products would count as one, so
+    the count says why it has none instead (fwbench/runtime/xla_flops.py)."""
+    from fwbench.runtime import xla_flops
+
+    weights = jnp.asarray(WEIGHTS[:3])  # 3x3
+
+    def scanned(x: jax.Array) -> jax.Array:
+        return jax.lax.scan(lambda c, _: (c @ weights, None), x, None, length=10)[0]
+
+    x = jnp.ones((4, 3))
+    counted = xla_flops.count(jax.jit(scanned).lower(x), jax.__version__)
+    assert counted.flops == 0 and "loop" in counted.not_counted
+    assert xla_flops.count(jax.jit(lambda x: x @ weights).lower(x), "").flops == 2 * 4 * 3 * 3

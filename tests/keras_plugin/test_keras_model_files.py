@@ -313,3 +313,36 @@ def test_the_tensorflow_backend_exports_a_savedmodel_and_onnx_of_the_file(
             3,
         ]
     )
+
+
+COUNTERS = {
+    "torch": "torch.utils.flop_counter.FlopCounterMode (torch ",
+    "jax": "XLA cost analysis (jax ",
+    "tensorflow": "TensorFlow profiler, float_operation (tensorflow ",
+}
+
+
+def test_flops_are_counted_by_the_backends_own_counter(plugin, backend, saved, tmp_path):
+    """A convolution and a dense layer: 2 x 8x8x4 x 3x3x3 and 2 x 5x4 multiply-add FLOPs an
+    item, which FlopCounterMode counts exactly; TensorFlow's profiler adds one FLOP an element
+    for biases and activations; XLA adds those too but leaves out the taps that fall on the
+    convolution's padding ((22/24)^2 of the products at 8x8, 3x3, "same"). The varied model's
+    GRU is a loop on
+    JAX and TensorFlow, whose counters count a loop's body once: no count, and why."""
+    layers = keras.layers
+    image = keras.Input((8, 8, 3), name="image")
+    x = layers.GlobalAveragePooling2D()(
+        layers.Conv2D(4, 3, padding="same", activation="relu")(image)
+    )
+    path = tmp_path / "small.keras"
+    keras.Model(image, layers.Dense(5, name="logits")(x)).save(path)
+    products = (2 * (8 * 8 * 4) * (3 * 3 * 3) + 2 * 5 * 4) * BATCH
+    counted = plugin.build(_spec(plugin, path, {"image": (BATCH, 8, 8, 3)})).flops()
+    assert counted.counter.startswith(COUNTERS[backend]) and not counted.not_counted
+    low, high = {"torch": (1.0, 1.0), "jax": (0.8, 1.0), "tensorflow": (1.0, 1.2)}[backend]
+    assert low * products <= counted.flops <= high * products
+    looped = plugin.build(_spec(plugin, saved[1], {"image": (BATCH, 8, 8, 3)})).flops()
+    if backend == "torch":  # eager: every step of the loop runs, and is counted
+        assert looped.flops > 0
+    else:
+        assert looped.flops == 0 and "loop" in looped.not_counted

@@ -20,6 +20,7 @@ from fwbench.runtime.plugin import (
     BuiltStep,
     Capability,
     DeviceInfo,
+    FlopCount,
     GenerationSteps,
     PluginContext,
     PluginDescription,
@@ -308,7 +309,9 @@ def _model_step(spec: WorkloadSpec) -> BuiltStep:
     """Each step sleeps FAKE_MODEL_MICROS (default 1000) x FAKE_STEP_SCALE; the output is every
     input's elements, flattened and concatenated, times the file's scale, plus
     FAKE_OUTPUT_OFFSET (an agent that computes something else, by an amount the test chose);
-    FAKE_DUMP_INPUTS (a folder) keeps the inputs it fed, as fed-BATCH.npz."""
+    FAKE_DUMP_INPUTS (a folder) keeps the inputs it fed, as fed-BATCH.npz. Its FLOP counter
+    counts that multiply and add: 2 FLOPs an input element; FAKE_FLOPS=fail makes it fail,
+    FAKE_FLOPS=none leaves the plugin without one."""
     assert spec.model is not None
     if os.environ.get("FAKE_MODEL_REJECT"):  # a reader whose framework cannot load this file
         raise reject_unreadable(spec.model.path, spec.model.format, ValueError("unknown opset 99"))
@@ -325,5 +328,11 @@ def _model_step(spec: WorkloadSpec) -> BuiltStep:
         flat = np.concatenate([a.reshape(-1).astype(np.float32) for a in arrays.values()])
         return {"y": flat * np.float32(scale) + np.float32(offset)}
 
+    def flops() -> FlopCount:
+        if os.environ.get("FAKE_FLOPS") == "fail":
+            raise RuntimeError("the fake counter broke")
+        return FlopCount(2.0 * sum(a.size for a in arrays.values()), "fake counter 1.0")
+
     settings = Settings(spec.dtype, 1, 1, spec.mode, "", "cpu", {"fake": "yes"})
-    return BuiltStep(step=lambda: time.sleep(seconds), settings=settings, outputs=outputs)
+    counter = None if os.environ.get("FAKE_FLOPS") == "none" else flops
+    return BuiltStep(lambda: time.sleep(seconds), settings, outputs=outputs, flops=counter)

@@ -115,6 +115,28 @@ def test_a_model_cell_returns_the_outputs_of_the_inputs_every_agent_makes(reader
     made = model_files.make_inputs((TensorInfo("x", (4, 3), "float32"),), 7)["x"]
     np.testing.assert_array_equal(outputs["y"], made.reshape(-1) * np.float32(2.0))
     assert [list(o.shape) for o in result.outputs] == [[12]]
+    assert not result.HasField("flops")  # not asked: a timed cell counts nothing
+
+
+@pytest.mark.parametrize(
+    ("counter", "flops", "counted", "not_counted"),
+    [
+        ("", 2.0 * 12, "fake counter 1.0", ""),
+        ("fail", 0.0, "", "the FLOP counter failed: the fake counter broke"),
+        ("none", 0.0, "", "this agent has no FLOP counter for the format"),
+    ],
+)
+def test_count_flops_sends_the_frameworks_count_or_why_none(
+    reader, tmp_path, monkeypatch, counter, flops, counted, not_counted
+):
+    """Protocol 1.9: the plugin's counter after the loop, or why there is none; a counter
+    that fails costs the count, never the cell's samples."""
+    monkeypatch.setenv("FAKE_FLOPS", counter)
+    result = _result(reader, _request(_file(tmp_path), count_flops=True))
+    assert len(result.sample_nanoseconds) == 3
+    assert result.flops == agent_pb2.FlopCount(
+        forward_flops=flops, counter=counted, not_counted=not_counted
+    )
 
 
 @pytest.mark.parametrize(

@@ -247,3 +247,19 @@ def test_an_input_fwbench_cannot_make_is_refused(plugin, tmp_path):
     assert _rejected(plugin, text).endswith(
         "input text has dtype string; fwbench uses " + ", ".join(model_files.DTYPES)
     )
+
+
+def test_tensorflows_profiler_counts_the_signature_at_the_cells_shapes(plugin, exported):
+    """The convolution's and the dense layer's multiply-adds (2 x 8x8x4 x 3x3x3 and 2 x 5x4
+    an item), and the profiler's one FLOP an element for the biases and the normalisation:
+    each item adds at least the first, not much more (the normalisation's constants count
+    once a batch)."""
+    _, path = exported
+    products = 2 * (8 * 8 * 4) * (3 * 3 * 3) + 2 * 5 * 4
+    counted = {b: plugin.build(_spec(plugin, path, _image(b))).flops() for b in (1, 4)}
+    per_item = (counted[4].flops - counted[1].flops) / 3
+    assert products <= per_item <= 1.2 * products
+    assert per_item <= counted[1].flops <= 1.01 * per_item
+    assert (
+        counted[1].counter == f"TensorFlow profiler, float_operation (tensorflow {tf.__version__})"
+    )

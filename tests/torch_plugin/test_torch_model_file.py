@@ -1,7 +1,8 @@
 """The user's programs saved by torch.export (`.pt2`, format torch_export): a small network
 (a convolution, BatchNorm in eval, a dense layer; the batch axis a torch.export.Dim) exported
 here, its signature read, run as a model cell in both modes at two batch sizes with the inputs
-every agent makes, its outputs the module's own; a file cut short is refused in one line.
+every agent makes, its outputs the module's own and its FLOPs counted by FlopCounterMode as
+the ONNX agents' counter counts its ONNX export; a file cut short is refused in one line.
 Compiling dominates: the compile mode runs one batch size, both with FWBENCH_FULL=1. Runs
 inside the torch-cpu agent environment."""
 
@@ -15,6 +16,7 @@ import pytest
 import torch
 from torch import nn
 
+from fwbench.runtime import onnx_flops
 from fwbench.runtime.model_files import ModelRejected
 from fwbench.runtime.model_request import ModelRequest
 from fwbench.runtime.plugin import PluginContext, UnsupportedWorkload, WorkloadSpec
@@ -41,6 +43,11 @@ class Net(nn.Module):
     def forward(self, image: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         pooled = torch.relu(self.norm(self.conv(image))).mean((2, 3))
         return self.dense(pooled), {"pooled": pooled}
+
+
+# FlopCounterMode's count of one item (a multiply-add is 2): the convolution's 4x8x8 outputs of
+# 3x3x3 each and the dense layer's 5 of 4; BatchNorm, ReLU and the mean count nothing.
+NET_FLOPS_PER_ITEM = 2 * (4 * 8 * 8) * (3 * 3 * 3) + 2 * 5 * 4
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +116,12 @@ def test_a_cell_computes_what_the_module_computes(plugin, exported, mode, batche
         reference = {"output_0": scores.numpy(), "output_1": extra["pooled"].numpy()}
         difference = model_files.compare_outputs(outputs, reference)
         assert difference.within, difference.why
+        counted = built.flops()  # type: ignore[misc]
+        assert counted.flops == NET_FLOPS_PER_ITEM * batch
+        assert (
+            counted.counter
+            == f"torch.utils.flop_counter.FlopCounterMode (torch {torch.__version__})"
+        )
 
 
 def test_training_a_program_is_refused_with_the_reason(plugin, exported):
@@ -162,3 +175,9 @@ def test_the_program_exported_as_onnx_computes_what_the_module_does(
         scores, extra = net(torch.from_numpy(image))
     np.testing.assert_allclose(got[0], scores.numpy(), atol=1e-5)
     np.testing.assert_allclose(got[1], extra["pooled"].numpy(), atol=1e-5)
+    # The ONNX agents' counter (runtime/onnx_flops.py) counts the export as PyTorch counts
+    # the program: the same convolution and dense layer, at a batch size of the cell's.
+    counted = onnx_flops.count(
+        str(dest), [TensorInfo(graph.input[0].name, (3, 3, 8, 8), "float32")]
+    )
+    assert counted.flops == NET_FLOPS_PER_ITEM * 3

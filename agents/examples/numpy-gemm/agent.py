@@ -35,7 +35,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # noqa: E402
 NAME = "numpy-gemm"  # the name in the image's fwbench.manifest label: they must agree
 VARIANT = "example"
 VERSION = "1.0"
-SPEC_VERSION = "1.8"  # the protocol version this agent speaks (heartbeats included)
+SPEC_VERSION = "1.9"  # the protocol version this agent speaks (heartbeats included)
 HEARTBEAT_SECONDS = 1.0  # the protocol asks for a Progress at least every 2 s during a run
 PROGRESS_SECONDS = 0.5  # how often a warm-up or measure loop reports its growing count
 # From the catalogue (proto/fwbench/spec/workloads.toml): gemm's limits and the run defaults.

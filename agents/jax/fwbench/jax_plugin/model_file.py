@@ -25,8 +25,9 @@ import jax
 import numpy as np
 from jax import export
 
+from fwbench.runtime import xla_flops
 from fwbench.runtime.model_files import ModelSignature, reject_unreadable
-from fwbench.runtime.plugin import UnsupportedWorkload, WorkloadSpec
+from fwbench.runtime.plugin import FlopCount, UnsupportedWorkload, WorkloadSpec
 from fwbench.spec import model_files
 from fwbench.spec.model_files import DTYPES, TensorInfo
 
@@ -134,6 +135,10 @@ class ModelRun:
 
     def step(self) -> object:
         return self.call(*self.args, **self.kwargs)
+
+    def flops(self) -> FlopCount:
+        """One call counted by XLA's cost analysis, lowered at the cell's shapes."""
+        return xla_flops.count(self.call.lower(*self.args, **self.kwargs), jax.__version__)
 
     def outputs(self) -> dict[str, np.ndarray]:
         leaves = jax.tree_util.tree_leaves(self.step())

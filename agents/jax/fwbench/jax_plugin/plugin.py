@@ -9,6 +9,7 @@ transformers.py, generation.py and transformer_steps.py.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import os
 from collections.abc import Callable, Mapping
@@ -261,7 +262,9 @@ class JaxPlugin:
             )
             return BuiltStep.for_generation(steps, built.settings)
         outputs = None if built.outputs is None else _translated(built.outputs)
-        return BuiltStep(_translated(built.step), built.settings, rank=built.rank, outputs=outputs)
+        flops = None if built.flops is None else _translated(built.flops)
+        step = _translated(built.step)
+        return dataclasses.replace(built, step=step, outputs=outputs, flops=flops)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self._check(spec)
@@ -274,7 +277,7 @@ class JaxPlugin:
         if spec.model is not None:  # the runtime checked it against model_capability
             run = model_file.build(spec, self.device)
             settings = self._settings(spec, name, train, {"model_format": model_file.FORMAT})
-            return BuiltStep(run.step, settings, outputs=run.outputs)
+            return BuiltStep(run.step, settings, outputs=run.outputs, flops=run.flops)
         if name in _TRANSFORMERS:
             return self._transformer(spec, dtype, train)
         if name in _OPS:

@@ -152,6 +152,9 @@ class KerasAgent:
             self._translated(self._scoped(cell.step)),
             self._settings(spec, threads, cell.extra),
             outputs=self._translated(self._scoped(cell.outputs)),
+            flops=self._translated(
+                self._scoped(lambda: self.backend.count_flops(cell.model, cell.inputs))
+            ),
         )
 
     def inspect_model(self, path: str) -> ModelSignature:

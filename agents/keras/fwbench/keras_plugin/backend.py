@@ -18,8 +18,9 @@ from typing import Any
 import keras
 import numpy as np
 
+from fwbench.runtime import tf_flops, xla_flops
 from fwbench.runtime.hostinfo import cpu_model
-from fwbench.runtime.plugin import DeviceInfo
+from fwbench.runtime.plugin import DeviceInfo, FlopCount
 
 Forward = Callable[[Any, Any], Any]
 _OOM_MESSAGES = ("resource_exhausted", "out of memory", "failed to allocate")
@@ -63,6 +64,11 @@ class Backend:
 
     def set_threads(self, threads: int) -> int:
         """Resizes the intra-op pool for one run where the backend can; returns its size."""
+        raise NotImplementedError
+
+    def count_flops(self, model: keras.Model, inputs: Any) -> FlopCount:
+        """One inference call of a user's model on `inputs`, counted by the backend's own
+        counter (protocol 1.9's FlopCount)."""
         raise NotImplementedError
 
     def op_step(
@@ -141,6 +147,17 @@ class TorchBackend(Backend):
         torch.set_num_threads(threads or self.default_threads)
         return int(torch.get_num_threads())
 
+    def count_flops(self, model: keras.Model, inputs: Any) -> FlopCount:
+        """PyTorch's FlopCounterMode around the call: Keras' layers run torch's operators."""
+        import torch
+        from torch.utils.flop_counter import FlopCounterMode
+
+        counter = FlopCounterMode(display=False)
+        with counter, torch.inference_mode():
+            model(inputs, training=False)
+        name = f"torch.utils.flop_counter.FlopCounterMode (torch {torch.__version__})"
+        return FlopCount(float(counter.get_total_flops()), name)
+
     def op_step(
         self, forward: Forward, a: Any, b: Any, train: bool, mode: str
     ) -> Callable[[], object]:
@@ -215,6 +232,17 @@ class JaxBackend(Backend):
         return isinstance(error, jax.errors.JaxRuntimeError) and any(
             m in text for m in _OOM_MESSAGES
         )
+
+    def count_flops(self, model: keras.Model, inputs: Any) -> FlopCount:
+        """XLA's cost analysis of the model's stateless call, jitted at the inputs' shapes."""
+        import jax
+
+        def call(trainable: Any, other: Any, x: Any) -> Any:
+            return model.stateless_call(trainable, other, x, training=False)[0]
+
+        trainable = [v.value for v in model.trainable_variables]
+        other = [v.value for v in model.non_trainable_variables]
+        return xla_flops.count(jax.jit(call).lower(trainable, other, inputs), jax.__version__)
 
     def op_step(
         self, forward: Forward, a: Any, b: Any, train: bool, mode: str
@@ -296,6 +324,14 @@ class TensorFlowBackend(Backend):
             return True
         text = str(error).lower()
         return isinstance(error, tf.errors.OpError) and any(m in text for m in _OOM_MESSAGES)
+
+    def count_flops(self, model: keras.Model, inputs: Any) -> FlopCount:
+        """TensorFlow's profiler over the model's call traced at the inputs' shapes."""
+        import tensorflow as tf
+
+        specs = tf.nest.map_structure(tf.TensorSpec.from_tensor, inputs)
+        traced = tf.function(lambda x: model(x, training=False))
+        return tf_flops.count(traced.get_concrete_function(specs))
 
     def op_step(
         self, forward: Forward, a: Any, b: Any, train: bool, mode: str

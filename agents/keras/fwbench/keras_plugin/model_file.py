@@ -264,6 +264,8 @@ class FileCell:
     step: Callable[[], object]
     outputs: Callable[[], dict[str, np.ndarray]]
     extra: dict[str, str]
+    model: Any = None  # the file's model and the cell's inputs, packed as it takes them: what
+    inputs: Any = None  # the backend's FLOP counter counts (backend.py, count_flops)
 
 
 def build(spec: WorkloadSpec, cache: ModelCache) -> FileCell:
@@ -320,7 +322,7 @@ def build(spec: WorkloadSpec, cache: ModelCache) -> FileCell:
             for name, value in zip(loaded.output_names, flat, strict=True)
         }
 
-    return FileCell(step, outputs, extra)
+    return FileCell(step, outputs, extra, model, inputs)
 
 
 def _targets(loaded: Loaded, tensors: Sequence[Any], seed: int) -> Any:

@@ -28,6 +28,7 @@ from fwbench.onnxruntime_plugin import model_file, models, onnx_file, session
 from fwbench.onnxruntime_plugin.graphs import OPSET, PLUGIN_VERSION
 from fwbench.onnxruntime_plugin.session import MODES, Device
 from fwbench.runtime import architectures as arch
+from fwbench.runtime import onnx_flops
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
@@ -234,7 +235,14 @@ class OnnxRuntimePlugin:
         intra = spec.threads or self.threads
         run, sess = model_file.build(spec, self.device, intra, self.interop_threads)
         settings = self._settings(spec, sess, intra, "")
-        return BuiltStep(_translated(run.step), settings, outputs=_translated(run.outputs))
+        model = spec.model
+        assert model is not None
+        return BuiltStep(
+            _translated(run.step),
+            settings,
+            outputs=_translated(run.outputs),
+            flops=lambda: onnx_flops.count(model.path, model.inputs),
+        )
 
     def inspect_model(self, path: str, format: str) -> ModelSignature:
         return onnx_file.inspect(path, model_file.TRAIN_REASON)

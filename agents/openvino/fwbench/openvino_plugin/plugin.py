@@ -29,6 +29,7 @@ from fwbench.onnxruntime_plugin.graphs import OPSET
 from fwbench.openvino_plugin import compiled, model_file
 from fwbench.openvino_plugin.compiled import MODES
 from fwbench.runtime import architectures as arch
+from fwbench.runtime import onnx_flops
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
@@ -177,7 +178,13 @@ class OpenVinoPlugin:
         if spec.model is not None:
             bound = model_file.build(spec, threads)
             settings = self._settings(spec, bound, threads, "")
-            return BuiltStep(_translated(bound.step), settings, outputs=_translated(bound.outputs))
+            model = spec.model
+            return BuiltStep(
+                _translated(bound.step),
+                settings,
+                outputs=_translated(bound.outputs),
+                flops=lambda: onnx_flops.count(model.path, model.inputs),
+            )
         name = spec.workload.name
         graph = models.cell_graph(name, spec.params, spec.batch_size, spec.seed)
         inputs = models.synthetic_inputs(graph, spec.batch_size, spec.seed)

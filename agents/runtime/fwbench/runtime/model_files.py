@@ -159,7 +159,14 @@ def model_spec_parts(
         raise CatalogueError("model.inputs: every input of the model, with its shape", "model")
     sample = _sample(request.model, inputs)
     workload = model_files.workload_def(request.workload, f"{path.name} ({request.model.format})")
-    model = ModelRequest(str(path), request.model.format, request.model.sha256, inputs, sample)
+    model = ModelRequest(
+        str(path),
+        request.model.format,
+        request.model.sha256,
+        inputs,
+        sample,
+        count_flops=request.count_flops,
+    )
     return workload, model
 
 

@@ -26,6 +26,7 @@ class ModelRequest:
     sha256: str
     inputs: tuple[TensorInfo, ...]
     inputs_path: str = ""
+    count_flops: bool = False  # RunRequest.count_flops: BuiltStep.flops is asked after the loop
 
     def arrays(self, seed: int) -> dict[str, np.ndarray]:
         """The cell's inputs, the same numbers on every agent: the first rows of the user's

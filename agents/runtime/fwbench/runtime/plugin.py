@@ -240,6 +240,17 @@ class GenerationSteps:
 
 
 @dataclass(frozen=True)
+class FlopCount:
+    """One forward pass of a model file's cell, as the framework's own counter counts it
+    (agent.proto's FlopCount, protocol 1.9): `flops` for the whole batch (a multiply-add is 2),
+    `counter` the counter and its version; or flops 0 and `not_counted` saying why."""
+
+    flops: float
+    counter: str = ""
+    not_counted: str = ""
+
+
+@dataclass(frozen=True)
 class BuiltStep:
     """`step()` runs one iteration and returns whatever `synchronize` needs to wait on.
     `report`, when given, is asked once after the timed loop for figures the plugin measured
@@ -247,7 +258,9 @@ class BuiltStep:
     settings.extra. A generation workload's step is `generation` (use `for_generation`): the
     runtime times its prefill and each decode step. A model file's step (WorkloadSpec.model)
     gives `outputs`: called once after the timed loop, the model's outputs for the cell's
-    inputs by name, as NumPy arrays (the runtime sends them: RunResult.outputs)."""
+    inputs by name, as NumPy arrays (the runtime sends them: RunResult.outputs); and, where
+    the framework has a FLOP counter, `flops`: called once after the timed loop when the
+    request asks (RunRequest.count_flops), one forward pass counted (FlopCount)."""
 
     step: Callable[[], object]
     settings: Settings
@@ -255,6 +268,7 @@ class BuiltStep:
     report: Callable[[], Mapping[str, str]] | None = None
     generation: GenerationSteps | None = None
     outputs: Callable[[], Mapping[str, object]] | None = None
+    flops: Callable[[], FlopCount] | None = None
 
     @classmethod
     def for_generation(cls, steps: GenerationSteps, settings: Settings) -> BuiltStep:

@@ -458,6 +458,7 @@ def _result_message(
         items_per_sample=_replica_items(spec, world),
         generation=_generation_message(m),
         outputs=_outputs_message(spec, m),
+        flops=_flops_message(spec, m),
     )
 
 
@@ -472,6 +473,26 @@ def _outputs_message(spec: WorkloadSpec, m: Measurement) -> list[agent_pb2.Tenso
             "a model file's results are compared across agents"
         )
     return model_files.output_messages(m.built.outputs())  # type: ignore[arg-type]
+
+
+def _flops_message(spec: WorkloadSpec, m: Measurement) -> agent_pb2.FlopCount | None:
+    """A model file's forward FLOPs, where the request asked (protocol 1.9): the plugin's
+    count, or why there is none. A counter that fails costs the row its FLOPs, not its
+    samples: the reason is sent instead."""
+    if spec.model is None or not spec.model.count_flops:
+        return None
+    if m.built.flops is None:
+        return agent_pb2.FlopCount(not_counted="this agent has no FLOP counter for the format")
+    try:
+        count = m.built.flops()
+    except Exception as error:  # noqa: BLE001 (the counter's failure, named in the reply)
+        text = " ".join(str(error).split())[:200] or type(error).__name__
+        return agent_pb2.FlopCount(not_counted=f"the FLOP counter failed: {text}")
+    if not count.flops > 0:
+        return agent_pb2.FlopCount(
+            counter=count.counter, not_counted=count.not_counted or "the counter counted 0"
+        )
+    return agent_pb2.FlopCount(forward_flops=count.flops, counter=count.counter)
 
 
 def _generation_message(m: Measurement) -> agent_pb2.GenerationResult | None:

@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from fwbench.runtime import tf_flops
 from fwbench.runtime.model_files import LoadedModels, ModelSignature, reject_unreadable
-from fwbench.runtime.plugin import UnsupportedWorkload, WorkloadSpec
+from fwbench.runtime.plugin import FlopCount, UnsupportedWorkload, WorkloadSpec
 from fwbench.spec.catalogue import CatalogueError
 from fwbench.spec.model_files import DTYPES, TensorInfo
 from fwbench.tf_plugin.training import compile_fn
@@ -147,6 +148,7 @@ class FileCell:
     step: Callable[[], object]
     outputs: Callable[[], dict[str, np.ndarray]]
     extra: dict[str, str]
+    flops: Callable[[], FlopCount]
 
 
 def build(spec: WorkloadSpec, cache: ModelCache) -> FileCell:
@@ -175,8 +177,14 @@ def build(spec: WorkloadSpec, cache: ModelCache) -> FileCell:
         result = call(feed)
         return {key: _numpy(result[key]) for key in names}
 
+    def flops() -> FlopCount:  # TensorFlow's profiler, over the signature at these shapes
+        specs = {key: tf.TensorSpec.from_tensor(value) for key, value in feed.items()}
+        return tf_flops.count(
+            tf.function(lambda inputs: function(**inputs)).get_concrete_function(specs)
+        )
+
     extra = {"model_format": FORMAT, "signature": SIGNATURE}
-    return FileCell(step, outputs, extra)
+    return FileCell(step, outputs, extra, flops)
 
 
 def _check_inputs(given: tuple[TensorInfo, ...], declared: tuple[TensorInfo, ...]) -> None:

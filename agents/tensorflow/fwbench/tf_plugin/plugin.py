@@ -7,6 +7,7 @@ collective instead (distributed.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import ParamSpec, TypeVar
 
@@ -180,7 +181,9 @@ class TensorFlowPlugin:
             steps = GenerationSteps(_translated(g.prefill), _translated(g.decode), g.decode_steps)
             return BuiltStep.for_generation(steps, built.settings)
         outputs = None if built.outputs is None else _translated(built.outputs)
-        return BuiltStep(_translated(built.step), built.settings, rank=built.rank, outputs=outputs)
+        flops = None if built.flops is None else _translated(built.flops)
+        step = _translated(built.step)
+        return dataclasses.replace(built, step=step, outputs=outputs, flops=flops)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self.check(spec)
@@ -192,7 +195,7 @@ class TensorFlowPlugin:
         if spec.model is not None:  # the runtime checked it against model_capability
             cell = model_file.build(spec, self.saved_models)
             settings = self._settings(spec, name, cell.extra)
-            return BuiltStep(cell.step, settings, outputs=cell.outputs)
+            return BuiltStep(cell.step, settings, outputs=cell.outputs, flops=cell.flops)
         with tf.device(self.device):
             if name in _TRANSFORMERS:
                 return self._transformer(spec, dtype, train)

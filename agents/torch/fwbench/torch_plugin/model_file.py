@@ -23,9 +23,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch.utils import _pytree as pytree
+from torch.utils.flop_counter import FlopCounterMode
 
 from fwbench.runtime.model_files import ModelSignature, reject_unreadable
-from fwbench.runtime.plugin import UnsupportedWorkload, WorkloadSpec
+from fwbench.runtime.plugin import FlopCount, UnsupportedWorkload, WorkloadSpec
 from fwbench.spec import model_files
 from fwbench.spec.model_files import DTYPES, TensorInfo
 
@@ -159,11 +160,24 @@ class ModelRun:
             program = torch.export.passes.move_to_device_pass(program, device)
         flat = [torch.from_numpy(np.ascontiguousarray(inputs[n])).to(device) for n in names]
         self.args, self.kwargs = pytree.tree_unflatten(flat, program.call_spec.in_spec)
-        self.forward = wrap(program.module())
+        self.module = program.module()
+        self.forward = wrap(self.module)
 
     def step(self) -> object:
         with torch.inference_mode():
             return self.forward(*self.args, **self.kwargs)
+
+    def flops(self) -> FlopCount:
+        """One forward pass counted by PyTorch's FlopCounterMode: the eager module (a compiled
+        one's kernels are Triton's or C++'s, which the mode does not see), its inputs as
+        timed."""
+        counter = FlopCounterMode(display=False)
+        with counter, torch.inference_mode():
+            self.module(*self.args, **self.kwargs)
+        return FlopCount(
+            float(counter.get_total_flops()),
+            f"{FlopCounterMode.__module__}.FlopCounterMode (torch {torch.__version__})",
+        )
 
     def outputs(self) -> dict[str, np.ndarray]:
         leaves = pytree.tree_leaves(self.step())

@@ -11,6 +11,7 @@ another."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import re
@@ -326,11 +327,12 @@ class TorchPlugin:
             return BuiltStep.for_generation(steps, built.settings)
         step = _translated(built.step)
         outputs = None if built.outputs is None else _translated(built.outputs)
+        flops = None if built.flops is None else _translated(built.flops)
+        built = dataclasses.replace(built, step=step, outputs=outputs, flops=flops)
         if not self.cuda_events:
-            return BuiltStep(step, built.settings, rank=built.rank, outputs=outputs)
+            return built
         timer = EventTimer(step, lambda: torch.cuda.Event(enable_timing=True))
-        report = _translated(timer.report)
-        return BuiltStep(timer, built.settings, rank=built.rank, report=report, outputs=outputs)
+        return dataclasses.replace(built, step=timer, report=_translated(timer.report))
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
         dtype = self._check(spec)
@@ -346,7 +348,7 @@ class TorchPlugin:
         if spec.model is not None:  # the runtime checked it against model_capability
             program = model_file.build(spec, self.device, wrapper(spec.mode))
             settings = self._settings(spec, name, {"model_format": model_file.FORMAT})
-            return BuiltStep(program.step, settings, outputs=program.outputs)
+            return BuiltStep(program.step, settings, outputs=program.outputs, flops=program.flops)
         if name == "attention":
             step, kernel = transformers.build_attention(
                 spec.batch_size,

@@ -79,11 +79,12 @@ def observe(calibration: dict[str, Any], row: dict[str, Any], run_id: str) -> bo
     doing less (measured: TensorFlow's gemm training step at 697 GFLOP/s on a 2-core AMD EPYC
     whose inference rows reach 482, above what two cores can do), which would scale every
     other row's fraction down. A training row faster than the ceiling keeps a fraction above
-    1, which says its FLOPs are overcounted."""
+    1, which says its FLOPs are overcounted. Nor do a model file's rows: their FLOPs are a
+    framework counter's (XLA's counts elementwise arithmetic too), not the catalogue's."""
     achieved = row.get("gflops_per_second")
     if row.get("status", "ok") != "ok" or not isinstance(achieved, float):
         return False
-    if row.get("phase") == "train":
+    if row.get("phase") == "train" or (row.get("flops_counter") or "catalogue") != "catalogue":
         return False
     if not (achieved > 0 and math.isfinite(achieved)):
         return False

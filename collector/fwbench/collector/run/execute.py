@@ -104,6 +104,8 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
                 ctx.catalogue,
             )
             identity["repetition"] = repetition + ctx.round
+            if model := ctx.model_of(cell):
+                identity.update(model.flops_columns(cell, ctx.catalogue.train_flops_factor))
             ctx.display.cell_started(item.handle.name, cell)
             telemetry = None
             if crashed:

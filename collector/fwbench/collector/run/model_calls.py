@@ -49,10 +49,17 @@ def signature_inputs(signature: agent_pb2.ModelSignature) -> tuple[TensorInfo, .
 
 
 def untimed_outputs(
-    prepared: PreparedModel, agent: AgentWork, batch: int, seed: int, timeout: float | None
+    prepared: PreparedModel,
+    agent: AgentWork,
+    batch: int,
+    seed: int,
+    timeout: float | None,
+    count_flops: bool = False,
 ) -> dict[str, np.ndarray]:
     """One untimed step of `agent` at `batch` on the file it runs (the reference's outputs,
-    or an export's check); ModelRefused when it cannot run it or sends no outputs."""
+    or an export's check); ModelRefused when it cannot run it or sends no outputs. With
+    `count_flops` (the reference's step) the agent also counts the forward FLOPs with its
+    framework's counter (protocol 1.9), kept in prepared.flops[batch]."""
     name = agent.handle.name
     model = prepared.model_file(batch, name)
     request = agent_pb2.RunRequest(
@@ -62,6 +69,7 @@ def untimed_outputs(
         batch_size=batch,
         seed=seed,
         model=model,
+        count_flops=count_flops,
         min_seconds=0.0,
         **_UNTIMED_LOOP,  # type: ignore[arg-type]
     )
@@ -78,6 +86,12 @@ def untimed_outputs(
         ) from None
     if result is None or not result.outputs:
         raise ModelRefused(f"{what}: {who} sent no outputs for it")
+    if count_flops:
+        sent = result.flops if result.HasField("flops") else None
+        prepared.flops[batch] = sent or agent_pb2.FlopCount(
+            not_counted=f"{name} counts no FLOPs (protocol {agent.describe.spec_version}, "
+            "counts from 1.9)"
+        )
     try:
         return model_files.output_arrays(result.outputs)
     except ModelFileError as error:

@@ -3,11 +3,13 @@
 Once the agents have described themselves, `prepare` asks the first agent that reads the
 file's format (the reference) for its signature, gives every input its shape for each batch
 size (the open batch axis, and --input NAME=SHAPE for the others), and has that agent compute
-the reference outputs: one untimed step per batch size. With --export, the agents' own
-exporters then make the formats other agents read (model_export.py), each checked against the
-reference the same way. Every inference row then carries how far its outputs are from the
-reference's; a row whose outputs differ is kept out of verdicts (analysis/contenders.py).
-Agents that read none of the model's files get unsupported cells saying so."""
+the reference outputs: one untimed step per batch size, in which it also counts the model's
+FLOPs with its framework's own counter (charged to every agent's row of the file). With
+--export, the agents' own exporters then make the formats other agents read
+(model_export.py), each checked against the reference the same way. Every inference row then
+carries how far its outputs are from the reference's; a row whose outputs differ is kept out
+of verdicts (analysis/contenders.py). Agents that read none of the model's files get
+unsupported cells saying so."""
 
 from __future__ import annotations
 
@@ -99,11 +101,10 @@ def prepare(
     except ModelFileError as error:
         raise ModelRefused(f"--model {asked.path.name}: {error}") from None
     prepared = PreparedModel(asked, reader.handle.name, signature, shapes, sample=sample)
-    if "infer" in selection.phases:
-        for batch in selection.batch_sizes:
-            prepared.reference[batch] = untimed_outputs(
-                prepared, reader, batch, selection.seed, timeout
-            )
+    for batch in selection.batch_sizes:  # a training row's FLOPs are counted on inference
+        prepared.reference[batch] = untimed_outputs(
+            prepared, reader, batch, selection.seed, timeout, count_flops=True
+        )
     return prepared
 
 

@@ -10,6 +10,7 @@ under its file's own names, so every agent feeds the same numbers (model_files.m
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,8 @@ class PreparedModel:
     # --export).
     exporters: dict[str, str] = field(default_factory=dict)
     sample: tuple[Path, str] | None = None  # --inputs: the run's copy and its digest
+    # Each batch size's forward FLOPs, as the reference's framework counted them (1.9).
+    flops: dict[int, agent_pb2.FlopCount] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.variants:
@@ -133,6 +136,48 @@ class PreparedModel:
         if cell.dtype != "float32":
             return "a model file runs as it was saved: float32 cells only (--dtypes float32)"
         return ""
+
+    def flops_columns(self, cell: Cell, train_factor: float) -> dict[str, Any]:
+        """A model row's FLOPs: the reference's count at the cell's batch size, for every
+        agent's row of the file (as a catalogue cell's formula is for every agent), a training
+        step charged `train_factor` forward passes as the catalogue charges it; the counter
+        that counted, or why none did. And the arithmetic intensity of the catalogue's
+        minimum-traffic model: the weights read once, the inputs and outputs moved."""
+        count = self.flops.get(cell.batch_size)
+        if count is None or not count.forward_flops > 0:
+            why = count.not_counted if count is not None else "no reference step at this batch"
+            return {"flops_per_item": None, "flops_counter": f"not counted: {why}"}
+        factor = train_factor if cell.phase == "train" else 1.0
+        flops = count.forward_flops * factor
+        columns: dict[str, Any] = {
+            "flops_per_item": flops / cell.batch_size,
+            "flops_counter": f"{self.reader}: {count.counter}",
+        }
+        moved = self._bytes_moved(cell.batch_size)
+        if moved:
+            columns["arithmetic_intensity"] = flops / (moved * factor)
+        return columns
+
+    def _bytes_moved(self, batch: int) -> int:
+        """The weights (float32), the inputs and the outputs at `batch` (the signature's
+        outputs, the batch axis its first open one); 0 when the weights or an output's size
+        are not known."""
+        import numpy as np
+
+        parameters = self.variants[self.asked.format].parameters
+        outputs = []
+        for tensor in self.signature.outputs:
+            dims = [int(d) for d in tensor.shape]
+            if -1 in dims:
+                dims[dims.index(-1)] = batch
+            outputs.append((dims, tensor.dtype))
+        if not parameters or any(d < 0 for dims, _ in outputs for d in dims):
+            return 0
+        tensors = [*((t.shape, t.dtype) for t in self.shapes[batch]), *outputs]
+        return 4 * parameters + sum(
+            math.prod(int(d or 0) for d in shape) * np.dtype(dtype).itemsize
+            for shape, dtype in tensors
+        )
 
     def columns(self, cell: Cell, result: agent_pb2.RunResult) -> dict[str, Any]:
         """A model row's own columns: the file, and its outputs against the reference's."""

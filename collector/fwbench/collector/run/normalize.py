@@ -67,10 +67,12 @@ def identity_columns(
         "strategy": cell.strategy or None,  # a world's: the rank's RankResult fills in the default
         "threads_requested": cell.threads,
         "params": params_text(cell.params),
-        # A user's model file has no catalogue FLOPs (None: unknown, never 0 FLOP/s).
+        # A user's model file has no catalogue FLOPs (None: unknown, never 0 FLOP/s): the
+        # reference agent's counter gives them (run/model_prepared.py, flops_columns).
         "flops_per_item": None
         if is_model_workload(cell.workload)
         else catalogue.flops_per_item(cell.workload, cell.phase, cell.params),
+        "flops_counter": None if is_model_workload(cell.workload) else "catalogue",
     }
 
 
@@ -204,6 +206,8 @@ def ceilings(catalogue: Catalogue, calibration: dict[str, Any] | None) -> Annota
             intensity = catalogue.arithmetic_intensity(
                 row["workload"], row["phase"], params, row["batch_size"], str(row.get("dtype"))
             )
+        if intensity is None:  # a model file's own (run/model_prepared.py, flops_columns)
+            intensity = row.get("arithmetic_intensity")
         here = calibration if on_this_host(row) else None
         annotated = {**row, **ceiling_columns(row, here, intensity)}
         if row.get("decode_bandwidth_bytes_per_second") is not None:

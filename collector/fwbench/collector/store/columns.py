@@ -7,6 +7,7 @@ from fwbench.collector.store.columns_base import Column
 from fwbench.collector.store.generation_columns import GENERATION_COLUMNS
 from fwbench.collector.store.interference_columns import INTERFERENCE_COLUMNS
 from fwbench.collector.store.model_columns import MODEL_COLUMNS
+from fwbench.collector.store.throughput_columns import THROUGHPUT_COLUMNS
 from fwbench.collector.store.world_columns import WORLD_COLUMNS
 
 __all__ = ["COLUMNS", "Column"]
@@ -167,41 +168,7 @@ COLUMNS: tuple[Column, ...] = (
         "Int64",
         "Items one sample covers: batch_size for a step; a whole epoch for accuracy workloads",
     ),
-    Column("items_per_second", "Float64", "items_per_sample / median_seconds"),
-    Column("flops_per_item", "Float64", "FLOPs of one item for this phase (catalogue formula)"),
-    Column("gflops_per_second", "Float64", "Achieved GFLOP/s at the median step time"),
-    Column(
-        "arithmetic_intensity",
-        "Float64",
-        "FLOPs per byte of a step, catalogue byte model (docs/calibration.md; an upper bound)",
-    ),
-    Column(
-        "peak_flops_per_second",
-        "Float64",
-        "This host's CPU peak GEMM FLOP/s for the row's dtype and threads: calibrated, or the "
-        "best a row reached if higher (empty: GPU cells, other hosts, dtype or run not "
-        "calibrated; docs/calibration.md)",
-    ),
-    Column(
-        "peak_fraction",
-        "Float64",
-        "gflops_per_second x 1e9 / peak_flops_per_second (at most 1 for inference: a faster "
-        "inference row raises the peak; never clipped, so a training row above 1 did less "
-        "than the catalogue's 3x-forward model counts)",
-    ),
-    Column(
-        "bandwidth_bytes_per_second",
-        "Float64",
-        "This host's calibrated triad bandwidth at the row's threads (the roofline's slope)",
-    ),
-    Column(
-        "read_bandwidth_bytes_per_second",
-        "Float64",
-        "This host's calibrated read-only bandwidth at the row's threads (a pass summing one "
-        "large array: above triad's counted bytes where stores cost a write-allocate read); "
-        "decode_bandwidth_fraction's ceiling",
-    ),
-    Column("calibration_id", "string", "The host calibration of the ceiling columns"),
+    *THROUGHPUT_COLUMNS,
     Column("first_iteration_seconds", "Float64", "First step, timed alone (set-up, compile)"),
     Column("build_seconds", "Float64", "Building model, inputs and optimizer (untimed)"),
     Column("warmup_iterations", "Int64", "Discarded iterations after the first"),

@@ -225,7 +225,7 @@ class ParamLimit(_message.Message):
     def __init__(self, name: _Optional[str] = ..., default_value: _Optional[int] = ..., min_value: _Optional[int] = ..., max_value: _Optional[int] = ..., multiple_of: _Optional[int] = ...) -> None: ...
 
 class RunRequest(_message.Message):
-    __slots__ = ("run_id", "workload", "phase", "batch_size", "dtype", "params", "threads", "warmup_iterations", "min_iterations", "min_seconds", "max_iterations", "seed", "mode", "strategy", "model")
+    __slots__ = ("run_id", "workload", "phase", "batch_size", "dtype", "params", "threads", "warmup_iterations", "min_iterations", "min_seconds", "max_iterations", "seed", "mode", "strategy", "model", "count_flops")
     class ParamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -248,6 +248,7 @@ class RunRequest(_message.Message):
     MODE_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FLOPS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     workload: str
     phase: Phase
@@ -263,7 +264,8 @@ class RunRequest(_message.Message):
     mode: str
     strategy: str
     model: ModelFile
-    def __init__(self, run_id: _Optional[str] = ..., workload: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., batch_size: _Optional[int] = ..., dtype: _Optional[_Union[DType, str]] = ..., params: _Optional[_Mapping[str, int]] = ..., threads: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., min_iterations: _Optional[int] = ..., min_seconds: _Optional[float] = ..., max_iterations: _Optional[int] = ..., seed: _Optional[int] = ..., mode: _Optional[str] = ..., strategy: _Optional[str] = ..., model: _Optional[_Union[ModelFile, _Mapping]] = ...) -> None: ...
+    count_flops: bool
+    def __init__(self, run_id: _Optional[str] = ..., workload: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., batch_size: _Optional[int] = ..., dtype: _Optional[_Union[DType, str]] = ..., params: _Optional[_Mapping[str, int]] = ..., threads: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., min_iterations: _Optional[int] = ..., min_seconds: _Optional[float] = ..., max_iterations: _Optional[int] = ..., seed: _Optional[int] = ..., mode: _Optional[str] = ..., strategy: _Optional[str] = ..., model: _Optional[_Union[ModelFile, _Mapping]] = ..., count_flops: bool = ...) -> None: ...
 
 class RunResponse(_message.Message):
     __slots__ = ("progress", "result")
@@ -286,7 +288,7 @@ class Progress(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., iterations_done: _Optional[int] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
 
 class RunResult(_message.Message):
-    __slots__ = ("run_id", "sample_nanoseconds", "first_iteration_nanoseconds", "build_nanoseconds", "warmup_iterations", "settings", "measure_started_unix_nanoseconds", "measure_ended_unix_nanoseconds", "items_per_sample", "accuracy", "rank", "generation", "outputs")
+    __slots__ = ("run_id", "sample_nanoseconds", "first_iteration_nanoseconds", "build_nanoseconds", "warmup_iterations", "settings", "measure_started_unix_nanoseconds", "measure_ended_unix_nanoseconds", "items_per_sample", "accuracy", "rank", "generation", "outputs", "flops")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
     FIRST_ITERATION_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -300,6 +302,7 @@ class RunResult(_message.Message):
     RANK_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    FLOPS_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     sample_nanoseconds: _containers.RepeatedScalarFieldContainer[int]
     first_iteration_nanoseconds: int
@@ -313,7 +316,18 @@ class RunResult(_message.Message):
     rank: RankResult
     generation: GenerationResult
     outputs: _containers.RepeatedCompositeFieldContainer[Tensor]
-    def __init__(self, run_id: _Optional[str] = ..., sample_nanoseconds: _Optional[_Iterable[int]] = ..., first_iteration_nanoseconds: _Optional[int] = ..., build_nanoseconds: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., settings: _Optional[_Union[EffectiveSettings, _Mapping]] = ..., measure_started_unix_nanoseconds: _Optional[int] = ..., measure_ended_unix_nanoseconds: _Optional[int] = ..., items_per_sample: _Optional[int] = ..., accuracy: _Optional[_Union[AccuracyResult, _Mapping]] = ..., rank: _Optional[_Union[RankResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., outputs: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ...) -> None: ...
+    flops: FlopCount
+    def __init__(self, run_id: _Optional[str] = ..., sample_nanoseconds: _Optional[_Iterable[int]] = ..., first_iteration_nanoseconds: _Optional[int] = ..., build_nanoseconds: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., settings: _Optional[_Union[EffectiveSettings, _Mapping]] = ..., measure_started_unix_nanoseconds: _Optional[int] = ..., measure_ended_unix_nanoseconds: _Optional[int] = ..., items_per_sample: _Optional[int] = ..., accuracy: _Optional[_Union[AccuracyResult, _Mapping]] = ..., rank: _Optional[_Union[RankResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., outputs: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., flops: _Optional[_Union[FlopCount, _Mapping]] = ...) -> None: ...
+
+class FlopCount(_message.Message):
+    __slots__ = ("forward_flops", "counter", "not_counted")
+    FORWARD_FLOPS_FIELD_NUMBER: _ClassVar[int]
+    COUNTER_FIELD_NUMBER: _ClassVar[int]
+    NOT_COUNTED_FIELD_NUMBER: _ClassVar[int]
+    forward_flops: float
+    counter: str
+    not_counted: str
+    def __init__(self, forward_flops: _Optional[float] = ..., counter: _Optional[str] = ..., not_counted: _Optional[str] = ...) -> None: ...
 
 class ModelFile(_message.Message):
     __slots__ = ("path", "format", "sha256", "inputs", "inputs_path", "inputs_sha256")
