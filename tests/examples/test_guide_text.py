@@ -1,7 +1,9 @@
 """docs/writing-an-agent.md says what agent.proto and the example agent say (no Docker needed:
 tests/docker/test_writing_an_agent_guide.py runs its commands): its files are the example's,
-its line count is the example's, its version and heartbeat lines are the proto's header, and
-its table of Run's statuses names every status and case the proto lists."""
+its line count is the example's, its version and heartbeat lines are the proto's header, its
+table of minor versions has a row for each one up to the proto's, its table of Run's statuses
+names every status and case the proto lists, and the example's .dockerignore lets in what its
+Dockerfile copies."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ def _words(text: str) -> str:
 def test_the_guides_files_are_the_examples() -> None:
     blocks = guide_blocks()
     files = [marker.removeprefix("file=") for marker in blocks if marker.startswith("file=")]
-    assert sorted(files) == ["Dockerfile", "requirements.txt"]
+    assert sorted(files) == [".dockerignore", "Dockerfile", "requirements.txt"]
     for name in files:
         assert blocks[f"file={name}"] == (EXAMPLE / name).read_text("utf-8"), name
     steps = {"run=stubs", "run=wheels", "run=build", "run=conformance", "run=attached"}
@@ -48,6 +50,38 @@ def test_the_guide_quotes_the_protos_header() -> None:
     assert f"**every {HEARTBEAT_SECONDS:g} s**" in guide
     example = (EXAMPLE / "agent.py").read_text("utf-8")
     assert f'SPEC_VERSION = "{SPEC_VERSION}"' in example
+
+
+def test_the_guides_version_table_has_a_row_for_every_minor_up_to_the_protos() -> None:
+    """One row a minor, 1.0 to SPEC_VERSION in order, each saying what it added and what an
+    agent does: a version the proto adds without a row here fails this test."""
+    guide = GUIDE.read_text("utf-8")
+    table = guide[guide.index("### What each minor version added") :].split("\n\n")[2]
+    rows = [line for line in table.splitlines() if re.match(r"^\| \d", line)]
+    major, minor = (int(part) for part in SPEC_VERSION.split("."))
+    assert [row.split(" | ")[0].strip("| ") for row in rows] == [
+        f"{major}.{m}" for m in range(minor + 1)
+    ]
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split(" | ")]
+        assert len(cells) == 3 and all(cells), row
+
+
+def test_the_examples_dockerignore_lets_in_what_its_dockerfile_copies() -> None:
+    """Everything out (`*`: a virtual environment, host stubs), then each COPY source back in."""
+    ignored = (EXAMPLE / ".dockerignore").read_text("utf-8").splitlines()
+    patterns = [line for line in ignored if line.strip() and not line.startswith("#")]
+    assert patterns[0] == "*", patterns
+    allowed = {line.removeprefix("!").rstrip("/") for line in patterns[1:]}
+    assert all(line.startswith("!") for line in patterns[1:]), patterns
+    copies = [
+        line.split()[1:-1]
+        for line in (EXAMPLE / "Dockerfile").read_text("utf-8").splitlines()
+        if line.startswith("COPY ")
+    ]
+    sources = {source.rstrip("/") for sources in copies for source in sources}
+    assert sources and sources <= allowed, (sources, allowed)
+    assert "app" not in allowed  # the image makes its own stubs
 
 
 def test_the_guides_status_table_names_every_status_of_run() -> None:

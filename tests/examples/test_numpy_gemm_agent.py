@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import psutil
 import pytest
 
 from fwbench.agent.v1 import agent_pb2
@@ -101,6 +102,22 @@ def test_describe_and_a_run_the_collector_accepts(address: str) -> None:
     assert len(result.sample_nanoseconds) == 4 and result.warmup_iterations == 2
     assert result.settings.dtype == agent_pb2.DTYPE_FLOAT64
     assert dict(result.settings.params) == {"m": 32, "n": 16, "k": 8}
+
+
+def test_on_a_host_it_listens_on_loopback_alone(address: str) -> None:
+    """Started as docs/writing-an-agent.md starts it on a host (no GRPC_HOST: only its image sets
+    0.0.0.0), it listens on 127.0.0.1 and nowhere else."""
+    client = AgentClient("numpy-gemm", address)
+    try:
+        pid = client.describe().pid
+    finally:
+        client.close()
+    listening = {  # gRPC listens on a dual-stack socket: 127.0.0.1 as ::ffff:127.0.0.1
+        (c.laddr.ip.removeprefix("::ffff:"), c.laddr.port)
+        for c in psutil.Process(pid).net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    }
+    assert listening == {("127.0.0.1", int(address.rsplit(":", 1)[1]))}, listening
 
 
 @pytest.mark.parametrize(

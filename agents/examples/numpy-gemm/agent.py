@@ -413,16 +413,21 @@ class Agent(agent_pb2_grpc.AgentServiceServicer):
 
 
 def main() -> None:
+    # Loopback unless told: on a host, an agent on 0.0.0.0 takes Runs from anyone who reaches
+    # the port. The image sets GRPC_HOST=0.0.0.0: Docker forwards the published port to the
+    # container's own interface, never to its loopback.
+    host = os.environ.get("GRPC_HOST", "127.0.0.1")
     port = int(os.environ.get("GRPC_PORT", "50051"))
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
     agent_pb2_grpc.add_AgentServiceServicer_to_server(Agent(), server)
     checker = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)
-    server.add_insecure_port(f"0.0.0.0:{port}")
+    server.add_insecure_port(f"{host}:{port}")
     server.start()
     checker.set("", health_pb2.HealthCheckResponse.SERVING)
     checker.set("fwbench.agent.v1.AgentService", health_pb2.HealthCheckResponse.SERVING)
-    print(f"{NAME} {VERSION} serving on port {port} ({_threads()} BLAS threads)", flush=True)
+    blas = f"{_threads()} BLAS threads"
+    print(f"{NAME} {VERSION} serving on port {port} of {host} ({blas})", flush=True)
     # The container's PID 1 ignores SIGTERM unless it handles it (`docker stop` then kills it
     # after 10 s): stop the server on SIGTERM and SIGINT, NOT_SERVING meanwhile, and exit 0.
     stop = threading.Event()
