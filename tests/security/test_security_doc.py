@@ -1,8 +1,9 @@
 """docs/security.md's token recipe, run as written but for the plugin (the runtime tests' fake
 instead of torch, whose environment this suite does not make), the address (loopback, a free
-port) and the token's path: the agent it starts (its identity from the recipe's --name and
---variant) passes the recipe's `collector conformance` command; and the page names the
-protocol version agent.proto's header states."""
+port) and the token's path: the agent it starts (with the recipe's interpreter options, `-P`,
+and its identity from the recipe's --name and --variant) passes the recipe's `collector
+conformance` command, also where the folder it starts in holds a planted grpc.py; and the page
+names the protocol version agent.proto's header states."""
 
 from __future__ import annotations
 
@@ -53,15 +54,25 @@ def test_the_token_recipes_agent_passes_conformance(tmp_path: Path) -> None:
     )
     assert made.returncode == 0 and len(token.read_text().strip()) >= 32
     python, command = agent_line.split(" ", 1)
-    assert python == "$(collector" and command.startswith("env torch-cpu) -m fwbench.runtime.cli")
-    args = shlex.split(command.removeprefix("env torch-cpu) -m fwbench.runtime.cli"))
+    assert python == "$(collector" and command.startswith("env torch-cpu) ")
+    # The interpreter's own options, then the module: `-P` keeps the folder it is started in off
+    # sys.path, so a module planted there (a grpc.py) is never imported.
+    options, module, rest = command.removeprefix("env torch-cpu) ").partition(
+        " -m fwbench.runtime.cli "
+    )
+    assert module and shlex.split(options) == ["-P"], command
+    args = shlex.split(rest)
     assert args[:2] == ["--plugin", "torch"] and "--variant" in args  # the identity's variant
     swap = {"torch": "fake", "0.0.0.0": "127.0.0.1", "50051": str(port), "~/fwbench.token": ""}
     args = [swap.get(arg, arg) or str(token) for arg in args]
-    log = tmp_path / "agent.log"
+    log, planted = tmp_path / "agent.log", tmp_path / "start" / "grpc.py"
+    planted.parent.mkdir()  # the folder the agent is started in holds a module named as grpc
+    ran = tmp_path / "planted-ran"
+    planted.write_text(f"open({str(ran)!r}, 'w').close()\nraise SystemExit(9)\n")
     with log.open("wb") as out:
         agent = subprocess.Popen(
-            [sys.executable, "-m", "fwbench.runtime.cli", *args],
+            [sys.executable, *shlex.split(options), "-m", "fwbench.runtime.cli", *args],
+            cwd=planted.parent,
             env=agent_environment(tmp_path / "plugin"),
             stdout=out,
             stderr=out,
@@ -92,6 +103,7 @@ def test_the_token_recipes_agent_passes_conformance(tmp_path: Path) -> None:
             check=False,
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        assert not ran.exists()
     finally:
         agent.terminate()
         agent.wait(10)
