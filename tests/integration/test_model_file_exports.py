@@ -102,6 +102,9 @@ def test_an_exported_function_runs_on_its_framework(tmp_path: Path, isolated_sto
     assert rows["outputs_match"].all(), rows[["agent", "outputs_note"]]
     assert rows["output_max_abs_diff"].le(1e-6).all()
     assert set(rows["outputs_reference"]) == {"jax-cpu"}
+    # XLA's count: the two products' multiply-adds and more (the elementwise arithmetic).
+    assert rows["flops_counter"].str.startswith("jax-cpu: XLA cost analysis (jax ").all()
+    assert rows["flops_per_item"].ge(2 * (64 * 32 + 32 * 10)).all()
     assert "net@" in done.stdout
 
 
@@ -137,6 +140,12 @@ def test_the_documented_export_runs_a_program_on_torch_and_its_onnx_on_two_runti
     assert set(onnx["model_sha256"]) == {model_files.digest(exported)}
     assert onnx["model_export"].str.startswith("torch-cpu: torch.onnx.export").all()
     assert rows.loc[rows["agent"] == "torch-cpu", "model_export"].isna().all()
+    # Every agent's row charged torch-cpu's FlopCounterMode count: the convolution's and the
+    # dense layer's multiply-adds, an item.
+    counter = "torch-cpu: torch.utils.flop_counter.FlopCounterMode (torch "
+    assert rows["flops_counter"].str.startswith(counter).all()
+    assert rows["flops_per_item"].eq(2 * (16 * 16 * 8) * (3 * 3 * 3) + 2 * 10 * 8).all()
+    assert rows["gflops_per_second"].gt(0).all()
 
 
 def test_keras_tf_exports_a_savedmodel_and_onnx_that_other_runtimes_run(
@@ -169,3 +178,7 @@ def test_keras_tf_exports_a_savedmodel_and_onnx_that_other_runtimes_run(
     assert made.loc["onnxruntime-cpu", "model_format"] == "onnx"
     assert made.loc["onnxruntime-cpu", "model_export"].startswith("keras-tf: tf2onnx")
     assert (out / "models" / "varied.savedmodel" / "saved_model.pb").is_file()
+    # Its LSTM is a while loop, whose body TensorFlow's profiler counts once: no count.
+    said = set(rows["flops_counter"])
+    assert len(said) == 1 and "not counted: the graph has a loop" in said.pop()
+    assert rows["flops_per_item"].isna().all()
