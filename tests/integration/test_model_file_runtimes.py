@@ -83,6 +83,11 @@ def test_the_documented_onnx_command_runs_on_the_runtimes_that_read_it(
     assert ok["outputs_match"].all(), ok[["agent", "outputs_note"]]
     assert ok["output_max_abs_diff"].le(1e-4).all()
     assert set(ok["outputs_reference"]) == {"onnxruntime-cpu"}
+    # The graph's count (runtime/onnx_flops.py) by the reference, on both runtimes' rows: the
+    # convolution's and the Gemm's multiply-adds, an item; the roofline's intensity with it.
+    assert ok["flops_counter"].str.startswith("onnxruntime-cpu: ONNX graph: Conv,").all()
+    assert ok["flops_per_item"].eq(2 * (16 * 16 * 8) * (3 * 3 * 3) + 2 * 8 * 5).all()
+    assert ok["arithmetic_intensity"].gt(0).all()
     torch = rows[rows["agent"] == "torch-cpu"]
     assert set(torch["status"]) == {"unsupported"}
     assert torch["error"].str.contains("reads no onnx model files").all()
