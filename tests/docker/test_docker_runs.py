@@ -256,6 +256,32 @@ def _port_free(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) != 0
 
 
+def _a_model_file_is_sent_to_the_attached_container_once(tmp_path: Path) -> None:
+    """The fleet's agent does not see this host's files: --model sends it the .pt2
+    (UploadModel, protocol 1.9), which it keeps by digest, so a second run sends nothing; both
+    runs measure it and charge its FLOPs as a local agent would."""
+    from fwbench.collector.agents.environments import environment_for
+    from fwbench.collector.cli.common import load_manifests
+
+    python = environment_for(load_manifests(None)[REAL]).python
+    model = tmp_path / "net.pt2"
+    subprocess.run([str(python), "-c", WRITE_PT2, str(model)], check=True, timeout=300)
+    for said in ("received", "held it already"):
+        out = tmp_path / f"model-{said[:4]}"
+        done = collector(
+            *("run", "--agents", "torch-cpu@127.0.0.1:50051", "--model", str(model)),
+            *("--batch-sizes", "1,4", "--min-seconds", "0.1", "--out", str(out)),
+            tmp=tmp_path,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert f"net.pt2 to torch-cpu, which does not see this host's files: {said}" in (
+            done.stdout + done.stderr
+        )
+        rows = pd.read_parquet(out / "results.parquet")
+        assert set(rows.status) == {"ok"} and rows.outputs_match.all()
+        assert rows.flops_counter.str.startswith("torch-cpu: torch.utils.flop_counter").all()
+
+
 def test_the_collector_attaches_to_a_compose_fleet(real_images: str, tmp_path: Path) -> None:
     assert _port_free(50051) and _port_free(9101), (
         "ports 50051/9101 are taken (a fleet already runs here?): stop it to run this test"
@@ -278,5 +304,6 @@ def test_the_collector_attaches_to_a_compose_fleet(real_images: str, tmp_path: P
         rows = pd.read_parquet(out / "results.parquet")
         assert list(rows.status) == ["ok"] and list(rows.launcher) == ["attached"]
         assert rows.in_container.all()
+        _a_model_file_is_sent_to_the_attached_container_once(tmp_path)
     finally:
         subprocess.run([*compose, "down"], capture_output=True, timeout=120)

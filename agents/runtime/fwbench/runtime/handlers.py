@@ -55,6 +55,21 @@ def _streaming(
     return handle
 
 
+def _client_streaming(
+    method: Callable[[Iterator[Any], grpc.ServicerContext], Message],
+) -> Callable[..., Message]:
+    def handle(requests: Iterator[Message | Unparsed], context: grpc.ServicerContext) -> Message:
+        def parsed() -> Iterator[Message]:
+            for request in requests:
+                if isinstance(request, Unparsed):
+                    context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.text)
+                yield request
+
+        return method(parsed(), context)
+
+    return handle
+
+
 def add_agent_service(servicer: agent_pb2_grpc.AgentServiceServicer, server: grpc.Server) -> None:
     """What agent_pb2_grpc.add_AgentServiceServicer_to_server does, with tolerant parsing."""
     handlers = {
@@ -82,6 +97,11 @@ def add_agent_service(servicer: agent_pb2_grpc.AgentServiceServicer, server: grp
             _unary(servicer.ExportModel),
             request_deserializer=_parser(agent_pb2.ExportModelRequest),
             response_serializer=agent_pb2.ExportModelResponse.SerializeToString,
+        ),
+        "UploadModel": grpc.stream_unary_rpc_method_handler(
+            _client_streaming(servicer.UploadModel),
+            request_deserializer=_parser(agent_pb2.ModelChunk),
+            response_serializer=agent_pb2.UploadModelResponse.SerializeToString,
         ),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))

@@ -21,6 +21,7 @@ from typing import cast
 import grpc
 
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
+from fwbench.runtime import uploads
 from fwbench.runtime.accuracy import DATASET, OPTIMIZER, AccuracyRun, train_to_accuracy
 from fwbench.runtime.errors import status_for
 from fwbench.runtime.fits import require_fit
@@ -140,6 +141,7 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             model_formats=list(self._model_formats),
             export_formats=list(self._export_formats),
             model_files=self._model_support(),
+            max_upload_bytes=uploads.max_upload_bytes() if self._model_formats else 0,
         )
 
     def _model_support(self) -> agent_pb2.WorkloadSupport | None:
@@ -191,6 +193,31 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             return export(cast(ExportPlugin, self._plugin), request, self._export_formats)
         except Exception as error:  # noqa: BLE001 (mapped to a status, never swallowed)
             context.abort(*status_for(error))
+        finally:
+            self._busy.release()
+
+    def UploadModel(  # noqa: N802
+        self, chunks: Iterator[agent_pb2.ModelChunk], context: grpc.ServicerContext
+    ) -> agent_pb2.UploadModelResponse:
+        """A model file or folder from a client whose files this agent does not see, kept by
+        digest (protocol 1.9, runtime/uploads.py)."""
+        if not self._model_formats or not uploads.max_upload_bytes():
+            context.abort(
+                grpc.StatusCode.UNIMPLEMENTED,
+                "this agent takes no uploads (it reads no model files, or its "
+                "FWBENCH_MAX_UPLOAD_BYTES is 0)",
+            )
+        if not self._busy.acquire(blocking=False):  # writing gigabytes would disturb the run
+            context.abort(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                "agent is busy with a run; it receives a model file between runs only",
+            )
+        try:
+            return uploads.receive(chunks, uploads.upload_dir(), uploads.max_upload_bytes())
+        except uploads.UploadRefused as refused:
+            context.abort(refused.code, str(refused))
+        except OSError as error:  # the agent's own disk: a full one, a folder it cannot write
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"upload: {error}")
         finally:
             self._busy.release()
 

@@ -160,6 +160,16 @@ class AgentClient:
         )
         return reply
 
+    def upload_model(
+        self, chunks: Iterator[agent_pb2.ModelChunk], timeout_seconds: float
+    ) -> agent_pb2.UploadModelResponse:
+        """A file or folder sent to the agent, which answers where it keeps it (protocol
+        1.9; fwbench/spec/uploads.py makes the chunks); raises grpc.RpcError."""
+        reply: agent_pb2.UploadModelResponse = self._stub.UploadModel(
+            chunks, timeout=timeout_seconds, metadata=self._metadata
+        )
+        return reply
+
     def cancel_reply(self, run_id: str = "") -> agent_pb2.CancelResponse:
         """Cancel as the agent answers it; raises grpc.RpcError."""
         reply: agent_pb2.CancelResponse = self._stub.Cancel(

@@ -36,6 +36,9 @@ class AgentHandle:
     nothing to start or stop but the channel. Subclasses own a process or a container."""
 
     kind: ClassVar[str] = "attached"
+    # Whether the agent reads this host's files at their paths (a model file): an attached
+    # agent may run anywhere, so it is sent them (run/model_upload.py).
+    sees_files: ClassVar[bool] = False
 
     instance: Instance  # which agent, in what world shape, which copy and rank
     address: str

@@ -63,6 +63,7 @@ class ContainerAgent(AgentHandle):
     """An agent in a container this collector started."""
 
     kind: ClassVar[str] = LauncherKind.DOCKER.value
+    sees_files: ClassVar[bool] = True  # the model file and models/ are mounted at their paths
 
     container: Any = None  # docker.models.containers.Container
     image: ImageInfo | None = None

@@ -47,6 +47,7 @@ class ProcessAgent(AgentHandle):
     """An agent process this collector started."""
 
     kind: ClassVar[str] = LauncherKind.LOCAL.value
+    sees_files: ClassVar[bool] = True
 
     process: subprocess.Popen[bytes] | None = None
     env_path: Path | None = None

@@ -16,6 +16,7 @@ class SlurmAgent(AgentHandle):
     """An agent running as a Slurm job this collector submitted."""
 
     kind: ClassVar[str] = LauncherKind.SLURM.value
+    sees_files: ClassVar[bool] = True  # the cluster's shared filesystem
     LOG_NOISE: ClassVar[tuple[str, ...]] = ("srun:", "slurmstepd")  # "slurmstepd-NODE: ..."
 
     job_id: str = ""

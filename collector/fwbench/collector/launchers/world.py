@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, ClassVar
 
 from fwbench.collector.agents.client import AgentUnavailable
 from fwbench.collector.agents.manifest import AgentManifest
@@ -46,6 +46,7 @@ def rank_cpus(world_size: int, per_rank: int, usable: Sequence[int]) -> list[lis
 class WorldHandle(AgentHandle):
     """One agent made of the world's rank processes; rank 0's address and /metrics."""
 
+    sees_files: ClassVar[bool] = True  # its ranks' launchers' hosts: this one, or Slurm's
     ranks: list[AgentHandle] = field(default_factory=list)
     cpus: list[list[int]] = field(default_factory=list)
     placement: str = "local"

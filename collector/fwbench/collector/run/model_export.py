@@ -46,8 +46,8 @@ SUFFIXES = {
 def exporters(prepared: PreparedModel, work: Sequence[AgentWork]) -> dict[str, str]:
     """Each format an agent of the run writes from the user's file, and the first that does."""
     found: dict[str, str] = {}
-    for item in work:
-        if prepared.asked.format in item.describe.model_formats:
+    for item in work:  # one that does not see this host's files cannot write into the run's
+        if prepared.asked.format in item.describe.model_formats and item.handle.sees_files:
             for fmt in item.describe.export_formats:
                 if fmt != prepared.asked.format:
                     found.setdefault(fmt, item.handle.name)
@@ -74,6 +74,7 @@ def export_all(
         variant = _export(prepared, work, fmt, timeout, folder)
         prepared.variants[fmt] = variant
         prepared.runs[item.handle.name] = fmt
+        prepared.send_files(item)
         say(_checked(prepared, item, variant, selection, timeout))
 
 
@@ -111,7 +112,8 @@ def _export(
         )
     # Read by the first agent that reads the format: its inputs matched with the user's file's.
     reader = next(item for item in work if fmt in item.describe.model_formats)
-    signature = inspect(reader, agent_pb2.ModelFile(path=str(dest), format=fmt), timeout)
+    path = prepared.uploads.path(reader, dest, reply.model.sha256)
+    signature = inspect(reader, agent_pb2.ModelFile(path=path, format=fmt), timeout)
     names = match_inputs(prepared, signature_inputs(signature), f"its {fmt} export")
     return ModelVariant(
         dest,

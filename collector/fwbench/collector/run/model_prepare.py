@@ -23,6 +23,7 @@ from fwbench.collector.run.model_export import export_all, exporters
 from fwbench.collector.run.model_file import ModelAsked, ModelRefused
 from fwbench.collector.run.model_prepared import PreparedModel
 from fwbench.collector.run.model_sample import sample_copy, with_batch
+from fwbench.collector.run.model_upload import Uploads
 from fwbench.collector.run.plan import Selection, plan_cells
 from fwbench.spec import Catalogue, model_files
 from fwbench.spec.model_files import ModelFileError
@@ -46,7 +47,7 @@ def plan_all(
     model = None
     asked, timeout = options.model, options.limits.cell_timeout_seconds
     if asked is not None:
-        model = prepare(asked, work, selection, timeout, out_dir / "models")
+        model = prepare(asked, work, selection, timeout, out_dir / "models", say)
         model.exporters = exporters(model, work)
         if asked.export:
             export_all(model, work, selection, timeout, out_dir / "models", say)
@@ -54,6 +55,9 @@ def plan_all(
         item.cells = plan_cells(item.handle.name, item.describe, catalogue, selection)
         if model is not None:
             item.cells = model.cells(item.cells, item.describe)
+            runs = model.asked.workload
+            if any(c.workload == runs and not c.unsupported_reason for c in item.cells):
+                model.send_files(item)  # where it does not see this host's files
     return model
 
 
@@ -63,6 +67,7 @@ def prepare(
     selection: Selection,
     timeout: float | None,
     folder: Path,
+    say: Callable[[str], object] = lambda _: None,
 ) -> PreparedModel:
     """The signature, the shapes (and the run's copy of --inputs, in `folder`) and the
     reference outputs; ModelRefused when no agent reads the format, the file is not a model,
@@ -79,7 +84,9 @@ def prepare(
             f"({model_files.FORMATS[asked.format]}): {said}"
         )
     reader = readers[0]
-    signature = inspect(reader, _file(asked.path, asked.format, asked.sha256), timeout)
+    uploads = Uploads(timeout, say)
+    seen_at = uploads.path(reader, asked.path, asked.sha256)
+    signature = inspect(reader, _file(Path(seen_at), asked.format, asked.sha256), timeout)
     inputs = signature_inputs(signature)
     fixed = model_files.batch_fixed_at(inputs)
     other = [b for b in selection.batch_sizes if fixed is not None and b != fixed]
@@ -101,6 +108,8 @@ def prepare(
     except ModelFileError as error:
         raise ModelRefused(f"--model {asked.path.name}: {error}") from None
     prepared = PreparedModel(asked, reader.handle.name, signature, shapes, sample=sample)
+    prepared.uploads = uploads
+    prepared.send_files(reader)  # the sample inputs too
     for batch in selection.batch_sizes:  # a training row's FLOPs are counted on inference
         prepared.reference[batch] = untimed_outputs(
             prepared, reader, batch, selection.seed, timeout, count_flops=True

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.run.model_file import ModelAsked
+from fwbench.collector.run.model_upload import Uploads
 from fwbench.collector.run.plan import Cell
 from fwbench.spec import model_files
 from fwbench.spec.enums import PHASE_NAMES
@@ -25,6 +26,8 @@ from fwbench.spec.model_files import ModelFileError, TensorInfo
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from fwbench.collector.run.work import AgentWork
 
 NOT_COMPARED_TRAIN = "a training step changes the weights: outputs are compared on inference cells"
 
@@ -62,6 +65,8 @@ class PreparedModel:
     sample: tuple[Path, str] | None = None  # --inputs: the run's copy and its digest
     # Each batch size's forward FLOPs, as the reference's framework counted them (1.9).
     flops: dict[int, agent_pb2.FlopCount] = field(default_factory=dict)
+    # Files sent to agents that do not see this host's (model_upload.py), and where they are.
+    uploads: Uploads = field(default_factory=Uploads)
 
     def __post_init__(self) -> None:
         if not self.variants:
@@ -86,8 +91,10 @@ class PreparedModel:
         """The RunRequest.model of `agent`'s cell at `batch_size` (the reference's: "")."""
         variant = self.variant_of(agent)
         sample_path, sample_sha256 = self.sample or ("", "")
+        if sample_path:
+            sample_path = self.uploads.known(agent, sample_path)
         return agent_pb2.ModelFile(
-            path=str(variant.path),
+            path=self.uploads.known(agent, variant.path),
             format=variant.format,
             sha256=variant.sha256,
             inputs_path=str(sample_path),
@@ -97,6 +104,14 @@ class PreparedModel:
                 for name, t in zip(variant.names, self.shapes[batch_size], strict=True)
             ],
         )
+
+    def send_files(self, item: AgentWork) -> None:
+        """The file `item` runs, and the sample inputs, sent to it where it does not see this
+        host's files (model_upload.py); ModelRefused when they cannot be."""
+        variant = self.variant_of(item.handle.name)
+        self.uploads.path(item, variant.path, variant.sha256)
+        if self.sample is not None:
+            self.uploads.path(item, *self.sample)
 
     def cells(self, cells: Sequence[Cell], describe: agent_pb2.DescribeResponse) -> list[Cell]:
         """The agent's planned cells with its model cells' reasons settled: none where it reads

@@ -56,7 +56,7 @@ class DescribeRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("spec_version", "identity", "libraries", "environment", "devices", "host", "threads", "workloads", "metrics_port", "pid", "world", "unsupported_reasons", "model_formats", "export_formats", "model_files")
+    __slots__ = ("spec_version", "identity", "libraries", "environment", "devices", "host", "threads", "workloads", "metrics_port", "pid", "world", "unsupported_reasons", "model_formats", "export_formats", "model_files", "max_upload_bytes")
     class LibrariesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -93,6 +93,7 @@ class DescribeResponse(_message.Message):
     MODEL_FORMATS_FIELD_NUMBER: _ClassVar[int]
     EXPORT_FORMATS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FILES_FIELD_NUMBER: _ClassVar[int]
+    MAX_UPLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
     spec_version: str
     identity: AgentIdentity
     libraries: _containers.ScalarMap[str, str]
@@ -108,7 +109,8 @@ class DescribeResponse(_message.Message):
     model_formats: _containers.RepeatedScalarFieldContainer[str]
     export_formats: _containers.RepeatedScalarFieldContainer[str]
     model_files: WorkloadSupport
-    def __init__(self, spec_version: _Optional[str] = ..., identity: _Optional[_Union[AgentIdentity, _Mapping]] = ..., libraries: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., host: _Optional[_Union[HostInfo, _Mapping]] = ..., threads: _Optional[_Union[ThreadSettings, _Mapping]] = ..., workloads: _Optional[_Iterable[_Union[WorkloadSupport, _Mapping]]] = ..., metrics_port: _Optional[int] = ..., pid: _Optional[int] = ..., world: _Optional[_Union[WorldInfo, _Mapping]] = ..., unsupported_reasons: _Optional[_Mapping[str, str]] = ..., model_formats: _Optional[_Iterable[str]] = ..., export_formats: _Optional[_Iterable[str]] = ..., model_files: _Optional[_Union[WorkloadSupport, _Mapping]] = ...) -> None: ...
+    max_upload_bytes: int
+    def __init__(self, spec_version: _Optional[str] = ..., identity: _Optional[_Union[AgentIdentity, _Mapping]] = ..., libraries: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., host: _Optional[_Union[HostInfo, _Mapping]] = ..., threads: _Optional[_Union[ThreadSettings, _Mapping]] = ..., workloads: _Optional[_Iterable[_Union[WorkloadSupport, _Mapping]]] = ..., metrics_port: _Optional[int] = ..., pid: _Optional[int] = ..., world: _Optional[_Union[WorldInfo, _Mapping]] = ..., unsupported_reasons: _Optional[_Mapping[str, str]] = ..., model_formats: _Optional[_Iterable[str]] = ..., export_formats: _Optional[_Iterable[str]] = ..., model_files: _Optional[_Union[WorkloadSupport, _Mapping]] = ..., max_upload_bytes: _Optional[int] = ...) -> None: ...
 
 class WorldInfo(_message.Message):
     __slots__ = ("world_size", "rank", "local_rank", "rendezvous", "backend", "local_devices")
@@ -344,6 +346,34 @@ class ModelFile(_message.Message):
     inputs_path: str
     inputs_sha256: str
     def __init__(self, path: _Optional[str] = ..., format: _Optional[str] = ..., sha256: _Optional[str] = ..., inputs: _Optional[_Iterable[_Union[TensorSpec, _Mapping]]] = ..., inputs_path: _Optional[str] = ..., inputs_sha256: _Optional[str] = ...) -> None: ...
+
+class ModelChunk(_message.Message):
+    __slots__ = ("sha256", "total_bytes", "name", "folder", "path", "offset", "data")
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FOLDER_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    sha256: str
+    total_bytes: int
+    name: str
+    folder: bool
+    path: str
+    offset: int
+    data: bytes
+    def __init__(self, sha256: _Optional[str] = ..., total_bytes: _Optional[int] = ..., name: _Optional[str] = ..., folder: bool = ..., path: _Optional[str] = ..., offset: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class UploadModelResponse(_message.Message):
+    __slots__ = ("model", "held", "received_bytes")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    RECEIVED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    model: ModelFile
+    held: bool
+    received_bytes: int
+    def __init__(self, model: _Optional[_Union[ModelFile, _Mapping]] = ..., held: bool = ..., received_bytes: _Optional[int] = ...) -> None: ...
 
 class TensorSpec(_message.Message):
     __slots__ = ("name", "shape", "dtype")

@@ -60,6 +60,11 @@ class AgentServiceStub(object):
                 request_serializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ExportModelRequest.SerializeToString,
                 response_deserializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ExportModelResponse.FromString,
                 _registered_method=True)
+        self.UploadModel = channel.stream_unary(
+                '/fwbench.agent.v1.AgentService/UploadModel',
+                request_serializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ModelChunk.SerializeToString,
+                response_deserializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.UploadModelResponse.FromString,
+                _registered_method=True)
 
 
 class AgentServiceServicer(object):
@@ -174,6 +179,28 @@ class AgentServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadModel(self, request_iterator, context):
+        """(Since 1.9.) Receives a model file, a SavedModel folder or the user's sample inputs from a
+        client whose files the agent does not see (an agent on another host, attached by address):
+        a stream of ModelChunk, the first saying what comes, then the pieces of each file in order,
+        each at most CHUNK_BYTES (1 MiB, fwbench/spec/uploads.py) of data. The agent keeps what it
+        received in a folder of its own, by digest, and answers the ModelFile (path and sha256) a
+        RunRequest, InspectModel or ExportModel then names. What it already holds (the same digest)
+        it answers at once, before the rest is sent (held = true): nothing is copied to one host
+        twice. Errors:
+        INVALID_ARGUMENT    a first chunk without its digest, size or name; a path that leaves
+        the folder; a piece out of order or over CHUNK_BYTES; bytes past
+        the size said, or fewer, or a digest that is not the one said
+        RESOURCE_EXHAUSTED  more than Describe.max_upload_bytes, or than the free space of the
+        agent's folder: the message names the limit and the size
+        UNIMPLEMENTED       an agent that reads no model files (max_upload_bytes 0)
+        FAILED_PRECONDITION a run is in progress: receiving would disturb its timing
+        A failed upload leaves nothing behind.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AgentServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -201,6 +228,11 @@ def add_AgentServiceServicer_to_server(servicer, server):
                     servicer.ExportModel,
                     request_deserializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ExportModelRequest.FromString,
                     response_serializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ExportModelResponse.SerializeToString,
+            ),
+            'UploadModel': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadModel,
+                    request_deserializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.ModelChunk.FromString,
+                    response_serializer=fwbench_dot_agent_dot_v1_dot_agent__pb2.UploadModelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -339,6 +371,33 @@ class AgentService(object):
             '/fwbench.agent.v1.AgentService/ExportModel',
             fwbench_dot_agent_dot_v1_dot_agent__pb2.ExportModelRequest.SerializeToString,
             fwbench_dot_agent_dot_v1_dot_agent__pb2.ExportModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadModel(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/fwbench.agent.v1.AgentService/UploadModel',
+            fwbench_dot_agent_dot_v1_dot_agent__pb2.ModelChunk.SerializeToString,
+            fwbench_dot_agent_dot_v1_dot_agent__pb2.UploadModelResponse.FromString,
             options,
             channel_credentials,
             insecure,
