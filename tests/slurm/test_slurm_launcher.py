@@ -466,3 +466,28 @@ def test_slurm_ranks_demand_the_runs_token_and_are_told_every_peer(
     while our_jobs() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert our_jobs() == []
+
+
+def test_a_model_file_is_read_on_the_shared_filesystem(slurm_cluster: Path, tmp_path: Path) -> None:
+    """--model through Slurm: the reference's job computes the reference outputs and FLOPs,
+    each agent's job reads the file at its own path (the cluster's shared filesystem, here the
+    one host's), and the rows are those of any launcher: outputs checked, nothing uploaded."""
+    manifests = write_fake_agents(
+        tmp_path / "readers", {"fake": {"FAKE_MODEL_FORMATS": "onnx", "FAKE_MODEL_MICROS": "500"}}
+    )
+    model = tmp_path / "net.onnx"
+    model.write_text(
+        json.dumps({"inputs": [{"name": "x", "shape": [None, 3], "dtype": "float32"}], "scale": 2})
+    )
+    command = _command(tmp_path, manifests, "--model", str(model), "--batch-sizes", "1,2")
+    command.remove("--workloads")
+    command.remove("gemm")
+    command += ["--aa", "fake", "--min-seconds", "0.05"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    assert set(rows["status"]) == {"ok"} and set(rows["launcher"]) == {"slurm"}
+    assert set(rows["agent"]) == {"fake", "fake#2"} and rows["outputs_match"].all()
+    assert set(rows["flops_counter"]) == {"fake: fake counter 1.0"}
+    assert "does not see this host's files" not in done.stderr
+    assert our_jobs() == []

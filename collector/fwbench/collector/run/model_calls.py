@@ -30,6 +30,7 @@ def inspect(
     reader: AgentWork, model: agent_pb2.ModelFile, timeout: float | None
 ) -> agent_pb2.ModelSignature:
     """The reader's InspectModel of `model`; ModelRefused naming it when it cannot read it."""
+    reader.awake()
     try:
         return reader.handle.client.inspect_model(
             agent_pb2.InspectModelRequest(model=model), timeout or 300.0
@@ -60,6 +61,7 @@ def untimed_outputs(
     or an export's check); ModelRefused when it cannot run it or sends no outputs. With
     `count_flops` (the reference's step) the agent also counts the forward FLOPs with its
     framework's counter (protocol 1.9), kept in prepared.flops[batch]."""
+    agent.awake()
     name = agent.handle.name
     model = prepared.model_file(batch, name)
     request = agent_pb2.RunRequest(

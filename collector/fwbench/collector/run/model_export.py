@@ -97,6 +97,7 @@ def _export(
         path=str(dest),
     )
     said = f"--export: {name} could not write {asked.path.name} as {fmt}"
+    exporter.awake()
     try:
         reply = exporter.handle.client.export_model(request, timeout or 600.0)
     except grpc.RpcError as error:

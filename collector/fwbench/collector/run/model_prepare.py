@@ -47,10 +47,13 @@ def plan_all(
     model = None
     asked, timeout = options.model, options.limits.cell_timeout_seconds
     if asked is not None:
+        resting = [item for item in work if item.idle]  # given back: woken for the model
         model = prepare(asked, work, selection, timeout, out_dir / "models", say)
         model.exporters = exporters(model, work)
         if asked.export:
             export_all(model, work, selection, timeout, out_dir / "models", say)
+        for item in resting:
+            item.rest()  # holds nothing again while the others measure
     for item in work:
         item.cells = plan_cells(item.handle.name, item.describe, catalogue, selection)
         if model is not None:

@@ -47,6 +47,14 @@ class AgentWork:
             return
         self.idle = True
 
+    def awake(self) -> None:
+        """An agent given back at rest (one at a time: Slurm's after it described itself)
+        started again, with the same threads, for a call before its cells: the model's
+        signature, reference step or export (model_prepare.py). Raises what starting one
+        raises."""
+        if self.idle:
+            self._swap(self.handle.threads)
+
     def ensure_threads(self, threads: int) -> str:
         """For an agent that sizes its thread pools at start-up, swaps in an instance started
         with `threads` when needed. Returns why the cell cannot run, or "". Raises what
