@@ -21,6 +21,8 @@ from fake_kube import FakeKube, Image, kubeconfig
 from pod_security import check_restricted
 from run_security import refuse_strangers
 
+from fwbench.spec import model_files
+
 COLLECTOR = Path(sys.executable).with_name("collector")
 ORPHAN_SECONDS = 6  # the killed collector's agent ends itself this long after its last call
 
@@ -387,3 +389,29 @@ def test_agent_pods_demand_the_runs_token_which_only_a_secret_holds(
     finally:
         launcher.close()
     assert kube.left() == []  # the Secret went with the run's other objects
+
+
+def test_a_model_file_is_sent_to_the_pods_which_do_not_see_this_hosts_files(
+    kube: FakeKube, fake_manifests: Path, tmp_path: Path
+) -> None:
+    """A pod runs on a node that does not see the collector's files: the reference's pod,
+    woken after it described itself, and the measuring pod are each sent the file
+    (UploadModel), which they keep by digest in their own folder."""
+    model = tmp_path / "net.onnx"
+    model.write_text(
+        json.dumps({"inputs": [{"name": "x", "shape": [None, 3], "dtype": "float32"}], "scale": 2})
+    )
+    kept = tmp_path / "pod-uploads"
+    command = _command(tmp_path, fake_manifests, "--model", str(model), "--min-seconds", "0.05")
+    command.remove("--workloads")
+    command.remove("gemm")
+    for setting in ("FAKE_MODEL_FORMATS=onnx", f"FWBENCH_UPLOAD_DIR={kept}"):
+        command += ["--agent-env", setting]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    assert set(rows["status"]) == {"ok"} and set(rows["launcher"]) == {"kubernetes"}
+    assert rows["outputs_match"].all()
+    assert "net.onnx to fake, which does not see this host's files: " in done.stderr
+    assert (kept / model_files.digest(model) / "net.onnx").read_bytes() == model.read_bytes()
+    assert kube.left() == [] and kube.running() == []

@@ -104,12 +104,19 @@ def run_all(work: Sequence[AgentWork], ctx: RunContext) -> None:
                 ctx.catalogue,
             )
             identity["repetition"] = repetition + ctx.round
+            unsent = ""  # this process cannot have the model's files
             if model := ctx.model_of(cell):
                 identity.update(model.flops_columns(cell, ctx.catalogue.train_flops_factor))
+                if not (crashed or cell.unsupported_reason):
+                    unsent = model.send_files(item)
             ctx.display.cell_started(item.handle.name, cell)
             telemetry = None
-            if crashed:
-                row, samples = _failed(identity, ctx, "failed", code, f"not run: {crashed}"), []
+            if crashed or unsent:
+                code = code if crashed else "FAILED_PRECONDITION"
+                row, samples = (
+                    _failed(identity, ctx, "failed", code, f"not run: {crashed or unsent}"),
+                    [],
+                )
             else:
                 try:
                     row, samples, telemetry = _scraped_cell(item, cell, identity, ctx)

@@ -74,7 +74,9 @@ def export_all(
         variant = _export(prepared, work, fmt, timeout, folder)
         prepared.variants[fmt] = variant
         prepared.runs[item.handle.name] = fmt
-        prepared.send_files(item)
+        unsent = prepared.send_files(item)
+        if unsent:
+            raise ModelRefused(unsent)
         say(_checked(prepared, item, variant, selection, timeout))
 
 

@@ -60,7 +60,7 @@ def plan_all(
             item.cells = model.cells(item.cells, item.describe)
             runs = model.asked.workload
             if any(c.workload == runs and not c.unsupported_reason for c in item.cells):
-                model.send_files(item)  # where it does not see this host's files
+                model.check_files(item)  # sent before its cells (execute.py), if it can take them
     return model
 
 
@@ -112,7 +112,9 @@ def prepare(
         raise ModelRefused(f"--model {asked.path.name}: {error}") from None
     prepared = PreparedModel(asked, reader.handle.name, signature, shapes, sample=sample)
     prepared.uploads = uploads
-    prepared.send_files(reader)  # the sample inputs too
+    unsent = prepared.send_files(reader)  # the sample inputs too
+    if unsent:
+        raise ModelRefused(unsent)
     for batch in selection.batch_sizes:  # a training row's FLOPs are counted on inference
         prepared.reference[batch] = untimed_outputs(
             prepared, reader, batch, selection.seed, timeout, count_flops=True

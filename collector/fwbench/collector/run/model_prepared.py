@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.run.model_file import ModelAsked
+from fwbench.collector.run.model_file import ModelAsked, ModelRefused
 from fwbench.collector.run.model_upload import Uploads
 from fwbench.collector.run.plan import Cell
 from fwbench.spec import model_files
@@ -105,13 +105,27 @@ class PreparedModel:
             ],
         )
 
-    def send_files(self, item: AgentWork) -> None:
-        """The file `item` runs, and the sample inputs, sent to it where it does not see this
-        host's files (model_upload.py); ModelRefused when they cannot be."""
-        variant = self.variant_of(item.handle.name)
-        self.uploads.path(item, variant.path, variant.sha256)
-        if self.sample is not None:
-            self.uploads.path(item, *self.sample)
+    def _files(self, agent: str) -> list[tuple[Path, str]]:
+        """What `agent` reads of the model: the file it runs, and the sample inputs."""
+        variant = self.variant_of(agent)
+        return [(variant.path, variant.sha256), *([self.sample] if self.sample else [])]
+
+    def check_files(self, item: AgentWork) -> None:
+        """ModelRefused, before anything is timed, when `item` does not see this host's files
+        and cannot take them (model_upload.py)."""
+        for path, _ in self._files(item.handle.name):
+            self.uploads.check(item, path)
+
+    def send_files(self, item: AgentWork) -> str:
+        """The files `item` reads sent to its current process where it does not see this
+        host's files (each process once: a pod started again may be on another node); why
+        they could not be, or ""."""
+        try:
+            for path, sha256 in self._files(item.handle.name):
+                self.uploads.path(item, path, sha256)
+        except ModelRefused as error:
+            return str(error)
+        return ""
 
     def cells(self, cells: Sequence[Cell], describe: agent_pb2.DescribeResponse) -> list[Cell]:
         """The agent's planned cells with its model cells' reasons settled: none where it reads

@@ -31,24 +31,31 @@ class Uploads:
         self.timeout = timeout or 3600.0
         self.say = say
         self.sent: dict[tuple[str, str], str] = {}
+        self.processes: dict[tuple[str, str], object] = {}  # the handle each was sent to
 
     def path(self, item: AgentWork, local: Path, sha256: str) -> str:
-        """The path `item` reads `local` at: where it is, or where the agent kept the upload
-        (sent now if not sent yet); ModelRefused when it cannot have it."""
+        """The path `item` reads `local` at: where it is, or where its current process kept
+        the upload (sent now if not sent to that process yet: a process given back at rest is
+        started again for it); ModelRefused when it cannot have it."""
         if item.handle.sees_files:
             return str(local)
+        item.awake()
         key = (item.handle.name, str(local))
-        if key not in self.sent:
+        if self.processes.get(key) is not item.handle:
             self.sent[key] = self._send(item, local, sha256)
+            self.processes[key] = item.handle
         return self.sent[key]
 
     def known(self, agent: str, local: Path | str) -> str:
         """The path `agent` reads `local` at, as far as this run sent it."""
         return self.sent.get((agent, str(local)), str(local))
 
-    def _send(self, item: AgentWork, local: Path, sha256: str) -> str:
+    def check(self, item: AgentWork, local: Path) -> None:
+        """ModelRefused when `item` does not see this host's files and cannot take `local`:
+        it takes no uploads, or not this many bytes (what its Describe said)."""
+        if item.handle.sees_files:
+            return
         name, limit = item.handle.name, item.describe.max_upload_bytes
-        size = model_files.size(local)
         said = f"--model: {name} does not see this host's files"
         if not limit:
             raise ModelRefused(
@@ -56,11 +63,17 @@ class Uploads:
                 f"{item.describe.spec_version}): run it where {local.name} is, or start it "
                 "from this collector"
             )
+        size = model_files.size(local)
         if size > limit:
             raise ModelRefused(
                 f"{said}, and {local.name} is {size} bytes where it takes at most {limit} "
                 "(its FWBENCH_MAX_UPLOAD_BYTES)"
             )
+
+    def _send(self, item: AgentWork, local: Path, sha256: str) -> str:
+        self.check(item, local)
+        name = item.handle.name
+        said = f"--model: {name} does not see this host's files"
         try:
             reply = item.handle.client.upload_model(uploads.chunks(local, sha256), self.timeout)
         except grpc.RpcError as error:
