@@ -4,19 +4,20 @@ agent does not read (UNIMPLEMENTED, also for an agent that reads none, as a 1.6 
 a path it cannot see (NOT_FOUND), a file that is not a model (INVALID_ARGUMENT, where the agent
 sees this host's files). Exports (protocol 1.8): Describe.export_formats known names, only
 from an agent that reads model files, and ExportModel refusing a format it does not write
-(UNIMPLEMENTED) and a missing source (NOT_FOUND). Nothing here needs a real model: every
-request is one to refuse."""
+(UNIMPLEMENTED) and a missing source (NOT_FOUND). Uploads (protocol 1.9): model_uploads.py.
+Nothing here needs a real model: every request is one to refuse."""
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 import grpc
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.conformance.model_uploads import upload_checks
+from fwbench.collector.conformance.refusals import refused
 from fwbench.collector.conformance.suite import Check, Failed, Skipped, Target, expect_status
 from fwbench.spec import model_files
 
@@ -29,23 +30,10 @@ def _formats(target: Target) -> list[str]:
     return list(target.described().model_formats)
 
 
-def _refused(call: Callable[[], object], code: grpc.StatusCode, answered: str) -> str:
-    """The details of `call`'s refusal with `code`; Failed for another status or an answer."""
-    try:
-        call()
-    except grpc.RpcError as error:
-        if error.code() != code:
-            raise Failed(
-                f"expected {code.name}, got {error.code().name}: {error.details()}"
-            ) from None
-        return (error.details() or "")[:120]
-    raise Failed(f"expected {code.name}, {answered}")
-
-
 def _inspect(target: Target, model: agent_pb2.ModelFile, code: grpc.StatusCode) -> str:
     request = agent_pb2.InspectModelRequest(model=model)
     call = partial(target.client.inspect_model, request, 30.0)
-    return _refused(call, code, "InspectModel answered a signature")
+    return refused(call, code, "InspectModel answered a signature")
 
 
 def _known_formats(target: Target) -> str:
@@ -129,7 +117,7 @@ def _known_exports(target: Target) -> str:
 
 def _export(target: Target, request: agent_pb2.ExportModelRequest, code: grpc.StatusCode) -> str:
     call = partial(target.client.export_model, request, 30.0)
-    return _refused(call, code, "ExportModel answered that it wrote the file")
+    return refused(call, code, "ExportModel answered that it wrote the file")
 
 
 def _export_unwritten(target: Target) -> str:
@@ -167,4 +155,5 @@ def model_checks() -> list[Check]:
         ("export formats: known names, from a reader", _known_exports),
         ("ExportModel to an unwritten format: refused", _export_unwritten),
         ("ExportModel of a missing file: NOT_FOUND", _export_missing),
+        *upload_checks(),
     ]
