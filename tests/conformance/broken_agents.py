@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent import futures
@@ -41,11 +42,14 @@ class ThreadedFake(FakePlugin):
 class Honest(AgentServicer):
     health = True  # serves grpc.health.v1
 
-    def __init__(self) -> None:
+    def __init__(self, plugin: FakePlugin | None = None) -> None:
         identity = agent_pb2.AgentIdentity(
             name="fake-cpu", framework="fake", framework_version="1.2.3", variant="cpu"
         )
-        super().__init__(ThreadedFake(), load_catalogue(), identity, AgentMetrics({}))
+        super().__init__(plugin or ThreadedFake(), load_catalogue(), identity, AgentMetrics({}))
+
+    def let_go(self) -> None:
+        """At the test's end, before its process exits: nothing of this agent still waits."""
 
 
 class NoResult(Honest):
@@ -147,6 +151,43 @@ class StuckLoop(Honest):
             yield event
 
 
+class StuckFake(ThreadedFake):
+    """The first step of the first cell it builds blocks until `release` is set."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__()
+        self.release = release
+        self.stuck = False
+
+    def build(self, spec: WorkloadSpec) -> BuiltStep:
+        built = super().build(spec)
+        if self.stuck:
+            return built
+        self.stuck = True
+        step = built.step
+
+        def stuck_step() -> object:
+            self.release.wait()
+            return step()
+
+        return dataclasses.replace(built, step=stuck_step)
+
+
+class StuckThread(Honest):
+    """Its measuring thread never returns from the first step of its first cell, while the
+    runtime's relay goes on sending the heartbeat: the last Progress (STAGE_FIRST_ITERATION, 0
+    iterations) every interval, as a step stuck on a lock or a device that never answers. The
+    thread is let go at the test's end (an in-process thread left waiting keeps the test's
+    process from exiting)."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        super().__init__(StuckFake(self.release))
+
+    def let_go(self) -> None:
+        self.release.set()
+
+
 class CancelsAnyCaller(Honest):
     """A Cancel without run id stops the active run, whoever sends it."""
 
@@ -217,6 +258,7 @@ AGENTS = {
     "wrong-dtype": WrongDtype,
     "no-heartbeat": NoHeartbeat,
     "stuck-loop": StuckLoop,
+    "stuck-thread": StuckThread,
     "cancels-any-caller": CancelsAnyCaller,
     "reveals-run-id": RevealsRunId,
     "skips-reported-variables": SkipsReportedVariables,

@@ -54,13 +54,14 @@ def agent() -> Iterator[object]:
     servers = []
 
     def start(kind: str) -> int:
-        server, _, port = serve(kind)
-        servers.append(server)
+        server, servicer, port = serve(kind)
+        servers.append((server, servicer))
         return port
 
     yield start
-    for server in servers:
+    for server, servicer in servers:
         server.stop(0)
+        servicer.let_go()
 
 
 def failures(report: dict) -> dict[str, str]:
@@ -229,6 +230,31 @@ def test_a_hung_agent_fails_in_a_minute_naming_where_it_hung(agent) -> None:
     assert after and all(c["result"] == "skip" for c in after)
     assert {c["reason"] for c in after} == {f"not run: the agent hung in {first!r}"}
     assert report["seconds"] < 60  # the done-when: under 2 minutes
+
+
+def test_a_stuck_measuring_thread_fails_in_a_minute_naming_where_it_stood(agent) -> None:
+    """An agent whose measuring thread never returns from its first step while its heartbeat
+    goes on: the first cell fails as stuck once its progress has stood still for the
+    collector's hang limit (60 s, as `collector run` cancels it), naming the stage and count,
+    and the checks after it are not run, instead of each waiting out the cell timeout (300 s)
+    for the same thread."""
+    done, report = conformance(agent("stuck-thread"), "--cells", "one")
+    assert done.returncode == ExitCode.NONCONFORMING, done.stderr[-3000:]
+    first = "run gemm train float32 eager"
+    assert list(failures(report)) == [first]
+    reason = failures(report)[first]
+    assert reason.startswith(
+        "the Run call sent heartbeats but made no progress for 60 s (at first iteration, 0 "
+        "iterations done)"
+    ), reason
+    assert (
+        "`collector run` cancels a cell whose progress (stage, iterations_done) stands " in reason
+    )
+    results = [c["check"] for c in report["checks"]]
+    after = report["checks"][results.index(first) + 1 :]
+    assert after and all(c["result"] == "skip" for c in after)
+    assert {c["reason"] for c in after} == {f"not run: the agent is stuck in {first!r}"}
+    assert report["seconds"] < 90
 
 
 def test_the_table_names_the_failing_check_and_why(agent) -> None:

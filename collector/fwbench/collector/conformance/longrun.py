@@ -5,7 +5,9 @@ above the default) rather than their minimum: the catalogue caps a run's iterati
 and a fast agent's 1x1 gemm steps reached that cap in 12 s, before the heartbeat check's
 window ended. The first check that needs it starts it; it goes on until a check stops it
 (Cancel) or the suite ends. Waiting for it is bounded like any Run stream (suite.py): silent
-for the collector's stall limit, it is hung."""
+for the collector's stall limit, it is hung; without progress (its heartbeats repeating one
+stage and count) for the collector's hang limit before it measures, it is stuck. From its first
+STAGE_MEASURE on, the heartbeat check judges its count."""
 
 from __future__ import annotations
 
@@ -22,11 +24,14 @@ from fwbench.collector.conformance.cells import cell_request, cheapest, default_
 from fwbench.collector.conformance.suite import (
     Failed,
     Hung,
+    Stuck,
     Target,
     call_failed,
     silent,
     status_text,
+    stuck,
 )
+from fwbench.collector.run.liveness import CellWatch
 from fwbench.collector.run.own_clock import own_clock
 
 STOP_SECONDS = 30.0  # for a cancelled or timed-out run to end, and the agent to take another
@@ -65,6 +70,8 @@ class LongRun:
         # (monotonic time, stage, iterations_done) of each Progress
         self.events: list[tuple[float, int, int]] = []
         self.call: Iterator[agent_pb2.RunResponse] = target.client.run(self.request, None)
+        # `collector run`'s hang rule until it measures (it cancels the call when it fires).
+        self.watch = CellWatch(self.call, target.hang_seconds())
         self.measuring = threading.Event()
         self.done = threading.Event()
         self.outcome = ""
@@ -73,19 +80,21 @@ class LongRun:
 
     def _consume(self) -> None:
         try:
-            for event in self.call:
+            for event in self.watch.events():
                 if event.HasField("result"):
                     self.outcome = "it finished with a RunResult"
                     continue
                 progress = event.progress
                 self.events.append((time.monotonic(), progress.stage, progress.iterations_done))
                 if event.progress.stage == agent_pb2.STAGE_MEASURE:
+                    self.watch.stop()
                     self.measuring.set()
             self.outcome = self.outcome or "its stream ended OK without a RunResult"
         except grpc.RpcError as error:
             self.code = error.code()
             self.outcome = f"it ended with {status_text(error)}"
         finally:
+            self.watch.stop()
             self.ended = time.monotonic()
             self.done.set()
             self.measuring.set()
@@ -138,7 +147,8 @@ class LongRun:
 
 def long_run(target: Target) -> LongRun:
     """The long run of the target, started now if none is under way; waits until it measures
-    (Hung when it stays silent for target.silence_seconds(), Failed after the cell timeout)."""
+    (Hung when it stays silent for target.silence_seconds(), Stuck when it makes no progress for
+    target.hang_seconds(), Failed after the cell timeout)."""
     run = target.notes.get(_LONG)
     if not isinstance(run, LongRun) or not run.running():
         run = LongRun(target)
@@ -154,6 +164,9 @@ def long_run(target: Target) -> LongRun:
                 f"the long run sent no STAGE_MEASURE progress in "
                 f"{target.cell_timeout_seconds:.0f} s"
             )
+    if run.watch.fired:
+        stop_long_run(target)
+        raise Stuck(stuck("the long run", run.watch.fired))
     if not run.running():
         raise Failed(
             f"the long run (min_seconds {run.request.min_seconds:.0f}) stopped: {run.outcome}"

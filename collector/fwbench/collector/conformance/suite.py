@@ -18,7 +18,13 @@ import grpc
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.agents.client import AgentClient
-from fwbench.collector.run.liveness import STALL_GAP_SECONDS, StallWatch, sends_heartbeats
+from fwbench.collector.run.liveness import (
+    HANG_SECONDS,
+    STALL_GAP_SECONDS,
+    CellWatch,
+    StallWatch,
+    sends_heartbeats,
+)
 from fwbench.spec import HEARTBEAT_SECONDS, Catalogue
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -32,6 +38,16 @@ class Failed(Exception):
 
 class Hung(Failed):
     """The agent answered nothing within a check's deadline; the checks after it are not run."""
+
+    state = "hung"  # "not run: the agent STATE in CHECK"
+
+
+class Stuck(Hung):
+    """A Run stream whose progress stood still (heartbeats, the same stage and iterations_done)
+    for the collector's hang limit: `collector run` cancels such a cell as hung, and every
+    later check would wait for the same stuck thread, so they are not run either."""
+
+    state = "is stuck"
 
 
 class Skipped(Exception):
@@ -61,6 +77,7 @@ class Target:
     describe: agent_pb2.DescribeResponse | None = None
     notes: dict[str, object] = field(default_factory=dict)
     hung_in: str = ""  # the check in which the agent hung: the later ones are not run
+    hung_as: str = Hung.state  # or Stuck's
     other: AgentClient | None = None  # a second caller (its own client id and connection)
 
     def described(self) -> agent_pb2.DescribeResponse:
@@ -73,6 +90,11 @@ class Target:
         that sends heartbeats, else None (only the call's own deadline)."""
         heartbeats = self.describe is not None and sends_heartbeats(self.describe)
         return STALL_GAP_SECONDS if heartbeats else None
+
+    def hang_seconds(self) -> float | None:
+        """How long a Run stream may go without progress (the same stage and iterations_done,
+        heartbeats or not): the collector's hang limit where there is a heartbeat, else None."""
+        return HANG_SECONDS if self.silence_seconds() else None
 
     def authenticated_callers(self) -> bool:
         """Whether this suite reaches the agent with a token or a client certificate: such an
@@ -107,12 +129,12 @@ def run_checks(
         start = time.monotonic()
         try:
             if target.hung_in:
-                raise Skipped(f"not run: the agent hung in {target.hung_in!r}")
+                raise Skipped(f"not run: the agent {target.hung_as} in {target.hung_in!r}")
             note = check(target)
             result, reason = PASS, note or ""
         except Hung as hung:
             result, reason = FAIL, f"{hung}; the checks after this one are not run"
-            target.hung_in = name
+            target.hung_in, target.hung_as = name, hung.state
         except Failed as failure:
             result, reason = FAIL, str(failure)
         except Skipped as skip:
@@ -155,14 +177,16 @@ def run_to_end(
 ) -> tuple[list[agent_pb2.Progress], agent_pb2.RunResult]:
     """The Run stream's progress events and its one RunResult; raises grpc.RpcError for a
     status, Failed for a stream without exactly one RunResult at its end, Hung for one silent
-    for target.silence_seconds()."""
+    for target.silence_seconds(), Stuck for one without progress for target.hang_seconds()
+    (`collector run`'s rules: run/liveness.py)."""
     progress: list[agent_pb2.Progress] = []
     results: list[agent_pb2.RunResult] = []
     stream = (client or target.client).run(request, timeout or target.cell_timeout_seconds)
     silence = target.silence_seconds()
     watch = StallWatch(stream, silence)
+    progress_watch = CellWatch(stream, target.hang_seconds())
     try:
-        for event in stream:
+        for event in progress_watch.events():
             watch.event()
             if results:
                 raise Failed("the Run stream went on after its RunResult")
@@ -175,9 +199,12 @@ def run_to_end(
     except grpc.RpcError:
         if watch.fired:
             raise Hung(silent(silence or 0, len(progress))) from None
+        if progress_watch.fired:
+            raise Stuck(stuck("the Run call", progress_watch.fired)) from None
         raise
     finally:
         watch.stop()
+        progress_watch.stop()
     if not results:
         raise Failed(
             f"the Run stream ended OK without a RunResult (after {len(progress)} progress events)"
@@ -192,6 +219,15 @@ def silent(seconds: float, events: int) -> str:
         "(agent.proto: a refusal comes at once, an active run sends a Progress at least every "
         f"{HEARTBEAT_SECONDS:g} s; `collector run` fails a cell silent for "
         f"{STALL_GAP_SECONDS:g} s)"
+    )
+
+
+def stuck(what: str, fired: str) -> str:
+    """Why `what` (a Run call) counts as stuck: `fired`, the collector's own CellWatch's words,
+    which name the stage and count it stood at."""
+    return (
+        f"{what} {fired}; `collector run` cancels a cell whose progress (stage, "
+        f"iterations_done) stands still for {HANG_SECONDS:g} s as hung"
     )
 
 
