@@ -151,6 +151,21 @@ class StuckLoop(Honest):
             yield event
 
 
+class PerStepProgress(Honest):
+    """Sends a Progress only when its stage or iterations_done changes: the runtime's heartbeat
+    (the last Progress repeated every interval) never goes out, so a long step is silent."""
+
+    def Run(self, request, context) -> Iterator[agent_pb2.RunResponse]:  # noqa: N802
+        last = None
+        for event in super().Run(request, context):
+            if event.HasField("progress"):
+                key = (event.progress.stage, event.progress.iterations_done)
+                if key == last:
+                    continue
+                last = key
+            yield event
+
+
 class StuckFake(ThreadedFake):
     """The first step of the first cell it builds blocks until `release` is set."""
 
@@ -258,6 +273,7 @@ AGENTS = {
     "wrong-dtype": WrongDtype,
     "no-heartbeat": NoHeartbeat,
     "stuck-loop": StuckLoop,
+    "per-step-progress": PerStepProgress,
     "stuck-thread": StuckThread,
     "cancels-any-caller": CancelsAnyCaller,
     "reveals-run-id": RevealsRunId,

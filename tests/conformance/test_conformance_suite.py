@@ -5,6 +5,7 @@ one deliberate defect fails the check of that defect, with its reason, and exits
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -21,7 +22,9 @@ from broken_agents import ThreadedFake, serve
 from fwbench.collector.agents.client import AgentClient
 from fwbench.collector.cli.common import ExitCode
 from fwbench.collector.cli.conformance import interrupted
+from fwbench.collector.conformance.heartbeat import LATE_SECONDS
 from fwbench.collector.conformance.plan import GROUPS
+from fwbench.collector.run.liveness import MEASURE_GAP_SECONDS
 from fwbench.runtime.security import ServerSecurity
 from fwbench.runtime.server import create_server
 
@@ -76,6 +79,11 @@ AGENT_ENV = ("--agent-env", "CONFORMANCE_SWITCH=on")
 # Every group but the heartbeat's, which watches a run for 17 s: the defects below are not
 # the heartbeat's (the honest agent, the no-heartbeat one and the hung one run all groups).
 NO_HEARTBEAT_CHECK = ("--checks", ",".join(g for g in GROUPS if g != "heartbeat"))
+LONG_STEP = "heartbeat: a Progress every 2 s through a step over 6 s"
+# The fake's gemm step sleeps m microseconds times FAKE_STEP_SCALE: at this scale the long
+# run's m=64 steps take 0.64 s, and the long-step check's 12 s step is m=1200, whose tensors
+# (about 100 MB by the catalogue's byte model) fit its memory budget on any host.
+LONG_STEPS = "10000"
 
 
 def test_an_agent_that_keeps_the_protocol_passes(agent, monkeypatch) -> None:
@@ -103,6 +111,26 @@ def test_an_agent_that_keeps_the_protocol_passes(agent, monkeypatch) -> None:
     assert skipped["/metrics parses"] == "Describe declares no /metrics (metrics_port 0)"
     # The lenet "compiled" mode is declared but refused by the plugin's build: allowed.
     assert "refused as unsupported" in skipped["run lenet infer float32 compiled"]
+    # The fake's steps take m microseconds: its declared limits allow no step of 6 s.
+    assert skipped[LONG_STEP].startswith("no step longer than the 6 s stall limit within ")
+    assert re.search(
+        r"the longest, gemm train float32 eager m=\d+ .*, lasted [\d.e-]+ s$", skipped[LONG_STEP]
+    )
+
+
+def test_an_agent_that_beats_through_a_long_step_passes(agent, monkeypatch) -> None:
+    """The honest agent with steps of m x 10 ms: the long-step check grows gemm until one step
+    outlasts the measuring stall limit (6 s), and the heartbeat goes on through it."""
+    monkeypatch.setenv("FAKE_STEP_SCALE", LONG_STEPS)
+    done, report = conformance(agent("honest"), "--checks", "heartbeat")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    check = next(c for c in report["checks"] if c["check"] == LONG_STEP)
+    assert check["result"] == "pass", check
+    step, silence = map(
+        float,
+        re.search(r"a step of ([\d.]+) s, longest silence ([\d.]+) s", check["reason"]).groups(),
+    )
+    assert step > MEASURE_GAP_SECONDS and silence <= LATE_SECONDS
 
 
 @pytest.mark.parametrize(
@@ -230,6 +258,30 @@ def test_a_hung_agent_fails_in_a_minute_naming_where_it_hung(agent) -> None:
     assert after and all(c["result"] == "skip" for c in after)
     assert {c["reason"] for c in after} == {f"not run: the agent hung in {first!r}"}
     assert report["seconds"] < 60  # the done-when: under 2 minutes
+
+
+def test_an_agent_silent_through_a_long_step_fails_that_check_alone(agent, monkeypatch) -> None:
+    """An agent that sends a Progress only as its stage or count changes (no heartbeat): its
+    steps of microseconds pass every other check, heartbeat's included; with steps made long
+    enough that the declared limits allow one over the stall limit, the long-step check makes
+    one and fails it, naming the step's length and the silence through it."""
+    monkeypatch.setenv("FAKE_STEP_SCALE", LONG_STEPS)
+    done, report = conformance(agent("per-step-progress"), "--cells", "one")
+    assert done.returncode == ExitCode.NONCONFORMING, done.stdout[-3000:] + done.stderr[-3000:]
+    failed = failures(report)
+    assert list(failed) == [LONG_STEP], failed
+    found = re.search(
+        r"the step lasted ([\d.]+) s and the agent sent nothing for ([\d.]+) s of it",
+        failed[LONG_STEP],
+    )
+    assert found, failed[LONG_STEP]
+    step, silence = map(float, found.groups())
+    # Silent through a step of its own (its length, give or take the relay's moment).
+    assert step > MEASURE_GAP_SECONDS and LATE_SECONDS < silence <= step + 1
+    assert (
+        "`collector run` fails a cell silent for more than 6 s while it measures"
+        in failed[LONG_STEP]
+    )
 
 
 def test_a_stuck_measuring_thread_fails_in_a_minute_naming_where_it_stood(agent) -> None:

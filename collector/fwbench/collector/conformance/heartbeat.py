@@ -9,10 +9,10 @@ iterations_done stands still through STANDSTILL_SECONDS of the long run's measur
 microseconds) fails too, as `collector run` would cancel it as hung after HANG_SECONDS. Time
 the suite's own process was frozen (run/own_clock.py) is not counted against the agent.
 
-What it cannot force is one long step: steps take what the hardware makes them, and the
-cheapest cell's are short. It catches an agent silent through a stage (nothing between the
-stage's first and last Progress, however long it lasts); an agent that reports every step
-but sends no heartbeat passes it, and fails only on a step longer than the stall limit."""
+What it cannot see is one long step: the long run's steps are short. It catches an agent
+silent through a stage (nothing between the stage's first and last Progress, however long it
+lasts); an agent that reports every step but sends no heartbeat passes it, and fails only on a
+step longer than the stall limit, which the long-step check (longstep.py) makes."""
 
 from __future__ import annotations
 
@@ -36,11 +36,16 @@ STANDSTILL_SECONDS = 10.0
 WINDOW_SECONDS = STALL_GAP_SECONDS + 2.0
 
 
-def _heartbeat(target: Target) -> str:
+def require_heartbeat(target: Target) -> None:
+    """Skipped for an agent whose protocol predates the heartbeat: it owes none."""
     version = target.described().spec_version
     if not sends_heartbeats(target.described()):
         since = ".".join(map(str, HEARTBEAT_SINCE))
         raise Skipped(f"spec_version {version} predates the heartbeat (protocol {since})")
+
+
+def _heartbeat(target: Target) -> str:
+    require_heartbeat(target)
     run = long_run(target)
     end = run.started + WINDOW_SECONDS
     while run.running() and time.monotonic() < end:

@@ -20,6 +20,7 @@ from fwbench.collector.conformance.longrun import (
     cancel,
     forget_long_run,
     long_run,
+    run_when_free,
     stop_long_run,
 )
 from fwbench.collector.conformance.suite import (
@@ -28,7 +29,6 @@ from fwbench.collector.conformance.suite import (
     Target,
     expect_status,
     new_run_id,
-    run_to_end,
     status_text,
 )
 
@@ -89,17 +89,11 @@ def ready_again(target: Target) -> str:
     """A cheap run succeeds within STOP_SECONDS (FAILED_PRECONDITION meanwhile is allowed)."""
     stop_long_run(target)
     start = time.monotonic()
-    request = cell_request(target, default_cell(cheapest(target)))
-    while True:
-        request.run_id = new_run_id()
-        try:
-            run_to_end(target, request)
-            return f"a new run succeeded {time.monotonic() - start:.2f} s later"
-        except grpc.RpcError as error:
-            busy = error.code() == grpc.StatusCode.FAILED_PRECONDITION
-            if not busy or time.monotonic() - start > STOP_SECONDS:
-                raise Failed(f"the agent did not take a new run: {status_text(error)}") from None
-            time.sleep(0.1)
+    try:
+        run_when_free(target, cell_request(target, default_cell(cheapest(target))))
+    except grpc.RpcError as error:
+        raise Failed(f"the agent did not take a new run: {status_text(error)}") from None
+    return f"a new run succeeded {time.monotonic() - start:.2f} s later"
 
 
 def lifecycle_checks() -> list[Check]:

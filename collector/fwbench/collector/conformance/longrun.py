@@ -27,6 +27,8 @@ from fwbench.collector.conformance.suite import (
     Stuck,
     Target,
     call_failed,
+    new_run_id,
+    run_watched,
     silent,
     status_text,
     stuck,
@@ -186,6 +188,23 @@ def stop_long_run(target: Target) -> None:
     run = target.notes.pop(_LONG, None)
     if isinstance(run, LongRun):
         run.stop()
+
+
+def run_when_free(
+    target: Target, request: agent_pb2.RunRequest, slack: float = 0.0
+) -> tuple[list[agent_pb2.Progress], agent_pb2.RunResult, CellWatch]:
+    """run_watched(request) under a new run id, once the agent takes it: FAILED_PRECONDITION
+    (still busy with a run just stopped) is retried for STOP_SECONDS, then raised."""
+    start = time.monotonic()
+    while True:
+        request.run_id = new_run_id()
+        try:
+            return run_watched(target, request, slack=slack)
+        except grpc.RpcError as error:
+            busy = error.code() == grpc.StatusCode.FAILED_PRECONDITION
+            if not busy or time.monotonic() - start > STOP_SECONDS:
+                raise
+            time.sleep(0.1)
 
 
 def cancel(client: AgentClient, run_id: str) -> agent_pb2.CancelResponse:

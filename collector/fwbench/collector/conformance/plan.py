@@ -1,8 +1,8 @@
 """The suite in its order: Describe first (every other check builds on it), then the services
 beside AgentService, refusals, cells, thread counts, the heartbeat through a run past the
-collector's stall limit, runs that are stopped (and other callers' part in them), and /metrics
-last (after runs, so the workload series exist). Groups can be picked (--checks); Describe's
-call runs whatever is picked."""
+collector's stall limit and through one step past it, runs that are stopped (and other
+callers' part in them), and /metrics last (after runs, so the workload series exist). Groups
+can be picked (--checks); Describe's call runs whatever is picked."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from fwbench.collector.conformance.errors import error_checks
 from fwbench.collector.conformance.heartbeat import heartbeat_checks
 from fwbench.collector.conformance.lifecycle import lifecycle_checks
 from fwbench.collector.conformance.longrun import stop_long_run
+from fwbench.collector.conformance.longstep import long_step_checks
 from fwbench.collector.conformance.model_files import model_checks
 from fwbench.collector.conformance.services import metrics_checks, service_checks
 from fwbench.collector.conformance.suite import Check, Outcome, Target, run_checks
@@ -47,6 +48,7 @@ def _checks(target: Target, groups: Sequence[str], cells: CellSet) -> Iterator[C
         yield from thread_checks()
     if "heartbeat" in groups:
         yield from heartbeat_checks()
+        yield from long_step_checks()
     if "lifecycle" in groups:
         yield from lifecycle_checks()
     if "metrics" in groups:

@@ -177,12 +177,27 @@ def run_to_end(
 ) -> tuple[list[agent_pb2.Progress], agent_pb2.RunResult]:
     """The Run stream's progress events and its one RunResult; raises grpc.RpcError for a
     status, Failed for a stream without exactly one RunResult at its end, Hung for one silent
-    for target.silence_seconds(), Stuck for one without progress for target.hang_seconds()
-    (`collector run`'s rules: run/liveness.py)."""
+    for target.silence_seconds(), Stuck for one without progress for target.hang_seconds()."""
+    progress, result, _ = run_watched(target, request, timeout, client)
+    return progress, result
+
+
+def run_watched(
+    target: Target,
+    request: agent_pb2.RunRequest,
+    timeout: float | None = None,
+    client: AgentClient | None = None,
+    slack: float = 0.0,
+) -> tuple[list[agent_pb2.Progress], agent_pb2.RunResult, CellWatch]:
+    """run_to_end's, and the watch that applied `collector run`'s rules to the stream
+    (run/liveness.py): its longest_gap is the longest silence the agent is to blame for, the
+    suite's own freezes left out. `slack` lengthens the silence a Hung waits for (a check that
+    made the steps long on purpose judges their silence itself)."""
     progress: list[agent_pb2.Progress] = []
     results: list[agent_pb2.RunResult] = []
     stream = (client or target.client).run(request, timeout or target.cell_timeout_seconds)
     silence = target.silence_seconds()
+    silence = silence + slack if silence else None
     watch = StallWatch(stream, silence)
     progress_watch = CellWatch(stream, target.hang_seconds())
     try:
@@ -209,7 +224,7 @@ def run_to_end(
         raise Failed(
             f"the Run stream ended OK without a RunResult (after {len(progress)} progress events)"
         )
-    return progress, results[0]
+    return progress, results[0], progress_watch
 
 
 def silent(seconds: float, events: int) -> str:
