@@ -1,9 +1,10 @@
 """Every CPU agent this repository ships keeps the protocol: `collector conformance NAME`, the
 real command, starts it the way `collector run` does (local launcher, its cached environment)
 and passes, on the cheapest workload's cells (--cells one) to keep CI short. An agent added
-later joins by its manifest alone. The heartbeat check (17 s of a long run) is the runtime's
-heartbeat thread whichever plugin runs, so it is watched on torch-cpu's agent only (the
-example agent, written without the runtime, passes it in tests/examples).
+later joins by its manifest alone. The heartbeat checks (17 s of a long run, and a step grown
+over 6 s) watch the runtime's heartbeat thread whichever plugin runs, so they run on
+torch-cpu's agent only (the example agent, written without the runtime, passes them in
+tests/examples).
 
 The protocol is the runtime's (agents/runtime), the same code in every agent built on it;
 what differs between frameworks, the plugin, has its contract suite in each environment
