@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from fake_kube import FakeKube, Image, kubeconfig
+from interrupted import with_sigint
 from pod_security import check_restricted
 from run_security import refuse_strangers
 
@@ -198,12 +199,7 @@ def test_ctrl_c_deletes_the_runs_objects(
     kube: FakeKube, fake_manifests: Path, tmp_path: Path
 ) -> None:
     long = _command(tmp_path, fake_manifests, "--param", "m=20000", "--min-seconds", "60")
-    process = subprocess.Popen(
-        long,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    process = subprocess.Popen(with_sigint(long), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while not (tmp_path / "run" / "run.json").exists():
         if process.poll() is not None or time.monotonic() > deadline:

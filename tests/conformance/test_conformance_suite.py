@@ -18,6 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from broken_agents import ThreadedFake, serve
+from interrupted import with_sigint
 
 from fwbench.collector.agents.client import AgentClient
 from fwbench.collector.cli.common import ExitCode
@@ -377,21 +378,12 @@ def test_an_interrupt_leaves_an_agent_running_elsewhere_running() -> None:
     started is still said to be stopped."""
     server, servicer, port = serve("honest")
     try:
+        command = [sys.executable, "-m", "fwbench.collector.cli", "conformance"]
         process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "fwbench.collector.cli",
-                "conformance",
-                f"127.0.0.1:{port}",
-                "--checks",
-                "heartbeat",
-            ],
+            with_sigint([*command, f"127.0.0.1:{port}", "--checks", "heartbeat"]),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            # A background shell (`make test &`) hands children SIGINT ignored; a terminal does not.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         deadline = time.monotonic() + 60
         while servicer._active is None:  # the heartbeat check's run (17 s) has begun

@@ -18,6 +18,7 @@ from pathlib import Path
 import docker
 import pandas as pd
 import pytest
+from interrupted import with_sigint
 
 from fwbench.collector.images.compose import COMPOSE_DIR
 
@@ -143,14 +144,12 @@ def _interrupt_when(
 
 def _start(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [str(BIN / "collector"), "run", "--launcher", "docker", *args],
+        with_sigint([BIN / "collector", "run", "--launcher", "docker", *args]),
         cwd=tmp,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "FWBENCH_STORE": str(tmp / "store.sqlite"), **(env or {})},
-        # A background shell (`make test &`) hands children SIGINT ignored; a terminal does not.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

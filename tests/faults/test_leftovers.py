@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from fake_agent import write_fake_agents
+from interrupted import with_sigint
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 AGENTS = {
@@ -42,14 +43,12 @@ class Command:
         store = ["--store", str(tmp_path / "store.sqlite"), "--out", str(self.out)]
         extra = store if args[0] == "run" else []
         self.process = subprocess.Popen(
-            [str(COLLECTOR), *args, "--manifests", str(manifests), *extra],
+            with_sigint([COLLECTOR, *args, "--manifests", manifests, *extra]),
             cwd=tmp_path,
             env={**os.environ, "TMPDIR": str(self.tmp), "COLUMNS": "300"},
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            # A background shell (`make test &`) hands children SIGINT ignored; a terminal does not.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
 
     def wait_until(self, condition: Callable[[], bool], seconds: float = 120) -> None:

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 from fake_agent import write_fake_agents
 from fault_cli import folder_rows
+from interrupted import with_sigint
 
 pytestmark = pytest.mark.timing  # an interrupt or a kill lands between cells
 
@@ -61,12 +62,7 @@ def _start(tmp_path: Path, out: Path) -> subprocess.Popen[bytes]:
     ]
     with (tmp_path / "collector.log").open("wb") as log:  # the child keeps its own copy
         return subprocess.Popen(
-            command,
-            cwd=tmp_path,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            # A background shell (`make test &`) hands children SIGINT ignored; a terminal does not.
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            with_sigint(command), cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT
         )
 
 

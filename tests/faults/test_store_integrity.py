@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from subprocess import PIPE
 import pytest
 from fake_agent import write_fake_agents
 from fault_cli import folder_rows
+from interrupted import with_sigint
 
 COLLECTOR = Path(sys.executable).with_name("collector")
 SWEEP = ["--workloads", "gemm", "--phases", "infer", "--param", "m=20000"]
@@ -40,12 +40,10 @@ def _command(tmp_path: Path, *args: str, **popen: object) -> subprocess.Popen[st
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
     return subprocess.Popen(
-        [str(COLLECTOR), *args],
+        with_sigint([COLLECTOR, *args]),  # interrupted as from a terminal
         cwd=tmp_path,
         env={**os.environ, "TMPDIR": str(tmp), "COLUMNS": "300"},
         text=True,
-        # A background shell (`make test &`) hands children SIGINT ignored; a terminal does not.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         **popen,  # type: ignore[arg-type]
     )
 

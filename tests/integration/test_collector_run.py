@@ -15,8 +15,9 @@ from pathlib import Path
 import grpc
 import pandas as pd
 import pytest
-from collector_cli import COLLECTOR, collector, sigint_default
+from collector_cli import COLLECTOR, collector
 from grpc_health.v1 import health, health_pb2_grpc
+from interrupted import with_sigint
 
 from fwbench.agent.v1 import agent_pb2, agent_pb2_grpc
 from fwbench.collector.store.schema import COLUMN_NAMES
@@ -163,35 +164,36 @@ def wait_for_rows(store: Path, count: int, process: subprocess.Popen, timeout: f
 def start_long_run(tmp_path: Path, out: Path) -> subprocess.Popen:
     """Six gemm cells of about 1.5 s each."""
     return subprocess.Popen(
-        [
-            COLLECTOR,
-            "run",
-            "--agents",
-            "torch-cpu",
-            "--workloads",
-            "gemm",
-            "--phases",
-            "infer",
-            "--batch-sizes",
-            "1,2,3,4,5,6",
-            "--param",
-            "m=256",
-            "--param",
-            "n=256",
-            "--param",
-            "k=256",
-            "--warmup",
-            "0",
-            "--min-seconds",
-            "1.5",
-            "--out",
-            str(out),
-        ],
+        with_sigint(
+            [
+                COLLECTOR,
+                "run",
+                "--agents",
+                "torch-cpu",
+                "--workloads",
+                "gemm",
+                "--phases",
+                "infer",
+                "--batch-sizes",
+                "1,2,3,4,5,6",
+                "--param",
+                "m=256",
+                "--param",
+                "n=256",
+                "--param",
+                "k=256",
+                "--warmup",
+                "0",
+                "--min-seconds",
+                "1.5",
+                "--out",
+                str(out),
+            ]
+        ),
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=sigint_default,
     )
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from fake_agent import write_fake_agents
+from interrupted import with_sigint
 from run_security import refuse_strangers
 
 from fwbench.collector.agents.specs import Instance
@@ -185,12 +186,7 @@ def test_ctrl_c_cancels_the_runs_jobs(slurm_cluster: Path, manifests: Path, tmp_
     long = _command(
         tmp_path, manifests, "--batch-sizes", "1", "--param", "m=20000", "--min-seconds", "60"
     )
-    process = subprocess.Popen(
-        long,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    process = subprocess.Popen(with_sigint(long), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not (tmp_path / "run" / "run.json").exists() or not _running_jobs():
         assert process.poll() is None and time.monotonic() < deadline
