@@ -250,6 +250,37 @@ def test_a_model_file_is_mounted_read_only_and_gives_the_local_rows(
     assert not docker_daemon.containers.list(all=True, filters={"label": "fwbench.run_id"})
 
 
+@pytest.mark.full
+@pytest.mark.agent
+def test_an_export_made_in_a_container_runs_in_another(
+    docker_daemon: docker.DockerClient, real_images: str, tmp_path: Path
+) -> None:
+    """--export through the Docker launcher: torch-cpu's container writes the ONNX export
+    into the run folder's models/, mounted writable, and onnxruntime-cpu's container reads it
+    there (read-only), its outputs checked against torch-cpu's."""
+    from fwbench.collector.agents.environments import environment_for
+    from fwbench.collector.cli.common import load_manifests
+
+    build_image("onnxruntime-cpu", tmp_path / "build")
+    python = environment_for(load_manifests(None)[REAL]).python
+    model = tmp_path / "net.pt2"
+    subprocess.run([str(python), "-c", WRITE_PT2, str(model)], check=True, timeout=300)
+    out = tmp_path / "run"
+    done = collector(
+        *("run", "--launcher", "docker", "--agents", f"{REAL},onnxruntime-cpu"),
+        *("--model", str(model), "--export", "--batch-sizes", "1,4"),
+        *("--min-seconds", "0.1", "--out", str(out)),
+        tmp=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = pd.read_parquet(out / "results.parquet")
+    assert set(rows["status"]) == {"ok"} and rows["outputs_match"].all()
+    onnx = rows[rows["agent"] == "onnxruntime-cpu"]
+    assert set(onnx["model_format"]) == {"onnx"} and (out / "models" / "net.onnx").is_file()
+    assert onnx["model_export"].str.startswith(f"{REAL}: torch.onnx.export").all()
+    assert not docker_daemon.containers.list(all=True, filters={"label": "fwbench.run_id"})
+
+
 def _port_free(port: int) -> bool:
     with socket.socket() as probe:
         return probe.connect_ex(("127.0.0.1", port)) != 0

@@ -2,7 +2,8 @@
 built as `make images-deb` builds them, declared by labels only, started by hand and attached
 to (`collector run --agents NAME@HOST:PORT`). Each row must name the BLAS its image selected,
 as the agent found it loaded; an image asked for another BLAS must refuse to start; the plugin
-must run every model on torch 1.13 and offer no torch.compile there."""
+must run every model on torch 1.13 and offer no torch.compile there, and run a program traced
+into TorchScript (its torch reads no .pt2)."""
 
 from __future__ import annotations
 
@@ -226,3 +227,57 @@ def test_an_image_asked_for_another_blas_refuses_to_start(
     assert status["StatusCode"] == 2, logs[-2000:]
     assert "FWBENCH_EXPECT_BLAS=blis but this process loaded openblas 0.3.21, openmp" in logs
     assert "refusing to start" in logs and "torch-deb-openblas serving on" not in logs
+
+
+WRITE_PT2 = """
+import sys
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.dense = nn.Linear(8, 10)
+
+    def forward(self, image):
+        return self.dense(torch.relu(self.conv(image)).mean((2, 3)))
+
+torch.manual_seed(0)
+batch = torch.export.Dim("batch", min=1, max=1024)
+example = (torch.zeros(2, 3, 16, 16),)
+program = torch.export.export(Net().eval(), example, dynamic_shapes={"image": {0: batch}})
+torch.export.save(program, sys.argv[1])
+"""
+
+
+@pytest.mark.full
+def test_torch_1_13_runs_a_program_traced_into_torchscript(
+    agents: dict[str, str], tmp_path: Path
+) -> None:
+    """Debian's torch reads no .pt2: `--export` has torch-cpu trace it into TorchScript with
+    its signature, which the attached image is sent (it does not see this host's files) and
+    runs, its outputs checked against torch-cpu's at each batch size."""
+    from fwbench.collector.agents.environments import environment_for
+    from fwbench.collector.cli.common import load_manifests
+
+    python = environment_for(load_manifests(None)["torch-cpu"]).python
+    model = tmp_path / "net.pt2"
+    subprocess.run([str(python), "-c", WRITE_PT2, str(model)], check=True, timeout=300)
+    out = tmp_path / "run"
+    done = collector(
+        *("run", "--model", str(model), "--export", "--batch-sizes", "1,4"),
+        *("--agents", f"torch-cpu,torch-deb-openblas@{agents['openblas']}"),
+        *("--min-seconds", "0.1", "--out", str(out)),
+        tmp=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = done.stdout + done.stderr
+    assert "torchscript export by torch-cpu: torch.jit.trace torch" in said
+    assert "net.pt to torch-deb-openblas, which does not see this host's files: received" in said
+    rows = pd.read_parquet(out / "results.parquet").set_index(["agent", "batch_size"])
+    assert (rows.status == "ok").all() and rows.outputs_match.all(), rows[["status", "error"]]
+    deb = rows.loc["torch-deb-openblas"]
+    assert set(deb.model_format) == {"torchscript"}
+    assert deb.framework_version.str.startswith("1.13").all()
+    assert deb.model_export.str.startswith("torch-cpu: torch.jit.trace torch").all()

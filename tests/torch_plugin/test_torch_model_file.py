@@ -8,7 +8,9 @@ inside the torch-cpu agent environment."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +25,7 @@ from fwbench.runtime.plugin import PluginContext, UnsupportedWorkload, WorkloadS
 from fwbench.runtime.registry import check_plugin
 from fwbench.spec import model_files
 from fwbench.spec.model_files import TensorInfo
-from fwbench.torch_plugin import model_file
+from fwbench.torch_plugin import model_file, torchscript
 from fwbench.torch_plugin.plugin import TorchPlugin
 
 FULL = os.environ.get("FWBENCH_FULL") == "1"
@@ -84,7 +86,7 @@ def _spec(path: Path, batch: int, mode: str, phase: str = "infer") -> WorkloadSp
 def test_the_signature_names_inputs_and_outputs_and_leaves_the_batch_open(plugin, exported):
     _, path = exported
     check_plugin("torch", plugin)
-    assert plugin.model_formats == (model_file.FORMAT,)
+    assert plugin.model_formats == (model_file.FORMAT, torchscript.FORMAT)
     signature = plugin.inspect_model(str(path), model_file.FORMAT)
     assert signature.inputs == (TensorInfo("image", (None, 3, 8, 8), "float32"),)
     assert signature.outputs == (
@@ -162,7 +164,7 @@ def test_the_program_exported_as_onnx_computes_what_the_module_does(
 
     net, path = exported
     plugin = check_plugin("torch", TorchPlugin(PluginContext(device="cpu")))
-    assert plugin.export_formats == ("onnx",)  # type: ignore[attr-defined]
+    assert plugin.export_formats == ("onnx", torchscript.FORMAT)  # type: ignore[attr-defined]
     dest = tmp_path / "net.onnx"
     tool = plugin.export_model(str(path), "torch_export", "onnx", str(dest))  # type: ignore[attr-defined]
     assert tool.startswith(f"torch.onnx.export (dynamo) torch {torch.__version__}, onnxscript")
@@ -181,3 +183,50 @@ def test_the_program_exported_as_onnx_computes_what_the_module_does(
         str(dest), [TensorInfo(graph.input[0].name, (3, 3, 8, 8), "float32")]
     )
     assert counted.flops == NET_FLOPS_PER_ITEM * 3
+
+
+def _script_spec(path: Path, batch: int, mode: str = "eager") -> WorkloadSpec:
+    spec = _spec(path, batch, mode)
+    model = dataclasses.replace(spec.model, format=torchscript.FORMAT)  # type: ignore[type-var]
+    return dataclasses.replace(spec, model=model)
+
+
+def test_a_program_traced_into_torchscript_runs_as_the_module(plugin, exported, tmp_path):
+    """--export to TorchScript (torchscript.py), for the torch that reads no programs: the
+    file carries the program's signature, runs at batch sizes it was not traced at, computes
+    what the module does and counts its FLOPs as the program does; compile is refused."""
+    net, path = exported
+    assert (
+        torchscript.FORMAT in plugin.model_formats and torchscript.FORMAT in plugin.export_formats
+    )
+    dest = tmp_path / "net.pt"
+    tool = plugin.export_model(str(path), "torch_export", torchscript.FORMAT, str(dest))
+    assert tool == f"torch.jit.trace torch {torch.__version__}"
+    signature = plugin.inspect_model(str(dest), torchscript.FORMAT)
+    program = plugin.inspect_model(str(path), model_file.FORMAT)
+    assert (signature.inputs, signature.outputs) == (program.inputs, program.outputs)
+    assert signature.parameters == program.parameters and signature.phases == ("infer",)
+    for batch in (1, 5):
+        built = plugin.build(_script_spec(dest, batch))
+        assert built.settings.extra["model_format"] == torchscript.FORMAT
+        plugin.synchronize(built.step())
+        image = torch.from_numpy(_spec(dest, batch, "eager").model.arrays(7)["image"])
+        with torch.no_grad():
+            scores, extra = net(image)
+        reference = {"output_0": scores.numpy(), "output_1": extra["pooled"].numpy()}
+        assert model_files.compare_outputs(built.outputs(), reference).within
+        assert built.flops().flops == NET_FLOPS_PER_ITEM * batch  # type: ignore[misc]
+    with pytest.raises(UnsupportedWorkload, match="eager only"):
+        plugin.build(_script_spec(dest, 1, "compile"))
+
+
+def test_a_torchscript_file_without_its_signature_is_refused_in_one_line(plugin, tmp_path):
+    bare = tmp_path / "bare.pt"
+    with warnings.catch_warnings():  # torch 2.13 deprecates torch.jit
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.save(torch.jit.script(nn.Linear(3, 2)), str(bare))
+    with pytest.raises(ModelRejected) as refused:
+        plugin.inspect_model(str(bare), torchscript.FORMAT)
+    message = str(refused.value)
+    assert message.startswith("model: bare.pt is not a readable torchscript model: ")
+    assert "carries no fwbench/signature.json" in message and "\n" not in message

@@ -29,8 +29,16 @@ FORMATS: Mapping[str, str] = {
     "savedmodel": "a TensorFlow SavedModel (a folder with saved_model.pb)",
     "torch_export": "a PyTorch program saved by torch.export (.pt2)",
     "jax_export": "a JAX function serialized by jax.export (.jax)",
+    "torchscript": "a TorchScript module saved by torch.jit.save (.pt, .torchscript)",
 }
-SUFFIXES = {".onnx": "onnx", ".keras": "keras", ".pt2": "torch_export", ".jax": "jax_export"}
+SUFFIXES = {
+    ".onnx": "onnx",
+    ".keras": "keras",
+    ".pt2": "torch_export",
+    ".jax": "jax_export",
+    ".pt": "torchscript",
+    ".torchscript": "torchscript",
+}
 # The dtypes a model's inputs and outputs may have (NumPy's names).
 DTYPES = ("float32", "float16", "float64", "int64", "int32", "int8", "uint8", "bool")
 # RunResult.outputs: the data of all outputs together stays under this (gRPC's default

@@ -1,5 +1,7 @@
-"""A user's exported program (`.pt2`) written as ONNX by PyTorch's own exporter (capability
-"model_export", protocol 1.8): `torch.onnx.export(program, dynamo=True)`, the exporter that
+"""A user's exported program (`.pt2`) written in other formats by PyTorch's own tools
+(capability "model_export", protocol 1.8): TorchScript by torch.jit.trace (torchscript.py), for
+the torch that reads no programs (Debian's 1.13); ONNX by `torch.onnx.export(program,
+dynamo=True)`, the exporter that
 translates an ExportedProgram with onnxscript. Its symbolic dimensions stay open, its inputs
 keep the program's names and its outputs are named `output_0`, `output_1`, ... as this
 plugin names them (model_file.py), so every runtime's outputs are compared output by output.
@@ -14,20 +16,33 @@ from typing import Any
 
 import torch
 
-from fwbench.torch_plugin import model_file
-
-FORMATS = ("onnx",)
+from fwbench.runtime.plugin import UnsupportedWorkload
+from fwbench.torch_plugin import model_file, torchscript
 
 
 def formats() -> tuple[str, ...]:
-    """The formats this agent writes: none where the exporter's packages are missing."""
-    needed = ("onnxscript", "onnx")
-    if model_file.available() and all(importlib.util.find_spec(m) for m in needed):
-        return FORMATS
-    return ()
+    """The formats this agent writes from an exported program: TorchScript wherever torch
+    reads programs (torchscript.py traces them), ONNX where the exporter's packages are
+    installed too."""
+    if not model_file.available():
+        return ()
+    onnx = all(importlib.util.find_spec(m) for m in ("onnxscript", "onnx"))
+    return ("onnx", torchscript.FORMAT) if onnx else (torchscript.FORMAT,)
 
 
-def export(path: str, dest: str) -> str:
+def export(path: str, source: str, target: str, dest: str) -> str:
+    """Writes the program in `path` (format `source`) to `dest` in `target`; the tool that
+    did it, with versions. Only programs are exported: a TorchScript file is run as it is."""
+    if source != model_file.FORMAT:
+        raise UnsupportedWorkload(
+            f"the torch plugin exports programs (torch_export), not {source} files"
+        )
+    if target == torchscript.FORMAT:
+        return torchscript.export(path, dest)
+    return _onnx(path, dest)
+
+
+def _onnx(path: str, dest: str) -> str:
     """Writes the program in `path` to `dest` as ONNX; the tool that did it, with versions."""
     program = model_file.load(path)
     outputs = model_file.read_signature(program).outputs

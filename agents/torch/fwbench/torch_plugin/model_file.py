@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch.utils import _pytree as pytree
-from torch.utils.flop_counter import FlopCounterMode
 
 from fwbench.runtime.model_files import ModelSignature, reject_unreadable
 from fwbench.runtime.plugin import FlopCount, UnsupportedWorkload, WorkloadSpec
@@ -134,7 +133,22 @@ def inspect(path: str) -> ModelSignature:
     )
 
 
-def _numpy(value: torch.Tensor) -> np.ndarray:
+def count_flops(forward: Callable[[], object]) -> FlopCount:
+    """One forward pass counted by PyTorch's FlopCounterMode (torch 2.1 and later): the
+    eager module (a compiled one's kernels are Triton's or C++'s, which the mode does not see;
+    TorchScript's interpreter dispatches through it)."""
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+    except ImportError:
+        return FlopCount(0.0, not_counted=f"torch {torch.__version__} has no FlopCounterMode")
+    counter = FlopCounterMode(display=False)
+    with counter, torch.inference_mode():
+        forward()
+    name = f"{FlopCounterMode.__module__}.FlopCounterMode (torch {torch.__version__})"
+    return FlopCount(float(counter.get_total_flops()), name)
+
+
+def numpy_of(value: torch.Tensor) -> np.ndarray:
     value = value.detach().cpu()
     if value.dtype == torch.bfloat16:  # NumPy has no bfloat16: float32 holds it
         value = value.float()
@@ -168,21 +182,12 @@ class ModelRun:
             return self.forward(*self.args, **self.kwargs)
 
     def flops(self) -> FlopCount:
-        """One forward pass counted by PyTorch's FlopCounterMode: the eager module (a compiled
-        one's kernels are Triton's or C++'s, which the mode does not see), its inputs as
-        timed."""
-        counter = FlopCounterMode(display=False)
-        with counter, torch.inference_mode():
-            self.module(*self.args, **self.kwargs)
-        return FlopCount(
-            float(counter.get_total_flops()),
-            f"{FlopCounterMode.__module__}.FlopCounterMode (torch {torch.__version__})",
-        )
+        return count_flops(lambda: self.module(*self.args, **self.kwargs))
 
     def outputs(self) -> dict[str, np.ndarray]:
         leaves = pytree.tree_leaves(self.step())
         return {
-            f"output_{index}": _numpy(leaf)
+            f"output_{index}": numpy_of(leaf)
             for index, leaf in enumerate(leaves)
             if isinstance(leaf, torch.Tensor)
         }

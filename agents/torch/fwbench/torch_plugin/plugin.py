@@ -51,6 +51,7 @@ from fwbench.torch_plugin import (
     model_file,
     models,
     reference,
+    torchscript,
     transformers,
 )
 from fwbench.torch_plugin.batchnorm import refuse_one_value_batch_norm
@@ -221,14 +222,13 @@ _cuda_synchronize = _translated(torch.cuda.synchronize)
 
 
 class TorchPlugin:
-    # Model files (model_file.py) where torch has torch.export (2.1 and later).
+    # Model files: TorchScript on every torch (torchscript.py), programs (model_file.py) where
+    # torch has torch.export (2.1 and later).
     optional_capabilities = frozenset(
-        {ACCURACY, EQUIVALENCE}
-        | ({MODEL_FILES} if model_file.available() else set())
-        | ({MODEL_EXPORT} if model_export.formats() else set())
+        {ACCURACY, EQUIVALENCE, MODEL_FILES} | ({MODEL_EXPORT} if model_export.formats() else set())
     )
     supports_autocast = True  # FWBENCH_AUTOCAST (registry.py)
-    model_formats = (model_file.FORMAT,)
+    model_formats = ((model_file.FORMAT,) if model_file.available() else ()) + (torchscript.FORMAT,)
     export_formats = model_export.formats()
     model_capability = Capability(phases=("infer",), dtypes=("float32",), modes=offered_modes())
 
@@ -346,9 +346,14 @@ class TorchPlugin:
             step, rank = distributed.build(spec, dtype, self.device, self.world, self.backend)
             return BuiltStep(step, self._settings(spec, name), rank=rank)
         if spec.model is not None:  # the runtime checked it against model_capability
-            program = model_file.build(spec, self.device, wrapper(spec.mode))
-            settings = self._settings(spec, name, {"model_format": model_file.FORMAT})
-            return BuiltStep(program.step, settings, outputs=program.outputs, flops=program.flops)
+            fmt = spec.model.format
+            run = (
+                torchscript.build(spec, self.device)
+                if fmt == torchscript.FORMAT
+                else model_file.build(spec, self.device, wrapper(spec.mode))
+            )
+            settings = self._settings(spec, name, {"model_format": fmt})
+            return BuiltStep(run.step, settings, outputs=run.outputs, flops=run.flops)
         if name == "attention":
             step, kernel = transformers.build_attention(
                 spec.batch_size,
@@ -545,10 +550,12 @@ class TorchPlugin:
         )
 
     def inspect_model(self, path: str, format: str) -> ModelSignature:
+        if format == torchscript.FORMAT:
+            return torchscript.inspect(path)
         return model_file.inspect(path)
 
     def export_model(self, path: str, format: str, target: str, dest: str) -> str:
-        return model_export.export(path, dest)
+        return model_export.export(path, format, target, dest)
 
     def synchronize(self, output: object) -> None:
         if self.device.type == "cuda":

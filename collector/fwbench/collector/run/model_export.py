@@ -40,6 +40,7 @@ SUFFIXES = {
     "savedmodel": ".savedmodel",
     "torch_export": ".pt2",
     "jax_export": ".jax",
+    "torchscript": ".pt",
 }
 
 

@@ -10,7 +10,8 @@ MODEL_COLUMNS: tuple[Column, ...] = (
         "model_format",
         "string",
         "Model file: the format of the file the agent ran (onnx, keras, savedmodel, "
-        "torch_export, jax_export); the workload is model:STEM@DIGEST8 of the user's file",
+        "torch_export, jax_export, torchscript); the workload is model:STEM@DIGEST8 of the "
+        "user's file",
     ),
     Column(
         "model_sha256",
