@@ -53,9 +53,9 @@ def run(
     model: Annotated[
         Path | None,
         typer.Option(
-            help="Your model file: .onnx, .keras, a SavedModel folder, .pt2 (torch.export) or "
-            ".jax (jax.export); measured on every agent that reads its format, each agent's "
-            "outputs checked against the first's (docs/your-model.md).",
+            help="Your model file: .onnx, .keras, a SavedModel folder, .pt2 (torch.export), .pt "
+            "(TorchScript) or .jax (jax.export); measured on every agent that reads its format, "
+            "each agent's outputs checked against the first's (docs/your-model.md).",
         ),
     ] = None,
     model_input: Annotated[
@@ -83,7 +83,7 @@ def run(
             "--export",
             help="With --model: also run the agents that read another format, on a file made "
             "by the frameworks' own exporters (a .keras as a SavedModel and ONNX, a .pt2 as "
-            "ONNX), checked against the source before anything is timed.",
+            "ONNX and TorchScript), checked against the source before anything is timed.",
         ),
     ] = False,
     phases: Annotated[
