@@ -230,3 +230,23 @@ def test_a_torchscript_file_without_its_signature_is_refused_in_one_line(plugin,
     message = str(refused.value)
     assert message.startswith("model: bare.pt is not a readable torchscript model: ")
     assert "carries no fwbench/signature.json" in message and "\n" not in message
+
+
+def test_the_documented_torchscript_file_is_read(plugin, tmp_path, monkeypatch):
+    """docs/your-model.md's recipe for a TorchScript file of one's own, run as written: the
+    plugin reads its signature and runs it."""
+    page = (Path(__file__).parents[2] / "docs" / "your-model.md").read_text()
+    recipe = page.split("### A TorchScript file", 1)[1].split("```python\n", 1)[1].split("```")[0]
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():  # torch 2.13 deprecates torch.jit
+        warnings.simplefilter("ignore", DeprecationWarning)
+        exec(compile(recipe, "your-model.md", "exec"), {})
+    signature = plugin.inspect_model(str(tmp_path / "net.pt"), torchscript.FORMAT)
+    assert signature.inputs == (TensorInfo("image", (None, 3, 16, 16), "float32"),)
+    path = tmp_path / "net.pt"
+    digest = model_files.digest(path)
+    inputs = (TensorInfo("image", (2, 3, 16, 16), "float32"),)
+    model = ModelRequest(str(path), torchscript.FORMAT, digest, inputs)
+    workload = model_files.workload_def(model_files.workload_name(path, digest), path.name)
+    spec = WorkloadSpec(workload, "infer", 2, "float32", {}, 0, 7, "eager", model=model)
+    assert plugin.build(spec).outputs()["output_0"].shape == (2, 10)

@@ -347,13 +347,13 @@ class TorchPlugin:
             return BuiltStep(step, self._settings(spec, name), rank=rank)
         if spec.model is not None:  # the runtime checked it against model_capability
             fmt = spec.model.format
-            run = (
+            cell = (
                 torchscript.build(spec, self.device)
                 if fmt == torchscript.FORMAT
                 else model_file.build(spec, self.device, wrapper(spec.mode))
             )
             settings = self._settings(spec, name, {"model_format": fmt})
-            return BuiltStep(run.step, settings, outputs=run.outputs, flops=run.flops)
+            return BuiltStep(cell.step, settings, outputs=cell.outputs, flops=cell.flops)
         if name == "attention":
             step, kernel = transformers.build_attention(
                 spec.batch_size,
