@@ -97,6 +97,10 @@ def test_the_issues_seven_agents_run_the_file_and_its_exports_and_are_compared(
         "3",
         "--min-seconds",
         "0.2",
+        # What is asserted is the comparison's machinery, not this host's quiet: the suite's
+        # other workers took half the agents' CPUs and left one process a side (2026-12-07).
+        "--interference-threshold",
+        "100",
         "--out",
         str(out),
         cwd=tmp_path,

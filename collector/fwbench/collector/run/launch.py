@@ -72,7 +72,10 @@ def make_launcher(
 
 def model_mounts(options: RunOptions, out_dir: Path | None) -> list[tuple[Path, bool]]:
     """What a container needs of --model: the file, read-only, and (with --export or
-    --inputs) the run folder's models/, made now, writable where an agent exports into it."""
+    --inputs) the run folder's models/, made now, writable where an agent exports into it.
+    An image's agent runs as its own user (10001), not the collector's: with --export the
+    folder is writable by any user, with the sticky bit (mode 1777, as /tmp), so that a
+    container writes its export there and the collector's user can still remove it."""
     model = options.model
     if model is None:
         return []
@@ -80,6 +83,8 @@ def model_mounts(options: RunOptions, out_dir: Path | None) -> list[tuple[Path, 
     if out_dir is not None and (model.export or model.sample is not None):
         folder = (out_dir / "models").absolute()
         folder.mkdir(parents=True, exist_ok=True)
+        if model.export:
+            folder.chmod(0o1777)
         mounts.append((folder, model.export))
     return mounts
 
