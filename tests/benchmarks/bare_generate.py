@@ -7,11 +7,19 @@ torch picks. Run with the torch agent environment's python. Two implementations:
                            the same computation, so fwbench against it is the harness's cost;
   --implementation own     written here in plain functional PyTorch, no fwbench import (weights
                            in a dict, F.linear and F.layer_norm): what a hand-tuned script gets,
-                           so the agent against it is the cost of an idiomatic nn.Module model.
+                           so the agent against it is the cost of an idiomatic nn.Module model;
+  --implementation huggingface
+                           Hugging Face transformers' GPT2LMHeadModel.generate (greedy, its
+                           default dynamic cache) on the same weights as `own`: what most
+                           people run. `--overlay DIR` holds transformers (appended to sys.path,
+                           after the environment's own torch and numpy); a streamer takes a
+                           clock reading as each token appears, so the prefill is the time from
+                           the prompt to the first token and each decode step the time between
+                           two tokens (generate's own per-step work included).
 
 Usage: python bare_generate.py --layers L --hidden H --heads N --vocab V --context C
            --prompt-len P --new-tokens T --batch B --warmup W --iterations I
-           [--implementation plugin|own]
+           [--implementation plugin|own|huggingface [--overlay DIR]]
        -> JSON {"prefill_ns": [I values], "decode_ns": [I x (T - 1) values], "tokens": [...]}
 
 The model is GPT-2's (pre-LayerNorm, tanh GELU, tied LM head, learned positions); each decode
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 
 import torch
@@ -114,14 +123,94 @@ def plugin_generation(args: argparse.Namespace) -> dict[str, list]:
     return {"prefill_ns": prefill_ns, "decode_ns": decode_ns, "tokens": []}
 
 
+def huggingface_model(w: dict[str, torch.Tensor], args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """Hugging Face's GPT-2 at this shape holding `w` (its Conv1D weights are (in, out): the
+    transposes of F.linear's)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(
+        vocab_size=args.vocab,
+        n_positions=args.context,
+        n_embd=args.hidden,
+        n_layer=args.layers,
+        n_head=args.heads,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        layer_norm_epsilon=1e-5,
+    )
+    model = GPT2LMHeadModel(config).eval()
+    state = {"transformer.wte.weight": w["wte"], "transformer.wpe.weight": w["wpe"]}
+    state |= {"transformer.ln_f.weight": w["ln_f.w"], "transformer.ln_f.bias": w["ln_f.b"]}
+    ours = {"ln_1": "ln1", "ln_2": "ln2", "attn.c_attn": "qkv", "attn.c_proj": "proj"}
+    ours |= {"mlp.c_fc": "fc", "mlp.c_proj": "out"}
+    for i in range(args.layers):
+        for theirs, mine in ours.items():
+            weight = w[f"{i}.{mine}.w"]
+            state[f"transformer.h.{i}.{theirs}.weight"] = weight if "ln" in mine else weight.T
+            state[f"transformer.h.{i}.{theirs}.bias"] = w[f"{i}.{mine}.b"]
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}, (missing, unexpected)
+    model.tie_weights()
+    return model
+
+
+class Clock:
+    """A generate() streamer: a clock reading each time generate hands it tokens (the prompt
+    first, then each new token of the whole batch)."""
+
+    def __init__(self) -> None:
+        self.readings: list[int] = []
+
+    def put(self, _: torch.Tensor) -> None:
+        self.readings.append(time.perf_counter_ns())
+
+    def end(self) -> None:
+        pass
+
+
+def huggingface_generation(args: argparse.Namespace) -> dict[str, list]:
+    sys.path.append(args.overlay)
+    model = huggingface_model(init(args.layers, args.hidden, args.vocab, args.context), args)
+    generator = torch.Generator().manual_seed(1)
+    prompt = torch.randint(0, args.vocab, (args.batch, args.prompt_len), generator=generator)
+    prefill_ns: list[int] = []
+    decode_ns: list[int] = []
+    tokens: list[list[int]] = []
+    with torch.inference_mode():
+        for iteration in range(args.warmup + args.iterations):
+            clock = Clock()
+            out = model.generate(
+                prompt,
+                attention_mask=torch.ones_like(prompt),
+                do_sample=False,
+                max_new_tokens=args.new_tokens,
+                min_new_tokens=args.new_tokens,
+                pad_token_id=0,
+                eos_token_id=None,
+                streamer=clock,
+            )
+            assert len(clock.readings) == args.new_tokens + 1, len(clock.readings)
+            steps = [b - a for a, b in zip(clock.readings, clock.readings[1:], strict=False)]
+            if iteration >= args.warmup:
+                prefill_ns.append(steps[0])
+                decode_ns += steps[1:]
+            tokens = out[:, args.prompt_len :].tolist()
+    return {"prefill_ns": prefill_ns, "decode_ns": decode_ns, "tokens": tokens}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for name in (*SHAPE, "batch", "warmup", "iterations"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, required=True)
-    parser.add_argument("--implementation", choices=("plugin", "own"), default="own")
+    parser.add_argument("--implementation", choices=("plugin", "own", "huggingface"), default="own")
+    parser.add_argument("--overlay", default="", help="where transformers is (huggingface)")
     args = parser.parse_args()
     if args.implementation == "plugin":
         print(json.dumps(plugin_generation(args)))
+        return
+    if args.implementation == "huggingface":
+        print(json.dumps(huggingface_generation(args)))
         return
     w = init(args.layers, args.hidden, args.vocab, args.context)
     generator = torch.Generator().manual_seed(1)

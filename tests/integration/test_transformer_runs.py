@@ -75,6 +75,17 @@ def test_the_generation_harness_check_runs_end_to_end(tmp_path: Path) -> None:
     assert (tmp_path / "bench.json").is_file() and record["fixed_malloc"] is True
 
 
+@pytest.mark.full
+def test_the_hugging_face_anchor_generates_the_same_tokens(tmp_path: Path) -> None:
+    """The outside anchor (bench_generate.py --huggingface): transformers' own generate on the
+    bare script's weights and prompt, timed per token, agreeing on every token."""
+    shape = ["--prompt-len", "8", "--new-tokens", "6", "--rounds", "1", "--iterations", "1"]
+    record = bench_generate.main([*TINY, *shape, "--batch", "2", "--huggingface"])
+    assert record["tokens_agree"] is True
+    figures = record["summary"]["Hugging Face"]
+    assert figures["ttft_ms"] > 0 and figures["decode_tokens_per_second"] > 0
+
+
 def doc_command() -> list[str]:
     """The command docs/transformers.md shows (its first bash block), as arguments."""
     text = (Path(__file__).parents[2] / "docs" / "transformers.md").read_text()
