@@ -207,12 +207,13 @@ def test_static_and_dygraph_training_steps_agree(model):
 # ------------------------------------------------------------------------------ generation
 
 
-def test_kv_cache_generation_equals_greedy_decoding_by_whole_forward_passes():
+@pytest.mark.parametrize("mode", ["dygraph", "static"])
+def test_kv_cache_generation_equals_greedy_decoding_by_whole_forward_passes(mode):
     net = loaded("gpt", far_from_fresh("gpt"))
     assert isinstance(net, transformers.GPT2LMHeadModel)
     prompt = tokens("gpt")[:, :4]
     params = {**SMALL, "prompt_len": 4, "new_tokens": 6}
-    steps, run = build_generation(params, 2, "float32", 0, net, prompt, keep_gaps=True)
+    steps, run = build_generation(params, 2, "float32", 0, mode, net, prompt, keep_gaps=True)
     assert steps.decode_steps == 5
     steps.generate()
     generated = np.stack(run.tokens, axis=1)
@@ -227,6 +228,8 @@ def test_kv_cache_generation_equals_greedy_decoding_by_whole_forward_passes():
     run.decode()  # the last new token's own position: the cache's last
     with pytest.raises(RuntimeError, match="all filled"):
         run.decode()
+    steps.generate()  # again, from the prompt: the same tokens
+    np.testing.assert_array_equal(np.stack(run.tokens, axis=1), generated)
 
 
 # ------------------------------------------------------------------------------- attention
@@ -292,14 +295,19 @@ def test_bert_and_gpt_cells_build_and_step(plugin, model, phase, mode, dtype):
     assert ("optimizer" in extra) == (phase == "train")
 
 
-def test_generate_runs_in_dygraph_and_says_what_its_cache_holds(plugin):
-    built = plugin.build(spec("generate"))
+@pytest.mark.parametrize("mode", ["dygraph", "static"])
+def test_generate_says_what_its_cache_holds(plugin, mode):
+    built = plugin.build(spec("generate", mode=mode))
     assert built.generation is not None and built.generation.decode_steps == 2
     token = built.step()
     assert tuple(token.shape) == (2,) and str(token.dtype).endswith("int64")
     extra = built.settings.extra
     assert extra["kv_cache"].startswith("preallocated for 7 positions")
+    assert ("whole cache" in extra["kv_cache"]) == (mode == "static")
     assert extra["kv_cache_allocated_bytes"] == str(2 * 2 * 2 * 7 * SMALL["hidden"] * 4)
     assert extra["attention_kernel"].startswith("sdpa:")
-    with pytest.raises(UnsupportedWorkload, match="valid: dygraph"):
-        plugin.build(spec("generate", mode="static"))
+
+
+def test_generate_has_no_training_phase(plugin):
+    with pytest.raises(UnsupportedWorkload, match="valid: infer"):
+        plugin.build(spec("generate", phase="train"))

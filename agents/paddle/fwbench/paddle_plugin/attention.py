@@ -66,10 +66,17 @@ def sdpa_kernel(shape: tuple[int, ...], dtype: str, causal: bool) -> str:
 
 
 def sdpa(
-    q: paddle.Tensor, k: paddle.Tensor, v: paddle.Tensor, causal: bool = False
+    q: paddle.Tensor,
+    k: paddle.Tensor,
+    v: paddle.Tensor,
+    causal: bool = False,
+    mask: paddle.Tensor | None = None,
 ) -> paddle.Tensor:
-    """softmax(Q K^T / sqrt(head_dim)) V on (batch, seq, heads, head_dim), no dropout."""
-    return functional.scaled_dot_product_attention(q, k, v, is_causal=causal, training=False)
+    """softmax(Q K^T / sqrt(head_dim) + mask) V on (batch, seq, heads, head_dim), no dropout;
+    `mask` is additive, broadcast to (batch, heads, queries, keys)."""
+    return functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=causal, training=False
+    )
 
 
 def causal_mask(queries: int, keys: int, dtype: str) -> paddle.Tensor:

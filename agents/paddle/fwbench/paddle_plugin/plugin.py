@@ -2,7 +2,7 @@
 
 Modes: "dygraph" (the default, eager) and "static" (``paddle.jit.to_static`` programs; what
 each compiles is in training.py). Models in models.py, the transformers (BERT, GPT-2) in
-transformers.py, their generation with a KV cache in generation.py (dygraph only), their
+transformers.py, their generation with a KV cache in generation.py, their
 canonical weights in weights.py, single ops in ops.py and the attention op in attention.py
 (which adds a "plain" mode), the optional capabilities in reference.py, threads, libraries and
 out-of-memory recognition in environment.py. CPU execution is synchronous in every mode, so
@@ -82,7 +82,7 @@ class PaddlePlugin:
 
     def _capabilities(self) -> dict[str, Capability]:
         """Every workload but allreduce in both phases and modes; the attention op adds its
-        plain mode, generate is inference only, in dygraph mode."""
+        plain mode, generate is inference only."""
         capability = Capability(phases=("train", "infer"), dtypes=DTYPES, modes=MODES)
         found = dict.fromkeys((*_OPS, *models.MODEL_NAMES, *_TRANSFORMERS), capability)
         found["attention"] = Capability(("train", "infer"), DTYPES, ATTENTION_MODES)
@@ -171,7 +171,7 @@ class PaddlePlugin:
             spec.seed,
         )
         if name == "generate":
-            steps, run = generation.build_generation(params, batch, dtype, seed)
+            steps, run = generation.build_generation(params, batch, dtype, seed, spec.mode)
             settings = self._settings(spec, name, generation.kv_cache_settings(run, dtype))
             return BuiltStep.for_generation(steps, settings)
         if name == "attention":

@@ -96,7 +96,7 @@ def transformer_equivalence(case: EquivalenceCase) -> EquivalenceResult:
         batch, prompt_len = np.shape(case.inputs)
         params = {**case.params, "prompt_len": prompt_len, "new_tokens": case.new_tokens}
         steps, run = build_generation(
-            params, batch, "float32", 0, model, case.inputs, keep_gaps=True
+            params, batch, "float32", 0, "dygraph", model, case.inputs, keep_gaps=True
         )
         steps.generate()
         generated = np.stack(run.tokens, axis=1).astype(np.int64)

@@ -139,24 +139,41 @@ class BertForMaskedLM(nn.Layer):
 # -------------------------------------------------------------------------------------- GPT-2
 
 
-class KVCache:
+class KVCache(nn.Layer):
     """Keys and values of every layer, (batch, length, heads, head_dim) each (the attention
-    layout), preallocated and written in place by slice assignment."""
+    layout), preallocated as the Layer's buffers and written in place by slice assignment
+    (Paddle's set_value kernel, in a static program too: buffers are the program's own)."""
 
     def __init__(self, config: TransformerConfig, batch: int, length: int, dtype: str) -> None:
+        super().__init__()
         shape = [batch, length, config.heads, config.head_dim]
-        self.keys = [paddle.zeros(shape, dtype) for _ in range(config.layers)]
-        self.values = [paddle.zeros(shape, dtype) for _ in range(config.layers)]
+        for i in range(config.layers):
+            self.register_buffer(f"keys_{i}", paddle.zeros(shape, dtype), persistable=False)
+            self.register_buffer(f"values_{i}", paddle.zeros(shape, dtype), persistable=False)
         self.length = length
 
     def bytes(self) -> int:
-        return sum(int(t.numel()) * t.element_size() for t in (*self.keys, *self.values))
+        return sum(int(t.numel()) * t.element_size() for t in self.buffers())
+
+    def keys(self, layer: int) -> paddle.Tensor:
+        return getattr(self, f"keys_{layer}")
+
+    def values(self, layer: int) -> paddle.Tensor:
+        return getattr(self, f"values_{layer}")
 
     def write(self, layer: int, k: paddle.Tensor, v: paddle.Tensor, start: int) -> None:
         """Keys and values (batch, n, heads, head_dim) into positions start..start+n-1."""
         end = start + int(k.shape[1])
-        self.keys[layer][:, start:end] = k
-        self.values[layer][:, start:end] = v
+        self.keys(layer)[:, start:end] = k
+        self.values(layer)[:, start:end] = v
+
+    def write_at(
+        self, layer: int, k: paddle.Tensor, v: paddle.Tensor, position: paddle.Tensor
+    ) -> None:
+        """One token's key and value (batch, 1, heads, head_dim) at `position` (0-d int64
+        tensor: one static program serves every position)."""
+        self.keys(layer)[:, position] = k[:, 0]
+        self.values(layer)[:, position] = v[:, 0]
 
 
 def _causal(q: paddle.Tensor, k: paddle.Tensor, v: paddle.Tensor) -> paddle.Tensor:
@@ -232,7 +249,7 @@ class GPT2LMHeadModel(nn.Layer):
 
     def decode(self, token: paddle.Tensor, position: int, cache: KVCache) -> paddle.Tensor:
         """token: (batch,) ids at `position` -> (batch, vocab) logits. Its key and value join
-        the cache; it attends to the positions up to its own."""
+        the cache; it attends to the positions up to its own (dygraph: the filled part)."""
         x = self._embed(token[:, None], position)
         for i, block in enumerate(self.transformer.h):
 
@@ -241,7 +258,28 @@ class GPT2LMHeadModel(nn.Layer):
             ) -> paddle.Tensor:
                 cache.write(i, k, v, position)
                 end = position + 1
-                return sdpa(q, cache.keys[i][:, :end], cache.values[i][:, :end])
+                return sdpa(q, cache.keys(i)[:, :end], cache.values(i)[:, :end])
+
+            x = block.attending(x, cached)
+        return self._logits(x[:, -1])
+
+    def decode_static(
+        self, token: paddle.Tensor, position: paddle.Tensor, cache: KVCache
+    ) -> paddle.Tensor:
+        """As decode at a 0-d int64 `position` tensor, attending over the whole cache with the
+        positions after its own masked: static shapes, one program for every position."""
+        t = self.transformer
+        x = t.wte(token[:, None]) + paddle.gather(t.wpe.weight, paddle.reshape(position, [1]))
+        seen = paddle.arange(cache.length, dtype="int64") <= position
+        zero = paddle.zeros([cache.length], x.dtype)
+        mask = paddle.reshape(paddle.where(seen, zero, zero - float("inf")), [1, 1, 1, -1])
+        for i, block in enumerate(t.h):
+
+            def cached(
+                q: paddle.Tensor, k: paddle.Tensor, v: paddle.Tensor, i: int = i
+            ) -> paddle.Tensor:
+                cache.write_at(i, k, v, position)
+                return sdpa(q, cache.keys(i), cache.values(i), mask=mask)
 
             x = block.attending(x, cached)
         return self._logits(x[:, -1])
