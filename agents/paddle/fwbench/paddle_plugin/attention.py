@@ -35,26 +35,21 @@ _SDPA_NOTE = {
 
 def sdpa_backend(shape: tuple[int, ...], dtype: str, causal: bool) -> str:
     """The backend scaled_dot_product_attention picks for (batch, seq, heads, head_dim)
-    inputs of `dtype` on the current device, asked of Paddle's own selector (a private
-    function: "unknown" where a Paddle release no longer has it)."""
+    inputs of `dtype` on the current device, asked of Paddle's own selector (private
+    functions: "unknown" where a Paddle release no longer has them as 3.3 does)."""
     try:
         from paddle.nn.functional import sdpa
-    except ImportError:
-        return "unknown"
-    selector = getattr(sdpa, "select_sdp_for_sdpa", None)
-    if selector is None or not hasattr(sdpa, "SDPParams"):
-        return "unknown"
-    if not sdpa._config:
-        sdpa.init_config()
-    place = paddle.framework._current_expected_place_()
-    kind = paddle.base.data_feeder.convert_dtype(dtype)
-    size = paddle.Size(shape) if hasattr(paddle, "Size") else shape
-    params = sdpa.SDPParams(
-        size, size, size, None, 0.0, causal, None, True, (kind,) * 3, (place,) * 3
-    )
-    try:
-        return str(selector(params))
-    except (RuntimeError, TypeError, AttributeError):
+
+        if not sdpa._config:
+            sdpa.init_config()
+        place = paddle.framework._current_expected_place_()
+        kind = paddle.base.data_feeder.convert_dtype(dtype)
+        size = paddle.Size(shape)
+        params = sdpa.SDPParams(
+            size, size, size, None, 0.0, causal, None, True, (kind,) * 3, (place,) * 3
+        )
+        return str(sdpa.select_sdp_for_sdpa(params))
+    except (ImportError, AttributeError, RuntimeError, TypeError):
         return "unknown"
 
 
