@@ -1,5 +1,5 @@
-"""The same transformer in every framework: bert and gpt built by the torch, TensorFlow and JAX
-plugins, each in its own agent environment and process, from the same canonical weights.
+"""The same transformer in every framework: bert and gpt built by the torch, TensorFlow, JAX and
+Paddle plugins, each in its own agent environment and process, from the same canonical weights.
 
 1. Architecture: each framework's canonical weight names and shapes for a fresh model equal
    PyTorch's (Hugging Face's checkpoint names), at the shape below.
@@ -39,7 +39,7 @@ OPTIMIZER = OptimizerSpec(learning_rate=0.01, momentum=0.9)
 LOGIT_RTOL, LOSS_RTOL, DELTA_RTOL = 1e-5, 1e-4, 2e-2
 MANIFESTS = discover_manifests(manifest_dirs())
 AGENTS = {m.plugin: m.name for m in MANIFESTS.values() if m.representative and not m.requires_gpu}
-COMPARED = tuple(plugin for plugin in ("torch", "tensorflow", "jax") if plugin in AGENTS)
+COMPARED = tuple(plugin for plugin in ("torch", "tensorflow", "jax", "paddle") if plugin in AGENTS)
 OTHERS = tuple(plugin for plugin in COMPARED if plugin != "torch")
 
 

@@ -68,10 +68,16 @@ def test_describe_names_paddle_its_build_and_its_own_family(plugin):
 
 def test_describe_offers_ops_and_models_in_both_modes(plugin):
     capabilities = plugin.describe().capabilities
-    assert set(capabilities) == {"gemm", "conv2d", *MODEL_NAMES}
-    for capability in capabilities.values():
-        assert capability.phases == ("train", "infer")
-        assert capability.dtypes == DTYPES and capability.modes == MODES == ("dygraph", "static")
+    transformers = {"attention", "bert", "gpt", "generate"}
+    assert set(capabilities) == {"gemm", "conv2d", *MODEL_NAMES, *transformers}
+    for name, capability in capabilities.items():
+        assert capability.dtypes == DTYPES
+        if name not in ("attention", "generate"):
+            assert capability.phases == ("train", "infer")
+            assert capability.modes == MODES == ("dygraph", "static")
+    assert capabilities["attention"].modes == ("dygraph", "static", "plain")
+    assert capabilities["attention"].phases == ("train", "infer")
+    assert (capabilities["generate"].phases, capabilities["generate"].modes) == (("infer",), MODES)
 
 
 def test_describe_reports_paddle_flags_that_are_set(plugin, monkeypatch):
@@ -83,13 +89,7 @@ def test_describe_reports_paddle_flags_that_are_set(plugin, monkeypatch):
 
 def test_unsupported_workloads_are_refused_with_their_reason(plugin):
     description = plugin.describe()
-    assert set(description.unsupported_reasons) == {
-        "attention",
-        "bert",
-        "gpt",
-        "generate",
-        "allreduce",
-    }
+    assert set(description.unsupported_reasons) == {"allreduce"}
     for name, reason in UNSUPPORTED_REASONS.items():
         assert name not in description.capabilities
         cell = CATALOGUE.get(name)

@@ -1,11 +1,12 @@
 """PaddlePlugin: the PaddlePaddle framework plugin, on the CPU (Paddle's PyPI CPU build).
 
 Modes: "dygraph" (the default, eager) and "static" (``paddle.jit.to_static`` programs; what
-each compiles is in training.py). Models in models.py, their canonical weights in weights.py,
-single ops in ops.py, the optional capabilities in reference.py, threads, libraries and
-out-of-memory recognition in environment.py. The transformers are not built (their reasons
-are in Describe). CPU execution is synchronous in both modes, so synchronize waits for
-nothing."""
+each compiles is in training.py). Models in models.py, the transformers (BERT, GPT-2) in
+transformers.py, their generation with a KV cache in generation.py, their
+canonical weights in weights.py, single ops in ops.py and the attention op in attention.py
+(which adds a "plain" mode), the optional capabilities in reference.py, threads, libraries and
+out-of-memory recognition in environment.py. CPU execution is synchronous in every mode, so
+synchronize waits for nothing."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from typing import ParamSpec, TypeVar
 import numpy as np
 import paddle
 
-from fwbench.paddle_plugin import environment, models, reference
+from fwbench.paddle_plugin import environment, generation, language_model, models, reference
+from fwbench.paddle_plugin import transformers as pdt
+from fwbench.paddle_plugin.attention import ATTENTION_MODES, build_attention, sdpa_kernel
 from fwbench.paddle_plugin.ops import build_conv2d, build_gemm
 from fwbench.paddle_plugin.training import (
     EXECUTION,
@@ -25,6 +28,7 @@ from fwbench.paddle_plugin.training import (
     TrainStep,
     synthetic_batch,
 )
+from fwbench.runtime.architectures import TRANSFORMER_NAMES
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.plugin import (
     ACCURACY,
@@ -32,6 +36,7 @@ from fwbench.runtime.plugin import (
     BuiltStep,
     Capability,
     DeviceInfo,
+    GenerationSteps,
     PluginContext,
     PluginDescription,
     Settings,
@@ -45,15 +50,8 @@ PLUGIN_VERSION = "0.1.0"
 DTYPES = ("float32", "float64")
 _OPS = {"gemm": build_gemm, "conv2d": build_conv2d}
 _BATCH_NORM_MODELS = frozenset(models.MODEL_NAMES) - {"lenet", "vgg16", "lstm"}
-_TRANSFORMERS_REASON = (
-    "the Paddle plugin builds no transformers (attention, BERT, GPT-2, KV-cache generation): "
-    "only the catalogue's ops, CNNs and LSTM"
-)
+_TRANSFORMERS = ("attention", *pdt.MODEL_WORKLOADS)
 UNSUPPORTED_REASONS: Mapping[str, str] = {
-    "attention": _TRANSFORMERS_REASON,
-    "bert": _TRANSFORMERS_REASON,
-    "gpt": _TRANSFORMERS_REASON,
-    "generate": _TRANSFORMERS_REASON,
     "allreduce": "the Paddle plugin runs alone: it joins no distributed world",
 }
 # How a cell holds its dtype (Settings.extra["dtype_policy"]).
@@ -71,7 +69,8 @@ def _translated(function: Callable[P, T]) -> Callable[P, T]:
 
 class PaddlePlugin:
     optional_capabilities = frozenset({ACCURACY, EQUIVALENCE})
-    equivalence_models = frozenset(models.MODEL_NAMES)  # every image and sequence model
+    # every image and sequence model, and the transformers
+    equivalence_models = frozenset((*models.MODEL_NAMES, *TRANSFORMER_NAMES))
     equivalence_trains = True
 
     def __init__(self, context: PluginContext) -> None:
@@ -82,8 +81,13 @@ class PaddlePlugin:
     # ------------------------------------------------------------------ FrameworkPlugin
 
     def _capabilities(self) -> dict[str, Capability]:
+        """Every workload but allreduce in both phases and modes; the attention op adds its
+        plain mode, generate is inference only."""
         capability = Capability(phases=("train", "infer"), dtypes=DTYPES, modes=MODES)
-        return dict.fromkeys((*_OPS, *models.MODEL_NAMES), capability)
+        found = dict.fromkeys((*_OPS, *models.MODEL_NAMES, *_TRANSFORMERS), capability)
+        found["attention"] = Capability(("train", "infer"), DTYPES, ATTENTION_MODES)
+        found["generate"] = Capability(("infer",), DTYPES, generation.GENERATE_MODES)
+        return found
 
     def describe(self) -> PluginDescription:
         import psutil
@@ -121,6 +125,10 @@ class PaddlePlugin:
 
     def build(self, spec: WorkloadSpec) -> BuiltStep:
         built = _translated(self._build)(spec)
+        if built.generation is not None:  # its parts are timed, each, by the runtime
+            g = built.generation
+            steps = GenerationSteps(_translated(g.prefill), _translated(g.decode), g.decode_steps)
+            return BuiltStep.for_generation(steps, built.settings)
         return BuiltStep(_translated(built.step), built.settings)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
@@ -128,6 +136,8 @@ class PaddlePlugin:
         # MKL's count is process-wide; the OpenMP one is this (the measurement) thread's.
         self._threads = environment.apply_threads(spec.threads or self._default_threads)
         name, train = spec.workload.name, spec.phase == "train"
+        if name in _TRANSFORMERS:
+            return self._transformer(spec, train)
         if name in _OPS:
             step = _OPS[name](spec.batch_size, spec.params, spec.dtype, spec.seed, train, spec.mode)
         else:
@@ -151,12 +161,49 @@ class PaddlePlugin:
         train_step = TrainStep(model, spec.mode)
         return lambda: train_step(batch.inputs, batch.labels)
 
-    def _settings(self, spec: WorkloadSpec, name: str) -> Settings:
+    def _transformer(self, spec: WorkloadSpec, train: bool) -> BuiltStep:
+        """attention, bert, gpt or generate."""
+        name, batch, params, dtype, seed = (
+            spec.workload.name,
+            spec.batch_size,
+            spec.params,
+            spec.dtype,
+            spec.seed,
+        )
+        if name == "generate":
+            steps, run = generation.build_generation(params, batch, dtype, seed, spec.mode)
+            settings = self._settings(spec, name, generation.kv_cache_settings(run, dtype))
+            return BuiltStep.for_generation(steps, settings)
+        if name == "attention":
+            step, extra = build_attention(batch, params, dtype, seed, train, spec.mode)
+            return BuiltStep(step, self._settings(spec, name, extra))
+        config = pdt.config_for(name, params)
+        model = pdt.build_transformer(config, seed, dtype)
+        tokens, labels = language_model.example_batch(config, batch, params["seq_len"], seed + 1)
+        shape = (batch, params["seq_len"], config.heads, config.head_dim)
+        kernel = sdpa_kernel(shape, dtype, config.causal)
+        settings = self._settings(spec, name, {"attention_kernel": kernel})
+        if not train:
+            infer = InferStep(model, spec.mode)
+            return BuiltStep(lambda: infer(tokens), settings)
+        train_step = TrainStep(model, spec.mode, with_loss=language_model.LanguageModelLoss)
+        return BuiltStep(lambda: train_step(tokens, labels), settings)
+
+    def _settings(
+        self, spec: WorkloadSpec, name: str, more: Mapping[str, str] | None = None
+    ) -> Settings:
+        """`name` is the workload, or for a trainer the model being trained; `more` joins
+        the extra settings."""
         extra = {
             "execution": EXECUTION[spec.mode],
             "onednn_enabled": str(environment.onednn_enabled()).lower(),
             "blas_threads": str(self._threads),
+            **(more or {}),
         }
+        if name in pdt.MODEL_WORKLOADS:
+            extra["dtype_policy"] = pdt.DTYPE_POLICY[spec.dtype]
+            if spec.phase == "train":
+                extra["optimizer"] = OPTIMIZER
         if name in models.MODEL_NAMES:
             extra["dtype_policy"] = _DTYPE_POLICY[spec.dtype]
             if spec.phase == "train":
@@ -185,12 +232,12 @@ class PaddlePlugin:
     def canonical_weights(
         self, model: str, seed: int, params: Mapping[str, int] | None = None
     ) -> dict[str, np.ndarray]:
-        if model not in models.MODEL_NAMES:
-            raise UnsupportedWorkload(f"paddle plugin has no model {model}: {_TRANSFORMERS_REASON}")
-        return reference.canonical_weights(model, seed)
+        if model not in self.equivalence_models:
+            raise UnsupportedWorkload(f"paddle plugin has no model {model}")
+        return reference.canonical_weights(model, seed, params)
 
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
-        if case.model not in models.MODEL_NAMES:
+        if case.model not in self.equivalence_models:
             raise UnsupportedWorkload(f"paddle plugin has no model {case.model}")
         return reference.equivalence(case)
 

@@ -38,6 +38,8 @@ EXECUTION = {
     "dygraph": "dynamic graph, op by op",
     "static": "paddle.jit.to_static (full_graph) forward and loss as one program, its gradient "
     "program for the backward pass; optimizer update eager",
+    # The attention op's written-out products (attention.py).
+    "plain": "dynamic graph, op by op",
 }
 OPTIMIZER = "paddle.optimizer.Momentum(momentum=0.9, use_nesterov=False), no weight decay"
 
@@ -103,7 +105,9 @@ def momentum(
 
 
 class TrainStep:
-    """One optimizer step of `model` on a batch; returns the loss (before the update)."""
+    """One optimizer step of `model` on a batch; returns the loss (before the update).
+    `with_loss` wraps the model in the Layer that computes the loss (WithLoss, or the
+    transformers' language-model loss, language_model.py)."""
 
     def __init__(
         self,
@@ -111,9 +115,10 @@ class TrainStep:
         mode: str,
         learning_rate: float = LEARNING_RATE,
         mu: float = MOMENTUM,
+        with_loss: Callable[[nn.Layer], nn.Layer] = WithLoss,
     ) -> None:
         self.model = model.train()
-        self.loss = compile_layer(WithLoss(model), mode)
+        self.loss = compile_layer(with_loss(model), mode)
         self.optimizer = momentum(model, learning_rate, mu)
         self.frozen = frozen_parameters(model)
 

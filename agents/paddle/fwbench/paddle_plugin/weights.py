@@ -11,8 +11,11 @@ type, and nowhere else:
 | ``BatchNorm2D._mean``, ``._variance`` | ``running_mean``, ``running_var`` |
 | ``LSTM.bias_ih_l0`` (the trainable bias) | ``bias_l0`` |
 | ``LSTM.bias_hh_l0`` (held at zero, frozen) | not a weight: loading checks it is still zero |
+| ``MaskedLMPredictions.bias`` (BERT's decoder bias) | ``cls.predictions.bias`` |
 
-Convolutions (out, in/groups, kh, kw), embeddings and biases have PyTorch's layouts already.
+Convolutions (out, in/groups, kh, kw), embeddings, LayerNorm and biases have PyTorch's layouts
+already. The transformers (transformers.py) hold each tied weight once, so each is exported
+once, under its Hugging Face name.
 Lenet's and VGG's first dense layers see features flattened in (C, H, W) order, as PyTorch's,
 because the models compute in NCHW: no row permutation is needed."""
 
@@ -24,6 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import paddle
 from paddle import nn
+
+from fwbench.paddle_plugin.transformers import MaskedLMPredictions
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,8 @@ _PAIRS: dict[type[nn.Layer], tuple[tuple[str, str], ...]] = {
     nn.Conv2D: (("weight", "weight"), ("bias", "bias")),
     nn.Linear: (("weight", "weight"), ("bias", "bias")),
     nn.Embedding: (("weight", "weight"),),
+    nn.LayerNorm: (("weight", "weight"), ("bias", "bias")),
+    MaskedLMPredictions: (("bias", "bias"),),
     nn.BatchNorm2D: (
         ("weight", "weight"),
         ("bias", "bias"),
