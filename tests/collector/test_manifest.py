@@ -187,6 +187,22 @@ def test_requirements_key_changes_with_requirements(manifest: AgentManifest) -> 
     assert key != requirements_key(dataclasses.replace(manifest, pip_args=()))
 
 
+def test_build_requirements_are_read_and_key_only_the_environments_that_have_them(
+    manifest: AgentManifest, manifest_dir: Path
+) -> None:
+    assert manifest.build_requirements == ()
+    text = manifest_text().replace("[env]", 'build_requirements = ["scikit-build-core"]\n[env]')
+    path = manifest_dir / "built.toml"
+    path.write_text(text)
+    built = parse_manifest(path)
+    assert built.build_requirements == ("scikit-build-core",)
+    assert requirements_key(built) != requirements_key(manifest)
+    # Without any, the key is what it was before the field existed: no environment rebuilds.
+    assert requirements_key(dataclasses.replace(built, build_requirements=())) == (
+        requirements_key(manifest)
+    )
+
+
 def test_requirements_key_ignores_local_sources(manifest: AgentManifest) -> None:
     key = requirements_key(manifest)
     (manifest.local_packages[0] / "pkg" / "__init__.py").write_text("VALUE = 2\n")

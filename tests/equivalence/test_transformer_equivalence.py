@@ -14,12 +14,21 @@ Paddle plugins, each in its own agent environment and process, from the same can
    every step. A step whose top two logits (in PyTorch) lie within the logit tolerance of
    each other is a near-tie no test can hold a framework to: the comparison stops there and
    says so (too early a stop fails the test), never passes it silently.
+4. llama.cpp (llamacpp-cpu) builds gpt only and does not train: its names and shapes, its
+   logits and its greedy tokens are compared as above. Its float32 logits miss LOGIT_RTOL by
+   one op, ggml's CPU GELU, which reads a float16 table (GGML_GELU_FP16, compiled in: no
+   build option or context setting turns it off); that test is expected to fail (strict
+   xfail, the reason named) and a second one holds the logits to LLAMACPP_LOGIT_RTOL, the
+   measured error with a margin (tests/llamacpp_plugin shows that the GELU is the whole
+   difference). Its Q8_0 variant (llamacpp-q8) is another computation: its agreement with
+   PyTorch is printed and recorded, never held equal.
 Small shapes keep it quick (CI). FLOPs need no test here: the catalogue charges every framework
 the same formula, which tests/torch_plugin checks against PyTorch's own counter."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -39,19 +48,43 @@ OPTIMIZER = OptimizerSpec(learning_rate=0.01, momentum=0.9)
 LOGIT_RTOL, LOSS_RTOL, DELTA_RTOL = 1e-5, 1e-4, 2e-2
 MANIFESTS = discover_manifests(manifest_dirs())
 AGENTS = {m.plugin: m.name for m in MANIFESTS.values() if m.representative and not m.requires_gpu}
-COMPARED = tuple(plugin for plugin in ("torch", "tensorflow", "jax", "paddle") if plugin in AGENTS)
+# Plugins whose equivalence builds gpt alone and does not train (reference.equivalence_models).
+GPT_ONLY = tuple(plugin for plugin in ("llamacpp",) if plugin in AGENTS)
+COMPARED = (
+    *(plugin for plugin in ("torch", "tensorflow", "jax", "paddle") if plugin in AGENTS),
+    *GPT_ONLY,
+)
 OTHERS = tuple(plugin for plugin in COMPARED if plugin != "torch")
+# llama.cpp's float32 logits: ggml's float16-table GELU (GGML_GELU_FP16) puts them 3.8e-4 of
+# their scale from PyTorch's on this test's case (measured, llama-cpp-python 0.3.36 built for
+# an AMD EPYC with AVX2); about twice that.
+LLAMACPP_LOGIT_RTOL = 8e-4
+LLAMACPP_GELU = (
+    "ggml's CPU GELU rounds its input to float16 and reads a float16 table (GGML_GELU_FP16, "
+    "defined in ggml-cpu/vec.h: no build option or context setting turns it off)"
+)
+# Agents whose results are reported beside PyTorch's, never held equal: agent -> plugin.
+REPORTED = {name: "llamacpp" for name in ("llamacpp-q8",) if name in MANIFESTS}
 
 
-def _python(plugin: str) -> Path:
-    environment = environment_for(MANIFESTS[AGENTS[plugin]])
+def _models(plugin: str) -> tuple[str, ...]:
+    return ("gpt",) if plugin in GPT_ONLY else MODELS
+
+
+def _python(agent: str) -> Path:
+    environment = environment_for(MANIFESTS[agent])
     environment.ensure()
     return environment.python
 
 
-def _reference(plugin: str, *args: str) -> None:
-    command = [str(_python(plugin)), "-m", "fwbench.runtime.reference_cli", "--plugin", plugin]
-    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=1200)
+def _reference(plugin: str, *args: str, agent: str = "") -> None:
+    """The reference CLI in `agent`'s environment (default: the plugin's representative),
+    with that agent's [env] switches where an agent is named (a variant's are its point)."""
+    manifest = MANIFESTS[agent or AGENTS[plugin]]
+    command = [str(_python(manifest.name)), "-m", "fwbench.runtime.reference_cli"]
+    command += ["--plugin", plugin, *args]
+    environ = {**os.environ, **manifest.env} if agent else None
+    done = subprocess.run(command, capture_output=True, text=True, timeout=1200, env=environ)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -89,9 +122,8 @@ def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     found = {}
     for plugin in COMPARED:
         out = folder / plugin
-        _reference(
-            plugin, "shapes", "--models", ",".join(MODELS), *_shape_options(), "--out", str(out)
-        )
+        models = ",".join(_models(plugin))
+        _reference(plugin, "shapes", "--models", models, *_shape_options(), "--out", str(out))
         found[plugin] = json.loads(out.read_text())
     return found
 
@@ -118,29 +150,71 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Equ
         write_case(root / f"{model}.npz", _case(model, weights, rng))
         cases.append(str(root / f"{model}.npz"))
     found = {}
-    for plugin in COMPARED:
-        _reference(plugin, "check", *cases, "--out-dir", str(root / plugin))
-        found[plugin] = {m: read_result(root / plugin / f"{m}.npz") for m in MODELS}
+    for plugin, agent in [*((p, "") for p in COMPARED), *((p, a) for a, p in REPORTED.items())]:
+        mine = [case for case in cases if Path(case).stem in _models(plugin)]
+        name = agent or plugin
+        _reference(plugin, "check", *mine, "--out-dir", str(root / name), agent=agent)
+        found[name] = {m: read_result(root / name / f"{m}.npz") for m in _models(plugin)}
     return found
 
 
 @pytest.mark.parametrize("plugin", OTHERS)
 def test_the_same_weight_names_and_shapes(shapes, plugin):
-    assert shapes[plugin] == shapes["torch"]
+    assert shapes[plugin] == {m: shapes["torch"][m] for m in _models(plugin)}
 
 
-@pytest.mark.parametrize("plugin", OTHERS)
-@pytest.mark.parametrize("model", MODELS)
-def test_the_same_logits_at_every_position(results, plugin, model):
-    expected, actual = results["torch"][model], results[plugin][model]
+def _compared_logits() -> list[object]:
+    cells: list[object] = []
+    for plugin in OTHERS:
+        for model in _models(plugin):
+            marks = ()
+            if plugin == "llamacpp":  # the next test holds it to its measured error
+                marks = (pytest.mark.xfail(reason=LLAMACPP_GELU, strict=True),)
+            cells.append(pytest.param(plugin, model, marks=marks, id=f"{model}-{plugin}"))
+    return cells
+
+
+def _logit_error(results, agent: str, model: str) -> tuple[float, float]:
+    """The largest |difference| from PyTorch's logits, and their scale."""
+    expected, actual = results["torch"][model], results[agent][model]
     assert actual.param_count == expected.param_count
     assert actual.eval_logits.shape == expected.eval_logits.shape == (BATCH, 16, 500)
     scale = float(np.abs(expected.eval_logits).max())
-    error = float(np.abs(actual.eval_logits - expected.eval_logits).max())
+    return float(np.abs(actual.eval_logits - expected.eval_logits).max()), scale
+
+
+@pytest.mark.parametrize(("plugin", "model"), _compared_logits())
+def test_the_same_logits_at_every_position(results, plugin, model):
+    error, scale = _logit_error(results, plugin, model)
     assert error <= LOGIT_RTOL * scale, f"max |diff| {error:.3g} vs logit scale {scale:.3g}"
 
 
-@pytest.mark.parametrize("plugin", OTHERS)
+@pytest.mark.parametrize("plugin", GPT_ONLY)
+def test_llamacpp_logits_are_off_by_its_float16_gelu_only(results, plugin):
+    error, scale = _logit_error(results, plugin, "gpt")
+    print(f"{plugin}: max |diff| {error:.3g} = {error / scale:.3g} of the logit scale")
+    assert error <= LLAMACPP_LOGIT_RTOL * scale, f"{error / scale:.3g} of the scale"
+
+
+@pytest.mark.parametrize("agent", sorted(REPORTED))
+def test_a_quantized_variant_is_reported_not_held_equal(results, agent, record_property):
+    """Q8_0 weights: the share of positions whose top logit is PyTorch's (teacher-forced, every
+    position of the batch), the greedy tokens' share equal at the same step, and the largest
+    logit error; recorded (junit properties) and printed. It must have run and mostly agree."""
+    error, scale = _logit_error(results, agent, "gpt")
+    expected, actual = results["torch"]["gpt"], results[agent]["gpt"]
+    top1 = float((expected.eval_logits.argmax(-1) == actual.eval_logits.argmax(-1)).mean())
+    assert expected.generated is not None and actual.generated is not None
+    tokens = float((expected.generated == actual.generated).mean())
+    figures = {"top1_agreement": top1, "greedy_token_agreement": tokens}
+    figures |= {"max_logit_error_of_scale": error / scale}
+    for name, value in figures.items():
+        record_property(f"{agent}.{name}", f"{value:.4g}")
+    print(f"{agent}: " + ", ".join(f"{name} {value:.4g}" for name, value in figures.items()))
+    assert top1 >= 0.5, f"{agent} agrees with PyTorch's top token at {top1:.0%} of positions"
+
+
+@pytest.mark.parametrize("plugin", [p for p in OTHERS if p not in GPT_ONLY])
 @pytest.mark.parametrize("model", MODELS)
 def test_one_training_step_moves_the_loss_the_same_way(results, plugin, model):
     expected, actual = results["torch"][model], results[plugin][model]

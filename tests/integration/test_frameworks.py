@@ -21,6 +21,12 @@ QUICK = ["--warmup", "1", "--iterations", "3", "--min-seconds", "0"]
 SHIPPED = discover_manifests([Path(__file__).resolve().parents[2] / "agents" / "manifests"])
 CPU_AGENTS = sorted(name for name, m in SHIPPED.items() if not m.requires_gpu)
 ALL_AGENTS = ",".join(CPU_AGENTS)
+# Agents whose framework runs the language models alone (llama.cpp: GPT-2 from a GGUF file):
+# every cell of the one table is unsupported for them, with its reason; their path through
+# the collector is test_language_model_agents_run_gpt_and_generate's.
+LANGUAGE_MODEL_PLUGINS = ("llamacpp",)
+LANGUAGE_AGENTS = [n for n in CPU_AGENTS if SHIPPED[n].plugin in LANGUAGE_MODEL_PLUGINS]
+TABLE_AGENTS = [n for n in CPU_AGENTS if n not in LANGUAGE_AGENTS]
 # What is known of the first four agents; an agent added later is held to the generic checks.
 KNOWN_MODES = {"torch-cpu": "eager", "tf-mkl": "function", "tf-eigen": "function", "jax-cpu": "jit"}
 KNOWN_LAYOUTS = {"torch-cpu": "NCHW", "tf-mkl": "NHWC", "tf-eigen": "NHWC", "jax-cpu": "NHWC"}
@@ -76,10 +82,10 @@ def test_every_cpu_agent_gives_one_table(one_table: pd.DataFrame) -> None:
     # An agent may lack a workload (it says so in Describe): unsupported, never failed.
     assert set(table["status"]) <= {"ok", "unsupported"}
     ok = table[table["status"] == "ok"]
-    assert set(ok["agent"]) == set(CPU_AGENTS)
+    assert set(ok["agent"]) == set(TABLE_AGENTS)
     assert (table[table["agent"].isin(KNOWN_MODES)]["status"] == "ok").all()
     frameworks = ok.groupby("agent")["framework"].first().to_dict()
-    assert frameworks == {name: SHIPPED[name].plugin for name in CPU_AGENTS}
+    assert frameworks == {name: SHIPPED[name].plugin for name in TABLE_AGENTS}
     modes = ok.groupby("agent")["mode"].unique().map(list).to_dict()
     assert {a: modes[a] for a in KNOWN_MODES} == {a: [m] for a, m in KNOWN_MODES.items()}
     conv = ok[ok["workload"] == "conv2d"].groupby("agent")["layout"].first().to_dict()
@@ -109,6 +115,25 @@ def test_every_framework_trains_to_the_target_accuracy(one_table: pd.DataFrame) 
     # Same data, order, initial weights and optimizer: the frameworks need similar epochs.
     epochs = table["epochs_to_target"]
     assert epochs.max() - epochs.min() <= max(3, epochs.min()), table[["agent", "epochs_to_target"]]
+
+
+@pytest.mark.skipif(not LANGUAGE_AGENTS, reason="no language-model agent is shipped")
+def test_language_model_agents_run_gpt_and_generate(tmp_path, isolated_store):
+    shape = {"layers": 1, "hidden": 32, "heads": 2, "vocab": 64, "context": 16}
+    shape |= {"seq_len": 8, "prompt_len": 4, "new_tokens": 4}
+    params = [f"--param={name}={value}" for name, value in shape.items()]
+    agents = ",".join(LANGUAGE_AGENTS)
+    table = run_table(
+        tmp_path,
+        *("--agents", agents, "--workloads", "gpt,generate", "--phases", "infer"),
+        *("--batch-sizes", "2", *params, *QUICK),
+    )
+    assert (table["status"] == "ok").all(), table[["agent", "workload", "status"]]
+    assert sorted(table["agent"]) == sorted(LANGUAGE_AGENTS * 2)
+    assert (table[table["workload"] == "generate"]["decode_tokens_per_second"] > 0).all()
+    rows = zip(table["agent"], table["settings"], strict=True)
+    weights = {agent: json.loads(settings)["weights"] for agent, settings in rows}
+    assert weights == {a: "Q8_0" if a == "llamacpp-q8" else "F32" for a in LANGUAGE_AGENTS}
 
 
 # Both fix their pools at start-up; the collector restarts either the same way (make test-full).

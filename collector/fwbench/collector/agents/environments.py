@@ -55,8 +55,14 @@ def requirements_key(manifest: AgentManifest) -> str:
     """Names the environment: what is installed into it (raises LockError for a stale lock)."""
     lock = current_lock(manifest)
     installs: object = lock.read_text("utf-8") if lock else manifest.requirements
-    blob = json.dumps([installs, manifest.pip_args, sys.version_info[:2]])
+    blob = json.dumps([installs, manifest.pip_args, sys.version_info[:2], *_build(manifest)])
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def _build(manifest: AgentManifest) -> list[list[str]]:
+    """The build requirements as a key's last item, or nothing: the keys of manifests without
+    them stay what they were."""
+    return [list(manifest.build_requirements)] if manifest.build_requirements else []
 
 
 def content_key(manifest: AgentManifest, sources: str) -> str:
@@ -71,7 +77,9 @@ def content_key(manifest: AgentManifest, sources: str) -> str:
         lines = (line.strip() for line in lock.read_text("utf-8").splitlines())
         installs = [line for line in lines if line and not line.startswith("#")]
     packages = [package.name for package in manifest.local_packages]
-    blob = json.dumps([installs, manifest.pip_args, sys.version_info[:2], packages])
+    blob = json.dumps(
+        [installs, manifest.pip_args, sys.version_info[:2], packages, *_build(manifest)]
+    )
     return hashlib.sha256(f"{blob}{sources}".encode()).hexdigest()[:12]
 
 
@@ -233,6 +241,9 @@ class AgentEnvironment:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._run(isolated(sys.executable, "-m", "venv", str(self.path)))
             self._run(isolated(self.python, "-m", "pip", "install", "setuptools>=68", "wheel"))
+            if self.manifest.build_requirements:  # an sdist in the lock builds with them
+                build = self.manifest.build_requirements
+                self._run(isolated(self.python, "-m", "pip", "install", *build))
             if lock is None:
                 self._run([*pip, *self.manifest.pip_args, *self.manifest.requirements, *local])
             else:

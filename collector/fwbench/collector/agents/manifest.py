@@ -46,6 +46,10 @@ class AgentManifest:
     # image, which the Docker launcher runs as it is (never built). None for a manifest file.
     image: ImageInfo | None = None
     framework: str = ""  # the image label's framework ("" for a file: its plugin names it)
+    # [install] build_requirements: what pip needs to build an sdist of the lock inside the
+    # environment, which installs the lock with --no-build-isolation (llama-cpp-python's
+    # scikit-build-core); installed first, unhashed. Empty for wheels only.
+    build_requirements: tuple[str, ...] = ()
 
     @property
     def source(self) -> str:
@@ -99,6 +103,7 @@ def parse_manifest(path: Path) -> AgentManifest:
         requires_gpu=bool(raw.get("requires_gpu", False)),
         representative=bool(tests.get("representative", False)),
         plugin_tests=tuple((path.parent / p).resolve() for p in tests.get("plugin_tests", [])),
+        build_requirements=tuple(install.get("build_requirements", [])),
     )
 
 

@@ -1,0 +1,95 @@
+"""Benchmark: is the llamacpp-cpu agent's decode llama.cpp's own? Two figures for the generate
+workload's decode tokens per second at one shape, batch 1, one thread count:
+  A. through fwbench: `collector run --agents llamacpp-cpu --workloads generate` (its default
+     mode, flash_attn), the row's decode_tokens_per_second (the median sample's);
+  B. llama.cpp's own counter (bare_llamacpp.py in the agent's environment): the same GGUF,
+     context and greedy loop, timed by llama_perf_context (t_eval_ms over n_eval one-token
+     decodes: llama_decode alone, no argmax, no harness); the median over rounds.
+A / B is what the agent's path (the greedy argmax in NumPy, Python's loop, the runtime's
+clock reads and synchronization) costs beside llama.cpp's decode.
+
+Run from the repository root with the dev environment (builds llamacpp-cpu's environment on
+first use; FWBENCH_ENV_DIR is honoured):
+    .venv/bin/python tests/benchmarks/bench_llamacpp_anchor.py [--threads 2] [--layers 12 ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from fwbench.collector.agents.environments import environment_for
+from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+AGENT = "llamacpp-cpu"
+SHAPE = ("layers", "hidden", "heads", "vocab", "context", "prompt_len", "new_tokens")
+
+
+def agent_figure(args: argparse.Namespace, out: Path) -> float:
+    """The row's decode tokens per second from one `collector run`."""
+    command = [sys.executable, "-m", "fwbench.collector.cli", "run", "--agents", AGENT]
+    command += ["--workloads", "generate", "--phases", "infer", "--batch-sizes", "1"]
+    command += ["--threads", str(args.threads), "--iterations", str(args.iterations)]
+    command += ["--out", str(out)]
+    for name in SHAPE:
+        command += ["--param", f"{name}={getattr(args, name)}"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    print(done.stdout[-2000:], file=sys.stderr)
+    if done.returncode != 0:
+        raise SystemExit(f"collector run exited {done.returncode}: {done.stderr[-2000:]}")
+    rows = pd.read_parquet(out / "results.parquet")
+    row = rows[(rows["agent"] == AGENT) & (rows["workload"] == "generate")].iloc[0]
+    return float(row["decode_tokens_per_second"])
+
+
+def llamacpp_figure(args: argparse.Namespace) -> list[float]:
+    """llama.cpp's own decode tokens per second, each round's."""
+    environment = environment_for(discover_manifests(manifest_dirs())[AGENT])
+    environment.ensure()
+    command = [str(environment.python), str(HERE / "bare_llamacpp.py")]
+    command += ["--threads", str(args.threads), "--rounds", str(args.rounds)]
+    command += ["--generations", str(args.generations)]
+    for name in SHAPE:
+        command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    sources = [ROOT / "agents" / "runtime", ROOT / "agents" / "llamacpp", ROOT / "proto"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, sources))}
+    done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
+    found = re.search(r"^\{.*\}$", done.stdout, re.MULTILINE)
+    assert found, done.stdout + done.stderr
+    return list(json.loads(found.group(0))["decode_tokens_per_second"])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    defaults = {"layers": 12, "hidden": 768, "heads": 12, "vocab": 50257, "context": 1024}
+    defaults |= {"prompt_len": 128, "new_tokens": 128}
+    for name in SHAPE:
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name])
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--iterations", type=int, default=10, help="the agent's timed generations")
+    p.add_argument("--rounds", type=int, default=5, help="llama.cpp's rounds")
+    p.add_argument("--generations", type=int, default=5, help="per llama.cpp round")
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory(prefix="fwbench-anchor-") as folder:
+        agent = agent_figure(args, Path(folder) / "run")
+    own = llamacpp_figure(args)
+    median = statistics.median(own)
+    print("| figure | fwbench (agent) | llama.cpp's own counter | agent / llama.cpp |")
+    print("| --- | --- | --- | --- |")
+    print(f"| decode tokens/s | {agent:.1f} | {median:.1f} | {agent / median:.3f} |")
+    print(f"llama.cpp's rounds: {', '.join(f'{v:.1f}' for v in own)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
