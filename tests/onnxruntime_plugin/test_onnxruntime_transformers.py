@@ -16,13 +16,15 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from fwbench.onnxruntime_plugin import generation, greedy_loop, session
+from fwbench.onnxruntime_plugin import export, generation, greedy_loop, session
 from fwbench.onnxruntime_plugin import transformer_graphs as tg
 from fwbench.onnxruntime_plugin.plugin import OnnxRuntimePlugin
+from fwbench.runtime import onnx_flops
 from fwbench.runtime.architectures import transformer_config, transformer_parameters
 from fwbench.runtime.plugin import PluginContext, UnsupportedWorkload, WorkloadSpec
 from fwbench.runtime.reference import EquivalenceCase, OptimizerSpec
 from fwbench.spec import load_catalogue
+from fwbench.spec.model_files import TensorInfo
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # numpy_transformers
 import numpy_transformers as reference
@@ -168,3 +170,14 @@ def test_equivalence_gives_logits_and_generated_tokens(plugin):
     assert result.generated is not None and result.generated_gaps is not None
     np.testing.assert_array_equal(result.generated, expected)
     assert result.generated_gaps.shape == (3, 8)
+
+
+def test_the_export_script_writes_a_transformer_the_flop_counter_counts(tmp_path):
+    out = tmp_path / "gpt.onnx"
+    params = "layers=2,hidden=16,heads=4,vocab=40,context=24,seq_len=7"
+    assert export.main(["gpt", "--out", str(out), "--params", params]) == 0
+    tokens = np.zeros((2, 7), np.int64)
+    logits = ort.InferenceSession(str(out)).run(None, {"input": tokens})[0]
+    assert logits.shape == (2, 7, 40)
+    counted = onnx_flops.count(str(out), [TensorInfo("input", (2, 7), "int64")])
+    assert counted.flops > 0 and not counted.not_counted
