@@ -27,6 +27,7 @@ from fwbench.onnxruntime_plugin.graphs import (
     GraphBuilder,
     Init,
     Parameters,
+    fan_in_uniform,
     tensor_input,
 )
 from fwbench.onnxruntime_plugin.models import INPUT, OUTPUT, Graph
@@ -66,6 +67,21 @@ def layer_norm(b: GraphBuilder, x: str, path: str, features: int, eps: float) ->
 
 def gelu(b: GraphBuilder, x: str, path: str, config: TransformerConfig) -> str:
     return b.node("Gelu", [x], path, approximate="tanh" if config.gelu_tanh else "none")
+
+
+def residual_linear(
+    b: GraphBuilder, x: str, residual: str, path: str, n_in: int, n_out: int
+) -> str:
+    """residual + nn.Linear(x), summed as (residual + bias) + x W^T: a bias-free Gemm. With
+    the bias in the Gemm (or a MatMul and an Add), OpenVINO 2026.4.1 crashed (SIGSEGV in
+    compile_model) on a graph of a few rows and a small width (16 to 64) wherever the residual
+    was itself a sum, on one thread a stream (one thread, or "throughput" on two CPUs); this
+    order compiled. Only the float32 rounding of the sum differs from nn.Linear's."""
+    init = fan_in_uniform(n_in)
+    w = b.weight(f"{path}.weight", (n_out, n_in), init)
+    bias = b.weight(f"{path}.bias", (n_out,), init)
+    shifted = b.node("Add", [residual, bias], f"{path}.residual")
+    return b.node("Add", [shifted, b.node("Gemm", [x, w], path, transB=1)], f"{path}.add")
 
 
 def split_heads(
@@ -135,13 +151,11 @@ def embed(b: GraphBuilder, table: str, ids: str, path: str) -> str:
 def _bert_layer(b: GraphBuilder, x: str, path: str, c: TransformerConfig, attn: Attend) -> str:
     h, eps, a = c.hidden, c.layer_norm_eps, f"{path}.attention"
     q, k, v = (b.linear(x, f"{a}.self.{n}", h, h) for n in ("query", "key", "value"))
-    out = b.linear(attn(q, k, v, f"{a}.self"), f"{a}.output.dense", h, h)
-    x = layer_norm(b, b.node("Add", [out, x], f"{a}.output.add"), f"{a}.output.LayerNorm", h, eps)
+    out = residual_linear(b, attn(q, k, v, f"{a}.self"), x, f"{a}.output.dense", h, h)
+    x = layer_norm(b, out, f"{a}.output.LayerNorm", h, eps)
     inner = gelu(b, b.linear(x, f"{path}.intermediate.dense", h, c.intermediate), path, c)
-    out = b.linear(inner, f"{path}.output.dense", c.intermediate, h)
-    return layer_norm(
-        b, b.node("Add", [out, x], f"{path}.output.add"), f"{path}.output.LayerNorm", h, eps
-    )
+    out = residual_linear(b, inner, x, f"{path}.output.dense", c.intermediate, h)
+    return layer_norm(b, out, f"{path}.output.LayerNorm", h, eps)
 
 
 def _bert(b: GraphBuilder, tokens: str, c: TransformerConfig, seq: int) -> str:
@@ -175,11 +189,10 @@ def gpt_block(b: GraphBuilder, x: str, path: str, c: TransformerConfig, attn: At
     y = b.linear(layer_norm(b, x, f"{path}.ln_1", h, eps), f"{path}.attn.c_attn", h, 3 * h)
     sizes = int64_constant(b, f"split.{h}", [h, h, h])
     q, k, v = b.node_outputs("Split", [y, sizes], [f"{path}.attn.{n}" for n in "qkv"], axis=1)
-    out = b.linear(attn(q, k, v, f"{path}.attn"), f"{path}.attn.c_proj", h, h)
-    x = b.node("Add", [x, out], f"{path}.add_attn")
+    x = residual_linear(b, attn(q, k, v, f"{path}.attn"), x, f"{path}.attn.c_proj", h, h)
     y = b.linear(layer_norm(b, x, f"{path}.ln_2", h, eps), f"{path}.mlp.c_fc", h, c.intermediate)
-    y = b.linear(gelu(b, y, f"{path}.mlp.act", c), f"{path}.mlp.c_proj", c.intermediate, h)
-    return b.node("Add", [x, y], f"{path}.add_mlp")
+    y = gelu(b, y, f"{path}.mlp.act", c)
+    return residual_linear(b, y, x, f"{path}.mlp.c_proj", c.intermediate, h)
 
 
 def gpt_tables(b: GraphBuilder, c: TransformerConfig) -> tuple[str, str]:

@@ -74,28 +74,15 @@ def reshape(model: ov.Model, shapes: Mapping[str, tuple[int, ...]]) -> None:
     model.reshape({name: ov.PartialShape(list(shape)) for name, shape in shapes.items()})
 
 
-def compile_for(
-    model: ov.Model, mode: str, threads: int, snippets: bool = True
-) -> ov.CompiledModel:
+def compile_for(model: ov.Model, mode: str, threads: int) -> ov.CompiledModel:
     """`model` compiled on the CPU device with the mode's hint, float32 inference and
-    `threads` (0: OpenVINO's default, one per core it may use); `snippets` False turns the
-    CPU plugin's Snippets (its JIT fusion of elementwise and attention subgraphs) off."""
-    config: dict[str, object] = {
+    `threads` (0: OpenVINO's default, one per core it may use)."""
+    config = {
         "PERFORMANCE_HINT": HINTS[mode],
         "INFERENCE_PRECISION_HINT": PRECISION,
         "INFERENCE_NUM_THREADS": threads,
     }
-    if not snippets:
-        config["SNIPPETS_MODE"] = "DISABLE"
     return core().compile_model(model, DEVICE, config)
-
-
-def snippets_on_one_thread_crash(threads: int) -> bool:
-    """Whether a transformer graph must compile with Snippets off: on one thread OpenVINO
-    2026.4.1's CPU plugin crashes (SIGSEGV, in compile_model) on the transformer graphs of a
-    small hidden size (16 to 64 crashed, 96 and up compiled; a few rows: gpt at batch 1, any
-    decode step), which would end the agent; two threads or more compile them all."""
-    return threads == 1
 
 
 def port_name(port: ov.Output) -> str:

@@ -32,9 +32,8 @@ def _request(
     outputs: Mapping[str, np.ndarray],
     mode: str,
     threads: int,
-    snippets: bool,
 ) -> tuple[ov.CompiledModel, ov.InferRequest]:
-    model = compiled.compile_for(compiled.read(serialized), mode, threads, snippets)
+    model = compiled.compile_for(compiled.read(serialized), mode, threads)
     request = model.create_infer_request()
     for name, array in inputs.items():
         request.set_tensor(name, ov.Tensor(array, shared_memory=True))
@@ -54,16 +53,15 @@ class Generation:
         mode: str,
         threads: int,
         keep_gaps: bool = False,
-        snippets: bool = True,
     ) -> None:
         self.buffers = greedy_loop.GreedyBuffers(graphs.shape, prompt, keep_gaps)
         b = self.buffers
         # Both compiled models kept referenced: a request outliving its model crashes.
         self.prefill_compiled, self.prefill_request = _request(
-            graphs.prefill, b.prefill_inputs, b.prefill_outputs, mode, threads, snippets
+            graphs.prefill, b.prefill_inputs, b.prefill_outputs, mode, threads
         )
         self.decode_compiled, self.decode_request = _request(
-            graphs.decode, b.decode_inputs, b.decode_outputs, mode, threads, snippets
+            graphs.decode, b.decode_inputs, b.decode_outputs, mode, threads
         )
 
     def steps(self, new_tokens: int) -> GenerationSteps:
@@ -81,11 +79,10 @@ def build(
     weights: Mapping[str, np.ndarray] | None = None,
     prompt: np.ndarray | None = None,
     keep_gaps: bool = False,
-    snippets: bool = True,
 ) -> Generation:
     """The generation of a cell (a random prompt, weights from `seed`) or of an equivalence
     case (`weights`, `prompt`)."""
     if prompt is None:
         prompt = greedy_loop.random_prompt(params, batch, seed)
     graphs = gg.build_generation_graphs(params, prompt.shape[0], prompt.shape[1], weights, seed)
-    return Generation(graphs, prompt, mode, threads, keep_gaps, snippets)
+    return Generation(graphs, prompt, mode, threads, keep_gaps)

@@ -60,7 +60,6 @@ UNSUPPORTED_REASONS: Mapping[str, str] = {"*/train": TRAIN_REASON}
 # The onnxruntime plugin's transformer graphs (transformer_graphs, generation_graphs).
 TRANSFORMER_WORKLOADS = ("attention", *arch.TRANSFORMER_NAMES, "generate")
 OFFERED = (*models.OPS, *models.MODELS, *TRANSFORMER_WORKLOADS)
-_SNIPPETS_OFF = "DISABLE (one thread: compiled.snippets_on_one_thread_crash)"
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -80,15 +79,11 @@ def _first_line(error: BaseException) -> str:
 
 
 def _compile_graph(
-    graph: models.Graph,
-    inputs: Mapping[str, np.ndarray],
-    mode: str,
-    threads: int,
-    snippets: bool = True,
+    graph: models.Graph, inputs: Mapping[str, np.ndarray], mode: str, threads: int
 ) -> compiled.BoundRequest:
     model = compiled.read(graph.serialized)
     compiled.reshape(model, {name: array.shape for name, array in inputs.items()})
-    return compiled.BoundRequest(compiled.compile_for(model, mode, threads, snippets), inputs)
+    return compiled.BoundRequest(compiled.compile_for(model, mode, threads), inputs)
 
 
 def _self_check(threads: int) -> int:
@@ -197,21 +192,17 @@ class OpenVinoPlugin:
         cell_graph = tg.cell_graph if transformer else models.cell_graph
         graph = cell_graph(name, spec.params, spec.batch_size, spec.seed)
         inputs = models.synthetic_inputs(graph, spec.batch_size, spec.seed)
-        snippets = not (transformer and self._one_thread(threads))
-        bound = _compile_graph(graph, inputs, spec.mode, threads, snippets)
+        bound = _compile_graph(graph, inputs, spec.mode, threads)
         layout = "" if transformer or name in ("gemm", "lstm") else "NCHW"
         settings = self._settings(spec, bound.compiled, threads, layout)
         extra = {**settings.extra, **models.describe_graph()}
         if transformer:
-            extra |= _transformer_extra(bound.compiled, snippets)
+            extra["attention_kernel"] = _attention_kernel(bound.compiled)
         return BuiltStep(_translated(bound.step), dataclasses.replace(settings, extra=extra))
 
     def _generate(self, spec: WorkloadSpec, threads: int) -> BuiltStep:
         """The prefill and decode graphs, each compiled once, over greedy_loop's buffers."""
-        snippets = not self._one_thread(threads)
-        run = generation.build(
-            spec.params, spec.batch_size, spec.seed, spec.mode, threads, snippets=snippets
-        )
+        run = generation.build(spec.params, spec.batch_size, spec.seed, spec.mode, threads)
         steps = run.steps(spec.params["new_tokens"])
         steps = GenerationSteps(
             _translated(steps.prefill), _translated(steps.decode), steps.decode_steps
@@ -221,7 +212,7 @@ class OpenVinoPlugin:
             **settings.extra,
             **models.describe_graph(),
             **greedy_loop.kv_cache_settings(run.buffers, generation.SHARING),
-            **_transformer_extra(run.decode_compiled, snippets),
+            "attention_kernel": _attention_kernel(run.decode_compiled),
             "timed_step": "prefill: the prefill request's infer(); decode: the decode "
             "request's, then the new position's key and value written into the cache",
         }
@@ -273,33 +264,18 @@ class OpenVinoPlugin:
             loss_after=None,
         )
 
-    def _one_thread(self, threads: int) -> bool:
-        """Whether a cell asking for `threads` (0: the default) runs on one thread, where
-        transformer graphs compile with Snippets off (compiled.snippets_on_one_thread_crash)."""
-        return compiled.snippets_on_one_thread_crash(threads or self.default_threads)
-
     def _logits(self, graph: models.Graph, tokens: np.ndarray) -> np.ndarray:
-        feed = {models.INPUT: tokens}
-        snippets = not self._one_thread(self.threads)
-        bound = _compile_graph(graph, feed, MODES[0], self.threads, snippets)
+        bound = _compile_graph(graph, {models.INPUT: tokens}, MODES[0], self.threads)
         return np.asarray(bound.outputs()[graph.output], np.float32)
 
     def _generated(
         self, params: Mapping[str, int], weights: Mapping[str, np.ndarray], prompt: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        snippets = not self._one_thread(self.threads)
-        run = generation.build(
-            params, 0, 0, MODES[0], self.threads, weights, prompt, True, snippets
-        )
+        run = generation.build(params, 0, 0, MODES[0], self.threads, weights, prompt, True)
         run.steps(params["new_tokens"]).generate()
         return greedy_loop.generated(run.buffers)
 
 
-def _transformer_extra(model: ov.CompiledModel, snippets: bool) -> dict[str, str]:
-    """The graph's plain attention, what OpenVINO's CPU plugin made of the whole graph, and
-    the Snippets mode asked for (a compiled model does not report it)."""
-    layers = compiled.runtime_layers(model)
-    return {
-        "attention_kernel": f"{tg.ATTENTION_KERNEL}; OpenVINO's CPU layers: {layers}",
-        "snippets_mode": "DEFAULT" if snippets else _SNIPPETS_OFF,
-    }
+def _attention_kernel(model: ov.CompiledModel) -> str:
+    """The graph's plain attention and what OpenVINO's CPU plugin made of the whole graph."""
+    return f"{tg.ATTENTION_KERNEL}; OpenVINO's CPU layers: {compiled.runtime_layers(model)}"
