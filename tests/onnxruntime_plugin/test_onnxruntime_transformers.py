@@ -85,7 +85,8 @@ def test_the_attention_op_is_numpys_softmax_attention(causal):
     graph = tg.build_attention(params, 2)
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((2, 2, 6, 4), dtype=np.float32) for _ in range(3))
-    out = ort.InferenceSession(graph.serialized).run(None, {"q": q, "k": k, "v": v})[0]
+    k_t = np.ascontiguousarray(k.transpose(0, 1, 3, 2))
+    out = ort.InferenceSession(graph.serialized).run(None, {"q": q, "k_t": k_t, "v": v})[0]
 
     def heads_last(x: np.ndarray) -> np.ndarray:  # (batch, heads, seq, d) -> (batch, seq, hidden)
         return x.transpose(0, 2, 1, 3).reshape(2, 6, 8).astype(np.float64)
@@ -125,6 +126,7 @@ def test_a_transformer_cell_steps_and_names_its_attention(plugin, name):
     built.step()
     assert built.settings.extra["attention_kernel"] == tg.ATTENTION_KERNEL
     assert built.settings.layout == ""
+    assert ("attention_layout" in built.settings.extra) is (name == "attention")
 
 
 def test_a_generate_cell_runs_its_parts_and_reports_its_cache(plugin):

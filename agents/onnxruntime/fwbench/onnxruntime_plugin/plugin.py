@@ -236,6 +236,8 @@ class OnnxRuntimePlugin:
         extra = {**settings.extra, **models.describe_graph()}
         if transformer:
             extra["attention_kernel"] = tg.ATTENTION_KERNEL
+        if name == "attention":
+            extra["attention_layout"] = tg.ATTENTION_LAYOUT
         return BuiltStep(_translated(bound.step), dataclasses.replace(settings, extra=extra))
 
     def _generate(self, spec: WorkloadSpec) -> BuiltStep:

@@ -39,7 +39,7 @@ from fwbench.runtime.architectures import (
 )
 
 EMBEDDING = Init("normal", 1.0)  # nn.Embedding's default
-ATTENTION_INPUTS = ("q", "k", "v")
+ATTENTION_LAYOUT = "q, v (batch, heads, seq_len, head_dim); k_t (batch, heads, head_dim, seq_len)"
 ATTENTION_KERNEL = "plain: MatMul, Softmax, MatMul (ONNX has no attention op at this opset)"
 # An attention of one layer: Q, K, V as (tokens, hidden) and the layer's path -> the context,
 # (tokens, hidden).
@@ -269,19 +269,19 @@ def build_transformer(
 
 
 def build_attention(params: Mapping[str, int], batch: int) -> Graph:
-    """The attention op: Q, K, V graph inputs (batch, heads, seq_len, head_dim), as the torch
-    plugin passes its tensors each step; "y" the context, same shape. K is transposed in the
-    graph (torch's plain path transposes a view)."""
+    """The attention op: Q and V graph inputs (batch, heads, seq_len, head_dim) and K already
+    transposed, (batch, heads, head_dim, seq_len) (ATTENTION_LAYOUT: no mode times a
+    transpose), as the torch plugin passes its tensors each step; "y" the context."""
     b = GraphBuilder(Parameters("attention", None))
-    shape = (batch, params["heads"], params["seq_len"], params["head_dim"])
-    seq = params["seq_len"]
+    heads, seq, head_dim = params["heads"], params["seq_len"], params["head_dim"]
+    shape = (batch, heads, seq, head_dim)
+    shapes = {"q": shape, "k_t": (batch, heads, head_dim, seq), "v": shape}
     mask = causal_mask(b, seq, seq) if params["causal"] else None
-    kt = b.node("Transpose", ["k"], "k_t", perm=[0, 1, 3, 2])
-    attend(b, "q", kt, "v", "attention", params["head_dim"], mask)
-    inputs = [tensor_input(name, TensorProto.FLOAT, shape) for name in ATTENTION_INPUTS]
+    attend(b, "q", "k_t", "v", "attention", head_dim, mask)
+    inputs = [tensor_input(name, TensorProto.FLOAT, dims) for name, dims in shapes.items()]
     metadata = {"op": "attention", "batch": str(batch)} | {k: str(v) for k, v in params.items()}
     serialized = b.finish(inputs, "y", shape, "attention", metadata)
-    operands = dict.fromkeys(ATTENTION_INPUTS, (shape, np.float32))
+    operands = {name: (dims, np.float32) for name, dims in shapes.items()}
     return Graph("attention", serialized, {}, operands, "y", shape)
 
 

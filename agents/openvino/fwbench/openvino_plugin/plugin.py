@@ -198,6 +198,8 @@ class OpenVinoPlugin:
         extra = {**settings.extra, **models.describe_graph()}
         if transformer:
             extra["attention_kernel"] = _attention_kernel(bound.compiled)
+        if name == "attention":
+            extra["attention_layout"] = tg.ATTENTION_LAYOUT
         return BuiltStep(_translated(bound.step), dataclasses.replace(settings, extra=extra))
 
     def _generate(self, spec: WorkloadSpec, threads: int) -> BuiltStep:
