@@ -6,7 +6,8 @@ initialisers (seeded) when none are given.
 
 Activations run as (tokens, features) matrices, so that every nn.Linear is one Gemm
 (transB=1) on the canonical weight as stored and the tied LM heads read the embedding table
-itself; only attention reshapes to (batch, heads, seq, head_dim), the keys transposed to
+itself (a layer feeding a residual sum adds its bias to the residual instead: residual_linear
+says why); only attention reshapes to (batch, heads, seq, head_dim), the keys transposed to
 (batch, heads, head_dim, seq) as they are made, so that Q K^T is one MatMul. Attention is
 MatMul, Softmax, MatMul: ONNX has no attention op at this opset. The causal mask is a constant
 of 0 and -inf added to the scores (as PyTorch's masked_fill). LayerNormalization and Gelu
