@@ -1,5 +1,6 @@
-"""The same transformer in every framework: bert and gpt built by the torch, TensorFlow, JAX and
-Paddle plugins, each in its own agent environment and process, from the same canonical weights.
+"""The same transformer in every framework: bert and gpt built by the torch, TensorFlow, JAX,
+Paddle, ONNX Runtime and OpenVINO plugins (llama.cpp: gpt), each in its own agent environment
+and process, from the same canonical weights.
 
 1. Architecture: each framework's canonical weight names and shapes for a fresh model equal
    PyTorch's (Hugging Face's checkpoint names), at the shape below.
@@ -8,7 +9,8 @@ Paddle plugins, each in its own agent environment and process, from the same can
    epsilon, a swapped GELU or a transposed kernel shows), are loaded by every framework; the
    logits of every position must agree within LOGIT_RTOL of their scale, the language-model
    loss within LOSS_RTOL, and one SGD-momentum step must move it by the same amount within
-   DELTA_RTOL of the move (the tolerances of tests/equivalence/test_equivalence.py).
+   DELTA_RTOL of the move (the tolerances of tests/equivalence/test_equivalence.py); a plugin
+   whose equivalence does not train (ONNX Runtime, OpenVINO: inference only) has no step.
 3. Generation: greedy decoding of NEW_TOKENS tokens from the same prompt and weights, through
    each plugin's own KV-cache path (the generate workload's), must give the same tokens at
    every step. A step whose top two logits (in PyTorch) lie within the logit tolerance of
@@ -50,10 +52,10 @@ MANIFESTS = discover_manifests(manifest_dirs())
 AGENTS = {m.plugin: m.name for m in MANIFESTS.values() if m.representative and not m.requires_gpu}
 # Plugins whose equivalence builds gpt alone and does not train (reference.equivalence_models).
 GPT_ONLY = tuple(plugin for plugin in ("llamacpp",) if plugin in AGENTS)
-COMPARED = (
-    *(plugin for plugin in ("torch", "tensorflow", "jax", "paddle") if plugin in AGENTS),
-    *GPT_ONLY,
-)
+FRAMEWORKS = ("torch", "tensorflow", "jax", "paddle", "onnxruntime", "openvino")
+COMPARED = (*(plugin for plugin in FRAMEWORKS if plugin in AGENTS), *GPT_ONLY)
+# Plugins whose equivalence runs inference only (equivalence_trains False): no training step.
+INFERENCE_ONLY = ("onnxruntime", "openvino", *GPT_ONLY)
 OTHERS = tuple(plugin for plugin in COMPARED if plugin != "torch")
 # llama.cpp's float32 logits: ggml's float16-table GELU (GGML_GELU_FP16) puts them 3.8e-4 of
 # their scale from PyTorch's on this test's case (measured, llama-cpp-python 0.3.36 built for
@@ -214,7 +216,7 @@ def test_a_quantized_variant_is_reported_not_held_equal(results, agent, record_p
     assert top1 >= 0.5, f"{agent} agrees with PyTorch's top token at {top1:.0%} of positions"
 
 
-@pytest.mark.parametrize("plugin", [p for p in OTHERS if p not in GPT_ONLY])
+@pytest.mark.parametrize("plugin", [p for p in OTHERS if p not in INFERENCE_ONLY])
 @pytest.mark.parametrize("model", MODELS)
 def test_one_training_step_moves_the_loss_the_same_way(results, plugin, model):
     expected, actual = results["torch"][model], results[plugin][model]

@@ -12,13 +12,15 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from fwbench.onnxruntime_plugin import models
+from fwbench.onnxruntime_plugin import generation_graphs, models
+from fwbench.onnxruntime_plugin import transformer_graphs as tg
 from fwbench.runtime import onnx_flops
 from fwbench.spec import load_catalogue
 from fwbench.spec.model_files import TensorInfo
 
 CATALOGUE = load_catalogue()
 BATCH = 3
+SMALL = {"layers": 2, "hidden": 16, "heads": 4, "vocab": 40, "context": 24, "seq_len": 7}
 
 
 @pytest.mark.parametrize(
@@ -47,6 +49,59 @@ def test_the_count_of_a_catalogue_graph_is_the_catalogues_formula(
     expected = CATALOGUE.get(workload).forward_flops_per_item(params) * BATCH
     assert counted.flops == pytest.approx(expected, rel=1e-12)
     assert counted.counter.startswith("ONNX graph: Conv,") and onnx.__version__ in counted.counter
+
+
+def _count(tmp_path: Path, serialized: bytes, shapes: dict[str, tuple[int, ...]]) -> float:
+    path = tmp_path / "graph.onnx"
+    path.write_bytes(serialized)
+    inputs = [TensorInfo(name, shape, "float32") for name, shape in shapes.items()]
+    return onnx_flops.count(str(path), inputs).flops
+
+
+@pytest.mark.parametrize(
+    ("workload", "causal"), [("attention", 0), ("attention", 1), ("bert", 0), ("gpt", 0)]
+)
+def test_a_transformer_graph_counts_the_catalogues_formula_and_its_masked_half(
+    tmp_path: Path, workload: str, causal: int
+) -> None:
+    """The catalogue counts a causal row's keys up to itself; the graph's MatMuls compute
+    every (query, key) pair, the masked half too: 2 x head_dim x s(s-1)/2 per product more."""
+    params = CATALOGUE.get(workload).resolve_params(
+        {"heads": 4, "seq_len": 7, "head_dim": 4, "causal": causal}
+        if workload == "attention"
+        else {k: v for k, v in SMALL.items() if k in CATALOGUE.get(workload).params}
+    )
+    graph = tg.cell_graph(workload, params, BATCH, seed=0)
+    shapes = {
+        name: tuple(BATCH if isinstance(d, str) else d for d in shape)
+        for name, (shape, _) in graph.inputs.items()
+    }
+    counted = _count(tmp_path, graph.serialized, shapes)
+    s = params["seq_len"]
+    if workload == "attention":
+        masked = causal * 2 * 2 * params["heads"] * params["head_dim"] * s * (s - 1) / 2
+    else:
+        masked = (workload == "gpt") * params["layers"] * 2 * 2 * params["hidden"] * s * (s - 1) / 2
+    expected = CATALOGUE.get(workload).forward_flops_per_item(params) + masked
+    assert counted == pytest.approx(expected * BATCH, rel=1e-12)
+
+
+def test_the_generation_graphs_are_counted(tmp_path: Path) -> None:
+    """The decode graph: every weight's products for one token, and attention over the whole
+    cache (length + the token's own key; the own value's product is an elementwise Mul)."""
+    params = {**SMALL, "prompt_len": 5, "new_tokens": 4}
+    graphs = generation_graphs.build_generation_graphs(params, BATCH, 5)
+    shape, h, layers = graphs.shape, SMALL["hidden"], SMALL["layers"]
+    decode = {"token": (BATCH, 1), "position": (1,)}
+    for layer in range(layers):
+        decode[generation_graphs.past_key(layer)] = shape.key(shape.length)
+        decode[generation_graphs.past_value(layer)] = shape.value(shape.length)
+    attention = 2 * h * (shape.length + 1) + 2 * h * shape.length
+    per_token = layers * (24 * h * h + attention) + 2 * h * SMALL["vocab"]
+    assert _count(tmp_path, graphs.decode, decode) == BATCH * per_token
+    prefill = _count(tmp_path, graphs.prefill, {"tokens": (BATCH, 5)})
+    dense = layers * 24 * h * h * 5 + 2 * h * SMALL["vocab"]  # the head on the last position
+    assert prefill == BATCH * (dense + layers * 4 * h * 5 * 5)
 
 
 def test_a_counted_node_of_unknown_shape_is_named_not_counted_as_zero(tmp_path: Path) -> None:

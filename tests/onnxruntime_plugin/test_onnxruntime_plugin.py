@@ -39,11 +39,11 @@ def test_describe_offers_inference_of_models_and_ops_beside_torch(plugin):
     assert description.framework == "onnxruntime"
     assert description.framework_version == ort.__version__
     assert (description.family, description.family_version) == ("torch", "")
-    assert set(description.capabilities) == {*models.MODELS, *models.OPS}
+    transformers = {"attention", "bert", "gpt", "generate"}
+    assert set(description.capabilities) == {*models.MODELS, *models.OPS, *transformers}
     for capability in description.capabilities.values():
         assert capability.phases == ("infer",) and capability.modes[0] == "all"
     assert description.unsupported_reasons["*/train"] == TRAIN_REASON
-    assert {"attention", "bert", "gpt", "generate"} <= set(description.unsupported_reasons)
     assert description.libraries["onnx"] == onnx.__version__
     assert "CPUExecutionProvider" in description.libraries["providers"]
 
@@ -51,11 +51,6 @@ def test_describe_offers_inference_of_models_and_ops_beside_torch(plugin):
 def test_a_train_cell_is_refused_with_the_reason(plugin):
     with pytest.raises(UnsupportedWorkload, match="no backward pass"):
         plugin.build(cell("lenet", phase="train"))
-
-
-def test_a_transformer_is_refused_with_the_reason(plugin):
-    with pytest.raises(UnsupportedWorkload, match="not offered"):
-        plugin.build(cell("bert", layers=1, hidden=8, heads=2, seq_len=4, vocab=10))
 
 
 def test_settings_record_the_session(plugin):
@@ -140,7 +135,7 @@ def test_equivalence_gives_logits_only(plugin):
     assert result.param_count == 61706
     assert result.loss_before is None and result.loss_after is None
     assert OnnxRuntimePlugin.equivalence_trains is False
-    assert OnnxRuntimePlugin.equivalence_models == frozenset(models.MODELS)
+    assert OnnxRuntimePlugin.equivalence_models == frozenset((*models.MODELS, "bert", "gpt"))
 
 
 def test_equivalence_refuses_a_corrupted_weight_set_naming_it(plugin):

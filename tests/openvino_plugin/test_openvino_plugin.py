@@ -1,7 +1,7 @@
 """The openvino plugin as the runtime drives it, in the openvino-cpu environment: that no ONNX
 Runtime is there (the graphs are the onnxruntime plugin's framework-free modules), what
-describe() offers and why it leaves out the rest, cells of a model and an operator built and
-stepped on their inputs, the settings each row records (threads, hint, float32 read back
+describe() offers and why it leaves out the rest (training), cells of a model and an operator
+built and stepped on their inputs, the settings each row records (threads, hint, float32 read back
 from the compiled model), the two modes, equivalence on logits only, and refusing to start
 where a GPU is asked for or the self-check fails. The contract suite (tests/plugin_contract)
 runs beside it."""
@@ -48,22 +48,23 @@ def test_describe_offers_inference_of_models_and_ops_beside_torch(plugin):
     description = plugin.describe()
     assert (description.framework, description.framework_version) == ("openvino", "2026.4.1")
     assert (description.family, description.family_version) == ("torch", "")
-    assert set(description.capabilities) == {*models.MODELS, *models.OPS}
+    transformers = {"attention", "bert", "gpt", "generate"}
+    assert set(description.capabilities) == {*models.MODELS, *models.OPS, *transformers}
     for capability in description.capabilities.values():
         assert capability.phases == ("infer",) and capability.dtypes == ("float32",)
         assert capability.modes == ("latency", "throughput")
     assert description.unsupported_reasons["*/train"] == TRAIN_REASON
-    assert {"attention", "bert", "gpt", "generate"} <= set(description.unsupported_reasons)
+    assert set(description.unsupported_reasons) == {"*/train"}
     assert description.libraries["onnx"] == onnx.__version__
     assert description.intra_op_threads == plugin.default_threads >= 1
     assert [d.kind for d in description.devices] == ["cpu"]
 
 
-def test_train_transformers_and_unoffered_cells_are_refused_with_the_reason(plugin):
+def test_train_and_unoffered_cells_are_refused_with_the_reason(plugin):
     with pytest.raises(UnsupportedWorkload, match="no backward pass"):
         plugin.build(cell("lenet", phase="train"))
-    with pytest.raises(UnsupportedWorkload, match="not offered"):
-        plugin.build(cell("bert", layers=1, hidden=8, heads=2, seq_len=4, vocab=10))
+    with pytest.raises(UnsupportedWorkload, match="no backward pass"):
+        plugin.build(cell("bert", phase="train", layers=1, hidden=8, heads=2, seq_len=4, vocab=10))
     with pytest.raises(UnsupportedWorkload, match="float16"):
         plugin.build(dataclasses.replace(cell("gemm", m=4, n=4, k=4), dtype="float16"))
     with pytest.raises(UnsupportedWorkload, match="performance hints"):
@@ -131,7 +132,7 @@ def test_equivalence_gives_the_graphs_logits_only(plugin):
     assert result.param_count == 61706
     assert result.loss_before is None and result.loss_after is None
     assert OpenVinoPlugin.equivalence_trains is False
-    assert OpenVinoPlugin.equivalence_models == frozenset(models.MODELS)
+    assert OpenVinoPlugin.equivalence_models == frozenset((*models.MODELS, "bert", "gpt"))
     missing = {k: v for k, v in weights.items() if k != "features.0.weight"}
     with pytest.raises(WeightsError, match=r"features\.0\.weight"):
         plugin.equivalence(_case(missing))

@@ -114,6 +114,14 @@ class GraphBuilder:
         self.nodes.append(helper.make_node(op, list(inputs), [out], name=out, **attrs))
         return out
 
+    def node_outputs(
+        self, op: str, inputs: Sequence[str], names: Sequence[str], **attrs: Any
+    ) -> list[str]:
+        """One node of several outputs (Split), named `names` (made unique)."""
+        outs = [self._unique(name) for name in names]
+        self.nodes.append(helper.make_node(op, list(inputs), outs, name=outs[0], **attrs))
+        return outs
+
     def constant(self, name: str, array: np.ndarray) -> str:
         """A non-canonical initialiser (a reordered LSTM weight, a pooling matrix, a bound)."""
         if name not in self._names:
@@ -218,15 +226,21 @@ class GraphBuilder:
         output_shape: Sequence[int | str],
         name: str,
         metadata: Mapping[str, str],
+        more_outputs: Sequence[onnx.ValueInfoProto] = (),
     ) -> bytes:
-        """The serialised, checked model: the last node's output renamed `output`."""
-        last = self.nodes[-1]
-        last.output[0] = output
+        """The serialised, checked model: the last node's output renamed `output` (unless a
+        node already makes `output`), then `more_outputs` (values of the graph by their names:
+        a generation's next token and KV entries)."""
+        if output not in self._names:
+            self.nodes[-1].output[0] = output
         graph = helper.make_graph(
             self.nodes,
             name,
             list(inputs),
-            [helper.make_tensor_value_info(output, TensorProto.FLOAT, list(output_shape))],
+            [
+                helper.make_tensor_value_info(output, TensorProto.FLOAT, list(output_shape)),
+                *more_outputs,
+            ],
             initializer=self.initializers,
         )
         opsets = [helper.make_opsetid("", OPSET)]

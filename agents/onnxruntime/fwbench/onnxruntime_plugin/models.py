@@ -49,6 +49,7 @@ class Graph:
     inputs: Mapping[str, tuple[tuple[int | str, ...], type]]
     output: str
     output_shape: tuple[int | str, ...]
+    token_ids_below: int = arch.LSTM_VOCAB_SIZE  # the vocabulary of an int64 input's ids
 
 
 # ------------------------------------------------------------------------------ the models
@@ -404,13 +405,13 @@ def cell_graph(name: str, params: Mapping[str, int], batch: int, seed: int) -> G
 def synthetic_inputs(graph: Graph, batch: int, seed: int) -> dict[str, np.ndarray]:
     """A cell's inputs, drawn from `seed` (the weights come from `seed` itself): a model's
     batch (the symbolic batch axis = `batch`) or an operator's operands, standard normal
-    floats, or token ids below the LSTM's vocabulary."""
+    floats, or token ids below the model's vocabulary."""
     rng = np.random.default_rng([seed, 1])
     inputs: dict[str, np.ndarray] = {}
     for name, (shape, dtype) in graph.inputs.items():
         full = tuple(batch if isinstance(d, str) else d for d in shape)
         if dtype is np.int64:
-            inputs[name] = rng.integers(0, arch.LSTM_VOCAB_SIZE, full, dtype=np.int64)
+            inputs[name] = rng.integers(0, graph.token_ids_below, full, dtype=np.int64)
         else:
             inputs[name] = rng.standard_normal(full, dtype=np.float32)
     return inputs

@@ -1,12 +1,15 @@
 """OnnxRuntimePlugin: inference of the catalogue's models and operators with ONNX Runtime, on
 the CPU or one NVIDIA GPU (the CUDA execution provider).
 
-The graphs are built by this plugin (models.py, graphs.py), not exported from another
-framework: none is installed beside ONNX Runtime. They reproduce PyTorch's definitions and
-layouts, so the results stand beside torch's (family "torch"). Each build makes a new session
-(optimisation level = the cell's mode, the cell's threads) over a graph cached per model,
-shape parameters and seed; session.py binds the inputs once. Only inference: ORT's inference
-sessions run no backward pass, and onnxruntime-training's artifacts are not shipped.
+The graphs are built by this plugin (models.py, graphs.py; the transformers and the attention
+op in transformer_graphs.py, generation's prefill and decode graphs in generation_graphs.py),
+not exported from another framework: none is installed beside ONNX Runtime. They reproduce
+PyTorch's definitions and layouts (the transformers Hugging Face's), so the results stand
+beside torch's (family "torch"). Each build makes a new session (optimisation level = the
+cell's mode, the cell's threads) over a graph cached per model, shape parameters and seed;
+session.py binds the inputs once. generate runs two sessions around an explicit KV cache
+(generation.py; CPU provider only). Only inference: ORT's inference sessions run no backward
+pass, and onnxruntime-training's artifacts are not shipped.
 
 At construction the plugin builds, checks and runs the smallest graph (lenet) on its device
 and refuses to start, with one line, when that fails or when FWBENCH_DEVICE=cuda finds no CUDA
@@ -24,7 +27,16 @@ import onnx
 import onnxruntime as ort
 import psutil
 
-from fwbench.onnxruntime_plugin import model_file, models, onnx_file, session
+from fwbench.onnxruntime_plugin import (
+    generation,
+    greedy_loop,
+    model_file,
+    models,
+    onnx_file,
+    session,
+    transformer_equivalence,
+)
+from fwbench.onnxruntime_plugin import transformer_graphs as tg
 from fwbench.onnxruntime_plugin.graphs import OPSET, PLUGIN_VERSION
 from fwbench.onnxruntime_plugin.session import MODES, Device
 from fwbench.runtime import architectures as arch
@@ -37,6 +49,7 @@ from fwbench.runtime.plugin import (
     BuiltStep,
     Capability,
     DeviceInfo,
+    GenerationSteps,
     InvalidContext,
     PluginContext,
     PluginDescription,
@@ -53,14 +66,9 @@ TRAIN_REASON = (
     "ONNX Runtime's inference sessions run no backward pass (onnxruntime-training's "
     "artifacts are not shipped): inference only"
 )
-_TRANSFORMER_REASON = (
-    "not offered by the onnxruntime plugin: its graphs are built by hand from the "
-    "architecture tables, which cover the image and sequence models and the gemm/conv2d ops"
-)
-UNSUPPORTED_REASONS: Mapping[str, str] = {
-    "*/train": TRAIN_REASON,
-    **dict.fromkeys(("attention", *arch.TRANSFORMER_NAMES, "generate"), _TRANSFORMER_REASON),
-}
+UNSUPPORTED_REASONS: Mapping[str, str] = {"*/train": TRAIN_REASON}
+# Workloads whose graphs transformer_graphs and generation_graphs build.
+TRANSFORMER_WORKLOADS = ("attention", *arch.TRANSFORMER_NAMES, "generate")
 # Variables that change what ONNX Runtime does; reported in describe() when set.
 _ORT_VARIABLES = ("ORT_DISABLE_ALL_OPTIONAL_OPS", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
 P = ParamSpec("P")
@@ -122,7 +130,7 @@ class OnnxRuntimePlugin:
     optional_capabilities = frozenset({EQUIVALENCE, MODEL_FILES})
     model_formats = (onnx_file.FORMAT,)
     model_capability = Capability(phases=("infer",), dtypes=DTYPES, modes=MODES)
-    equivalence_models = frozenset(models.MODELS)
+    equivalence_models = frozenset((*models.MODELS, *arch.TRANSFORMER_NAMES))
     equivalence_trains = False
 
     def __init__(self, context: PluginContext) -> None:
@@ -154,11 +162,21 @@ class OnnxRuntimePlugin:
             devices=self._devices(),
             intra_op_threads=self.threads or session.default_intra_op_threads(),
             inter_op_threads=1,  # sequential execution: the inter-op pool is never used
-            capabilities=dict.fromkeys((*models.OPS, *models.MODELS), capability),
+            capabilities=dict.fromkeys(self._offered(), capability),
             family="torch",  # its graphs reproduce PyTorch's definitions; torch never loads
             family_version="",
-            unsupported_reasons=UNSUPPORTED_REASONS,
+            unsupported_reasons=self._reasons(),
         )
+
+    def _offered(self) -> tuple[str, ...]:
+        offered = (*models.OPS, *models.MODELS, *TRANSFORMER_WORKLOADS)
+        return tuple(name for name in offered if name not in self._reasons())
+
+    def _reasons(self) -> Mapping[str, str]:
+        """Why a workload is not offered; on CUDA also generate (generation.CUDA_REASON)."""
+        if self.device.cuda:
+            return {**UNSUPPORTED_REASONS, "generate": generation.CUDA_REASON}
+        return UNSUPPORTED_REASONS
 
     def _libraries(self) -> dict[str, str]:
         libraries = {
@@ -175,15 +193,15 @@ class OnnxRuntimePlugin:
     def _devices(self) -> tuple[DeviceInfo, ...]:
         devices = [DeviceInfo("cpu", 0, cpu_model(), psutil.virtual_memory().total)]
         if self.device.cuda:
-            devices.append(_gpu_info(self.device.index))
+            devices.append(session.gpu_info(self.device.index))
         return tuple(devices)
 
     def _check(self, spec: WorkloadSpec) -> None:
         if spec.model is not None:  # the runtime checked it against model_capability
             return
         name = spec.workload.name
-        if name not in (*models.OPS, *models.MODELS):
-            reason = UNSUPPORTED_REASONS.get(name, "not offered by the onnxruntime plugin")
+        if name not in self._offered():
+            reason = self._reasons().get(name, "not offered by the onnxruntime plugin")
             raise UnsupportedWorkload(f"{name}: {reason}")
         if spec.phase != "infer":
             raise UnsupportedWorkload(f"phase {spec.phase} for {name}: {TRAIN_REASON}")
@@ -203,17 +221,44 @@ class OnnxRuntimePlugin:
         if spec.model is not None:
             return self._build_file(spec)
         name = spec.workload.name
-        graph = models.cell_graph(name, spec.params, spec.batch_size, spec.seed)
+        if name == "generate":
+            return self._generate(spec)
+        transformer = name in TRANSFORMER_WORKLOADS
+        cell_graph = tg.cell_graph if transformer else models.cell_graph
+        graph = cell_graph(name, spec.params, spec.batch_size, spec.seed)
         shape = models.output_shape(graph, spec.batch_size)
         inputs = models.synthetic_inputs(graph, spec.batch_size, spec.seed)
         intra = spec.threads or self.threads
         sess = session.create(graph.serialized, self.device, spec.mode, intra, self.interop_threads)
         bound = session.BoundRun(sess, self.device, inputs, graph.output, shape)
-        settings = self._settings(spec, sess, intra, "" if name in ("gemm", "lstm") else "NCHW")
-        settings = dataclasses.replace(
-            settings, extra={**settings.extra, **models.describe_graph()}
+        layout = "" if transformer or name in ("gemm", "lstm") else "NCHW"
+        settings = self._settings(spec, sess, intra, layout)
+        extra = {**settings.extra, **models.describe_graph()}
+        if transformer:
+            extra["attention_kernel"] = tg.ATTENTION_KERNEL
+        if name == "attention":
+            extra["attention_layout"] = tg.ATTENTION_LAYOUT
+        return BuiltStep(_translated(bound.step), dataclasses.replace(settings, extra=extra))
+
+    def _generate(self, spec: WorkloadSpec) -> BuiltStep:
+        """Two sessions, prefill and decode, over greedy_loop's buffers (generation.py)."""
+        intra = spec.threads or self.threads
+        run = generation.build(
+            spec.params,
+            spec.batch_size,
+            spec.seed,
+            self.device,
+            spec.mode,
+            intra,
+            self.interop_threads,
         )
-        return BuiltStep(_translated(bound.step), settings)
+        steps = run.steps(spec.params["new_tokens"])
+        steps = GenerationSteps(
+            _translated(steps.prefill), _translated(steps.decode), steps.decode_steps
+        )
+        settings = self._settings(spec, run.decode_session, intra, "")
+        extra = {**settings.extra, **models.describe_graph(), **generation.settings_extra(run)}
+        return BuiltStep.for_generation(steps, dataclasses.replace(settings, extra=extra))
 
     def _settings(self, spec: WorkloadSpec, sess: object, intra: int, layout: str) -> Settings:
         extra = session.session_settings(sess, intra, self.interop_threads)  # type: ignore[arg-type]
@@ -255,12 +300,17 @@ class OnnxRuntimePlugin:
     def canonical_weights(
         self, model: str, seed: int, params: Mapping[str, int] | None = None
     ) -> dict[str, np.ndarray]:
+        if model in arch.TRANSFORMER_NAMES:
+            return tg.canonical_weights(model, seed, params or {})
         if model not in models.MODELS:
             raise ValueError(f"onnxruntime plugin builds no {model}")
         return models.canonical_weights(model, seed)
 
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
-        """Inference logits only (equivalence_trains is False): the losses are None."""
+        """Inference logits only (equivalence_trains is False): the losses are None. A gpt
+        case with new_tokens also generates them on the generate workload's path."""
+        if case.model in arch.TRANSFORMER_NAMES:
+            return transformer_equivalence.equivalence(case, self._logits, self._generated)
         params, feed = models.equivalence_feed(case.model, case.inputs)
         graph = models.build_model(case.model, params, case.weights)
         sess = session.create(graph.serialized, self.device, "all", self.threads)
@@ -272,19 +322,16 @@ class OnnxRuntimePlugin:
             loss_after=None,
         )
 
+    def _logits(self, graph: models.Graph, tokens: np.ndarray) -> np.ndarray:
+        sess = session.create(graph.serialized, self.device, "all", self.threads)
+        return np.asarray(sess.run([graph.output], {models.INPUT: tokens})[0], np.float32)
 
-def _gpu_info(index: int) -> DeviceInfo:
-    """The GPU's name and memory from NVML (the runtime's dependency), as far as it tells."""
-    unknown = DeviceInfo("gpu", index, "CUDA device", 0)
-    try:
-        import pynvml  # type: ignore[import-untyped]  # nvidia-ml-py, where installed
-    except ImportError:
-        return unknown
-    try:
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        name = pynvml.nvmlDeviceGetName(handle)
-        memory = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
-    except pynvml.NVMLError:  # no driver library: the GPU is still the one ORT runs on
-        return unknown
-    return DeviceInfo("gpu", index, name if isinstance(name, str) else name.decode(), memory)
+    def _generated(
+        self, params: Mapping[str, int], weights: Mapping[str, np.ndarray], prompt: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Generation runs on the CPU provider, whatever the device (generation.CUDA_REASON)."""
+        run = generation.build(
+            params, 0, 0, session.CPU, "all", self.threads, 0, weights, prompt, keep_gaps=True
+        )
+        run.steps(params["new_tokens"]).generate()
+        return greedy_loop.generated(run.buffers)

@@ -17,6 +17,8 @@ import numpy as np
 import onnxruntime as ort
 import psutil
 
+from fwbench.runtime.plugin import DeviceInfo
+
 # The plugin's modes: ORT's graph optimisation levels, the default ("all") first.
 LEVELS: Mapping[str, ort.GraphOptimizationLevel] = {
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
@@ -155,3 +157,20 @@ def session_settings(
         if key in cuda:
             extra[f"cuda_{key}"] = str(cuda[key])
     return extra
+
+
+def gpu_info(index: int) -> DeviceInfo:
+    """The GPU's name and memory from NVML (the runtime's dependency), as far as it tells."""
+    unknown = DeviceInfo("gpu", index, "CUDA device", 0)
+    try:
+        import pynvml  # type: ignore[import-untyped]  # nvidia-ml-py, where installed
+    except ImportError:
+        return unknown
+    try:
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        name = pynvml.nvmlDeviceGetName(handle)
+        memory = int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+    except pynvml.NVMLError:  # no driver library: the GPU is still the one ORT runs on
+        return unknown
+    return DeviceInfo("gpu", index, name if isinstance(name, str) else name.decode(), memory)

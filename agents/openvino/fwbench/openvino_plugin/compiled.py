@@ -124,6 +124,17 @@ def _text(value: Any) -> str:
     return name if isinstance(name, str) else str(value)
 
 
+def runtime_layers(compiled: ov.CompiledModel) -> str:
+    """The CPU plugin's layers after its own fusions, by type with their counts ("Subgraph"
+    is a kernel its Snippets JIT-compiled from fused nodes), Input, Output, Const left out."""
+    counts: dict[str, int] = {}
+    for op in compiled.get_runtime_model().get_ops():
+        kind = str(op.get_rt_info()["layerType"].astype(str))
+        if kind not in ("Input", "Output", "Const"):
+            counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{kind} x{n}" for kind, n in sorted(counts.items()))
+
+
 def properties(compiled: ov.CompiledModel) -> dict[str, str]:
     """What the compiled model really runs with (REPORTED), read back from it."""
     return {key: _text(compiled.get_property(key)) for key in REPORTED}

@@ -1,13 +1,16 @@
 """OpenVinoPlugin: inference of the catalogue's models and operators with OpenVINO on its CPU
 device.
 
-The graphs are the onnxruntime plugin's (fwbench.onnxruntime_plugin.models and graphs, which
-import onnx and numpy only: no ONNX Runtime is installed here), read by OpenVINO's ONNX
-reader. They reproduce PyTorch's definitions and layouts, so the results stand beside
-torch's (family "torch"). Each build reshapes the graph to the cell's shapes and compiles it
-with the cell's performance hint (the modes: latency, throughput) and threads, float32 asked
-for explicitly; compiled.py sets the inputs once on one infer request. Only inference:
-OpenVINO compiles models for inference and has no backward pass.
+The graphs are the onnxruntime plugin's (fwbench.onnxruntime_plugin's models, graphs,
+transformer_graphs and generation_graphs, which import onnx and numpy only: no ONNX Runtime
+is installed here), read by OpenVINO's ONNX reader. They reproduce PyTorch's definitions and
+layouts (the transformers Hugging Face's), so the results stand beside torch's (family
+"torch"). Each build reshapes the graph to the cell's shapes and compiles it with the cell's
+performance hint (the modes: latency, throughput) and threads, float32 asked for explicitly
+(OpenVINO's default on a CPU with bfloat16 is bf16); compiled.py sets the inputs once on one
+infer request. generate compiles a prefill and a decode graph around an explicit KV cache
+(generation.py). Only inference: OpenVINO compiles models for inference and has no backward
+pass.
 
 At construction the plugin compiles and runs the smallest graph (lenet) and refuses to start,
 with one line, when that fails or when FWBENCH_DEVICE=cuda asks for a GPU."""
@@ -24,9 +27,10 @@ import onnx
 import openvino as ov
 import psutil
 
-from fwbench.onnxruntime_plugin import models, onnx_file
+from fwbench.onnxruntime_plugin import greedy_loop, models, onnx_file, transformer_equivalence
+from fwbench.onnxruntime_plugin import transformer_graphs as tg
 from fwbench.onnxruntime_plugin.graphs import OPSET
-from fwbench.openvino_plugin import compiled, model_file
+from fwbench.openvino_plugin import compiled, generation, model_file
 from fwbench.openvino_plugin.compiled import MODES
 from fwbench.runtime import architectures as arch
 from fwbench.runtime import onnx_flops
@@ -38,6 +42,7 @@ from fwbench.runtime.plugin import (
     BuiltStep,
     Capability,
     DeviceInfo,
+    GenerationSteps,
     InvalidContext,
     PluginContext,
     PluginDescription,
@@ -51,15 +56,10 @@ from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, param_
 PLUGIN_VERSION = "0.1.0"
 DTYPES = ("float32",)
 TRAIN_REASON = "OpenVINO compiles models for inference and runs no backward pass: inference only"
-_TRANSFORMER_REASON = (
-    "not offered by the openvino plugin: it runs the onnxruntime plugin's graphs, built by "
-    "hand from the architecture tables, which cover the image and sequence models and the "
-    "gemm/conv2d ops"
-)
-UNSUPPORTED_REASONS: Mapping[str, str] = {
-    "*/train": TRAIN_REASON,
-    **dict.fromkeys(("attention", *arch.TRANSFORMER_NAMES, "generate"), _TRANSFORMER_REASON),
-}
+UNSUPPORTED_REASONS: Mapping[str, str] = {"*/train": TRAIN_REASON}
+# The onnxruntime plugin's transformer graphs (transformer_graphs, generation_graphs).
+TRANSFORMER_WORKLOADS = ("attention", *arch.TRANSFORMER_NAMES, "generate")
+OFFERED = (*models.OPS, *models.MODELS, *TRANSFORMER_WORKLOADS)
 P = ParamSpec("P")
 T = TypeVar("T")
 
@@ -106,7 +106,7 @@ class OpenVinoPlugin:
     optional_capabilities = frozenset({EQUIVALENCE, MODEL_FILES})
     model_formats = (onnx_file.FORMAT,)
     model_capability = Capability(phases=("infer",), dtypes=DTYPES, modes=MODES)
-    equivalence_models = frozenset(models.MODELS)
+    equivalence_models = frozenset((*models.MODELS, *arch.TRANSFORMER_NAMES))
     equivalence_trains = False
 
     def __init__(self, context: PluginContext) -> None:
@@ -133,7 +133,7 @@ class OpenVinoPlugin:
             devices=(DeviceInfo("cpu", 0, cpu_model(), psutil.virtual_memory().total),),
             intra_op_threads=self.default_threads,
             inter_op_threads=1,  # one infer request: nothing runs beside it
-            capabilities=dict.fromkeys((*models.OPS, *models.MODELS), capability),
+            capabilities=dict.fromkeys(OFFERED, capability),
             family="torch",  # the graphs reproduce PyTorch's definitions; torch never loads
             family_version="",
             unsupported_reasons=UNSUPPORTED_REASONS,
@@ -156,7 +156,7 @@ class OpenVinoPlugin:
         if spec.model is not None:  # the runtime checked it against model_capability
             return
         name = spec.workload.name
-        if name not in (*models.OPS, *models.MODELS):
+        if name not in OFFERED:
             reason = UNSUPPORTED_REASONS.get(name, "not offered by the openvino plugin")
             raise UnsupportedWorkload(f"{name}: {reason}")
         if spec.phase != "infer":
@@ -177,7 +177,7 @@ class OpenVinoPlugin:
         threads = spec.threads or self.threads
         if spec.model is not None:
             bound = model_file.build(spec, threads)
-            settings = self._settings(spec, bound, threads, "")
+            settings = self._settings(spec, bound.compiled, threads, "")
             model = spec.model
             return BuiltStep(
                 _translated(bound.step),
@@ -186,27 +186,51 @@ class OpenVinoPlugin:
                 flops=lambda: onnx_flops.count(model.path, model.inputs),
             )
         name = spec.workload.name
-        graph = models.cell_graph(name, spec.params, spec.batch_size, spec.seed)
+        if name == "generate":
+            return self._generate(spec, threads)
+        transformer = name in TRANSFORMER_WORKLOADS
+        cell_graph = tg.cell_graph if transformer else models.cell_graph
+        graph = cell_graph(name, spec.params, spec.batch_size, spec.seed)
         inputs = models.synthetic_inputs(graph, spec.batch_size, spec.seed)
         bound = _compile_graph(graph, inputs, spec.mode, threads)
-        layout = "" if name in ("gemm", "lstm") else "NCHW"
-        settings = self._settings(spec, bound, threads, layout)
-        settings = dataclasses.replace(
-            settings, extra={**settings.extra, **models.describe_graph()}
+        layout = "" if transformer or name in ("gemm", "lstm") else "NCHW"
+        settings = self._settings(spec, bound.compiled, threads, layout)
+        extra = {**settings.extra, **models.describe_graph()}
+        if transformer:
+            extra["attention_kernel"] = _attention_kernel(bound.compiled)
+        if name == "attention":
+            extra["attention_layout"] = tg.ATTENTION_LAYOUT
+        return BuiltStep(_translated(bound.step), dataclasses.replace(settings, extra=extra))
+
+    def _generate(self, spec: WorkloadSpec, threads: int) -> BuiltStep:
+        """The prefill and decode graphs, each compiled once, over greedy_loop's buffers."""
+        run = generation.build(spec.params, spec.batch_size, spec.seed, spec.mode, threads)
+        steps = run.steps(spec.params["new_tokens"])
+        steps = GenerationSteps(
+            _translated(steps.prefill), _translated(steps.decode), steps.decode_steps
         )
-        return BuiltStep(_translated(bound.step), settings)
+        settings = self._settings(spec, run.decode_compiled, threads, "")
+        extra = {
+            **settings.extra,
+            **models.describe_graph(),
+            **greedy_loop.kv_cache_settings(run.buffers, generation.SHARING),
+            "attention_kernel": _attention_kernel(run.decode_compiled),
+            "timed_step": "prefill: the prefill request's infer(); decode: the decode "
+            "request's, then the new position's key and value written into the cache",
+        }
+        return BuiltStep.for_generation(steps, dataclasses.replace(settings, extra=extra))
 
     def _settings(
-        self, spec: WorkloadSpec, bound: compiled.BoundRequest, threads: int, layout: str
+        self, spec: WorkloadSpec, model: ov.CompiledModel, threads: int, layout: str
     ) -> Settings:
         return Settings(
             dtype=spec.dtype,
-            intra_op_threads=compiled.threads_of(bound.compiled),
+            intra_op_threads=compiled.threads_of(model),
             inter_op_threads=1,
             mode=spec.mode,
             layout=layout,
             device="cpu",
-            extra=compiled.settings_extra(bound.compiled, threads),
+            extra=compiled.settings_extra(model, threads),
         )
 
     def inspect_model(self, path: str, format: str) -> ModelSignature:
@@ -220,12 +244,17 @@ class OpenVinoPlugin:
     def canonical_weights(
         self, model: str, seed: int, params: Mapping[str, int] | None = None
     ) -> dict[str, np.ndarray]:
+        if model in arch.TRANSFORMER_NAMES:
+            return tg.canonical_weights(model, seed, params or {})
         if model not in models.MODELS:
             raise ValueError(f"openvino plugin builds no {model}")
         return models.canonical_weights(model, seed)
 
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
-        """Inference logits only (equivalence_trains is False): the losses are None."""
+        """Inference logits only (equivalence_trains is False): the losses are None. A gpt
+        case with new_tokens also generates them on the generate workload's path."""
+        if case.model in arch.TRANSFORMER_NAMES:
+            return transformer_equivalence.equivalence(case, self._logits, self._generated)
         params, feed = models.equivalence_feed(case.model, case.inputs)
         graph = models.build_model(case.model, params, case.weights)
         bound = _compile_graph(graph, {models.INPUT: feed}, MODES[0], self.threads)
@@ -236,3 +265,19 @@ class OpenVinoPlugin:
             loss_before=None,
             loss_after=None,
         )
+
+    def _logits(self, graph: models.Graph, tokens: np.ndarray) -> np.ndarray:
+        bound = _compile_graph(graph, {models.INPUT: tokens}, MODES[0], self.threads)
+        return np.asarray(bound.outputs()[graph.output], np.float32)
+
+    def _generated(
+        self, params: Mapping[str, int], weights: Mapping[str, np.ndarray], prompt: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        run = generation.build(params, 0, 0, MODES[0], self.threads, weights, prompt, True)
+        run.steps(params["new_tokens"]).generate()
+        return greedy_loop.generated(run.buffers)
+
+
+def _attention_kernel(model: ov.CompiledModel) -> str:
+    """The graph's plain attention and what OpenVINO's CPU plugin made of the whole graph."""
+    return f"{tg.ATTENTION_KERNEL}; OpenVINO's CPU layers: {compiled.runtime_layers(model)}"
