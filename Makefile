@@ -65,12 +65,14 @@ docs: setup
 # also runs them (--run), two agents at a time.
 PLUGIN_MATRIX = $(BIN)/python tests/plugin_matrix.py
 
-# Host tools the tests use: g++ (torch.compile, the torch agents' "compile" mode),
-# promtool (Debian's prometheus package) to lint the agents' /metrics, and chromium with a
-# font to open `collector report` pages headless.
+# Host tools the tests use: g++ (torch.compile, the torch agents' "compile" mode), cmake (with
+# g++, llama-cpp-python's build of llama.cpp in the llamacpp agents' environment), promtool
+# (Debian's prometheus package) to lint the agents' /metrics, and chromium with a font to open
+# `collector report` pages headless.
 system-deps:
 	@$(CLOCK) start system-deps
 	@missing=""; command -v g++ >/dev/null || missing="$$missing g++"; \
+	command -v cmake >/dev/null || missing="$$missing cmake"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	[ -d /usr/share/fonts/truetype/dejavu ] || missing="$$missing fonts-dejavu-core"; \
