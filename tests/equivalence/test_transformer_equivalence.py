@@ -1,5 +1,6 @@
 """The same transformer in every framework: bert and gpt built by the torch, TensorFlow and JAX
-plugins, each in its own agent environment and process, from the same canonical weights.
+plugins and by Keras on each of its backends (one definition, three backends' ops), each in its
+own agent environment and process, from the same canonical weights.
 
 1. Architecture: each framework's canonical weight names and shapes for a fresh model equal
    PyTorch's (Hugging Face's checkpoint names), at the shape below.
@@ -20,6 +21,7 @@ the same formula, which tests/torch_plugin checks against PyTorch's own counter.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -38,20 +40,36 @@ BATCH, NEW_TOKENS, MIN_STEPS = 3, 40, 32
 OPTIMIZER = OptimizerSpec(learning_rate=0.01, momentum=0.9)
 LOGIT_RTOL, LOSS_RTOL, DELTA_RTOL = 1e-5, 1e-4, 2e-2
 MANIFESTS = discover_manifests(manifest_dirs())
-AGENTS = {m.plugin: m.name for m in MANIFESTS.values() if m.representative and not m.requires_gpu}
-COMPARED = tuple(plugin for plugin in ("torch", "tensorflow", "jax") if plugin in AGENTS)
-OTHERS = tuple(plugin for plugin in COMPARED if plugin != "torch")
+PLUGINS = ("torch", "tensorflow", "jax", "keras")
 
 
-def _python(plugin: str) -> Path:
-    environment = environment_for(MANIFESTS[AGENTS[plugin]])
+def _compared() -> tuple[str, ...]:
+    """The agents compared, by name: one representative per plugin, but Keras one per backend
+    (its manifest's KERAS_BACKEND), as each runs the same Keras code on different ops."""
+    found: dict[tuple[str, str], str] = {}
+    for m in MANIFESTS.values():
+        if m.representative and not m.requires_gpu and m.plugin in PLUGINS:
+            found[m.plugin, m.env.get("KERAS_BACKEND", "")] = m.name
+    return tuple(found.values())
+
+
+COMPARED = _compared()
+REFERENCE = next(agent for agent in COMPARED if MANIFESTS[agent].plugin == "torch")
+OTHERS = tuple(agent for agent in COMPARED if agent != REFERENCE)
+
+
+def _python(agent: str) -> Path:
+    environment = environment_for(MANIFESTS[agent])
     environment.ensure()
     return environment.python
 
 
-def _reference(plugin: str, *args: str) -> None:
-    command = [str(_python(plugin)), "-m", "fwbench.runtime.reference_cli", "--plugin", plugin]
-    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=1200)
+def _reference(agent: str, *args: str) -> None:
+    """The agent's plugin's reference CLI with the agent's switches ([env]: Keras' backend)."""
+    plugin = MANIFESTS[agent].plugin
+    command = [str(_python(agent)), "-m", "fwbench.runtime.reference_cli", "--plugin", plugin]
+    env = {**os.environ, **MANIFESTS[agent].env}
+    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=1200, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -87,12 +105,12 @@ def _case(model: str, weights: dict[str, np.ndarray], rng: np.random.Generator) 
 def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     folder = tmp_path_factory.mktemp("shapes")
     found = {}
-    for plugin in COMPARED:
-        out = folder / plugin
+    for agent in COMPARED:
+        out = folder / agent
         _reference(
-            plugin, "shapes", "--models", ",".join(MODELS), *_shape_options(), "--out", str(out)
+            agent, "shapes", "--models", ",".join(MODELS), *_shape_options(), "--out", str(out)
         )
-        found[plugin] = json.loads(out.read_text())
+        found[agent] = json.loads(out.read_text())
     return found
 
 
@@ -101,7 +119,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Equ
     root = tmp_path_factory.mktemp("transformers")
     exported = root / "w"
     _reference(
-        "torch",
+        REFERENCE,
         "export",
         "--models",
         ",".join(MODELS),
@@ -118,21 +136,21 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Equ
         write_case(root / f"{model}.npz", _case(model, weights, rng))
         cases.append(str(root / f"{model}.npz"))
     found = {}
-    for plugin in COMPARED:
-        _reference(plugin, "check", *cases, "--out-dir", str(root / plugin))
-        found[plugin] = {m: read_result(root / plugin / f"{m}.npz") for m in MODELS}
+    for agent in COMPARED:
+        _reference(agent, "check", *cases, "--out-dir", str(root / agent))
+        found[agent] = {m: read_result(root / agent / f"{m}.npz") for m in MODELS}
     return found
 
 
-@pytest.mark.parametrize("plugin", OTHERS)
-def test_the_same_weight_names_and_shapes(shapes, plugin):
-    assert shapes[plugin] == shapes["torch"]
+@pytest.mark.parametrize("agent", OTHERS)
+def test_the_same_weight_names_and_shapes(shapes, agent):
+    assert shapes[agent] == shapes[REFERENCE]
 
 
-@pytest.mark.parametrize("plugin", OTHERS)
+@pytest.mark.parametrize("agent", OTHERS)
 @pytest.mark.parametrize("model", MODELS)
-def test_the_same_logits_at_every_position(results, plugin, model):
-    expected, actual = results["torch"][model], results[plugin][model]
+def test_the_same_logits_at_every_position(results, agent, model):
+    expected, actual = results[REFERENCE][model], results[agent][model]
     assert actual.param_count == expected.param_count
     assert actual.eval_logits.shape == expected.eval_logits.shape == (BATCH, 16, 500)
     scale = float(np.abs(expected.eval_logits).max())
@@ -140,10 +158,10 @@ def test_the_same_logits_at_every_position(results, plugin, model):
     assert error <= LOGIT_RTOL * scale, f"max |diff| {error:.3g} vs logit scale {scale:.3g}"
 
 
-@pytest.mark.parametrize("plugin", OTHERS)
+@pytest.mark.parametrize("agent", OTHERS)
 @pytest.mark.parametrize("model", MODELS)
-def test_one_training_step_moves_the_loss_the_same_way(results, plugin, model):
-    expected, actual = results["torch"][model], results[plugin][model]
+def test_one_training_step_moves_the_loss_the_same_way(results, agent, model):
+    expected, actual = results[REFERENCE][model], results[agent][model]
     assert actual.loss_before == pytest.approx(expected.loss_before, rel=LOSS_RTOL)
     expected_delta = expected.loss_after - expected.loss_before
     assert expected_delta < 0, "one SGD step on the batch should lower its loss"
@@ -168,9 +186,9 @@ def agreeing_steps(reference: EquivalenceResult, other: EquivalenceResult, toler
     return reference.generated.shape[1]
 
 
-@pytest.mark.parametrize("plugin", OTHERS)
-def test_greedy_generation_gives_the_same_tokens(results, plugin):
-    expected, actual = results["torch"]["gpt"], results[plugin]["gpt"]
+@pytest.mark.parametrize("agent", OTHERS)
+def test_greedy_generation_gives_the_same_tokens(results, agent):
+    expected, actual = results[REFERENCE]["gpt"], results[agent]["gpt"]
     assert actual.generated is not None and actual.generated.shape == (BATCH, NEW_TOKENS)
     assert len(set(expected.generated.ravel().tolist())) > 5, "a varied sequence, not one token"
     tolerance = LOGIT_RTOL * float(np.abs(expected.eval_logits).max())
