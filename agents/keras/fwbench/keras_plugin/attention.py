@@ -8,11 +8,12 @@ as (batch, heads, seq_len, head_dim), PyTorch's layout: the elements and the wor
 (Settings.extra["attention_layout"]).
 
 The fused path is ``keras.ops.dot_product_attention``, which each backend maps to its own: on
-torch, ``F.scaled_dot_product_attention`` (the inputs transposed to PyTorch's layout and back);
-on JAX, ``jax.nn.dot_product_attention`` (XLA's implementation on a CPU; Keras picks cuDNN's
-flash attention on a GPU where it can); on TensorFlow, which has no fused attention op, Keras'
-own einsum-softmax-einsum. The "plain" mode writes the textbook matmul-softmax-matmul out in
-keras.ops (einsum, softmax, einsum), compiled as the backend's default mode compiles.
+torch, ``F.scaled_dot_product_attention`` (the inputs transposed to PyTorch's layout and back,
+the kernel PyTorch's dispatcher's choice); on JAX, ``jax.nn.dot_product_attention`` (XLA's
+implementation on a CPU; Keras picks cuDNN's flash attention on a GPU where it can); on
+TensorFlow, which has no fused attention op, Keras' own einsum-softmax-einsum. The "plain" mode
+writes the textbook matmul-softmax-matmul out in keras.ops (einsum, softmax, einsum), compiled
+as the backend's default mode compiles.
 """
 
 from __future__ import annotations
@@ -30,6 +31,11 @@ PLAIN = "plain"
 PLAIN_KERNEL = "plain: einsum, softmax, einsum (keras.ops)"
 LAYOUT = "(batch, seq_len, heads, head_dim): keras.ops.dot_product_attention's own"
 _FUSED = "keras.ops.dot_product_attention"
+# Keras' flash_attention=None makes it probe torch's SDPAParams, a pybind constructor that
+# torch.compile cannot trace: the graph breaks in every layer and recompiles past dynamo's
+# limit (a GPT training step took 2-3 s instead of milliseconds). False lets PyTorch's own
+# dispatcher pick the kernel, flash attention included where it applies.
+_FLASH = False if keras.backend.backend() == "torch" else None
 _BACKEND_KERNEL = {
     "torch": "torch.nn.functional.scaled_dot_product_attention",
     "jax": "jax.nn.dot_product_attention",
@@ -40,10 +46,10 @@ _BACKEND_KERNEL = {
 def fused_kernel(backend: Backend) -> str:
     """The attention_kernel setting of the fused path on `backend`."""
     inner = _BACKEND_KERNEL[backend.name]
-    if backend.name == "jax" and not backend.on_gpu:
-        inner += " (xla)"
-    elif backend.on_gpu and backend.name != "tensorflow":
-        inner += " (Keras asks for flash attention where the inputs allow it)"
+    if backend.name == "jax":
+        inner += " (Keras picks cuDNN flash attention where it can)" if backend.on_gpu else " (xla)"
+    elif backend.name == "torch":
+        inner += " (the kernel PyTorch's dispatcher picks)"
     return f"{_FUSED}: {inner}"
 
 
@@ -51,7 +57,9 @@ def attend(q: Any, k: Any, v: Any, *, causal: bool = False, mask: Any = None) ->
     """softmax(Q K^T / sqrt(head_dim)) V, fused; `mask` (bool, broadcast to (batch, heads,
     queries, keys)) hides the keys a query must not see. `causal` with as many queries as
     keys only (Keras aligns its causal mask at the start)."""
-    return keras.ops.dot_product_attention(q, k, v, mask=mask, is_causal=causal)
+    return keras.ops.dot_product_attention(
+        q, k, v, mask=mask, is_causal=causal, flash_attention=_FLASH
+    )
 
 
 def plain_attention(q: Any, k: Any, v: Any, causal: bool = False) -> Any:
