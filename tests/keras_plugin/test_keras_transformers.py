@@ -223,3 +223,22 @@ def test_generate_is_offered_for_inference_with_its_cache_settings(plugin, catal
     )
     with pytest.raises(UnsupportedWorkload, match="no mode 'plain'"):
         plugin.build(plain)
+
+
+def test_equivalence_runs_a_transformer_case_with_generation(plugin):
+    from fwbench.runtime.reference import EquivalenceCase, OptimizerSpec
+
+    weights_ = plugin.canonical_weights("gpt", 0, PARAMS)
+    rng = np.random.default_rng(2)
+    tokens = rng.integers(0, PARAMS["vocab"], (2, PARAMS["seq_len"]))
+    labels = rng.integers(0, PARAMS["vocab"], (2, PARAMS["seq_len"]))
+    case = EquivalenceCase(
+        "gpt", weights_, tokens, labels, OptimizerSpec(0.01, 0.9), PARAMS, new_tokens=4
+    )
+    result = plugin.equivalence(case)
+    assert result.param_count == sum(v.size for v in weights_.values())
+    assert result.eval_logits.shape == (2, PARAMS["seq_len"], PARAMS["vocab"])
+    assert result.loss_after < result.loss_before
+    assert result.generated is not None and result.generated.shape == (2, 4)
+    assert result.generated.dtype == np.int64
+    assert result.generated_gaps is not None and (result.generated_gaps >= 0).all()
