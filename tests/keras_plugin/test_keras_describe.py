@@ -28,12 +28,6 @@ COMPILED = {
     ("tensorflow", "xla"): ("true", "false"),
     ("tensorflow", "eager"): ("false", "true"),
 }
-# The modes generate runs in (generation.py): no torch.compile of the cache loop.
-GENERATE_MODES = {
-    "torch": ("eager",),
-    "jax": ("jit", "eager"),
-    "tensorflow": ("function", "xla", "eager"),
-}
 
 
 def test_describe_names_keras_and_its_backend_as_family(plugin, backend):
@@ -61,7 +55,7 @@ def test_every_catalogue_workload_is_offered_in_the_backends_modes(plugin, backe
     assert not description.unsupported_reasons
     for name, capability in capabilities.items():
         if name == "generate":  # inference only
-            assert (capability.phases, capability.modes) == (("infer",), GENERATE_MODES[backend])
+            assert (capability.phases, capability.modes) == (("infer",), MODES[backend])
             continue
         plain = ("plain",) if name == "attention" else ()  # the attention op's own kernel
         assert capability.modes == (*MODES[backend], *plain)

@@ -194,7 +194,7 @@ def test_generation_on_the_kv_cache_gives_greedy_decodings_tokens(plugin, backen
     expected = _greedy_by_forward_passes(net.model, prompt, 6)
     params = {**PARAMS, "prompt_len": 4, "new_tokens": 6}
     on_cpu = make_backend(backend, "cpu", 1)
-    for mode in generation.GENERATE_MODES[backend]:
+    for mode in plugin.describe().capabilities["generate"].modes:
         steps, run = generation.build_generation(
             params, 2, 0, on_cpu, mode, net.model, prompt, keep_gaps=True
         )
@@ -207,7 +207,7 @@ def test_generation_on_the_kv_cache_gives_greedy_decodings_tokens(plugin, backen
 def test_generate_is_offered_for_inference_with_its_cache_settings(plugin, catalogue, backend):
     capability = plugin.describe().capabilities["generate"]
     assert capability.phases == ("infer",)
-    assert capability.modes == generation.GENERATE_MODES[backend]
+    assert capability.modes == plugin.describe().capabilities["gpt"].modes
     small = {"layers": 1, "hidden": 8, "heads": 2, "vocab": 11, "prompt_len": 3, "new_tokens": 4}
     built = plugin.build(_spec(catalogue, "generate", "infer", capability.modes[0], **small))
     assert built.generation is not None and built.generation.decode_steps == 3

@@ -72,12 +72,11 @@ class KerasAgent:
 
     def capabilities(self) -> dict[str, Capability]:
         """Every workload in both phases and every mode, but the attention op adds its plain
-        mode and generate infers only, in the modes generation.py compiles it in."""
+        mode and generate infers only."""
         capability = Capability(phases=("train", "infer"), dtypes=DTYPES, modes=self.modes)
         found = dict.fromkeys((*_OPS, *MODEL_NAMES, "bert", "gpt"), capability)
         found["attention"] = Capability(capability.phases, DTYPES, attention.modes(self.modes))
-        generate_modes = generation.GENERATE_MODES[self.backend.name]
-        found["generate"] = Capability(("infer",), DTYPES, generate_modes)
+        found["generate"] = Capability(("infer",), DTYPES, self.modes)
         return found
 
     def model_capability(self) -> Capability:

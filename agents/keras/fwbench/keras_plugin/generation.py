@@ -14,8 +14,9 @@ positions). How a step runs is the backend's:
   each decode step attends over the whole cache with the positions after its own masked;
 - tensorflow, "function" or "xla": one tf.function each (jit_compile for "xla"), the same
   static-shape step, traced once (the position a tensor);
-- eager (torch's only mode here, tensorflow's "eager"): each step runs op by op under the
-  backend's no-autograd scope and attends over the filled part of the cache only;
+- torch, "compile": torch.compile of each, the same static-shape step, compiled once;
+- eager (torch's and tensorflow's "eager"): each step runs op by op under the backend's
+  no-autograd scope and attends over the filled part of the cache only;
 - jax, "eager": op by op too, but over the whole cache masked, as jit's: JAX compiles each
   primitive for each new shape, so a slice growing by one every step made the first
   generation of 128 tokens at hidden 128 take 176 s (a compilation per op and position)
@@ -30,18 +31,12 @@ from typing import Any
 import keras
 import numpy as np
 
+from fwbench.keras_plugin import training
 from fwbench.keras_plugin.attention import fused_kernel
 from fwbench.keras_plugin.backend import Backend
 from fwbench.keras_plugin.transformers import Cache, GPT2LMHeadModel, build_transformer, config_for
 from fwbench.runtime.plugin import GenerationSteps
 
-# The modes each backend generates in: torch.compile of Keras' ops is left out (it would
-# recompile at every position of the eager step's growing slice).
-GENERATE_MODES = {
-    "torch": ("eager",),
-    "jax": ("jit", "eager"),
-    "tensorflow": ("function", "xla", "eager"),
-}
 Step = Callable[..., tuple[Any, Any, Any, Cache]]  # -> logits, token, position, cache
 
 
@@ -64,6 +59,10 @@ def _compile(mode: str, model: GPT2LMHeadModel, function: Step, cache_argument: 
 
         jitted = jax.jit(stateless, donate_argnums=(cache_argument + 1,))
         return lambda *args: jitted([v.value for v in variables], *args)
+    if mode == "compile":
+        import torch
+
+        return torch.compile(function)  # type: ignore[no-any-return]
     if mode in ("function", "xla"):
         import tensorflow as tf
 
@@ -157,8 +156,8 @@ def build_generation(
 ) -> tuple[GenerationSteps, Generator]:
     """The generate workload's parts on a fresh GPT-2 (or `model`), a random prompt (or
     `prompt`, (batch, prompt_len) ids) and a cache for prompt_len + new_tokens positions."""
-    if mode not in GENERATE_MODES[backend.name]:
-        valid = ", ".join(GENERATE_MODES[backend.name])
+    if mode not in training.modes(backend.name):  # the models' modes, the default first
+        valid = ", ".join(training.modes(backend.name))
         raise ValueError(f"generate has no mode {mode!r} on {backend.name}; valid: {valid}")
     config = config_for("generate", params)
     if model is None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from fwbench.keras_plugin import training, transformers, weights
 from fwbench.keras_plugin.backend import Backend
-from fwbench.keras_plugin.generation import GENERATE_MODES, build_generation
+from fwbench.keras_plugin.generation import build_generation
 from fwbench.keras_plugin.models import Net, build_model
 from fwbench.runtime.architectures import TRANSFORMER_NAMES
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult
@@ -84,7 +84,7 @@ def _generate(case: EquivalenceCase, model: Any, backend: Backend) -> tuple[np.n
         raise ValueError(f"{case.model} does not generate: new_tokens is for gpt")
     batch, prompt_len = np.shape(case.inputs)
     params = {**case.params, "prompt_len": prompt_len, "new_tokens": case.new_tokens}
-    mode = GENERATE_MODES[backend.name][0]
+    mode = training.modes(backend.name)[0]
     steps, run = build_generation(params, batch, 0, backend, mode, model, case.inputs, True)
     steps.generate()
     tokens = np.stack(run.tokens, axis=1).astype(np.int64)
