@@ -1,6 +1,7 @@
 """The same transformer in every framework: bert and gpt built by the torch, TensorFlow, JAX,
-Paddle, ONNX Runtime and OpenVINO plugins (llama.cpp: gpt), each in its own agent environment
-and process, from the same canonical weights.
+Paddle, ONNX Runtime and OpenVINO plugins, by Keras on each of its backends (one definition,
+three backends' ops) and gpt by llama.cpp, each in its own agent environment and process, from
+the same canonical weights.
 
 1. Architecture: each framework's canonical weight names and shapes for a fresh model equal
    PyTorch's (Hugging Face's checkpoint names), at the shape below.
@@ -9,21 +10,20 @@ and process, from the same canonical weights.
    epsilon, a swapped GELU or a transposed kernel shows), are loaded by every framework; the
    logits of every position must agree within LOGIT_RTOL of their scale, the language-model
    loss within LOSS_RTOL, and one SGD-momentum step must move it by the same amount within
-   DELTA_RTOL of the move (the tolerances of tests/equivalence/test_equivalence.py); a plugin
-   whose equivalence does not train (ONNX Runtime, OpenVINO: inference only) has no step.
+   DELTA_RTOL of the move (the tolerances of tests/equivalence/test_equivalence.py); an
+   inference-only framework (ONNX Runtime, OpenVINO, llama.cpp) has no step to compare.
 3. Generation: greedy decoding of NEW_TOKENS tokens from the same prompt and weights, through
    each plugin's own KV-cache path (the generate workload's), must give the same tokens at
    every step. A step whose top two logits (in PyTorch) lie within the logit tolerance of
    each other is a near-tie no test can hold a framework to: the comparison stops there and
    says so (too early a stop fails the test), never passes it silently.
-4. llama.cpp (llamacpp-cpu) builds gpt only and does not train: its names and shapes, its
-   logits and its greedy tokens are compared as above. Its float32 logits miss LOGIT_RTOL by
-   one op, ggml's CPU GELU, which reads a float16 table (GGML_GELU_FP16, compiled in: no
-   build option or context setting turns it off); that test is expected to fail (strict
-   xfail, the reason named) and a second one holds the logits to LLAMACPP_LOGIT_RTOL, the
-   measured error with a margin (tests/llamacpp_plugin shows that the GELU is the whole
-   difference). Its Q8_0 variant (llamacpp-q8) is another computation: its agreement with
-   PyTorch is printed and recorded, never held equal.
+4. llama.cpp (llamacpp-cpu) builds gpt only. Its float32 logits miss LOGIT_RTOL by one op,
+   ggml's CPU GELU, which reads a float16 table (GGML_GELU_FP16, compiled in: no build option
+   or context setting turns it off); that test is expected to fail (strict xfail, the reason
+   named) and a second one holds the logits to LLAMACPP_LOGIT_RTOL, the measured error with a
+   margin (tests/llamacpp_plugin shows that the GELU is the whole difference). Its Q8_0
+   variant (llamacpp-q8) is another computation: its agreement with PyTorch is printed and
+   recorded, never held equal.
 Small shapes keep it quick (CI). FLOPs need no test here: the catalogue charges every framework
 the same formula, which tests/torch_plugin checks against PyTorch's own counter."""
 
@@ -49,14 +49,11 @@ BATCH, NEW_TOKENS, MIN_STEPS = 3, 40, 32
 OPTIMIZER = OptimizerSpec(learning_rate=0.01, momentum=0.9)
 LOGIT_RTOL, LOSS_RTOL, DELTA_RTOL = 1e-5, 1e-4, 2e-2
 MANIFESTS = discover_manifests(manifest_dirs())
-AGENTS = {m.plugin: m.name for m in MANIFESTS.values() if m.representative and not m.requires_gpu}
-# Plugins whose equivalence builds gpt alone and does not train (reference.equivalence_models).
-GPT_ONLY = tuple(plugin for plugin in ("llamacpp",) if plugin in AGENTS)
-FRAMEWORKS = ("torch", "tensorflow", "jax", "paddle", "onnxruntime", "openvino")
-COMPARED = (*(plugin for plugin in FRAMEWORKS if plugin in AGENTS), *GPT_ONLY)
-# Plugins whose equivalence runs inference only (equivalence_trains False): no training step.
-INFERENCE_ONLY = ("onnxruntime", "openvino", *GPT_ONLY)
-OTHERS = tuple(plugin for plugin in COMPARED if plugin != "torch")
+PLUGINS = ("torch", "tensorflow", "jax", "keras", "paddle", "onnxruntime", "openvino", "llamacpp")
+# Plugins whose equivalence builds gpt alone (reference.equivalence_models), and those whose
+# equivalence runs inference only (equivalence_trains False).
+GPT_ONLY = ("llamacpp",)
+INFERENCE_ONLY = ("onnxruntime", "openvino", "llamacpp")
 # llama.cpp's float32 logits: ggml's float16-table GELU (GGML_GELU_FP16) puts them 3.8e-4 of
 # their scale from PyTorch's on this test's case (measured, llama-cpp-python 0.3.36 built for
 # an AMD EPYC with AVX2); about twice that.
@@ -65,12 +62,29 @@ LLAMACPP_GELU = (
     "ggml's CPU GELU rounds its input to float16 and reads a float16 table (GGML_GELU_FP16, "
     "defined in ggml-cpu/vec.h: no build option or context setting turns it off)"
 )
-# Agents whose results are reported beside PyTorch's, never held equal: agent -> plugin.
-REPORTED = {name: "llamacpp" for name in ("llamacpp-q8",) if name in MANIFESTS}
 
 
-def _models(plugin: str) -> tuple[str, ...]:
-    return ("gpt",) if plugin in GPT_ONLY else MODELS
+def _compared() -> tuple[str, ...]:
+    """The agents compared, by name: one representative per plugin, but Keras one per backend
+    (its manifest's KERAS_BACKEND), as each runs the same Keras code on different ops."""
+    found: dict[tuple[str, str], str] = {}
+    for m in MANIFESTS.values():
+        if m.representative and not m.requires_gpu and m.plugin in PLUGINS:
+            found[m.plugin, m.env.get("KERAS_BACKEND", "")] = m.name
+    return tuple(found.values())
+
+
+COMPARED = _compared()
+REFERENCE = next(agent for agent in COMPARED if MANIFESTS[agent].plugin == "torch")
+OTHERS = tuple(agent for agent in COMPARED if agent != REFERENCE)
+TRAINED = tuple(a for a in OTHERS if MANIFESTS[a].plugin not in INFERENCE_ONLY)
+LLAMACPP = tuple(a for a in OTHERS if MANIFESTS[a].plugin == "llamacpp")
+# Agents whose results are reported beside PyTorch's, never held equal (quantised weights).
+REPORTED = tuple(name for name in ("llamacpp-q8",) if name in MANIFESTS)
+
+
+def _models(agent: str) -> tuple[str, ...]:
+    return ("gpt",) if MANIFESTS[agent].plugin in GPT_ONLY else MODELS
 
 
 def _python(agent: str) -> Path:
@@ -79,14 +93,12 @@ def _python(agent: str) -> Path:
     return environment.python
 
 
-def _reference(plugin: str, *args: str, agent: str = "") -> None:
-    """The reference CLI in `agent`'s environment (default: the plugin's representative),
-    with that agent's [env] switches where an agent is named (a variant's are its point)."""
-    manifest = MANIFESTS[agent or AGENTS[plugin]]
-    command = [str(_python(manifest.name)), "-m", "fwbench.runtime.reference_cli"]
-    command += ["--plugin", plugin, *args]
-    environ = {**os.environ, **manifest.env} if agent else None
-    done = subprocess.run(command, capture_output=True, text=True, timeout=1200, env=environ)
+def _reference(agent: str, *args: str) -> None:
+    """The agent's plugin's reference CLI with the agent's switches ([env]: Keras' backend)."""
+    plugin = MANIFESTS[agent].plugin
+    command = [str(_python(agent)), "-m", "fwbench.runtime.reference_cli", "--plugin", plugin]
+    env = {**os.environ, **MANIFESTS[agent].env}
+    done = subprocess.run([*command, *args], capture_output=True, text=True, timeout=1200, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
 
 
@@ -122,11 +134,11 @@ def _case(model: str, weights: dict[str, np.ndarray], rng: np.random.Generator) 
 def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     folder = tmp_path_factory.mktemp("shapes")
     found = {}
-    for plugin in COMPARED:
-        out = folder / plugin
-        models = ",".join(_models(plugin))
-        _reference(plugin, "shapes", "--models", models, *_shape_options(), "--out", str(out))
-        found[plugin] = json.loads(out.read_text())
+    for agent in COMPARED:
+        out = folder / agent
+        models = ",".join(_models(agent))
+        _reference(agent, "shapes", "--models", models, *_shape_options(), "--out", str(out))
+        found[agent] = json.loads(out.read_text())
     return found
 
 
@@ -135,7 +147,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Equ
     root = tmp_path_factory.mktemp("transformers")
     exported = root / "w"
     _reference(
-        "torch",
+        REFERENCE,
         "export",
         "--models",
         ",".join(MODELS),
@@ -152,59 +164,58 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Equ
         write_case(root / f"{model}.npz", _case(model, weights, rng))
         cases.append(str(root / f"{model}.npz"))
     found = {}
-    for plugin, agent in [*((p, "") for p in COMPARED), *((p, a) for a, p in REPORTED.items())]:
-        mine = [case for case in cases if Path(case).stem in _models(plugin)]
-        name = agent or plugin
-        _reference(plugin, "check", *mine, "--out-dir", str(root / name), agent=agent)
-        found[name] = {m: read_result(root / name / f"{m}.npz") for m in _models(plugin)}
+    for agent in (*COMPARED, *REPORTED):
+        mine = [case for case in cases if Path(case).stem in _models(agent)]
+        _reference(agent, "check", *mine, "--out-dir", str(root / agent))
+        found[agent] = {m: read_result(root / agent / f"{m}.npz") for m in _models(agent)}
     return found
 
 
-@pytest.mark.parametrize("plugin", OTHERS)
-def test_the_same_weight_names_and_shapes(shapes, plugin):
-    assert shapes[plugin] == {m: shapes["torch"][m] for m in _models(plugin)}
-
-
-def _compared_logits() -> list[object]:
-    cells: list[object] = []
-    for plugin in OTHERS:
-        for model in _models(plugin):
-            marks = ()
-            if plugin == "llamacpp":  # the next test holds it to its measured error
-                marks = (pytest.mark.xfail(reason=LLAMACPP_GELU, strict=True),)
-            cells.append(pytest.param(plugin, model, marks=marks, id=f"{model}-{plugin}"))
-    return cells
+@pytest.mark.parametrize("agent", OTHERS)
+def test_the_same_weight_names_and_shapes(shapes, agent):
+    assert shapes[agent] == {m: shapes[REFERENCE][m] for m in _models(agent)}
 
 
 def _logit_error(results, agent: str, model: str) -> tuple[float, float]:
     """The largest |difference| from PyTorch's logits, and their scale."""
-    expected, actual = results["torch"][model], results[agent][model]
+    expected, actual = results[REFERENCE][model], results[agent][model]
     assert actual.param_count == expected.param_count
     assert actual.eval_logits.shape == expected.eval_logits.shape == (BATCH, 16, 500)
     scale = float(np.abs(expected.eval_logits).max())
     return float(np.abs(actual.eval_logits - expected.eval_logits).max()), scale
 
 
-@pytest.mark.parametrize(("plugin", "model"), _compared_logits())
-def test_the_same_logits_at_every_position(results, plugin, model):
-    error, scale = _logit_error(results, plugin, model)
+def _logit_cells() -> list[object]:
+    cells: list[object] = []
+    for agent in OTHERS:
+        for model in _models(agent):
+            marks = ()
+            if agent in LLAMACPP:  # the next test holds it to its measured error
+                marks = (pytest.mark.xfail(reason=LLAMACPP_GELU, strict=True),)
+            cells.append(pytest.param(agent, model, marks=marks, id=f"{model}-{agent}"))
+    return cells
+
+
+@pytest.mark.parametrize(("agent", "model"), _logit_cells())
+def test_the_same_logits_at_every_position(results, agent, model):
+    error, scale = _logit_error(results, agent, model)
     assert error <= LOGIT_RTOL * scale, f"max |diff| {error:.3g} vs logit scale {scale:.3g}"
 
 
-@pytest.mark.parametrize("plugin", GPT_ONLY)
-def test_llamacpp_logits_are_off_by_its_float16_gelu_only(results, plugin):
-    error, scale = _logit_error(results, plugin, "gpt")
-    print(f"{plugin}: max |diff| {error:.3g} = {error / scale:.3g} of the logit scale")
+@pytest.mark.parametrize("agent", LLAMACPP)
+def test_llamacpp_logits_are_off_by_its_float16_gelu_only(results, agent):
+    error, scale = _logit_error(results, agent, "gpt")
+    print(f"{agent}: max |diff| {error:.3g} = {error / scale:.3g} of the logit scale")
     assert error <= LLAMACPP_LOGIT_RTOL * scale, f"{error / scale:.3g} of the scale"
 
 
-@pytest.mark.parametrize("agent", sorted(REPORTED))
+@pytest.mark.parametrize("agent", REPORTED)
 def test_a_quantized_variant_is_reported_not_held_equal(results, agent, record_property):
     """Q8_0 weights: the share of positions whose top logit is PyTorch's (teacher-forced, every
     position of the batch), the greedy tokens' share equal at the same step, and the largest
     logit error; recorded (junit properties) and printed. It must have run and mostly agree."""
     error, scale = _logit_error(results, agent, "gpt")
-    expected, actual = results["torch"]["gpt"], results[agent]["gpt"]
+    expected, actual = results[REFERENCE]["gpt"], results[agent]["gpt"]
     top1 = float((expected.eval_logits.argmax(-1) == actual.eval_logits.argmax(-1)).mean())
     assert expected.generated is not None and actual.generated is not None
     tokens = float((expected.generated == actual.generated).mean())
@@ -216,10 +227,10 @@ def test_a_quantized_variant_is_reported_not_held_equal(results, agent, record_p
     assert top1 >= 0.5, f"{agent} agrees with PyTorch's top token at {top1:.0%} of positions"
 
 
-@pytest.mark.parametrize("plugin", [p for p in OTHERS if p not in INFERENCE_ONLY])
+@pytest.mark.parametrize("agent", TRAINED)
 @pytest.mark.parametrize("model", MODELS)
-def test_one_training_step_moves_the_loss_the_same_way(results, plugin, model):
-    expected, actual = results["torch"][model], results[plugin][model]
+def test_one_training_step_moves_the_loss_the_same_way(results, agent, model):
+    expected, actual = results[REFERENCE][model], results[agent][model]
     assert actual.loss_before == pytest.approx(expected.loss_before, rel=LOSS_RTOL)
     expected_delta = expected.loss_after - expected.loss_before
     assert expected_delta < 0, "one SGD step on the batch should lower its loss"
@@ -244,9 +255,9 @@ def agreeing_steps(reference: EquivalenceResult, other: EquivalenceResult, toler
     return reference.generated.shape[1]
 
 
-@pytest.mark.parametrize("plugin", OTHERS)
-def test_greedy_generation_gives_the_same_tokens(results, plugin):
-    expected, actual = results["torch"]["gpt"], results[plugin]["gpt"]
+@pytest.mark.parametrize("agent", OTHERS)
+def test_greedy_generation_gives_the_same_tokens(results, agent):
+    expected, actual = results[REFERENCE]["gpt"], results[agent]["gpt"]
     assert actual.generated is not None and actual.generated.shape == (BATCH, NEW_TOKENS)
     assert len(set(expected.generated.ravel().tolist())) > 5, "a varied sequence, not one token"
     tolerance = LOGIT_RTOL * float(np.abs(expected.eval_logits).max())

@@ -28,7 +28,6 @@ COMPILED = {
     ("tensorflow", "xla"): ("true", "false"),
     ("tensorflow", "eager"): ("false", "true"),
 }
-TRANSFORMERS = ("attention", "bert", "gpt", "generate")
 
 
 def test_describe_names_keras_and_its_backend_as_family(plugin, backend):
@@ -46,27 +45,22 @@ def test_threads_are_fixed_at_startup_where_the_backend_fixes_them(plugin, backe
     assert description.intra_op_threads >= 1 and description.inter_op_threads >= 1
 
 
-def test_ops_and_every_catalogue_model_are_offered_in_the_backends_modes(plugin, backend):
+def test_every_catalogue_workload_is_offered_in_the_backends_modes(plugin, backend):
     from fwbench.runtime.architectures import MODEL_NAMES
 
-    capabilities = plugin.describe().capabilities
-    assert set(capabilities) == {"gemm", "conv2d", *MODEL_NAMES}
-    for capability in capabilities.values():
-        assert capability.modes == MODES[backend]
+    description = plugin.describe()
+    capabilities = description.capabilities
+    transformers = ("attention", "bert", "gpt", "generate")
+    assert set(capabilities) == {"gemm", "conv2d", *MODEL_NAMES, *transformers}
+    assert not description.unsupported_reasons
+    for name, capability in capabilities.items():
+        if name == "generate":  # inference only
+            assert (capability.phases, capability.modes) == (("infer",), MODES[backend])
+            continue
+        plain = ("plain",) if name == "attention" else ()  # the attention op's own kernel
+        assert capability.modes == (*MODES[backend], *plain)
         assert capability.phases == ("train", "infer")
         assert "float32" in capability.dtypes
-
-
-def test_transformers_are_not_offered_and_say_why(plugin, catalogue):
-    description = plugin.describe()
-    for name in TRANSFORMERS:
-        assert name not in description.capabilities
-        assert "transformers" in description.unsupported_reasons[name]
-        workload = catalogue.get(name)
-        params = workload.resolve_params({})
-        spec = WorkloadSpec(workload, workload.phases[0], 1, "float32", params, 0, 0, "eager")
-        with pytest.raises(UnsupportedWorkload, match="no transformers"):
-            plugin.build(spec)
 
 
 def _lenet(catalogue, backend: str, **changes: object) -> WorkloadSpec:

@@ -1,9 +1,11 @@
 """The Keras plugin's work once Keras runs on its backend (plugin.py has checked that): what
-it offers, building the catalogue's models and ops, the settings each step runs with.
+it offers, building the catalogue's models, ops and transformers, the settings each step runs
+with.
 
-One plugin, three backends: the models are one Keras definition (models.py), trained with
-compile/train_on_batch and run with predict_on_batch (training.py); what differs per backend
-outside Keras' API is in backend.py."""
+One plugin, three backends: the models are one Keras definition (models.py, transformers.py),
+trained with compile/train_on_batch and run with predict_on_batch (training.py); the attention
+op is keras.ops (attention.py), generation a KV-cache loop compiled the backend's way
+(generation.py); what differs per backend outside Keras' API is in backend.py."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from typing import Any, ParamSpec, TypeVar
 import keras
 import numpy as np
 
-from fwbench.keras_plugin import model_file, ops, reference, training
+from fwbench.keras_plugin import attention, generation, model_file, ops, reference, training
+from fwbench.keras_plugin import transformers as tfm
 from fwbench.keras_plugin.backend import Backend, make_backend
 from fwbench.keras_plugin.environment import REPORTED_VARIABLES, Threads
 from fwbench.keras_plugin.models import MODEL_NAMES, build_model
@@ -24,6 +27,7 @@ from fwbench.runtime.plugin import (
     THREADS_VARIABLE,
     BuiltStep,
     Capability,
+    GenerationSteps,
     PluginContext,
     PluginDescription,
     Settings,
@@ -37,16 +41,7 @@ PLUGIN_VERSION = "0.1.0"
 _OPS = {"gemm": ops.build_gemm, "conv2d": ops.build_conv2d}
 _IMAGE_WORKLOADS = frozenset({"conv2d", *MODEL_NAMES} - {"lstm"})
 DTYPES = ("float32",)
-_TRANSFORMERS_REASON = (
-    "the Keras plugin builds no transformers (attention, bert, gpt, generate); the native "
-    "plugins run them"
-)
-UNSUPPORTED_REASONS: Mapping[str, str] = {
-    "attention": _TRANSFORMERS_REASON,
-    "bert": _TRANSFORMERS_REASON,
-    "gpt": _TRANSFORMERS_REASON,
-    "generate": _TRANSFORMERS_REASON,
-}
+UNSUPPORTED_REASONS: Mapping[str, str] = {}  # every catalogue workload is offered
 # How each backend differentiates a single op, and what each mode compiles it with.
 _OP_GRADIENT = {"torch": "torch.autograd", "jax": "jax.vjp", "tensorflow": "tf.GradientTape"}
 _OP_COMPILED = {
@@ -76,8 +71,13 @@ class KerasAgent:
     # ------------------------------------------------------------------------- describe
 
     def capabilities(self) -> dict[str, Capability]:
+        """Every workload in both phases and every mode, but the attention op adds its plain
+        mode and generate infers only."""
         capability = Capability(phases=("train", "infer"), dtypes=DTYPES, modes=self.modes)
-        return dict.fromkeys((*_OPS, *MODEL_NAMES), capability)
+        found = dict.fromkeys((*_OPS, *MODEL_NAMES, "bert", "gpt"), capability)
+        found["attention"] = Capability(capability.phases, DTYPES, attention.modes(self.modes))
+        found["generate"] = Capability(("infer",), DTYPES, self.modes)
+        return found
 
     def model_capability(self) -> Capability:
         """A user's .keras file: inferred and, when compiled, trained, in every mode."""
@@ -138,6 +138,8 @@ class KerasAgent:
         threads = self._check(spec)
         if spec.model is not None:
             return self._build_file(spec, threads)
+        if spec.workload.name == "generate":
+            return self._build_generation(spec, threads)
         with self.backend.scope():
             step, extra = self._translated(self._build)(spec)
         scoped = self._scoped(step)
@@ -155,6 +157,18 @@ class KerasAgent:
             flops=self._translated(
                 self._scoped(lambda: self.backend.count_flops(cell.model, cell.inputs))
             ),
+        )
+
+    def _build_generation(self, spec: WorkloadSpec, threads: int) -> BuiltStep:
+        """The generate workload's prefill and decode steps, each timed by the runtime."""
+        with self.backend.scope():
+            steps, run = self._translated(generation.build_generation)(
+                spec.params, spec.batch_size, spec.seed, self.backend, spec.mode
+            )
+        prefill, decode = (self._translated(self._scoped(s)) for s in (steps.prefill, steps.decode))
+        settings = self._settings(spec, threads, generation.kv_cache_settings(run))
+        return BuiltStep.for_generation(
+            GenerationSteps(prefill, decode, steps.decode_steps), settings
         )
 
     def inspect_model(self, path: str) -> ModelSignature:
@@ -182,6 +196,14 @@ class KerasAgent:
                 "gradient": _OP_GRADIENT[self.backend.name] if train else "none",
             }
             return step, extra
+        if name == "attention":
+            step, extra = attention.build_attention(spec, self.backend, self.modes[0])
+            extra["op_api"] = "keras.ops"
+            extra["compiled"] = _OP_COMPILED[extra.pop("compiled_as")]
+            extra["gradient"] = _OP_GRADIENT[self.backend.name] if train else "none"
+            return step, extra
+        if name in ("bert", "gpt"):
+            return self._build_transformer(spec, train)
         keras.utils.set_random_seed(spec.seed)
         size, seq_len = spec.params.get("image_size", 224), spec.params.get("seq_len", 200)
         net = build_model(name, image_size=size, seq_len=seq_len, dtype=spec.dtype)
@@ -193,6 +215,28 @@ class KerasAgent:
             return training.train_step(net.model, inputs, labels), extra
         extra["infer_api"] = training.INFER_API
         return training.infer_step(net.model, inputs), extra
+
+    def _build_transformer(
+        self, spec: WorkloadSpec, train: bool
+    ) -> tuple[Callable[[], object], dict[str, str]]:
+        """bert or gpt: inference gives every position's logits (predict_on_batch); a training
+        step is train_on_batch with the language-model loss and SGD with momentum."""
+        keras.utils.set_random_seed(spec.seed)
+        config = tfm.config_for(spec.workload.name, spec.params)
+        net = tfm.build_transformer(config)
+        loss = tfm.language_model_loss()
+        extra = training.compile_model(net.model, self.backend.name, spec.mode, loss=loss)
+        extra["attention_kernel"] = attention.fused_kernel(self.backend)
+        tokens, labels = tfm.example_batch(
+            config, spec.batch_size, spec.params["seq_len"], spec.seed
+        )
+        if train:
+            extra["train_api"] = training.TRAIN_API
+            extra["optimizer"] = "keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)"
+            extra["loss"] = "SparseCategoricalCrossentropy(from_logits=True, ignore_class=-100)"
+            return training.train_step(net.model, tokens, labels), extra
+        extra["infer_api"] = training.INFER_API
+        return training.infer_step(net.model, tokens), extra
 
     def _settings(self, spec: WorkloadSpec, threads: int, more: Mapping[str, str]) -> Settings:
         # The dtype policy a model's layers were built with; an op's inputs are in the dtype.
@@ -217,13 +261,15 @@ class KerasAgent:
 
     # ---------------------------------------------------------------------- equivalence
 
-    def canonical_weights(self, model: str, seed: int) -> dict[str, np.ndarray]:
+    def canonical_weights(
+        self, model: str, seed: int, params: Mapping[str, int] | None = None
+    ) -> dict[str, np.ndarray]:
         with self.backend.scope():
-            return reference.canonical_weights(model, seed)
+            return reference.canonical_weights(model, seed, params)
 
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
         with self.backend.scope():
-            return reference.equivalence(case, self.backend.name)
+            return reference.equivalence(case, self.backend)
 
 
 def _synthetic_batch(name: str, spec: WorkloadSpec, item: tuple[int, ...]) -> tuple[Any, Any]:

@@ -12,7 +12,7 @@ import contextlib
 import importlib.metadata
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import keras
@@ -22,7 +22,7 @@ from fwbench.runtime import tf_flops, xla_flops
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.plugin import DeviceInfo, FlopCount
 
-Forward = Callable[[Any, Any], Any]
+Forward = Callable[..., Any]
 _OOM_MESSAGES = ("resource_exhausted", "out of memory", "failed to allocate")
 
 
@@ -56,6 +56,11 @@ class Backend:
         """Entered around building and every step: the device Keras places tensors on."""
         return contextlib.nullcontext()
 
+    def inference(self) -> contextlib.AbstractContextManager[object]:
+        """Entered around a forward pass outside Keras' predict (generation): no autograd
+        record where the backend keeps one."""
+        return contextlib.nullcontext()
+
     def synchronize(self, output: object) -> None:
         """Blocks until the work that produced `output` is done."""
 
@@ -72,10 +77,10 @@ class Backend:
         raise NotImplementedError
 
     def op_step(
-        self, forward: Forward, a: Any, b: Any, train: bool, mode: str
+        self, forward: Forward, inputs: Sequence[Any], train: bool, mode: str
     ) -> Callable[[], object]:
-        """A single op's step in `mode`: forward only, or forward and the gradients to both
-        inputs from an all-ones upstream gradient (returned with the output, so a compiler
+        """A single op's step in `mode`: forward only, or forward and the gradients to every
+        input from an all-ones upstream gradient (returned with the output, so a compiler
         cannot prune the forward pass)."""
         raise NotImplementedError
 
@@ -128,6 +133,11 @@ class TorchBackend(Backend):
     def scope(self) -> contextlib.AbstractContextManager[object]:
         return keras.device(self.device) if self._scoped else contextlib.nullcontext()
 
+    def inference(self) -> contextlib.AbstractContextManager[object]:
+        import torch
+
+        return torch.no_grad()
+
     def synchronize(self, output: object) -> None:
         if self.on_gpu:
             import torch
@@ -159,21 +169,21 @@ class TorchBackend(Backend):
         return FlopCount(float(counter.get_total_flops()), name)
 
     def op_step(
-        self, forward: Forward, a: Any, b: Any, train: bool, mode: str
+        self, forward: Forward, inputs: Sequence[Any], train: bool, mode: str
     ) -> Callable[[], object]:
         import torch
 
         run = torch.compile(forward) if mode == "compile" else forward
         if not train:
-            return lambda: run(a, b)
-        leaves = (a.requires_grad_(True), b.requires_grad_(True))
+            return lambda: run(*inputs)
+        leaves = tuple(x.requires_grad_(True) for x in inputs)
         with torch.no_grad():
-            upstream = torch.ones_like(forward(a, b))
+            upstream = torch.ones_like(forward(*inputs))
 
         def step() -> object:
             for leaf in leaves:
                 leaf.grad = None
-            out = run(a, b)
+            out = run(*leaves)
             out.backward(upstream)
             return out
 
@@ -245,17 +255,17 @@ class JaxBackend(Backend):
         return xla_flops.count(jax.jit(call).lower(trainable, other, inputs), jax.__version__)
 
     def op_step(
-        self, forward: Forward, a: Any, b: Any, train: bool, mode: str
+        self, forward: Forward, inputs: Sequence[Any], train: bool, mode: str
     ) -> Callable[[], object]:
         import jax
 
-        def with_grads(x: Any, y: Any) -> object:
-            out, pullback = jax.vjp(forward, x, y)
+        def with_grads(*xs: Any) -> object:
+            out, pullback = jax.vjp(forward, *xs)
             return out, pullback(jax.numpy.ones_like(out))
 
         function = with_grads if train else forward
         run = jax.jit(function) if mode == "jit" else function
-        return lambda: run(a, b)
+        return lambda: run(*inputs)
 
 
 class _RetracingNoticeFilter(logging.Filter):
@@ -334,22 +344,22 @@ class TensorFlowBackend(Backend):
         return tf_flops.count(traced.get_concrete_function(specs))
 
     def op_step(
-        self, forward: Forward, a: Any, b: Any, train: bool, mode: str
+        self, forward: Forward, inputs: Sequence[Any], train: bool, mode: str
     ) -> Callable[[], object]:
         import tensorflow as tf
 
-        upstream = tf.ones_like(forward(a, b)) if train else None
+        upstream = tf.ones_like(forward(*inputs)) if train else None
 
-        def with_grads(x: Any, y: Any) -> object:
+        def with_grads(*xs: Any) -> object:
             with tf.GradientTape() as tape:
-                tape.watch([x, y])
-                out = forward(x, y)
-            return out, tape.gradient(out, [x, y], output_gradients=upstream)
+                tape.watch(list(xs))
+                out = forward(*xs)
+            return out, tape.gradient(out, list(xs), output_gradients=upstream)
 
         function = with_grads if train else forward
         if mode != "eager":
             function = tf.function(function, jit_compile=mode == "xla", autograph=False)
-        return lambda: function(a, b)
+        return lambda: function(*inputs)
 
 
 def make_backend(name: str, requested_device: str, default_threads: int) -> Backend:

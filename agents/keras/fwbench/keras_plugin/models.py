@@ -41,8 +41,9 @@ Tensor = Any  # a symbolic KerasTensor while the functional graph is built
 @dataclass(frozen=True)
 class Mapped:
     """A Keras layer holding the weights of PyTorch's module `prefix`. kind: conv, depthwise,
-    dense, batchnorm, embedding or lstm. `features`: for a dense layer fed by a flattened
-    feature map, its (C, H, W), which PyTorch flattens in that order and Keras in (H, W, C)."""
+    dense, batchnorm, embedding, lstm, or, in the transformers, layernorm and bias.
+    `features`: for a dense layer fed by a flattened feature map, its (C, H, W), which PyTorch
+    flattens in that order and Keras in (H, W, C)."""
 
     prefix: str
     kind: str

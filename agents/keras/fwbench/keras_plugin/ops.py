@@ -32,7 +32,7 @@ def build_gemm(
     m, n, k = params["m"], params["n"], params["k"]
     lead = (batch,) if batch > 1 else ()
     a, b = _inputs(((*lead, m, k), (*lead, k, n)), dtype, seed)
-    return backend.op_step(keras.ops.matmul, a, b, train, mode)
+    return backend.op_step(keras.ops.matmul, (a, b), train, mode)
 
 
 def build_conv2d(
@@ -59,4 +59,4 @@ def build_conv2d(
         padded = keras.ops.pad(inputs, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
         return keras.ops.conv(padded, kernel, strides=1, padding="valid")
 
-    return backend.op_step(conv, x, w, train, mode)
+    return backend.op_step(conv, (x, w), train, mode)

@@ -1,8 +1,10 @@
 """KerasPlugin: Keras 3 on the backend its agent's KERAS_BACKEND names (torch, jax or
-tensorflow), for the catalogue's ops (gemm, conv2d in keras.ops) and models (Keras layers,
-compile + train_on_batch / predict_on_batch), with the "equivalence" capability, the
-"model_files" one (a user's .keras file: model_file.py) and, on the TensorFlow backend,
-"model_export" (the file as a SavedModel and as ONNX: model_export.py).
+tensorflow), for the catalogue's ops (gemm, conv2d, attention in keras.ops), models and
+transformers (Keras layers, compile + train_on_batch / predict_on_batch; bert and gpt in
+transformers.py) and generation on a KV cache (generation.py), with the "equivalence"
+capability (the transformers' too), the "model_files" one (a user's .keras file:
+model_file.py) and, on the TensorFlow backend, "model_export" (the file as a SavedModel and
+as ONNX: model_export.py).
 
 This module is what the registry imports, before the plugin is constructed, so it imports
 neither Keras nor a backend: Keras decides its backend for good when it is first imported.
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fwbench.keras_plugin import environment
-from fwbench.runtime.architectures import MODEL_NAMES
+from fwbench.runtime.architectures import MODEL_NAMES, TRANSFORMER_NAMES
 from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
     EQUIVALENCE,
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 class KerasPlugin:
     optional_capabilities = frozenset({EQUIVALENCE, MODEL_FILES})
     model_formats = ("keras",)
-    equivalence_models = frozenset(MODEL_NAMES)  # every image and sequence model, no transformer
+    equivalence_models = frozenset((*MODEL_NAMES, *TRANSFORMER_NAMES))
     equivalence_trains = True
 
     def __init__(self, context: PluginContext) -> None:
@@ -80,7 +82,7 @@ class KerasPlugin:
     ) -> dict[str, np.ndarray]:
         if model not in self.equivalence_models:
             raise ValueError(f"the keras plugin builds no {model!r}")
-        return self._agent.canonical_weights(model, seed)
+        return self._agent.canonical_weights(model, seed, params)
 
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
         if case.model not in self.equivalence_models:

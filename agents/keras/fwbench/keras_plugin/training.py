@@ -75,14 +75,16 @@ def compile_model(
     mode: str,
     learning_rate: float = LEARNING_RATE,
     momentum: float = MOMENTUM,
+    loss: keras.losses.Loss | None = None,
 ) -> dict[str, str]:
-    """Compiles `model` for `mode` (Keras' own "auto" for the backend's default mode); raises
-    RuntimeError when Keras resolved it otherwise. Returns the settings to record."""
+    """Compiles `model` for `mode` (Keras' own "auto" for the backend's default mode) with
+    `loss` (default: classification_loss()); raises RuntimeError when Keras resolved the mode
+    otherwise. Returns the settings to record."""
     wanted = _MODES[backend][mode]
     default = mode == modes(backend)[0]
     model.compile(
         optimizer=keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        loss=loss or classification_loss(),
         jit_compile="auto" if default else wanted.jit_compile,
         run_eagerly=wanted.run_eagerly,
     )
@@ -131,8 +133,15 @@ def infer_step(model: keras.Model, inputs: Any) -> Callable[[], object]:
     return lambda: model.predict_on_batch(inputs)
 
 
-def training_loss(model: keras.Model, inputs: Any, labels: Any) -> float:
-    """The training-mode loss (BatchNorm on the batch's statistics) without an update."""
-    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+def classification_loss() -> keras.losses.Loss:
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
+def training_loss(
+    model: keras.Model, inputs: Any, labels: Any, loss: keras.losses.Loss | None = None
+) -> float:
+    """The training-mode loss (BatchNorm on the batch's statistics) without an update;
+    `loss` as compile_model's."""
+    loss = loss or classification_loss()
     logits = model(inputs, training=True)
     return float(keras.ops.convert_to_numpy(loss(labels, logits)))

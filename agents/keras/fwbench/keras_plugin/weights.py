@@ -5,8 +5,9 @@ Layouts: a convolution's kernel is (kh, kw, in, out) in Keras and (out, in, kh, 
 a depthwise kernel (kh, kw, in, 1) against (in, 1, kh, kw); a dense kernel (in, out) against
 (out, in), its rows permuted from Keras' (H, W, C) flattening to PyTorch's (C, H, W) where a
 feature map was flattened into it; BatchNorm's gamma, beta, moving mean and variance are
-weight, bias, running_mean and running_var; Keras' LSTM kernels are the transposes of
-PyTorch's, its one bias and gate order (i, f, c, o) already the canonical ones."""
+weight, bias, running_mean and running_var, LayerNorm's gamma and beta weight and bias; Keras'
+LSTM kernels are the transposes of PyTorch's, its one bias and gate order (i, f, c, o) already
+the canonical ones."""
 
 from __future__ import annotations
 
@@ -66,6 +67,13 @@ def _slots(entry: Mapped) -> Iterator[Slot]:
         return
     elif entry.kind == "embedding":
         yield f"{p}.weight", layer.embeddings, _same, _same
+        return
+    elif entry.kind == "layernorm":
+        yield f"{p}.weight", layer.gamma, _same, _same
+        yield f"{p}.bias", layer.beta, _same, _same
+        return
+    elif entry.kind == "bias":
+        yield f"{p}.bias", layer.bias, _same, _same
         return
     elif entry.kind == "lstm":
         cell = layer.cell
