@@ -6,11 +6,14 @@ workload's decode tokens per second at one shape, batch 1, one thread count:
      context and greedy loop, timed by llama_perf_context (t_eval_ms over n_eval one-token
      decodes: llama_decode alone, no argmax, no harness); the median over rounds.
 A / B is what the agent's path (the greedy argmax in NumPy, Python's loop, the runtime's
-clock reads and synchronization) costs beside llama.cpp's decode.
+clock reads and synchronization) costs beside llama.cpp's decode. The two alternate, A B A B,
+`--rounds` times, so that the machine's drift spreads over both; each side's figure is the
+median of its rounds. `--json FILE` keeps every round.
 
 Run from the repository root with the dev environment (builds llamacpp-cpu's environment on
 first use; FWBENCH_ENV_DIR is honoured):
     .venv/bin/python tests/benchmarks/bench_llamacpp_anchor.py [--threads 2] [--layers 12 ...]
+        [--rounds 3] [--json FILE]
 """
 
 from __future__ import annotations
@@ -53,12 +56,12 @@ def agent_figure(args: argparse.Namespace, out: Path) -> float:
     return float(row["decode_tokens_per_second"])
 
 
-def llamacpp_figure(args: argparse.Namespace) -> list[float]:
-    """llama.cpp's own decode tokens per second, each round's."""
+def llamacpp_figure(args: argparse.Namespace) -> float:
+    """llama.cpp's own decode tokens per second: the median of one bare process's rounds."""
     environment = environment_for(discover_manifests(manifest_dirs())[AGENT])
     environment.ensure()
     command = [str(environment.python), str(HERE / "bare_llamacpp.py")]
-    command += ["--threads", str(args.threads), "--rounds", str(args.rounds)]
+    command += ["--threads", str(args.threads), "--rounds", str(args.bare_rounds)]
     command += ["--generations", str(args.generations)]
     for name in SHAPE:
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
@@ -67,10 +70,10 @@ def llamacpp_figure(args: argparse.Namespace) -> list[float]:
     done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
     found = re.search(r"^\{.*\}$", done.stdout, re.MULTILINE)
     assert found, done.stdout + done.stderr
-    return list(json.loads(found.group(0))["decode_tokens_per_second"])
+    return statistics.median(json.loads(found.group(0))["decode_tokens_per_second"])
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__)
     defaults = {"layers": 12, "hidden": 768, "heads": 12, "vocab": 50257, "context": 1024}
     defaults |= {"prompt_len": 128, "new_tokens": 128}
@@ -78,17 +81,26 @@ def main() -> None:
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name])
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--iterations", type=int, default=10, help="the agent's timed generations")
-    p.add_argument("--rounds", type=int, default=5, help="llama.cpp's rounds")
+    p.add_argument("--rounds", type=int, default=3, help="A B rounds, alternating")
+    p.add_argument("--bare-rounds", type=int, default=3, help="llama.cpp's rounds per process")
     p.add_argument("--generations", type=int, default=5, help="per llama.cpp round")
-    args = p.parse_args()
-    with tempfile.TemporaryDirectory(prefix="fwbench-anchor-") as folder:
-        agent = agent_figure(args, Path(folder) / "run")
-    own = llamacpp_figure(args)
-    median = statistics.median(own)
+    p.add_argument("--json", type=Path, default=None)
+    args = p.parse_args(argv)
+    agent, own = [], []
+    for round_ in range(args.rounds):
+        with tempfile.TemporaryDirectory(prefix="fwbench-anchor-") as folder:
+            agent.append(agent_figure(args, Path(folder) / f"run-{round_}"))
+        own.append(llamacpp_figure(args))
+    a, b = statistics.median(agent), statistics.median(own)
     print("| figure | fwbench (agent) | llama.cpp's own counter | agent / llama.cpp |")
     print("| --- | --- | --- | --- |")
-    print(f"| decode tokens/s | {agent:.1f} | {median:.1f} | {agent / median:.3f} |")
-    print(f"llama.cpp's rounds: {', '.join(f'{v:.1f}' for v in own)}", file=sys.stderr)
+    print(f"| decode tokens/s | {a:.1f} | {b:.1f} | {a / b:.3f} |")
+    print(f"rounds: agent {agent}, llama.cpp {own}", file=sys.stderr)
+    shape = {name: getattr(args, name) for name in (*SHAPE, "threads")}
+    record = {"shape": shape, "agent": agent, "llamacpp": own, "ratio": a / b}
+    if args.json:
+        args.json.write_text(json.dumps(record, indent=1))
+    return record
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from fwbench.agent.v1 import agent_pb2
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_generate
+import bench_llamacpp_anchor
 from collector_cli import collector
 
 pytestmark = pytest.mark.agent
@@ -86,11 +87,23 @@ def test_the_hugging_face_anchor_generates_the_same_tokens(tmp_path: Path) -> No
     assert figures["ttft_ms"] > 0 and figures["decode_tokens_per_second"] > 0
 
 
-def doc_command() -> list[str]:
-    """The command docs/transformers.md shows (its first bash block), as arguments."""
+@pytest.mark.full
+def test_the_llamacpp_anchor_times_the_agent_and_llamacpp_itself(tmp_path: Path) -> None:
+    """bench_llamacpp_anchor.py at a tiny shape: a `collector run` of llamacpp-cpu and
+    llama.cpp's own counter on the same GGUF, one round each, both figures measured."""
+    shape = [*TINY, "--prompt-len", "8", "--new-tokens", "6", "--threads", "1"]
+    runs = ["--rounds", "1", "--bare-rounds", "1", "--generations", "2", "--iterations", "2"]
+    record = bench_llamacpp_anchor.main([*shape, *runs, "--json", str(tmp_path / "a.json")])
+    assert record["agent"][0] > 0 and record["llamacpp"][0] > 0 and record["ratio"] > 0
+    assert json.loads((tmp_path / "a.json").read_text())["shape"]["threads"] == 1
+
+
+def doc_command(block: int = 0) -> list[str]:
+    """A command docs/transformers.md shows (its bash blocks, the first by default), as
+    arguments."""
     text = (Path(__file__).parents[2] / "docs" / "transformers.md").read_text()
-    block = text.split("```bash\n", 1)[1].split("```", 1)[0]
-    return shlex.split(block.replace("\\\n", " "))
+    found = text.split("```bash\n")[1 + block].split("```", 1)[0]
+    return shlex.split(found.replace("\\\n", " "))
 
 
 @pytest.mark.full
@@ -108,3 +121,22 @@ def test_the_documented_command_gives_ok_rows_for_every_framework(tmp_path, isol
     assert generate["time_to_first_token_seconds"].notna().all()
     kernels = {json.loads(s).get("attention_kernel", "") for s in table["settings"]}
     assert any(k.startswith("sdpa:") for k in kernels) and any("plain" in k for k in kernels)
+
+
+@pytest.mark.full
+def test_the_documented_every_agent_command_gives_ok_rows(tmp_path, isolated_store):
+    """The second command docs/transformers.md shows (issue #57's): every CPU agent's
+    transformers, llama.cpp refusing the two it cannot run (attention, bert) with a reason."""
+    command = doc_command(1)
+    assert command[:2] == ["collector", "run"]
+    done = collector(*command[1:], "--out", str(tmp_path / "run"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    table = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    refused = table[table["status"] != "ok"]
+    assert set(zip(refused["agent"], refused["workload"], refused["status"], strict=True)) == {
+        ("llamacpp-cpu", "attention", "unsupported"),
+        ("llamacpp-cpu", "bert", "unsupported"),
+    }
+    assert len(table) == 8 * 4 and table["agent"].nunique() == 8
+    generate = table[table["workload"] == "generate"]
+    assert len(generate) == 8 and generate["decode_bandwidth_fraction"].notna().all()
