@@ -3,7 +3,10 @@ environment by bench_llamacpp_anchor.py: the same GGUF file as the agent writes 
 gguf_model, same shape, seed and weight type), the same context options and thread count,
 and the same greedy loop (the plugin's Generator); what is timed is llama.cpp's own counter,
 llama_perf_context's t_eval_ms over n_eval one-token decodes (the time inside llama_decode),
-reset before each round. Prints one JSON object: the decode tokens per second of each round.
+reset before each round; and the same decode steps by this script's clock (the plugin's loop:
+llama_decode, the logits' argmax in NumPy, the Python between them, with no harness around).
+Prints one JSON object: each round's decode tokens per second by llama.cpp's counter
+(decode_tokens_per_second) and by the script's clock (loop_tokens_per_second).
 Batch 1 only: llama.cpp counts a llama_decode of one token as an eval and one of more tokens
 (a step of several sequences) as prompt processing.
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 
 import llama_cpp as llama
 import numpy as np
@@ -45,16 +49,20 @@ def main() -> None:
     prompts = np.random.default_rng(args.seed).integers(0, config.vocab, (1, args.prompt_len))
     run = Generator(session, prompts, args.new_tokens)
     run.prefill()  # warm-up
-    rounds = []
+    rounds, loops = [], []
     for _ in range(args.rounds):
         llama.llama_perf_context_reset(session.context)
+        looped = 0
         for _ in range(args.generations):
             run.prefill()
+            start = time.perf_counter_ns()
             for _ in range(args.new_tokens - 1):
                 run.decode()
+            looped += time.perf_counter_ns() - start
         perf = llama.llama_perf_context(session.context)
         rounds.append(perf.n_eval / (perf.t_eval_ms / 1e3))  # one-token llama_decode calls
-    print(json.dumps({"decode_tokens_per_second": rounds}))
+        loops.append(args.generations * (args.new_tokens - 1) / (looped / 1e9))
+    print(json.dumps({"decode_tokens_per_second": rounds, "loop_tokens_per_second": loops}))
 
 
 if __name__ == "__main__":

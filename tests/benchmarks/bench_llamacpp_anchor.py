@@ -5,10 +5,12 @@ workload's decode tokens per second at one shape, batch 1, one thread count:
   B. llama.cpp's own counter (bare_llamacpp.py in the agent's environment): the same GGUF,
      context and greedy loop, timed by llama_perf_context (t_eval_ms over n_eval one-token
      decodes: llama_decode alone, no argmax, no harness); the median over rounds.
-A / B is what the agent's path (the greedy argmax in NumPy, Python's loop, the runtime's
-clock reads and synchronization) costs beside llama.cpp's decode. The two alternate, A B A B,
-`--rounds` times, so that the machine's drift spreads over both; each side's figure is the
-median of its rounds. `--json FILE` keeps every round.
+  C. the same bare process's loop by its own clock: llama_decode, the argmax in NumPy and the
+     Python between steps, with no harness (no gRPC server, no runtime threads beside it).
+A / B is what the agent's path costs beside llama.cpp's decode (the done-when of issue 57: within
+5%); A / C is the harness's share of it, C / B the plugin's loop's. The agent and the bare
+process alternate, A B A B, `--rounds` times, so that the machine's drift spreads over both;
+each figure is the median of its rounds. `--json FILE` keeps every round.
 
 Run from the repository root with the dev environment (builds llamacpp-cpu's environment on
 first use; FWBENCH_ENV_DIR is honoured):
@@ -56,8 +58,9 @@ def agent_figure(args: argparse.Namespace, out: Path) -> float:
     return float(row["decode_tokens_per_second"])
 
 
-def llamacpp_figure(args: argparse.Namespace) -> float:
-    """llama.cpp's own decode tokens per second: the median of one bare process's rounds."""
+def llamacpp_figures(args: argparse.Namespace) -> tuple[float, float]:
+    """llama.cpp's own decode tokens per second and the bare loop's by its clock: the medians
+    of one bare process's rounds."""
     environment = environment_for(discover_manifests(manifest_dirs())[AGENT])
     environment.ensure()
     command = [str(environment.python), str(HERE / "bare_llamacpp.py")]
@@ -70,7 +73,9 @@ def llamacpp_figure(args: argparse.Namespace) -> float:
     done = subprocess.run(command, capture_output=True, text=True, check=True, env=env)
     found = re.search(r"^\{.*\}$", done.stdout, re.MULTILINE)
     assert found, done.stdout + done.stderr
-    return statistics.median(json.loads(found.group(0))["decode_tokens_per_second"])
+    figures = json.loads(found.group(0))
+    counted = statistics.median(figures["decode_tokens_per_second"])
+    return counted, statistics.median(figures["loop_tokens_per_second"])
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -86,18 +91,24 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--generations", type=int, default=5, help="per llama.cpp round")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args(argv)
-    agent, own = [], []
+    agent, own, loop = [], [], []
     for round_ in range(args.rounds):
         with tempfile.TemporaryDirectory(prefix="fwbench-anchor-") as folder:
             agent.append(agent_figure(args, Path(folder) / f"run-{round_}"))
-        own.append(llamacpp_figure(args))
-    a, b = statistics.median(agent), statistics.median(own)
-    print("| figure | fwbench (agent) | llama.cpp's own counter | agent / llama.cpp |")
-    print("| --- | --- | --- | --- |")
-    print(f"| decode tokens/s | {a:.1f} | {b:.1f} | {a / b:.3f} |")
-    print(f"rounds: agent {agent}, llama.cpp {own}", file=sys.stderr)
+        counted, looped = llamacpp_figures(args)
+        own.append(counted)
+        loop.append(looped)
+    a, b, c = (statistics.median(rounds) for rounds in (agent, own, loop))
+    print(
+        "| figure | fwbench (agent) | llama.cpp's own counter | bare loop | agent / llama.cpp "
+        "| agent / bare loop |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
+    print(f"| decode tokens/s | {a:.1f} | {b:.1f} | {c:.1f} | {a / b:.3f} | {a / c:.3f} |")
+    print(f"rounds: agent {agent}, llama.cpp {own}, bare loop {loop}", file=sys.stderr)
     shape = {name: getattr(args, name) for name in (*SHAPE, "threads")}
-    record = {"shape": shape, "agent": agent, "llamacpp": own, "ratio": a / b}
+    record = {"shape": shape, "agent": agent, "llamacpp": own, "bare_loop": loop}
+    record |= {"ratio": a / b, "harness_ratio": a / c}
     if args.json:
         args.json.write_text(json.dumps(record, indent=1))
     return record

@@ -83,6 +83,26 @@ def test_a_generation_that_lies_is_a_protocol_violation(
     assert caught.value.field == field
 
 
+@pytest.mark.parametrize("given", ["", "four", "nan", "0", "-1", "17", "inf"])
+def test_a_weight_size_that_is_not_a_size_is_a_protocol_violation(given: str) -> None:
+    result = _result(*GOOD)
+    result.settings.extra["weight_bytes_per_parameter"] = given
+    with pytest.raises(ProtocolViolation) as caught:
+        check_result(_request(), result, CATALOGUE)
+    assert caught.value.field == "settings.extra.weight_bytes_per_parameter"
+
+
+def test_quantised_weights_are_counted_at_the_size_the_agent_holds_them() -> None:
+    result = _result(*GOOD)
+    result.settings.extra["weight_bytes_per_parameter"] = "1.0625"
+    check_result(_request(), result, CATALOGUE)
+    columns = generation_columns(result, CATALOGUE, "generate", PARAMS, 2, "float32")
+    moved = CATALOGUE.get("generate").decode_bytes(PARAMS, 2, "float32", 1.0625)
+    assert columns["decode_bytes_per_step"] == pytest.approx(moved / 3)
+    as_float32 = CATALOGUE.get("generate").decode_bytes(PARAMS, 2, "float32")
+    assert moved is not None and as_float32 is not None and moved < as_float32
+
+
 def test_a_generation_without_its_parts_or_parts_elsewhere_is_refused() -> None:
     bare = _result(*GOOD)
     bare.ClearField("generation")

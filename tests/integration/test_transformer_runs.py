@@ -90,11 +90,12 @@ def test_the_hugging_face_anchor_generates_the_same_tokens(tmp_path: Path) -> No
 @pytest.mark.full
 def test_the_llamacpp_anchor_times_the_agent_and_llamacpp_itself(tmp_path: Path) -> None:
     """bench_llamacpp_anchor.py at a tiny shape: a `collector run` of llamacpp-cpu and
-    llama.cpp's own counter on the same GGUF, one round each, both figures measured."""
+    llama.cpp's own counter on the same GGUF, one round each, the three figures measured."""
     shape = [*TINY, "--prompt-len", "8", "--new-tokens", "6", "--threads", "1"]
     runs = ["--rounds", "1", "--bare-rounds", "1", "--generations", "2", "--iterations", "2"]
     record = bench_llamacpp_anchor.main([*shape, *runs, "--json", str(tmp_path / "a.json")])
-    assert record["agent"][0] > 0 and record["llamacpp"][0] > 0 and record["ratio"] > 0
+    assert record["agent"][0] > 0 and record["llamacpp"][0] > 0 and record["bare_loop"][0] > 0
+    assert record["ratio"] > 0 and record["harness_ratio"] > 0
     assert json.loads((tmp_path / "a.json").read_text())["shape"]["threads"] == 1
 
 

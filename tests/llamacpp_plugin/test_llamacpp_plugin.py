@@ -196,6 +196,9 @@ def test_every_cell_builds_runs_and_says_how(plugin, mode, dtype):
     assert extra["kv_cache_dtype"] == extra["weights"]
     assert extra["flash_attention"] == ("on" if mode == "flash_attn" else "off")
     assert (extra["n_threads"], extra["n_threads_batch"]) == ("1", "1")
+    # bytes a weight takes: all float32, or the 2-D ones float16 and the 1-D float32
+    per_weight = float(extra["weight_bytes_per_parameter"])
+    assert per_weight == 4 if dtype == "float32" else 2 < per_weight < 2.1
     built = plugin.build(spec("generate", mode, dtype))
     steps = built.generation
     assert steps is not None and steps.decode_steps == GENERATE["new_tokens"] - 1
@@ -218,6 +221,8 @@ def test_the_q8_0_variant_quantizes_and_says_so(monkeypatch):
     built = q8.build(spec("generate"))
     built.generation.generate()
     assert built.settings.extra["weights"] == "Q8_0"
+    # Q8_0's 34 bytes a block of 32 values, the 1-D tensors float32: what the collector counts
+    assert 1.0625 < float(built.settings.extra["weight_bytes_per_parameter"]) < 1.2
     with pytest.raises(UnsupportedWorkload, match="float16"):
         q8.build(spec("gpt", dtype="float16"))
     monkeypatch.setenv(WEIGHTS_VARIABLE, "q4")

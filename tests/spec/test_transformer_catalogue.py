@@ -114,6 +114,9 @@ def test_decode_moves_the_weights_each_step_and_the_growing_cache(catalogue: Cat
     assert workload.decode_bytes(params, batch, "bfloat16") == 2 * (5 * weights + batch * cache)
     assert workload.kv_cache_bytes(params, batch, "float32") == 4 * batch * 2 * 2 * 64 * 15
     assert workload.decode_bytes(params, 1, "int4") is None
+    # weights held quantised (1.0625 bytes each, Q8_0's), the cache in the row's dtype
+    quantised = 1.0625 * 5 * weights + 4 * batch * cache
+    assert workload.decode_bytes(params, batch, "float32", 1.0625) == quantised
 
 
 @pytest.mark.parametrize(

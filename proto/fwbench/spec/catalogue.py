@@ -229,13 +229,23 @@ class WorkloadDef:
     def prompt_tokens(self, params: Mapping[str, int]) -> int:
         return int(self._decode("prompt", params))
 
-    def decode_bytes(self, params: Mapping[str, int], batch_size: int, dtype: str) -> float | None:
+    def decode_bytes(
+        self,
+        params: Mapping[str, int],
+        batch_size: int,
+        dtype: str,
+        weight_bytes: float | None = None,
+    ) -> float | None:
         """Bytes all decode steps of one generation of `batch_size` sequences move in the
-        minimum-traffic model; None for a dtype of unknown size."""
+        minimum-traffic model; None for a dtype of unknown size. The weights count
+        `weight_bytes` each where the agent holds them in another format (quantised), else the
+        dtype's size; the cache is the dtype's."""
         if dtype not in DTYPE_BYTES:
             return None
+        size = DTYPE_BYTES[dtype]
         weights = self._decode("weights", params) * self.decode_steps(params)
-        return (weights + self._decode("cache", params) * batch_size) * DTYPE_BYTES[dtype]
+        cache = self._decode("cache", params) * batch_size * size
+        return weights * (size if weight_bytes is None else weight_bytes) + cache
 
     def kv_cache_bytes(
         self, params: Mapping[str, int], batch_size: int, dtype: str

@@ -117,6 +117,7 @@ class GgufFile:
     weight_type: str  # of its 2-D tensors: F32, F16 or Q8_0
     kept_float32: tuple[str, ...]  # 2-D tensors left F32 (Q8_0 needs rows of 32k values)
     nbytes: int  # of its tensor data
+    parameters: int  # the weights' values, all tensors together
 
 
 def check_weights(config: TransformerConfig, weights: dict[str, np.ndarray]) -> None:
@@ -175,4 +176,5 @@ def write_gguf(
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return GgufFile(path, weight_type, tuple(kept), nbytes)
+    parameters = sum(weights[name].size for name in gguf_names(config))
+    return GgufFile(path, weight_type, tuple(kept), nbytes, parameters)

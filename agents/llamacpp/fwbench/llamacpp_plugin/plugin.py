@@ -174,6 +174,8 @@ class LlamaCppPlugin:
         extra = {
             "weights": file.weight_type,
             "gguf": f"llama.cpp architecture gpt2, {file.nbytes} bytes of tensors, 1-D tensors F32",
+            # what a weight takes here, which the collector's decode model counts (plugins.md)
+            "weight_bytes_per_parameter": f"{file.nbytes / file.parameters:.6g}",
             "kv_cache_dtype": "F32" if o.kv_dtype == "float32" else "F16",
             "flash_attention": "on" if o.flash_attention else "off",
             "attention_kernel": _KERNELS[spec.mode],

@@ -50,11 +50,32 @@ def generation_columns(
         columns["inter_token_latency_seconds"] = float(np.median(decode))
         columns["inter_token_latency_p99_seconds"] = float(np.percentile(decode, 99))
         columns["decode_tokens_per_second"] = float(np.median(batch_size * steps / per_sample))
-        moved = definition.decode_bytes(params, batch_size, dtype)
+        weight_bytes = weight_bytes_per_parameter(result.settings.extra)
+        moved = definition.decode_bytes(params, batch_size, dtype, weight_bytes)
         if moved is not None:
             columns["decode_bytes_per_step"] = moved / steps
             columns["decode_bandwidth_bytes_per_second"] = moved / decode_time
     return columns
+
+
+# The settings key where an agent holding its weights in another format than the row's dtype
+# (quantised) says what a weight takes on average (docs/plugins.md); validate.py holds it to
+# WEIGHT_BYTES_RANGE before a row is made.
+WEIGHT_BYTES_KEY = "weight_bytes_per_parameter"
+WEIGHT_BYTES_RANGE = (0.0, 16.0)  # exclusive, inclusive: float64 at most, with room
+
+
+def weight_bytes_per_parameter(extra: Mapping[str, str]) -> float | None:
+    """The agent's bytes per weight, or None where it holds its weights in the row's dtype.
+    Raises ValueError for a value that is not a number in WEIGHT_BYTES_RANGE."""
+    text = extra.get(WEIGHT_BYTES_KEY)
+    if text is None:
+        return None
+    value = float(text)  # ValueError for what is not a number
+    low, high = WEIGHT_BYTES_RANGE
+    if not (math.isfinite(value) and low < value <= high):
+        raise ValueError(f"{text!r} is not a number of bytes in ({low:g}, {high:g}]")
+    return value
 
 
 def bandwidth_fraction(row: Mapping[str, Any]) -> float | None:

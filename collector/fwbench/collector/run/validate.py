@@ -13,6 +13,7 @@ decode steps per sample, every part positive and a sample's parts within the sam
 from __future__ import annotations
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.run.generation import WEIGHT_BYTES_KEY, weight_bytes_per_parameter
 from fwbench.spec import Catalogue, CatalogueError
 
 ERROR_CODE = "PROTOCOL_VIOLATION"
@@ -124,6 +125,10 @@ def _check_generation(
             f"{parts.decode_steps_per_sample}; the catalogue's {request.workload} decodes "
             f"{steps} per generation for these parameters",
         )
+    try:
+        weight_bytes_per_parameter(result.settings.extra)
+    except ValueError as error:
+        raise ProtocolViolation(f"settings.extra.{WEIGHT_BYTES_KEY}", str(error)) from None
     prefill, decode = list(parts.prefill_nanoseconds), list(parts.decode_step_nanoseconds)
     if len(prefill) != len(samples) or len(decode) != len(samples) * steps:
         raise ProtocolViolation(

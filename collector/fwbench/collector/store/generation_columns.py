@@ -54,7 +54,9 @@ GENERATION_COLUMNS: tuple[Column, ...] = (
         "decode_bytes_per_step",
         "Float64",
         "Generation: bytes one decode step moves in the catalogue's minimum-traffic model "
-        "(every weight once, each sequence's KV cache so far), the mean over a generation",
+        "(every weight once, each sequence's KV cache so far), the mean over a generation; the "
+        "weights at the row's dtype, or at settings.weight_bytes_per_parameter where the agent "
+        "holds them quantised",
     ),
     Column(
         "decode_bandwidth_bytes_per_second",
