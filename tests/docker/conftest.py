@@ -74,7 +74,7 @@ def no_leftovers(docker_daemon: docker.DockerClient) -> Iterator[None]:
     """Fails the test when it leaves a container of this collector process behind."""
     yield
     left = docker_daemon.containers.list(
-        all=True, filters={"label": f"fwbench.collector-pid={os.getpid()}"}
+        all=True, ignore_removed=True, filters={"label": f"fwbench.collector-pid={os.getpid()}"}
     )
     for container in left:
         container.remove(force=True)

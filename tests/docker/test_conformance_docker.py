@@ -43,6 +43,6 @@ def test_a_declared_agent_in_its_container_passes(
     assert results["Cancel of the running run: CANCELLED"] == "pass"
     assert "threads = another count" not in results
     leftovers = docker_daemon.containers.list(
-        all=True, filters={"ancestor": "fwbench/conformance-fake"}
+        all=True, ignore_removed=True, filters={"ancestor": "fwbench/conformance-fake"}
     )
     assert leftovers == []

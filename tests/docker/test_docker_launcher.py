@@ -174,7 +174,9 @@ def test_ending_a_run_removes_its_containers_and_refuses_new_ones(
     run_id = _run_id(request)
     handle = start_docker(fake_manifest, fake_image, run_id, tmp_path)
     assert remove_run_containers(run_id) == 1
-    assert not docker_daemon.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})
+    assert not docker_daemon.containers.list(
+        all=True, ignore_removed=True, filters={"label": f"{RUN_LABEL}={run_id}"}
+    )
     assert not handle.alive()
     handle.stop()  # its container is already gone
     with pytest.raises(AgentUnavailable, match="has ended"):

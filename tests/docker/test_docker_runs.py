@@ -69,7 +69,9 @@ def collector(*args: str, tmp: Path, env: dict[str, str] | None = None, timeout:
 
 
 def containers_of(client: docker.DockerClient, pid: int) -> list[str]:
-    found = client.containers.list(all=True, filters={"label": f"fwbench.collector-pid={pid}"})
+    found = client.containers.list(
+        all=True, ignore_removed=True, filters={"label": f"fwbench.collector-pid={pid}"}
+    )
     return [c.name for c in found]
 
 
@@ -119,7 +121,9 @@ def test_docker_launcher_gives_the_local_launchers_table(
     meta = json.loads((tmp_path / "docker" / "run.json").read_text())
     assert meta["agents"][agent]["image"]["tag"] == f"fwbench/{agent}:latest"
     assert {p.name for p in (tmp_path / "docker" / "logs").glob("*.log")} == {f"{agent}.log"}
-    assert not docker_daemon.containers.list(all=True, filters={"label": "fwbench.run_id"})
+    assert not docker_daemon.containers.list(
+        all=True, ignore_removed=True, filters={"label": "fwbench.run_id"}
+    )
 
 
 def _interrupt_when(
@@ -127,15 +131,16 @@ def _interrupt_when(
 ) -> tuple[int, str]:
     """Sends SIGINT `delay` seconds after `ready()` first holds; returns (exit code, stderr)."""
     deadline = time.monotonic() + 300
-    while not ready():
-        assert process.poll() is None, process.communicate()[1][-2000:]
-        assert time.monotonic() < deadline, "the run never got there"
-        time.sleep(0.1)
-    time.sleep(delay)
-    process.send_signal(signal.SIGINT)
     try:
+        while not ready():
+            assert process.poll() is None, process.communicate()[1][-2000:]
+            assert time.monotonic() < deadline, "the run never got there"
+            time.sleep(0.1)
+        time.sleep(delay)
+        process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
+    except BaseException:
+        # Reaped here, so a failure leaves no running child to warn in a later test.
         process.kill()
         process.communicate()
         raise
@@ -247,7 +252,9 @@ def test_a_model_file_is_mounted_read_only_and_gives_the_local_rows(
     pd.testing.assert_frame_equal(local[model_columns], inside[model_columns])
     assert local["outputs_match"].all() and inside["outputs_match"].all()
     assert set(inside["image_id"]) == {image}  # no image made for the model
-    assert not docker_daemon.containers.list(all=True, filters={"label": "fwbench.run_id"})
+    assert not docker_daemon.containers.list(
+        all=True, ignore_removed=True, filters={"label": "fwbench.run_id"}
+    )
 
 
 @pytest.mark.full
@@ -278,7 +285,9 @@ def test_an_export_made_in_a_container_runs_in_another(
     onnx = rows[rows["agent"] == "onnxruntime-cpu"]
     assert set(onnx["model_format"]) == {"onnx"} and (out / "models" / "net.onnx").is_file()
     assert onnx["model_export"].str.startswith(f"{REAL}: torch.onnx.export").all()
-    assert not docker_daemon.containers.list(all=True, filters={"label": "fwbench.run_id"})
+    assert not docker_daemon.containers.list(
+        all=True, ignore_removed=True, filters={"label": "fwbench.run_id"}
+    )
 
 
 def _port_free(port: int) -> bool:

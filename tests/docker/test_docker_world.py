@@ -55,5 +55,5 @@ def test_ranks_in_containers_on_a_docker_network(
     assert pair["busbw_bytes_per_second"] > 0 and pair["dist_backend"] == "gloo"
     run_id = rows["run_id"].iloc[0]
     label = {"label": f"fwbench.run_id={run_id}"}
-    assert docker_daemon.containers.list(all=True, filters=label) == []
+    assert docker_daemon.containers.list(all=True, ignore_removed=True, filters=label) == []
     assert docker_daemon.networks.list(filters=label) == []

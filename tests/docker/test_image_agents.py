@@ -221,5 +221,7 @@ def test_a_killed_run_of_an_image_resumes_with_the_same_image(
     rows = pd.read_parquet(out / "results.parquet")
     assert sorted(rows.batch_size) == [1, 2, 3, 4] and (rows.status == "ok").all()
     assert set(rows.image_id) == {docker_daemon.images.get(example_image).id}
-    gone = docker_daemon.containers.list(all=True, filters={"label": f"fwbench.run_id={run_id}"})
+    gone = docker_daemon.containers.list(
+        all=True, ignore_removed=True, filters={"label": f"fwbench.run_id={run_id}"}
+    )
     assert gone == []

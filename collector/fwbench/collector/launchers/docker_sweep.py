@@ -96,7 +96,11 @@ def _remove(
         client = docker_client()
     except Exception:  # noqa: BLE001 (no daemon: nothing of ours can be running)
         return 0
-    found = [c for c in client.containers.list(all=True, filters=filters) if chosen(c)]
+    found = [
+        c
+        for c in client.containers.list(all=True, ignore_removed=True, filters=filters)
+        if chosen(c)
+    ]
     for container in found:
         with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
             container.remove(force=True)
