@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from fwbench.collector.agents import environments
 from fwbench.collector.agents.environments import copy_sources, requirements_key, sources_key
 from fwbench.collector.agents.manifest import (
     AgentManifest,
@@ -201,6 +203,63 @@ def test_build_requirements_are_read_and_key_only_the_environments_that_have_the
     assert requirements_key(dataclasses.replace(built, build_requirements=())) == (
         requirements_key(manifest)
     )
+
+
+def test_build_env_is_read_expanded_for_the_build_and_keyed_as_written(
+    manifest: AgentManifest, manifest_dir: Path, tmp_path: Path
+) -> None:
+    assert manifest.build_env == {} and manifest.build_variables == {}
+    line = 'build_env = { CMAKE_ARGS = "-DX=OFF -DINCLUDE={manifest_dir}/x.cmake" }\n'
+    path = manifest_dir / "built.toml"
+    path.write_text(manifest_text().replace("[env]", f"{line}[env]"))
+    built = parse_manifest(path)
+    assert built.build_env == {"CMAKE_ARGS": "-DX=OFF -DINCLUDE={manifest_dir}/x.cmake"}
+    assert built.build_variables == {"CMAKE_ARGS": f"-DX=OFF -DINCLUDE={manifest_dir}/x.cmake"}
+    assert requirements_key(built) != requirements_key(manifest)
+    assert requirements_key(dataclasses.replace(built, build_env={})) == requirements_key(manifest)
+    # The same manifest in another checkout: the same environment.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    moved = dataclasses.replace(built, path=elsewhere / "built.toml")
+    assert requirements_key(moved) == requirements_key(built)
+    assert moved.build_variables["CMAKE_ARGS"].endswith(f"{elsewhere}/x.cmake")
+
+
+def test_the_build_env_reaches_the_install_that_builds_and_no_other_step(
+    manifest_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every step's command and variables, recorded instead of run (a real build of an sdist
+    with them: llamacpp-cpu's environment, built in `make test`'s plugin stage)."""
+    line = 'build_env = { CMAKE_ARGS = "-DINCLUDE={manifest_dir}/x.cmake" }\n'
+    path = manifest_dir / "built.toml"
+    path.write_text(manifest_text().replace("[env]", f"{line}[env]"))
+    built = parse_manifest(path)
+    steps: list[tuple[list[str], dict[str, str] | None]] = []
+
+    def record(command: list[str], cwd: Path | None = None, **options: object) -> object:
+        steps.append((command, options.get("env")))  # type: ignore[arg-type]
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(environments, "run_python", record)
+    monkeypatch.setattr(environments.AgentEnvironment, "check", lambda *_, **__: "")
+    environment = environments.environment_for(built, tmp_path / "envs")
+    environment.ensure()
+    given = [(command, env) for command, env in steps if env and "CMAKE_ARGS" in env]
+    assert len(given) == 1  # the install of the requirements (and the agent's packages) only
+    command, env = given[0]
+    assert command[command.index("pip") :][:2] == ["pip", "install"]
+    assert env is not None and env["CMAKE_ARGS"] == f"-DINCLUDE={manifest_dir}/x.cmake"
+    assert "CMAKE_ARGS" in environment.log.read_text()  # the log says what the build was given
+
+
+@pytest.mark.parametrize("table", ['"CMAKE_ARGS=-DX=OFF"', "{ CMAKE_ARGS = 1 }"])
+def test_a_build_env_that_is_not_a_table_of_strings_is_refused(
+    manifest_dir: Path, table: str
+) -> None:
+    path = manifest_dir / "built.toml"
+    path.write_text(manifest_text().replace("[env]", f"build_env = {table}\n[env]"))
+    with pytest.raises(ManifestError, match=r"build_env must be a table of strings"):
+        parse_manifest(path)
 
 
 def test_requirements_key_ignores_local_sources(manifest: AgentManifest) -> None:

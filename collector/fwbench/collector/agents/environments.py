@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,10 +59,11 @@ def requirements_key(manifest: AgentManifest) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-def _build(manifest: AgentManifest) -> list[list[str]]:
-    """The build requirements as a key's last item, or nothing: the keys of manifests without
-    them stay what they were."""
-    return [list(manifest.build_requirements)] if manifest.build_requirements else []
+def _build(manifest: AgentManifest) -> list[object]:
+    """The build requirements (and the build's variables, where set) as a key's last items, or
+    nothing: the keys of manifests without them stay what they were."""
+    found: list[object] = [list(manifest.build_requirements)] if manifest.build_requirements else []
+    return [*found, dict(sorted(manifest.build_env.items()))] if manifest.build_env else found
 
 
 def content_key(manifest: AgentManifest, sources: str) -> str:
@@ -245,10 +246,11 @@ class AgentEnvironment:
                 build = self.manifest.build_requirements
                 self._run(isolated(self.python, "-m", "pip", "install", *build))
             if lock is None:
-                self._run([*pip, *self.manifest.pip_args, *self.manifest.requirements, *local])
+                requirements = [*self.manifest.pip_args, *self.manifest.requirements, *local]
+                self._run([*pip, *requirements], self.manifest.build_variables)
             else:
                 locked = ["--require-hashes", "--no-deps", "-r", str(lock)]
-                self._run([*pip, *self.manifest.pip_args, *locked])
+                self._run([*pip, *self.manifest.pip_args, *locked], self.manifest.build_variables)
                 self._run([*pip, "--no-deps", *local])
                 self._run(isolated(self.python, "-m", "pip", "check"))
         elif lock is not None:
@@ -272,13 +274,17 @@ class AgentEnvironment:
         record["checked"] = CHECK_VERSION
         self._mark(record)
 
-    def _run(self, command: list[str]) -> None:
-        """One step of the build, logged, in the environment's own folder."""
+    def _run(self, command: list[str], build_env: Mapping[str, str] | None = None) -> None:
+        """One step of the build, logged, in the environment's own folder (with `build_env`:
+        the variables an sdist's build reads)."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **build_env} if build_env else None
         with self.log.open("a") as log:
+            for name, value in (build_env or {}).items():
+                log.write(f"$ export {name}={value!r}\n")
             log.write(f"$ {' '.join(command)}\n")
             log.flush()
-            done = run_python(command, self.path, stdout=log, stderr=subprocess.STDOUT)
+            done = run_python(command, self.path, stdout=log, stderr=subprocess.STDOUT, env=env)
         if done.returncode != 0:
             raise EnvironmentBuildError(
                 f"building the {self.manifest.name} environment failed "

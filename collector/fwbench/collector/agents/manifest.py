@@ -50,6 +50,19 @@ class AgentManifest:
     # environment, which installs the lock with --no-build-isolation (llama-cpp-python's
     # scikit-build-core); installed first, unhashed. Empty for wheels only.
     build_requirements: tuple[str, ...] = ()
+    # [install] build_env: variables for pip while it builds such an sdist (llama-cpp-python's
+    # CMAKE_ARGS), in the environment and in an image's wheel folder alike; "{manifest_dir}"
+    # in a value stands for the manifest's folder (build_variables), so that the caches' keys,
+    # which hold the values as written, are the same in every checkout. Empty for wheels only.
+    build_env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def build_variables(self) -> dict[str, str]:
+        """build_env as pip's build sees it: "{manifest_dir}" made the manifest's folder."""
+        folder = str(self.path.parent)
+        return {
+            name: value.replace("{manifest_dir}", folder) for name, value in self.build_env.items()
+        }
 
     @property
     def source(self) -> str:
@@ -104,7 +117,16 @@ def parse_manifest(path: Path) -> AgentManifest:
         representative=bool(tests.get("representative", False)),
         plugin_tests=tuple((path.parent / p).resolve() for p in tests.get("plugin_tests", [])),
         build_requirements=tuple(install.get("build_requirements", [])),
+        build_env=_build_env(install, where),
     )
+
+
+def _build_env(install: Mapping[str, Any], where: str) -> dict[str, str]:
+    """[install] build_env: a table of strings."""
+    table = install.get("build_env", {})
+    if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
+        raise ManifestError(f"{where}: [install] build_env must be a table of strings")
+    return {str(name): value for name, value in table.items()}
 
 
 def manifest_dirs(extra: list[Path] | None = None) -> list[Path]:

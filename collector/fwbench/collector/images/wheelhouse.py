@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import tomllib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,11 +99,16 @@ def _pyprojects(packages: Iterable[Path]) -> list[str]:
 
 
 def _pip_wheel(
-    out: Path, arguments: list[str], report: Callable[[str], None], local: Sequence[Path] = ()
+    out: Path,
+    arguments: list[str],
+    report: Callable[[str], None],
+    local: Sequence[Path] = (),
+    build_env: Mapping[str, str] | None = None,
 ) -> None:
     """Fills `out` once (a marker records completion); later calls are free. Blocks for
     minutes on first use; concurrent callers take turns on a lock. `local` packages are built
-    from copies (copy_sources), after `arguments`."""
+    from copies (copy_sources), after `arguments`; `build_env`: the variables an sdist's build
+    reads (the manifest's [install] build_env)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{out}.lock"), tempfile.TemporaryDirectory(prefix="fwbench-wheels-") as copy:
         if (out / _DONE).is_file():
@@ -114,7 +119,7 @@ def _pip_wheel(
         log = Path(f"{out}.log")
         command = safe_path(sys.executable, "-m", "pip", "wheel", "--wheel-dir", str(out))
         command += [*arguments, *map(str, copy_sources(local, Path(copy)))]
-        env = {**os.environ, "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
+        env = {**os.environ, **(build_env or {}), "SOURCE_DATE_EPOCH": SOURCE_DATE_EPOCH}
         with log.open("w") as stream:
             stream.write(f"$ {' '.join(command)}\n")
             stream.flush()
@@ -164,17 +169,19 @@ def agent_wheels(manifest: AgentManifest, report: Callable[[str], None]) -> Agen
     runtime_dir = root / f"runtime-{_key(*_pyprojects(runtime_packages))}"
     _pip_wheel(runtime_dir, [], report, runtime_packages)
     lock = current_lock(manifest)
+    build = sorted(manifest.build_env.items())  # in the keys only where set: others unchanged
     if lock is None:
-        agent_dir = root / (
-            "agent-"
-            + _key(manifest.requirements, manifest.pip_args, *_pyprojects(manifest.local_packages))
-        )
+        parts = (manifest.requirements, manifest.pip_args, *_pyprojects(manifest.local_packages))
+        agent_dir = root / f"agent-{_key(*parts, *([build] if build else []))}"
         requirements = [*manifest.pip_args, *manifest.requirements]
-        _pip_wheel(agent_dir, requirements, report, manifest.local_packages)
+        _pip_wheel(
+            agent_dir, requirements, report, manifest.local_packages, manifest.build_variables
+        )
     else:  # exactly the lock's files, hashes checked; the agent's own packages come below
-        agent_dir = root / f"agent-{_key(lock.read_text('utf-8'), manifest.pip_args)}"
+        key = _key(lock.read_text("utf-8"), manifest.pip_args, *([build] if build else []))
+        agent_dir = root / f"agent-{key}"
         locked = ["--require-hashes", "--no-deps", "-r", str(lock)]
-        _pip_wheel(agent_dir, [*manifest.pip_args, *locked], report)
+        _pip_wheel(agent_dir, [*manifest.pip_args, *locked], report, (), manifest.build_variables)
     local_names = set(names.values())
     return AgentWheels(
         runtime=tuple(_third_party(runtime_dir, local_names)),
