@@ -30,6 +30,7 @@ from fwbench.collector.stats.sequential import (
     alpha_between,
     look,
     look_alpha,
+    look_at_medians,
     spent_fraction,
 )
 from fwbench.collector.stats.significance import ALPHA, EQUIVALENT, FASTER, SLOWER, UNDECIDED
@@ -42,6 +43,12 @@ FLOOR, MARGIN = 0.03, 0.05
 
 def process(rng: np.random.Generator, truth: float, spread: float) -> np.ndarray:
     return truth * rng.lognormal(0, spread) * rng.lognormal(0, 0.05, 30)
+
+
+def median(rng: np.random.Generator, truth: float, spread: float) -> float:
+    """A process's median, all a look reads of it: the simulations keep these (look_at_medians)
+    rather than the samples, whose medians each look would take again."""
+    return float(np.median(process(rng, truth, spread)))
 
 
 def current_rules(look_number: int, rounds: int) -> tuple[float, float]:
@@ -60,14 +67,14 @@ def sequential(
     """One comparison run until decided or `rounds` a side: (verdict, repetitions).
     `ratio` is the contender's speed relative to the baseline (its steps take 1 / ratio).
     Also used by tests/benchmarks/sequential_rules.py."""
-    base: list[np.ndarray] = []
-    other: list[np.ndarray] = []
+    base: list[float] = []
+    other: list[float] = []
     for repetitions in range(1, rounds + 1):
-        base.append(process(rng, 0.010, spread))
-        other.append(process(rng, 0.010 / ratio, spread))
+        base.append(median(rng, 0.010, spread))
+        other.append(median(rng, 0.010 / ratio, spread))
         if repetitions < 2:
             continue
-        seen = look(base, other, *rules(repetitions - 1, rounds), FLOOR, MARGIN)
+        seen = look_at_medians(base, other, *rules(repetitions - 1, rounds), FLOOR, MARGIN)
         if seen.verdict != UNDECIDED:
             return seen.verdict, repetitions
     return UNDECIDED, rounds
@@ -76,13 +83,13 @@ def sequential(
 def naive(rng: np.random.Generator, spread: float) -> bool:
     """The same A/A looks with one fixed 95% interval at every look, as a test made for one
     look would be used: does it ever call a difference?"""
-    base: list[np.ndarray] = []
-    other: list[np.ndarray] = []
+    base: list[float] = []
+    other: list[float] = []
     for repetitions in range(1, ROUNDS + 1):
-        base.append(process(rng, 0.010, spread))
-        other.append(process(rng, 0.010, spread))
+        base.append(median(rng, 0.010, spread))
+        other.append(median(rng, 0.010, spread))
         if repetitions >= 2:
-            seen = look(base, other, ALPHA, ALPHA, 0.0, 0.0)
+            seen = look_at_medians(base, other, ALPHA, ALPHA, 0.0, 0.0)
             if seen.ci_low > 1 or seen.ci_high < 1:
                 return True
     return False
@@ -225,20 +232,20 @@ def timed(rng: np.random.Generator, ratio: float, spread: float, fits: float) ->
     """One comparison as run/decide.py runs it when time leads: each round lasts as long as
     its two processes' medians say (so the spending follows the data), the looks' time fits
     about `fits` rounds of equal agents, ROUNDS - 1 looks are planned. The verdict."""
-    base: list[np.ndarray] = []
-    other: list[np.ndarray] = []
+    base: list[float] = []
+    other: list[float] = []
     elapsed = spent = 0.0
     for repetitions in range(1, ROUNDS + 1):
-        base.append(process(rng, 0.010, spread))
-        other.append(process(rng, 0.010 / ratio, spread))
+        base.append(median(rng, 0.010, spread))
+        other.append(median(rng, 0.010 / ratio, spread))
         if repetitions < 2:
             continue  # the first round: the looks' time starts when it ends
-        elapsed += float(np.median(base[-1]) + np.median(other[-1])) / 0.020
+        elapsed += (base[-1] + other[-1]) / 0.020
         now = spent_fraction(repetitions - 1, ROUNDS - 1, elapsed, fits)
         if now <= spent:
             break  # the error budget is spent
         alpha, spent = alpha_between(spent, now), now
-        seen = look(base, other, alpha, alpha, FLOOR, MARGIN)
+        seen = look_at_medians(base, other, alpha, alpha, FLOOR, MARGIN)
         if seen.verdict != UNDECIDED:
             return seen.verdict
     return UNDECIDED
@@ -268,17 +275,17 @@ def budgeted(rng: np.random.Generator, ratio: float, spread: float, rounds: int)
     10-minute budget leaves 575 s of looks after the first round; 4 rounds of 25 s while
     every cell is measured, then 9-s rounds for the one left (docs/report.md). At most
     `rounds` rounds; rounds or time spend the error budget, whichever leads. The verdict."""
-    base, other = [process(rng, 0.010, spread)], [process(rng, 0.010 / ratio, spread)]
+    base, other = [median(rng, 0.010, spread)], [median(rng, 0.010 / ratio, spread)]
     elapsed = spent = 0.0
     for looks in range(1, rounds):
         elapsed += 25.0 if looks <= 4 else 9.0
         if elapsed > 575.0:
             break  # the budget ends
-        base.append(process(rng, 0.010, spread))
-        other.append(process(rng, 0.010 / ratio, spread))
+        base.append(median(rng, 0.010, spread))
+        other.append(median(rng, 0.010 / ratio, spread))
         now = spent_fraction(looks, rounds - 1, elapsed, 575.0)
         alpha, spent = alpha_between(spent, now), now
-        seen = look(base, other, alpha, alpha, FLOOR, MARGIN)
+        seen = look_at_medians(base, other, alpha, alpha, FLOOR, MARGIN)
         if seen.verdict != UNDECIDED:
             return seen.verdict
     return UNDECIDED
@@ -363,17 +370,17 @@ def test_a_burst_slowed_process_neither_fakes_a_difference_nor_blocks_an_equival
     verdicts = []
     welch = 0
     for _ in range(300):
-        base = [bursty(rng, 0.010, 0.02) for _ in range(ROUNDS)]
-        other = [bursty(rng, 0.010, 0.02) for _ in range(ROUNDS)]
+        base = [float(np.median(bursty(rng, 0.010, 0.02))) for _ in range(ROUNDS)]
+        other = [float(np.median(bursty(rng, 0.010, 0.02))) for _ in range(ROUNDS)]
         verdict = UNDECIDED
         for n in range(2, ROUNDS + 1):
             alpha = look_alpha(n - 1, ROUNDS - 1)
-            seen = look(base[:n], other[:n], alpha, alpha, FLOOR, MARGIN)
+            seen = look_at_medians(base[:n], other[:n], alpha, alpha, FLOOR, MARGIN)
             if seen.verdict != UNDECIDED:
                 verdict = seen.verdict
                 break
         verdicts.append(verdict)
-        logs = [np.log([np.median(p) for p in side]) for side in (base, other)]
+        logs = [np.log(side) for side in (base, other)]
         half = stats.ttest_ind(*logs, equal_var=False).confidence_interval(
             1 - 2 * look_alpha(ROUNDS - 1, ROUNDS - 1)
         )
