@@ -35,6 +35,7 @@ by tests/equivalence."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -88,10 +89,12 @@ def full_marks(workload: str) -> tuple[pytest.MarkDecorator, ...]:
     return (pytest.mark.full,) if workload in SWEPT_TWINS else ()
 
 
-# Keras builds its models by the same code on every backend: `make test` builds and steps
-# them in this backend's environment (the Keras plugin's tests, the contract suite, the
-# equivalence test), and LeNet through every Keras agent (tests/integration/test_frameworks.py);
-# `make test-full` all of them on each backend.
+# Keras builds its models and transformers by the same code on every backend: `make test`
+# builds and steps the models in this backend's environment (the Keras plugin's tests, the
+# contract suite, the equivalence test) and runs the plugin's transformer tests there, LeNet
+# through every Keras agent (tests/integration/test_frameworks.py) and the transformers on
+# every backend in the equivalence test and the contract suite; `make test-full` all of them
+# on each backend.
 KERAS_MODELS_BACKEND = "torch"
 
 
@@ -109,9 +112,26 @@ def keras_models_here() -> bool:
 
 def why_not_keras_models() -> str:
     return (
-        f"make test builds the Keras models on {KERAS_MODELS_BACKEND} (and LeNet through every "
-        "Keras agent); `make test-full` (FWBENCH_FULL=1) here too"
+        f"make test builds the Keras models and tests the transformers on {KERAS_MODELS_BACKEND} "
+        "(LeNet through every Keras agent, the transformers in the equivalence test); `make "
+        "test-full` (FWBENCH_FULL=1) here too"
     )
+
+
+# XLA's compiled programs kept between runs (JAX's persistent compilation cache, keyed by the
+# program, the compile options and the jax and jaxlib versions): a warm `make test` loads the
+# executables a cold one compiled, the same code either way, in the JAX and Keras plugins' tests
+# and the equivalence test. Tests only: a benchmark measures compilation, and never sees it.
+JAX_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fwbench" / "jax-cache"
+# What JAX records when it takes a program from that cache instead of compiling it: a test that
+# counts compilations counts these too (tests/jax_plugin).
+JAX_CACHE_HIT = "/jax/compilation_cache/cache_hits"
+
+
+def jax_compilation_cache() -> None:
+    """JAX_COMPILATION_CACHE_DIR for this process and its children, unless set: call it
+    before jax is imported (a conftest's import)."""
+    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(JAX_CACHE))
 
 
 def fast_xla_compile() -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from stepped_models import KERAS_MODELS_BACKEND, keras_models_on, stepped
+from stepped_models import JAX_CACHE, KERAS_MODELS_BACKEND, keras_models_on, stepped
 
 from fwbench.collector.agents.environments import environment_for
 from fwbench.collector.agents.manifest import discover_manifests, manifest_dirs
@@ -132,16 +132,9 @@ def _reference(agent: str, *args: str) -> subprocess.CompletedProcess[str]:
     return completed
 
 
-# XLA's compiled steps kept between runs (JAX's persistent compilation cache, keyed by the
-# program, the compile options and the jax and jaxlib versions): a warm `make test` loads the
-# executables a cold one compiled, the same code either way. Only here: the plugins' own tests
-# count compilations, and benchmarks measure them.
-JAX_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "fwbench" / "jax-cache"
-
-
 def _env(agent: str) -> dict[str, str]:
     """The agent's switches ([env] of its manifest: Keras' backend), as its agent runs, and
-    the compilation cache."""
+    XLA's compilation cache (tests/stepped_models.py)."""
     return {**os.environ, "JAX_COMPILATION_CACHE_DIR": str(JAX_CACHE), **MANIFESTS[agent].env}
 
 

@@ -32,6 +32,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -130,20 +132,23 @@ def _case(model: str, weights: dict[str, np.ndarray], rng: np.random.Generator) 
     return EquivalenceCase(model, weights, tokens, labels, OPTIMIZER, params, new_tokens)
 
 
-@pytest.fixture(scope="module")
-def shapes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    folder = tmp_path_factory.mktemp("shapes")
-    found = {}
-    for agent in COMPARED:
-        out = folder / agent
-        models = ",".join(_models(agent))
-        _reference(agent, "shapes", "--models", models, *_shape_options(), "--out", str(out))
-        found[agent] = json.loads(out.read_text())
-    return found
+@dataclass(frozen=True)
+class Outcome:
+    """What one agent's `fwbench-reference all` found."""
+
+    shapes: dict[str, dict[str, list[int]]]  # a fresh model's weight shapes, by model
+    results: dict[str, EquivalenceResult]  # by model
+
+
+# Each agent's process imports its framework and builds its models once, for the shapes and the
+# cases together; two at once keep both CPUs of a small CI host busy.
+PARALLEL_AGENTS = 2
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, EquivalenceResult]]:
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
+    """{agent: Outcome}: PyTorch's weights exported once and moved far from fresh, then one
+    process per agent, two at a time."""
     root = tmp_path_factory.mktemp("transformers")
     exported = root / "w"
     _reference(
@@ -163,12 +168,30 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Equ
         _far_from_fresh(weights, rng)
         write_case(root / f"{model}.npz", _case(model, weights, rng))
         cases.append(str(root / f"{model}.npz"))
-    found = {}
-    for agent in (*COMPARED, *REPORTED):
-        mine = [case for case in cases if Path(case).stem in _models(agent)]
-        _reference(agent, "check", *mine, "--out-dir", str(root / agent))
-        found[agent] = {m: read_result(root / agent / f"{m}.npz") for m in _models(agent)}
-    return found
+
+    def run(agent: str) -> Outcome:
+        out, models = root / agent, _models(agent)
+        mine = [case for case in cases if Path(case).stem in models]
+        shapes = ",".join(models)
+        _reference(
+            agent, "all", *mine, "--shapes-models", shapes, *_shape_options(), "--out-dir", str(out)
+        )
+        found = json.loads((out / "shapes.json").read_text())
+        return Outcome(found, {m: read_result(out / f"{m}.npz") for m in models})
+
+    agents = (*COMPARED, *REPORTED)
+    with ThreadPoolExecutor(PARALLEL_AGENTS) as pool:
+        return dict(zip(agents, pool.map(run, agents), strict=True))
+
+
+@pytest.fixture(scope="module")
+def shapes(outcomes: dict[str, Outcome]) -> dict[str, dict[str, dict[str, list[int]]]]:
+    return {agent: outcome.shapes for agent, outcome in outcomes.items()}
+
+
+@pytest.fixture(scope="module")
+def results(outcomes: dict[str, Outcome]) -> dict[str, dict[str, EquivalenceResult]]:
+    return {agent: outcome.results for agent, outcome in outcomes.items()}
 
 
 @pytest.mark.parametrize("agent", OTHERS)

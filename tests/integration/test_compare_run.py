@@ -21,6 +21,10 @@ from fake_agent import write_fake_agents
 pytestmark = pytest.mark.timing  # its verdicts come from measured times
 
 
+# Real TensorFlow variants through run, compare and report: the same bookkeeping as the fake
+# agents' tests below, with differences they control; tf-mkl and tf-eigen themselves run in
+# tests/integration/test_frameworks.py. Six TensorFlow processes: `make test-full`.
+@pytest.mark.full
 def test_tf_variants_interleave_and_the_aa_pair_is_labelled(tmp_path: Path, isolated_store) -> None:
     out = tmp_path / "run"
     done = collector(
@@ -85,12 +89,16 @@ def test_tf_variants_interleave_and_the_aa_pair_is_labelled(tmp_path: Path, isol
     if twin["verdict"] in ("faster", "slower"):
         assert twin["notes"].startswith("A/A: the same agent differs from itself"), detail
     assert document["measured_noise_floor"] is not None
+    _report_shows_the_twin(run_id, "tf-eigen", out, tmp_path)
 
-    report = collector("report", run_id, "--baseline", "tf-eigen", cwd=tmp_path)
+
+def _report_shows_the_twin(run_id: str, baseline: str, out: Path, tmp_path: Path) -> None:
+    """`collector report` of the run: its plots, and the baseline's A/A twin named."""
+    report = collector("report", run_id, "--baseline", baseline, cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     html = (out / "report" / "report.html").read_text()
     assert html.count('<img class="plot"') >= 4
-    assert "tf-eigen#2" in html
+    assert f"{baseline}#2" in html
 
 
 def test_compare_calls_a_controlled_difference_and_aa_no_difference(
@@ -131,6 +139,14 @@ def test_compare_calls_a_controlled_difference_and_aa_no_difference(
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    table = pd.read_parquet(out / "results.parquet").sort_values("cell")
+    # Interleaved: each repetition runs every agent, each in a process of its own, before the
+    # next starts, and the agents' order turns each repetition (a Williams design's rows).
+    assert list(table["repetition"]) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    orders = [tuple(rows["agent"]) for _, rows in table.groupby("repetition", sort=True)]
+    assert all(sorted(order) == ["fast", "fast#2", "slow"] for order in orders)
+    assert len(set(orders)) == 3 and len({order[0] for order in orders}) == 3
+    assert table["agent_pid"].nunique() == 9
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     compared = collector("compare", run_id, "--baseline", "fast", "--json", cwd=tmp_path)
     assert compared.returncode == 0, compared.stderr
@@ -146,3 +162,6 @@ def test_compare_calls_a_controlled_difference_and_aa_no_difference(
     )
     assert slow["method"] == "processes", detail
     assert twin["verdict"] in ("equivalent", "undecided"), detail  # never a difference
+    assert twin["notes"].startswith("A/A"), detail
+    assert document["measured_noise_floor"] is not None
+    _report_shows_the_twin(run_id, "fast", out, tmp_path)

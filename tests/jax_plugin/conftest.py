@@ -9,6 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # stepped_models
 
-from stepped_models import fast_xla_compile
+from stepped_models import fast_xla_compile, jax_compilation_cache
 
 fast_xla_compile()
+jax_compilation_cache()

@@ -487,20 +487,26 @@ def test_trainer_learns_digits_without_recompiling(plugin):
     assert trainer.settings.layout == "NHWC" and trainer.settings.mode == "jit"
     compiles: list[str] = []
 
-    def on_event(event: str, _duration: float, **_kwargs: object) -> None:
+    def on_compile(event: str, _duration: float, **_kwargs: object) -> None:
         if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(event)
+
+    def on_event(event: str, **_kwargs: object) -> None:
+        if event == stepped_models.JAX_CACHE_HIT:  # a program compiled again, found in the cache
             compiles.append(event)
 
     n = len(data.train.labels)
     for index in digits.epoch_batches(n, 32, 0, 1):
         trainer.train_step(data.train.images[index], data.train.labels[index])
-    jax.monitoring.register_event_duration_secs_listener(on_event)
+    jax.monitoring.register_event_duration_secs_listener(on_compile)
+    jax.monitoring.register_event_listener(on_event)
     try:
         for epoch in (2, 3, 4, 5):
             for index in digits.epoch_batches(n, 32, 0, epoch):
                 loss = trainer.train_step(data.train.images[index], data.train.labels[index])
     finally:
-        jax.monitoring.unregister_event_duration_listener(on_event)
+        jax.monitoring.unregister_event_duration_listener(on_compile)
+        jax.monitoring.unregister_event_listener(on_event)
     plugin.synchronize(loss)
     assert compiles == []  # every later batch reused epoch 1's program
     predicted = trainer.predict(data.validation.images)

@@ -17,9 +17,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # stepped_models
 
-from stepped_models import fast_xla_compile, keras_models_here, why_not_keras_models
+from stepped_models import (
+    fast_xla_compile,
+    jax_compilation_cache,
+    keras_models_here,
+    why_not_keras_models,
+)
 
 fast_xla_compile()
+jax_compilation_cache()
 
 
 def pytest_configure(config: pytest.Config) -> None:

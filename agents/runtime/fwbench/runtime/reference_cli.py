@@ -171,8 +171,6 @@ def _parser() -> argparse.ArgumentParser:
     shapes = sub.add_parser("shapes", help="write canonical weight shapes as JSON")
     shapes.add_argument("--models", required=True, help="comma-separated model names")
     shapes.add_argument("--out", type=Path, required=True)
-    for command in (export, shapes):
-        command.add_argument("--param", action="append", default=[], help="NAME=VALUE")
     check = sub.add_parser("check", help="run equivalence cases")
     check.add_argument("cases", type=Path, nargs="+")
     check.add_argument("--out-dir", type=Path, required=True)
@@ -181,13 +179,20 @@ def _parser() -> argparse.ArgumentParser:
     every.add_argument("cases", type=Path, nargs="*")
     every.add_argument("--shapes-models", default="", help="comma-separated model names")
     every.add_argument("--out-dir", type=Path, required=True)
+    for command in (export, shapes, every):  # a transformer's shape (shapes of fresh models)
+        command.add_argument("--param", action="append", default=[], help="NAME=VALUE")
     return p
 
 
 def run_all(
-    loaded: FrameworkPlugin, shapes_models: list[str], cases: list[Path], out: Path
+    loaded: FrameworkPlugin,
+    shapes_models: list[str],
+    cases: list[Path],
+    out: Path,
+    given: Mapping[str, int] | None = None,
 ) -> None:
-    """`all`: covers.json (written last: the run completed), shapes.json and the results."""
+    """`all`: covers.json (written last: the run completed), shapes.json (fresh models, a
+    transformer shaped by `given`) and the results of the cases its models cover."""
     out.mkdir(parents=True, exist_ok=True)
     covers: dict[str, object] = {"equivalence": EQUIVALENCE in loaded.optional_capabilities}
     if covers["equivalence"]:
@@ -195,7 +200,9 @@ def run_all(
         covered = equivalence_models(plugin)
         covers |= {"models": sorted(covered), "trains": equivalence_trains(plugin)}
         shapes = {
-            model: {k: list(v.shape) for k, v in fresh_weights(plugin, model, {}, 0).items()}
+            model: {
+                k: list(v.shape) for k, v in fresh_weights(plugin, model, given or {}, 0).items()
+            }
             for model in shapes_models
             if model in covered
         }
@@ -211,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     loaded = load_plugin(args.plugin, context_from_environment())
     if args.command == "all":
-        run_all(loaded, [m for m in args.shapes_models.split(",") if m], args.cases, args.out_dir)
+        shapes_models = [m for m in args.shapes_models.split(",") if m]
+        run_all(loaded, shapes_models, args.cases, args.out_dir, parse_params(args.param))
         return 0
     if EQUIVALENCE not in loaded.optional_capabilities:
         print(f"fwbench-reference: plugin {args.plugin!r} lacks {EQUIVALENCE!r}", file=sys.stderr)
