@@ -168,11 +168,9 @@ def pooled(runs: list[tuple[float, int]]) -> ProcessSpread | None:
     variances = [squares / d for squares, d in runs]
     degrees: float = df
     if min(variances) > 0:
-        from scipy.special import polygamma  # scipy when a figure is computed: a light start
-
         # Var(log s^2) of a run with d degrees of freedom is trigamma(d / 2) from sampling
         logs = np.log(variances)
-        extra = float(logs.var(ddof=1)) - float(np.mean([polygamma(1, d / 2) for _, d in runs]))
+        extra = float(logs.var(ddof=1)) - float(np.mean([_trigamma(d / 2) for _, d in runs]))
         degrees = min(df, _days_degrees(extra))
     return ProcessSpread(math.sqrt(total / df), max(degrees, 1.0), df + len(runs), len(runs))
 
@@ -183,9 +181,16 @@ def _days_degrees(extra: float) -> float:
     if extra <= 1e-9:
         return math.inf
     from scipy.optimize import brentq
-    from scipy.special import polygamma
 
-    return float(brentq(lambda nu: float(polygamma(1, nu / 2)) - extra, 1e-3, 1e9))
+    return float(brentq(lambda nu: _trigamma(nu / 2) - extra, 1e-3, 1e9))
+
+
+def _trigamma(x: float) -> float:
+    """polygamma(1, x), as scipy computes it (the Hurwitz zeta function zeta(2, x)), without
+    polygamma's Python wrapper: most of a root search's time."""
+    from scipy.special import zeta  # scipy when a figure is computed: a light start
+
+    return float(zeta(2, x))
 
 
 def _process_logs(rows: list[dict[str, Any]]) -> dict[Identity, list[float]]:
