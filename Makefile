@@ -17,6 +17,12 @@ FWBENCH_TEST_RUN := $(CURDIR)/test-runs/$(shell date -u +%Y%m%dT%H%M%SZ)
 endif
 export FWBENCH_TEST_RUN
 CLOCK := $(PYTHON) tests/suite_clock.py
+# Python writes its bytecode caches here even where the environment asks it not to
+# (PYTHONDONTWRITEBYTECODE, set on some hosts, this project's CI among them): the collector's
+# sources are installed editable and the suite starts it hundreds of times, each start
+# compiling them again without a cache (0.45 s of CPU a start on an AMD EPYC family 25), and
+# pytest would rewrite every test module in every worker of every run.
+unexport PYTHONDONTWRITEBYTECODE
 # $(call clocked,STAGE,COMMAND): COMMAND recorded as the stage STAGE; `status` takes its exit
 # status when it fails. $(call timed,STAGE,COMMAND): the same, exiting with that status. A
 # recipe of several lines starts and stops its stage on lines of their own (one that fails

@@ -43,6 +43,12 @@ def _test_files(manifest: AgentManifest) -> int:
     return sum(len(list(folder.rglob("test_*.py"))) for folder in manifest.plugin_tests)
 
 
+def _longest_first(manifest: AgentManifest) -> tuple[bool, int]:
+    """An environment that compiles an sdist first (llama.cpp: minutes of a cold run, alone at
+    the stage's end when it came last), then by the number of test files."""
+    return bool(manifest.build_requirements), _test_files(manifest)
+
+
 def run_one(manifest: AgentManifest, log: Path) -> tuple[bool, float]:
     """The agent's plugin tests and the contract suite in its environment; (passed, seconds)."""
     started = time.monotonic()
@@ -77,7 +83,7 @@ def run_one(manifest: AgentManifest, log: Path) -> tuple[bool, float]:
 
 
 def run_all(jobs: int) -> int:
-    manifests = sorted(representatives(), key=_test_files, reverse=True)  # long ones first
+    manifests = sorted(representatives(), key=_longest_first, reverse=True)
 
     def one(manifest: AgentManifest) -> tuple[str, bool]:
         log = Path(tempfile.mkstemp(prefix=f"plugin-tests-{manifest.name}-", suffix=".log")[1])

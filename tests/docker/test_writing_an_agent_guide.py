@@ -54,7 +54,7 @@ def test_the_guides_host_port_example_passes(
     name = script.split("--name ")[1].split()[0]
     try:
         done = run_step("attached", guide_build.context, guide_build.tag)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        assert done.returncode == 0, _failed_rows(done.stdout) + done.stderr[-2000:]
         assert " 0 failed" in done.stdout and "conformance of agent@127.0.0.1:50070" in done.stdout
     finally:  # a failed check leaves the container running: bash -e stopped before docker stop
         # The low-level list: the high-level one inspects each, racing --rm's removal.
@@ -88,3 +88,10 @@ def test_the_image_stops_at_once_on_sigterm(
         assert stopped < 5, f"docker stop took {stopped:.1f} s: SIGTERM ignored?"
     finally:
         container.remove(force=True)
+
+
+def _failed_rows(table: str) -> str:
+    """The suite's table from its first failed check on (a check's reason wraps over lines),
+    else its end."""
+    at = table.find("│ fail ")
+    return table[max(at - 200, 0) : at + 3000] if at >= 0 else table[-3000:]
