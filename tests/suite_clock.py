@@ -8,13 +8,15 @@ pytest run), and a report of both.
 
 The run's folder is $FWBENCH_TEST_RUN (the Makefile sets it: test-runs/UTC-TIME, with
 test-runs/latest naming the newest); `report` reads test-runs/latest unless given one. The
-folder holds stages.jsonl (one line an event), host.json (the CPU model, its count) and the
-junit files (*.xml) the Makefile's pytest runs and tests/plugin_matrix.py write there.
+folder holds stages.jsonl (one line an event; a make stage's end with the pace, below),
+host.json (the CPU model, its count, the pace at the start) and the junit files (*.xml) the
+Makefile's pytest runs and tests/plugin_matrix.py write there.
 
 Standard library only: it runs with the system's Python before `make setup`."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -57,12 +59,30 @@ def host() -> dict[str, object]:
     return facts
 
 
+PACE_BYTES = 96 * 2**20
+PACE_LOOP = 3_000_000
+
+
+def pace() -> float:
+    """CPU seconds this process spends on a fixed workload (SHA-256 over 96 MiB, a pure-Python
+    loop): how fast one of the host's CPUs is at that moment. Runs on one CPU model differ by
+    a third in their tests' CPU time (a neighbour on the shared cache, a lower clock); the pace
+    of each says which host was slower, where the tests' own times cannot."""
+    started = time.process_time()
+    hashlib.sha256(bytes(PACE_BYTES)).digest()
+    total = 0
+    for value in range(PACE_LOOP):
+        total += value & 7
+    return round(time.process_time() - started, 3)
+
+
 def run_folder() -> Path:
     """$FWBENCH_TEST_RUN, made (with host.json and test-runs/latest) on first use."""
     folder = Path(os.environ.get(VARIABLE) or RUNS / time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()))
     if not folder.exists():
         folder.mkdir(parents=True)
-        (folder / "host.json").write_text(json.dumps(host(), indent=1) + "\n")
+        facts = {**host(), "pace_seconds": pace()}
+        (folder / "host.json").write_text(json.dumps(facts, indent=1) + "\n")
         if folder.parent == RUNS:
             latest = RUNS / "latest"
             latest.unlink(missing_ok=True)
@@ -78,6 +98,8 @@ def record(event: str, stage: str, rc: int | None = None, say: bool = True) -> N
     if rc is not None:
         line["rc"] = rc
     folder = run_folder()
+    if say and event == "stop":  # a make stage's end (not the plugin stage's parts): the pace
+        line["pace"] = pace()
     if say and event == "start":
         print(f"== {stage}: started {time.strftime('%H:%M:%S', time.gmtime(now))} UTC", flush=True)
     elif say:
@@ -110,6 +132,15 @@ def cpu_shares(before: list[int], after: list[int]) -> dict[str, float]:
         "iowait": spent["iowait"] / total,
         "steal": spent["steal"] / total,
     }
+
+
+def stage_paces(folder: Path) -> list[float]:
+    """The pace taken at each make stage's end, in order."""
+    path = folder / STAGES
+    if not path.exists():
+        return []
+    events = (json.loads(line) for line in path.read_text().splitlines())
+    return [float(event["pace"]) for event in events if "pace" in event]
 
 
 def stages(folder: Path) -> list[Stage]:
@@ -202,6 +233,13 @@ def report(folder: Path, top: int = TOP) -> str:
         lines[0] += (
             f" on {facts.get('model', '?')} (family {facts.get('family', '?')} model "
             f"{facts.get('model_id', '?')}), {facts.get('cpus', '?')} CPUs"
+        )
+    paces = [facts["pace_seconds"]] if "pace_seconds" in facts else []
+    paces += stage_paces(folder)
+    if paces:
+        lines.append(
+            f"pace (CPU seconds of a fixed workload, lower is faster): {paces[0]:.2f} at the "
+            f"start, {min(paces):.2f} to {max(paces):.2f} over the run"
         )
     found = stages(folder)
     if found:

@@ -73,6 +73,7 @@ def test_a_run_records_stages_and_every_tests_time_and_cpu(tmp_path: Path) -> No
     suite_clock = _clock()
     (stage,) = suite_clock.stages(run)
     assert stage.name == "inner" and stage.rc == 1 and stage.ended > stage.began
+    assert len(suite_clock.stage_paces(run)) == 1  # taken as the stage ended
     assert abs(sum(stage.cpu.values()) - 1) < 1e-6  # busy, idle, iowait and steal: all of it
     cases = {c.nodeid.removeprefix("test_inner"): c for c in suite_clock.cases(run)}
     assert set(cases) == {
@@ -90,4 +91,6 @@ def test_a_run_records_stages_and_every_tests_time_and_cpu(tmp_path: Path) -> No
     ).stdout
     assert "4 tests (1 failed, 3 passed)" in report
     assert "the 2 slowest tests" in report and "1 failed:" in report
-    assert json.loads((run / "host.json").read_text())["cpus"] == os.cpu_count()
+    facts = json.loads((run / "host.json").read_text())
+    assert facts["cpus"] == os.cpu_count() and facts["pace_seconds"] > 0
+    assert "pace (CPU seconds of a fixed workload, lower is faster)" in report
