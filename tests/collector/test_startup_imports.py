@@ -165,3 +165,18 @@ def test_a_refused_run_loads_no_run_machinery(args: list[str], tmp_path: Path) -
     assert not (tmp_path / "out").exists()
     heavy = sorted(loaded & RUN_MACHINERY)
     assert not heavy, f"`collector {' '.join(args)}` imported {', '.join(heavy)} before refusing"
+
+
+def test_the_run_machinery_of_local_agents_loads_no_docker_sdk() -> None:
+    """What a run of local agents imports (the command, the session, the launchers' registry)
+    holds no Docker SDK: it and requests cost 0.3 s of CPU a start, and only the Docker launcher
+    and the image commands use them."""
+    program = (
+        "import sys, fwbench.collector.cli.execution, fwbench.collector.run.session, "
+        "fwbench.collector.launchers; "
+        "print(sorted({n.split('.')[0] for n in sys.modules} & {'docker', 'requests'}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]", done.stdout

@@ -18,14 +18,14 @@ import json
 from collections.abc import Mapping, Sequence
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import docker
-import docker.errors
-
-from fwbench.collector.agents.docker_engine import ImageInfo, docker_client
+from fwbench.collector.agents.docker_engine import ImageInfo, docker_client, docker_errors
 from fwbench.collector.agents.manifest import NAME_PATTERN, AgentManifest, ManifestError
 from fwbench.collector.agents.specs import AgentSpecError, image_reference
+
+if TYPE_CHECKING:
+    import docker
 
 SCHEMA_LABEL = "fwbench.label-schema"
 MANIFEST_LABEL = "fwbench.manifest"
@@ -139,13 +139,13 @@ def find_image(client: docker.DockerClient, reference: str) -> ImageInfo:
     collector never builds or pulls an image that declares itself)."""
     try:
         image = client.images.get(reference)
-    except docker.errors.ImageNotFound:
+    except docker_errors().ImageNotFound:
         raise AgentSpecError(
             f"image {reference} is not in the local Docker engine; the collector runs agent "
             "images as they are and never builds or pulls them: `docker build` or `docker pull` "
             "it first (`docker image ls` lists what is here)"
         ) from None
-    except docker.errors.APIError as error:
+    except docker_errors().APIError as error:
         raise AgentSpecError(f"image {reference}: {error.explanation or error}") from None
     tag = "" if reference.startswith("sha256:") or "@" in reference else reference
     return ImageInfo.of(image, tag)

@@ -12,17 +12,17 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import docker
-import docker.errors
-
-from fwbench.collector.agents.docker_engine import ImageInfo
+from fwbench.collector.agents.docker_engine import ImageInfo, docker_errors
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.images.dockerfile import base_image
 from fwbench.collector.images.errors import ImageBuildError
 from fwbench.collector.images.local_base import LOCAL_BASE_IMAGE
 from fwbench.spec import settings
+
+if TYPE_CHECKING:
+    import docker
 
 BASE_IMAGE_VARIABLE = settings.BASE_IMAGE
 Base = tuple[str, str]  # (the reference to build on, its image id)
@@ -41,7 +41,7 @@ _LOCK = threading.Lock()
 def find_image(client: docker.DockerClient, tag: str) -> ImageInfo | None:
     try:
         return ImageInfo.of(client.images.get(tag), tag)
-    except docker.errors.ImageNotFound:
+    except docker_errors().ImageNotFound:
         return None
 
 
@@ -110,7 +110,7 @@ def _pulled(
         report(f"pulling the base image {wanted}")
         client.images.pull(wanted)
         found = find_image(client, wanted)
-    except docker.errors.DockerException as error:
+    except docker_errors().DockerException as error:
         local = None if gpu else find_image(client, LOCAL_BASE_IMAGE)
         if local is None:
             raise ImageBuildError(

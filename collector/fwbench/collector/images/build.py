@@ -17,9 +17,8 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import docker
-import docker.errors
 from filelock import FileLock
 
 from fwbench.collector import __version__
@@ -42,6 +41,9 @@ from fwbench.collector.images.wheelhouse import (
     wheelhouse_root,
 )
 from fwbench.spec import settings
+
+if TYPE_CHECKING:
+    import docker
 
 IMAGE_REPOSITORY = "fwbench"
 DOCKER_CLI_VARIABLE = settings.DOCKER_CLI

@@ -16,11 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import docker
-import docker.errors
-
 from fwbench.collector.agents.client import AgentClient, AgentUnavailable
-from fwbench.collector.agents.docker_engine import ImageInfo, docker_client
+from fwbench.collector.agents.docker_engine import ImageInfo, docker_client, docker_errors
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.specs import Instance
 from fwbench.collector.launchers.base import (
@@ -71,14 +68,14 @@ class ContainerAgent(AgentHandle):
     def alive(self) -> bool:
         try:
             self.container.reload()
-        except docker.errors.NotFound:
+        except docker_errors().NotFound:
             return False
         return bool(self.container.status == "running")
 
     def exit_reason(self) -> str:
         try:
             self.container.reload()
-        except docker.errors.NotFound:
+        except docker_errors().NotFound:
             return f"container {self.container.name} is gone"
         state = self.container.attrs["State"]
         if state.get("Running"):
@@ -92,19 +89,19 @@ class ContainerAgent(AgentHandle):
         """Stops (SIGTERM, SIGKILL after the grace period), keeps the log, removes. Idempotent;
         a container already gone (or being removed by the run's sweep) is no error."""
         self.client.close()
-        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        with contextlib.suppress(docker_errors().NotFound, docker_errors().APIError):
             self.container.stop(timeout=max(1, round(grace_seconds)))
         logs = self.logs()
         if logs and self.log_path is not None:
             self.log_path.write_text(logs)
-        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        with contextlib.suppress(docker_errors().NotFound, docker_errors().APIError):
             self.container.remove(force=True)
 
     def logs(self) -> str:
         """The container's output so far ("" once it is gone)."""
         try:
             return bytes(self.container.logs()).decode(errors="replace")
-        except (docker.errors.NotFound, docker.errors.APIError):
+        except (docker_errors().NotFound, docker_errors().APIError):
             return ""
 
     def identity(self) -> dict[str, Any]:

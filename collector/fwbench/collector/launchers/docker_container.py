@@ -7,17 +7,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
-import docker
-import docker.errors
 import psutil
-from docker.types import DeviceRequest
 
 from fwbench.collector.agents.client import AgentUnavailable
+from fwbench.collector.agents.docker_engine import docker_errors
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.launchers.base import DEFAULT_MEMORY_SHARE, DEFAULT_PIDS_LIMIT
 from fwbench.collector.launchers.options import Flag, LauncherOptions, OptionContext
+
+if TYPE_CHECKING:
+    import docker
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def agent_pid(container: Any) -> int:
     tell."""
     try:
         top = container.top()
-    except docker.errors.APIError:
+    except docker_errors().APIError:
         return 0
     titles = top.get("Titles") or []
     if "PID" not in titles or "CMD" not in titles:
@@ -102,6 +103,8 @@ def run_container(
     (a one-element binding is the host address alone)."""
     ports = [f"{port}/tcp" for port in (manifest.grpc_port, manifest.metrics_port) if port]
     loopback: dict[str, Any] = {port: ("127.0.0.1",) for port in ports}
+    from docker.types import DeviceRequest
+
     gpus = [DeviceRequest(count=-1, capabilities=[["gpu"]])] if manifest.requires_gpu else None
     try:
         return client.containers.run(
@@ -126,7 +129,7 @@ def run_container(
                 for path, writable in mounts
             },
         )
-    except docker.errors.APIError as error:
+    except docker_errors().APIError as error:
         raise AgentUnavailable(f"docker refused container {name}: {error}") from None
 
 

@@ -11,11 +11,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-import docker
-import docker.errors
-
 from fwbench.collector.agents.client import AgentUnavailable
-from fwbench.collector.agents.docker_engine import docker_client
+from fwbench.collector.agents.docker_engine import docker_client, docker_errors
 from fwbench.collector.launchers.base import process_exists
 
 RUN_LABEL = "fwbench.run_id"
@@ -44,11 +41,11 @@ def create_network(client: Any, run_id: str, name: str) -> Callable[[], None]:
     returns what removes it."""
     try:
         network = client.networks.create(name, driver="bridge", labels=run_labels(run_id))
-    except docker.errors.APIError as error:
+    except docker_errors().APIError as error:
         raise AgentUnavailable(f"docker refused network {name}: {error}") from None
 
     def remove() -> None:
-        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        with contextlib.suppress(docker_errors().NotFound, docker_errors().APIError):
             network.remove()
 
     return remove
@@ -62,7 +59,7 @@ def _remove_networks(
     except Exception:  # noqa: BLE001 (no daemon: nothing of ours exists)
         return
     for network in [n for n in client.networks.list(filters=filters) if chosen(n)]:
-        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        with contextlib.suppress(docker_errors().NotFound, docker_errors().APIError):
             network.remove()
 
 
@@ -102,6 +99,6 @@ def _remove(
         if chosen(c)
     ]
     for container in found:
-        with contextlib.suppress(docker.errors.NotFound, docker.errors.APIError):
+        with contextlib.suppress(docker_errors().NotFound, docker_errors().APIError):
             container.remove(force=True)
     return len(found)
