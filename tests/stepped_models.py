@@ -1,27 +1,32 @@
 """Which catalogue models the tests build and step (forward, and backward to train), and how
 XLA compiles their steps there, in one place.
 
-Every model is checked in every framework in `make test` once (Keras' on one backend, below),
-by the cross-framework equivalence test (tests/equivalence): its architecture (parameter names,
-shapes and counts) and, for the models whose building blocks differ (`stepped`), its numerics:
-LeNet's plain conv and dense layers, ResNet's basic and bottleneck blocks, MobileNet's and
-EfficientNet's depthwise ones, the LSTM. VGG-16 (LeNet's layers, larger) and ResNet-152
-(ResNet-50's block, more of it) are built there, not stepped: stepping them is the same code as
-their smaller twins' at a few times the cost (XLA compiled ResNet-152's training step for
-38-51 s).
+Every model's architecture is checked in `make test` (Keras' on one backend, below), and the
+numerics of one model of each kind of building block, by the cross-framework equivalence test
+(tests/equivalence): `stepped` models load PyTorch's weights and compare logits and a training
+step in every framework: LeNet's plain conv and dense layers, ResNet-18's basic blocks (3x3 and
+1x1 convolutions, BatchNorm, residual sums), MobileNetV2's depthwise ones, EfficientNet-B0's
+squeeze-and-excitation and SiLU, the LSTM. ResNet-50 (ResNet-18's convolutions in bottleneck
+blocks), VGG-16 (LeNet's layers, larger) and ResNet-152 are built there, not stepped: stepping
+them is the same code as their smaller twins' at several times the cost (ResNet-50's step was
+8-14 CPU-s in each of the JAX, Keras, Paddle and TensorFlow processes on an AMD EPYC family 25,
+2026-12-07; XLA compiled ResNet-152's training step for 38-51 s). The two largest (`built`:
+VGG-16's 138M parameters, ResNet-152) are built in PyTorch only, checked against
+tests/equivalence/canonical_shapes.json: a fresh VGG-16 cost 4-9 CPU-s of initialisation in
+each other framework, for names and shapes that repeat LeNet's and ResNet-50's pattern.
 
 The plugins' own tests and the plugin contract suite sweep models over each framework's modes,
 phases and dtypes; in `make test` they sweep one model of each kind of block (`swept`): LeNet
 (convolution, pooling, dense), ResNet-18 (BatchNorm and residual blocks), MobileNetV2
 (depthwise convolutions, inverted residuals) and the LSTM. ResNet-50, EfficientNet-B0, VGG-16
-and ResNet-152 repeat those blocks at several times the cost; the equivalence test steps the
-first two in every framework. Sweeping all eight took 640 s of the plugin stage's 1330 s of
-test time on an AMD EPYC (family 25, 2 vCPUs, 2026-12-06): the contract suite's
-EfficientNet-B0 training cell alone 25-46 s in each of four environments.
+and ResNet-152 repeat those blocks at several times the cost; the equivalence test builds them
+in every framework. Sweeping all eight took 640 s of the plugin stage's 1330 s of test time on
+an AMD EPYC (family 25, 2 vCPUs, 2026-12-06): the contract suite's EfficientNet-B0 training cell
+alone 25-46 s in each of four environments.
 
-`make test-full` (FWBENCH_FULL=1) steps and sweeps every model, in the plugins' tests, the
-contract suite and the equivalence numerics; a change to a model's definition or to weight
-loading runs it.
+`make test-full` (FWBENCH_FULL=1) steps, sweeps and builds every model in every framework, in
+the plugins' tests, the contract suite and the equivalence numerics; a change to a model's
+definition or to weight loading runs it.
 
 XLA (JAX's, Keras on JAX's and TensorFlow's jit_compile) compiles the tests' steps without
 LLVM's expensive passes (fast_xla_compile): most of a big model's compile time is LLVM
@@ -42,21 +47,41 @@ import pytest
 FULL = os.environ.get("FWBENCH_FULL") == "1"
 _FAST_COMPILE = "--xla_llvm_disable_expensive_passes=true"
 # A larger model -> the smaller catalogue model whose building blocks it repeats.
-LARGER_TWINS = {"vgg16": "lenet", "resnet152": "resnet50"}
+LARGER_TWINS = {"resnet50": "resnet18", "vgg16": "lenet", "resnet152": "resnet18"}
+# The largest models -> their parameters: fresh weights that outweigh what names and shapes prove.
+LARGEST = {"vgg16": "138M", "resnet152": "60M"}
 
 
 def stepped(model: str) -> bool:
-    """Whether this run steps `model` (every model with FWBENCH_FULL=1)."""
+    """Whether this run's equivalence test steps `model` in every framework (every model with
+    FWBENCH_FULL=1)."""
     return FULL or model not in LARGER_TWINS
 
 
+def built(model: str) -> bool:
+    """Whether this run builds `model` in every framework for its architecture (PyTorch's is
+    checked either way; every model with FWBENCH_FULL=1)."""
+    return FULL or model not in LARGEST
+
+
+def built_params(names: list[str] | tuple[str, ...]) -> list[object]:
+    """`names` for a parametrized architecture check, those this run does not build skipped."""
+    return [pytest.param(name, marks=_built_marks(name)) for name in names]
+
+
+def _built_marks(model: str) -> tuple[pytest.MarkDecorator, ...]:
+    if built(model):
+        return ()
+    why = (
+        f"{model} repeats {LARGER_TWINS[model]}'s blocks with {LARGEST[model]} fresh parameters; "
+        "the equivalence test checks PyTorch's architecture, `make test-full` (FWBENCH_FULL=1) "
+        "this framework's"
+    )
+    return (pytest.mark.skip(reason=why),)
+
+
 # A model the plugins' sweeps leave to `make test-full` -> the swept model with its blocks.
-SWEPT_TWINS = {
-    "resnet50": "resnet18",
-    "efficientnet_b0": "mobilenet_v2",
-    "vgg16": "lenet",
-    "resnet152": "resnet18",
-}
+SWEPT_TWINS = {**LARGER_TWINS, "efficientnet_b0": "mobilenet_v2"}
 
 
 def swept(workload: str) -> bool:
@@ -66,9 +91,10 @@ def swept(workload: str) -> bool:
 
 
 def why_not_swept(workload: str) -> str:
+    where = "in PyTorch" if workload in LARGEST else "in every framework"
     return (
         f"{workload} repeats {SWEPT_TWINS[workload]}'s blocks, which this run sweeps (the "
-        "equivalence test builds it in every framework); `make test-full` (FWBENCH_FULL=1) "
+        f"equivalence test checks its architecture {where}); `make test-full` (FWBENCH_FULL=1) "
         "sweeps it"
     )
 

@@ -142,7 +142,7 @@ def run_layer(forward, params, x, *, train=False, state=None, rng=None):
 # ------------------------------------------------------------------------ architecture facts
 
 
-@pytest.mark.parametrize("name", models.MODEL_NAMES)
+@pytest.mark.parametrize("name", stepped_models.built_params(models.MODEL_NAMES))
 def test_canonical_weights_have_pytorch_names_and_shapes(plugin, name):
     weights = plugin.canonical_weights(name, seed=0)
     assert list(weights) == list(SHAPES[name])  # same names, in state_dict order

@@ -7,6 +7,7 @@ from __future__ import annotations
 import keras
 import numpy as np
 import pytest
+from stepped_models import built_params
 
 from fwbench.keras_plugin import weights
 from fwbench.keras_plugin.models import MODEL_NAMES, build_model
@@ -14,7 +15,7 @@ from fwbench.keras_plugin.models import MODEL_NAMES, build_model
 pytestmark = pytest.mark.usefixtures("models_backend")  # conftest.py: one backend in make test
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", built_params(MODEL_NAMES))
 def test_trainable_parameters_equal_the_catalogues(backend, catalogue, name):
     net = build_model(name, image_size=32, seq_len=4)
     assert net.trainable_parameters() == int(catalogue.get(name).parameters)

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from stepped_models import built_params
 
 from fwbench.onnxruntime_plugin import models
 from fwbench.onnxruntime_plugin.graphs import OPSET, PLUGIN_VERSION, PRODUCER, WeightsError
@@ -47,7 +48,7 @@ def _batch(model: str, batch: int, params: dict[str, int]) -> np.ndarray:
     return rng.standard_normal((batch, *models.model_input_shape(model, params)), np.float32)
 
 
-@pytest.mark.parametrize("model", models.MODELS)
+@pytest.mark.parametrize("model", built_params(models.MODELS))
 def test_each_model_graph_passes_the_checker_and_runs_any_batch(model):
     params = _params(model)
     graph = models.build_model(model, params, seed=3)

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+from stepped_models import built_params
 
 from fwbench.runtime.reference import param_count
 from fwbench.spec import load_catalogue
@@ -59,7 +60,7 @@ def _random_canonical(name: str, seed: int) -> dict[str, np.ndarray]:
 # ----------------------------------------------------------------------- names, shapes, counts
 
 
-@pytest.mark.parametrize("name", models.MODEL_NAMES)
+@pytest.mark.parametrize("name", built_params(models.MODEL_NAMES))
 def test_canonical_weights_have_torch_names_and_shapes(name):
     exported = _canonical(name)
     assert {k: list(v.shape) for k, v in exported.items()} == SHAPES[name]

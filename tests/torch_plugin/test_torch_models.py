@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from stepped_models import swept_params
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -196,7 +197,7 @@ def test_forward_flops_lstm_matches_explicit_matmul_count(seq_len):
     assert measured == catalogue_flops("lstm", seq_len=seq_len) == 262_144 * seq_len + 512
 
 
-@pytest.mark.parametrize("name", models.MODEL_NAMES)
+@pytest.mark.parametrize("name", swept_params(models.MODEL_NAMES))
 def test_build_model_sgd_step_gives_finite_loss_and_updates_weights(name):
     torch.manual_seed(0)
     model = models.build_model(name).train()
