@@ -44,6 +44,9 @@ def test_the_guides_conformance_command_passes_on_its_image(guide_build: GuideBu
     print(f"conformance: {time.monotonic() - start:.1f} s")
 
 
+# The same example and suite as the image's command above, reached at an address as
+# tests/examples reaches the example without Docker: `make test-full`.
+@pytest.mark.full
 def test_the_guides_host_port_example_passes(
     docker_daemon: docker.DockerClient, guide_build: GuideBuild
 ) -> None:

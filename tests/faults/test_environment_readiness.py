@@ -21,7 +21,11 @@ from pathlib import Path
 import pytest
 from fake_agent import write_fake_agents
 
-from fwbench.collector.agents.environments import EnvironmentBuildError, environment_for
+from fwbench.collector.agents.environments import (
+    AgentEnvironment,
+    EnvironmentBuildError,
+    environment_for,
+)
 from fwbench.collector.agents.manifest import discover_manifests
 
 COLLECTOR = Path(sys.executable).with_name("collector")
@@ -151,41 +155,15 @@ def test_an_environment_marked_ready_before_the_check_is_checked_again(
     assert listed(tmp_path, manifests, "good")["environment"] == "ready"
 
 
-def test_two_environments_build_at_once_leaving_the_sources_as_they_were(
+def test_environments_build_at_once_from_copies_and_a_twin_ready_is_copied(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("FWBENCH_ENV_DIR", str(tmp_path / "envs"))
-    shipped = discover_manifests([write_fake_agents(tmp_path / "agents", {"one": {}, "two": {}})])
-    events: list[str] = []  # "building NAME" and "ready NAME", in the order they happened
-
-    def build(name: str) -> None:
-        environment_for(shipped[name]).ensure(lambda _: events.append(f"building {name}"))
-        events.append(f"ready {name}")
-
-    threads = [threading.Thread(target=build, args=(name,)) for name in ("one", "two")]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=600)
-    assert sorted(events) == ["building one", "building two", "ready one", "ready two"]
-    # Neither waited for the other to finish before it began.
-    assert [event.split()[0] for event in events] == ["building", "building", "ready", "ready"]
-    # pip built copies: the plugin's folder holds no build/ nor *.egg-info, only its sources.
-    package = tmp_path / "agents" / "plugin"
-    assert sorted(p.name for p in package.iterdir()) == ["fwbench_test_fake", "pyproject.toml"]
-    assert sorted(p.name for p in (package / "fwbench_test_fake").iterdir()) == [
-        "__init__.py",
-        "plugin.py",
-    ]
-
-
-def test_an_environment_whose_twin_is_ready_is_its_copy_naming_its_own_folder(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # "second" is "first" under another name with another switch, as tf-eigen is tf-mkl with
-    # oneDNN off: the same content, so its environment is a copy of first's, with its own
-    # folder written in and checked with its own switches. "changed" differs in one line of
-    # its plugin, "broken" in its plugin's name: built, and refused, as they would be alone.
+    # "first" and "changed" (one line more in its plugin) build at once, each from its own copy
+    # of its packages. "second" is "first" under another name with another switch, as tf-eigen
+    # is tf-mkl with oneDNN off: the same content, so its environment is a copy of first's,
+    # with its own folder written in and checked with its own switches; "broken" differs in
+    # its plugin's name: copied, and refused, as it would be alone. (Two builds in all: each
+    # costs this suite about 30 s of CPU.)
     monkeypatch.setenv("FWBENCH_ENV_DIR", str(tmp_path / "envs"))
     folder = write_fake_agents(tmp_path / "agents", {"first": {}, "second": {"FAKE_SPIN": "1"}})
     (folder / "broken.toml").write_text(
@@ -198,11 +176,37 @@ def test_an_environment_whose_twin_is_ready_is_its_copy_naming_its_own_folder(
     edited = tmp_path / "other" / "plugin" / "fwbench_test_fake" / "plugin.py"
     edited.write_text(edited.read_text() + "\n# one line more\n")
     shipped = discover_manifests([folder, other])
-    names = ("first", "second", "changed")
-    first, second, _ = envs = [environment_for(shipped[name]) for name in names]
-    said: dict[str, list[str]] = {}
-    for env in envs:
-        env.ensure(said.setdefault(env.manifest.name, []).append)
+    first, second, changed = envs = [
+        environment_for(shipped[n]) for n in ("first", "second", "changed")
+    ]
+    said: dict[str, list[str]] = {"first": [], "second": [], "changed": []}
+    events: list[str] = []  # "building NAME" and "ready NAME", in the order they happened
+
+    def build(env: AgentEnvironment) -> None:
+        name = env.manifest.name
+
+        def report(line: str) -> None:
+            said[name].append(line)
+            events.append(f"building {name}")
+
+        env.ensure(report)
+        events.append(f"ready {name}")
+
+    threads = [threading.Thread(target=build, args=(env,)) for env in (first, changed)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=600)
+    # Neither waited for the other to finish before it began.
+    assert [event.split()[0] for event in events] == ["building", "building", "ready", "ready"]
+    # pip built copies: the plugins' folders hold no build/ nor *.egg-info, only their sources.
+    for package in (tmp_path / "agents" / "plugin", tmp_path / "other" / "plugin"):
+        assert sorted(p.name for p in package.iterdir()) == ["fwbench_test_fake", "pyproject.toml"]
+        assert sorted(p.name for p in (package / "fwbench_test_fake").iterdir()) == [
+            "__init__.py",
+            "plugin.py",
+        ]
+    build(second)
     assert said == {
         "first": ["creating the first environment (first use, minutes)"],
         "second": [f"making the {second.path.name} environment as a copy of {first.path.name}"],

@@ -42,9 +42,11 @@ def run_table(tmp_path: Path, *args: str) -> pd.DataFrame:
 # One run, every CPU agent: an op of each kind and a model, trained and inferred (every agent's
 # path through the collector; the models themselves are proven in every framework by
 # tests/equivalence, and LeNet takes the same path here as ResNet-18 at a fraction of its cost),
-# and LeNet trained to the target accuracy. One run starts each agent's processes once: their
-# start-up (importing the framework) is most of this test's time, not the steps.
+# and LeNet trained to a target accuracy: 90%, reached in a few epochs where the catalogue's
+# 97% took 8-10 (the same loop, a third of its time). One run starts each agent's processes
+# once: their start-up (importing the framework) is most of this test's time, not the steps.
 WORKLOADS = ("gemm", "conv2d", "lenet")
+TARGET_PERMILLE = 900
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +74,8 @@ def one_table(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
             "height=16",
             "--param",
             "width=16",
+            "--param",
+            f"target_accuracy_permille={TARGET_PERMILLE}",
             *QUICK,
         )
 
@@ -107,7 +111,8 @@ def test_every_framework_trains_to_the_target_accuracy(one_table: pd.DataFrame) 
     assert (table[table["agent"].isin(KNOWN_MODES)]["status"] == "ok").all()
     table = table[table["status"] == "ok"]  # a plugin without train_to_accuracy: unsupported
     assert table["reached_target"].all(), table[["agent", "final_accuracy", "epochs"]]
-    assert (table["final_accuracy"] >= 0.97).all()
+    assert (table["final_accuracy"] >= TARGET_PERMILLE / 1000).all()
+    assert (table["target_accuracy"] == TARGET_PERMILLE / 1000).all()
     assert (table["time_to_target_seconds"] > 0).all()
     for history in table["accuracy_history"]:
         curve = json.loads(history)
