@@ -37,7 +37,7 @@ class LiarAgent(agent_pb2_grpc.AgentServiceServicer):
         return agent_pb2.DescribeResponse(
             spec_version=SPEC_VERSION,
             identity=agent_pb2.AgentIdentity(
-                name="honest" if self.mode == "honest" else "liar",
+                name=self.mode,  # each lie its own agent: one run holds them all
                 framework="liar",
                 framework_version="1",
                 variant=self.mode,
