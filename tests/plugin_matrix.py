@@ -25,6 +25,7 @@ from pathlib import Path
 
 import suite_clock
 
+from fwbench.collector.agents import installer
 from fwbench.collector.agents.environments import environment_for
 from fwbench.collector.agents.host import nvidia_gpu_present
 from fwbench.collector.agents.manifest import AgentManifest, discover_manifests
@@ -59,8 +60,9 @@ def run_one(manifest: AgentManifest, log: Path) -> tuple[bool, float]:
         environment = environment_for(manifest)
         environment.ensure(lambda line: print(line, file=out, flush=True))
         python = str(environment.python)
-        install = [python, "-I", "-m", "pip", "install", "--quiet", "pytest", "pytest-timeout"]
-        subprocess.run(install, stdout=out, stderr=subprocess.STDOUT, check=True)
+        install = installer.install_command(environment.python, "pytest", "pytest-timeout")
+        variables = installer.uv_variables(installer.pip_configuration())
+        subprocess.run(install, stdout=out, stderr=subprocess.STDOUT, env=variables, check=True)
         if recording:
             suite_clock.record("stop", f"plugins/{manifest.name}-environment", 0, say=False)
             suite_clock.record("start", f"plugins/{manifest.name}-tests", say=False)

@@ -1,13 +1,12 @@
-"""An agent environment is ready only once pip succeeded and it imports its agent: an install
-that fails, or one that succeeds without the plugin, is never marked ready (`collector agents`
-says "failed" with the error, the next command says it builds it again, and fails in one line
-if it still cannot); an environment marked ready by a collector from before that check is
-checked again, kept when it imports its agent (and then marked checked), made again when it
-does not (a pip.py in the caller's folder once left one with nothing installed). Two
-environments build at once, each from its own copy of the agent's packages, leaving their
-folders as they were; an agent whose environment would hold what a ready one holds gets a copy
-of it. Fake-plugin agents, environments in a folder of the test's own, the real
-commands."""
+"""An agent environment is ready only once its installs succeeded and it imports its agent: an
+install that fails, or one that succeeds without the plugin, is never marked ready (`collector
+agents` says "failed" with the error, the next command says it builds it again, and fails in one
+line if it still cannot); an environment marked ready by a collector from before that check is
+checked again, kept when it imports its agent (and then marked checked), made again when it does
+not (a pip.py in the caller's folder once left one with nothing installed). Two environments
+build at once, each from its own copy of the agent's packages, leaving their folders as they
+were; an agent whose environment would hold what a ready one holds gets a copy of it.
+Fake-plugin agents, environments in a folder of the test's own, the real commands."""
 
 from __future__ import annotations
 
@@ -78,7 +77,8 @@ def test_a_failed_install_is_never_ready_and_the_next_command_says_so(
     done = collector(tmp_path, "env", "bogus", "--manifests", str(manifests))
     assert done.returncode == 2
     (line,) = error_lines(done)
-    assert "building the bogus environment failed (pip exited 1); see " in line, done.stderr
+    failed = "building the bogus environment failed (uv pip install exited 1); see "
+    assert failed in line, done.stderr
     assert line.endswith("install.log")
     row = listed(tmp_path, manifests, "bogus")
     assert row["environment"] == "failed"
@@ -98,7 +98,7 @@ def test_a_failed_install_is_never_ready_and_the_next_command_says_so(
     assert done.returncode == 2
     assert "building the bogus environment again (its last build failed)" in done.stderr
     (line,) = error_lines(done)
-    assert "building the bogus environment failed (pip exited 1)" in line
+    assert "building the bogus environment failed (uv pip install exited 1)" in line
     assert listed(tmp_path, manifests, "bogus")["environment"] == "failed"
 
 

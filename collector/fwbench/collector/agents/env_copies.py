@@ -2,7 +2,7 @@
 content (environments.content_key: the same installs, pip arguments, Python and agent
 packages), where only the agent's switches differ. tf-eigen is tf-mkl with oneDNN off; the
 tests' fake agents are one plugin under many names. Copying a ready twin takes seconds where
-pip takes minutes (the TensorFlow environment, 1.8 GB: 10 s against 103 s, Intel Xeon, 2
+pip took minutes (the TensorFlow environment, 1.8 GB: 10 s against 103 s, Intel Xeon, 2
 vCPUs, 2026-11-30), and gives what pip would have given: the same files, at their new path.
 
 A virtual environment names its own folder in a few text files (pyvenv.cfg, the activate
@@ -42,7 +42,7 @@ def copy_twin(destination: Path, content: str, report: Callable[[str], None]) ->
                 ignored = shutil.ignore_patterns(*_NOT_COPIED)
                 shutil.copytree(twin, partial, symlinks=True, ignore=ignored)
             _repoint(partial, str(twin), str(destination))
-        except OSError:  # the twin went away, or the disk is full: pip's turn
+        except OSError:  # the twin went away, or the disk is full: a build's turn
             shutil.rmtree(partial, ignore_errors=True)
             continue
         report(f"making the {destination.name} environment as a copy of {twin.name}")

@@ -2,16 +2,18 @@
 and cached. With a lock (locks.py) the environment is exactly the lock's, installed with
 hashes checked, and the cache key is the lock's content; without one, the key covers what pip
 would install (requirements, pip arguments). The Python version is in both. The agent's own
-packages are rebuilt when their sources change.
+packages are rebuilt when their sources change. uv makes and fills them, told the host's pip
+configuration (installer.py).
 
 Every Python here runs isolated (`-I`) in the environment's own folder (pythons.py), so that
-nothing in the caller's folder (a pip.py, a venv.py) runs instead. An environment is marked
-ready (its marker, fwbench-env.json) only after pip succeeded and the environment imports the
-agent runtime and loads the plugin's entry point (probes/plugin_check.py). A build that failed
-leaves a note (fwbench-env.failed) that `collector agents` shows; a marker written before
-these checks existed is checked again (without importing the framework) before it counts, and
-an environment that fails that check is made again. An environment whose content (content_key)
-a ready one already holds is made as its copy (env_copies.py), then checked the same way."""
+nothing in the caller's folder (a pip.py, a venv.py) runs instead; uv runs there too, without
+the caller's PYTHON* variables. An environment is marked ready (its marker, fwbench-env.json)
+only after the installs succeeded and the environment imports the agent runtime and loads the
+plugin's entry point (probes/plugin_check.py). A build that failed leaves a note
+(fwbench-env.failed) that `collector agents` shows; a marker written before these checks
+existed is checked again (without importing the framework) before it counts, and an
+environment that fails that check is made again. An environment whose content (content_key) a
+ready one already holds is made as its copy (env_copies.py), then checked the same way."""
 
 from __future__ import annotations
 
@@ -29,6 +31,13 @@ from pathlib import Path
 from filelock import FileLock
 
 from fwbench.collector.agents.env_copies import FAILED, MARKER, copy_twin
+from fwbench.collector.agents.installer import (
+    check_command,
+    install_command,
+    pip_configuration,
+    uv_variables,
+    venv_command,
+)
 from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.pythons import isolated, run_python
@@ -39,6 +48,7 @@ ENV_DIR_VARIABLE = settings.ENV_DIR
 CHECK = Path(__file__).with_name("probes") / "plugin_check.py"
 CHECK_VERSION = 1  # recorded in the marker: the environment passed plugin_check.py
 CHECK_TIMEOUT_SECONDS = 600.0  # a framework's first import on a cold file system can be slow
+_LOCAL = ("--no-build-isolation",)  # the agent's packages build with the environment's setuptools
 _SKIP_PARTS = {"__pycache__", "build", ".egg-info", ".mypy_cache", ".pytest_cache"}
 
 
@@ -222,7 +232,7 @@ class AgentEnvironment:
                 return
             state = "broken"
         local = [str(p) for p in packages]
-        pip = isolated(self.python, "-m", "pip", "install", "--no-build-isolation")
+        python = self.python
         lock = current_lock(self.manifest)
         sources = sources_key(self.manifest)  # read once: the key and the marker
         content = content_key(self.manifest, sources)
@@ -240,26 +250,28 @@ class AgentEnvironment:
                 report(f"making the {name} environment again: it cannot run its agent ({why})")
             shutil.rmtree(self.path, ignore_errors=True)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._run(isolated(sys.executable, "-m", "venv", str(self.path)))
-            self._run(isolated(self.python, "-m", "pip", "install", "setuptools>=68", "wheel"))
+            self._run(venv_command(self.path))
             if self.manifest.build_requirements:  # an sdist in the lock builds with them
-                build = self.manifest.build_requirements
-                self._run(isolated(self.python, "-m", "pip", "install", *build))
+                self._run(install_command(python, *self.manifest.build_requirements))
+            pip_args = self.manifest.pip_args
             if lock is None:
-                requirements = [*self.manifest.pip_args, *self.manifest.requirements, *local]
-                self._run([*pip, *requirements], self.manifest.build_variables)
+                requirements = [*pip_args, *self.manifest.requirements, *local]
+                self._run(
+                    install_command(python, *_LOCAL, *requirements), self.manifest.build_variables
+                )
             else:
                 locked = ["--require-hashes", "--no-deps", "-r", str(lock)]
-                self._run([*pip, *self.manifest.pip_args, *locked], self.manifest.build_variables)
-                self._run([*pip, "--no-deps", *local])
-                self._run(isolated(self.python, "-m", "pip", "check"))
-        elif lock is not None:
-            report(f"reinstalling the {self.manifest.name} agent packages (sources changed)")
-            self._run([*pip, "--force-reinstall", "--no-deps", *local])
+                self._run(
+                    install_command(python, *_LOCAL, *pip_args, *locked),
+                    self.manifest.build_variables,
+                )
+                self._run(install_command(python, *_LOCAL, "--no-deps", *local))
+                self._run(check_command(python))
         else:
             report(f"reinstalling the {self.manifest.name} agent packages (sources changed)")
-            self._run([*pip, "--force-reinstall", "--no-deps", *local])
-            self._run([*pip, *self.manifest.pip_args, *local])  # picks up new dependencies
+            self._run(install_command(python, *_LOCAL, "--reinstall", "--no-deps", *local))
+            if lock is None:  # picks up new dependencies
+                self._run(install_command(python, *_LOCAL, *self.manifest.pip_args, *local))
         (self.path / MARKER).unlink(missing_ok=True)  # not ready until checked
         problem = self.check()
         if problem:
@@ -275,10 +287,10 @@ class AgentEnvironment:
         self._mark(record)
 
     def _run(self, command: list[str], build_env: Mapping[str, str] | None = None) -> None:
-        """One step of the build, logged, in the environment's own folder (with `build_env`:
-        the variables an sdist's build reads)."""
+        """One step of the build (a uv command: installer.py), logged, in the environment's
+        own folder (with `build_env`: the variables an sdist's build reads)."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **build_env} if build_env else None
+        env = {**uv_variables(pip_configuration()), **(build_env or {})}
         with self.log.open("a") as log:
             for name, value in (build_env or {}).items():
                 log.write(f"$ export {name}={value!r}\n")
@@ -286,10 +298,10 @@ class AgentEnvironment:
             log.flush()
             done = run_python(command, self.path, stdout=log, stderr=subprocess.STDOUT, env=env)
         if done.returncode != 0:
+            step = " ".join(["uv", *command[1 : 3 if command[1] == "pip" else 2]])
             raise EnvironmentBuildError(
                 f"building the {self.manifest.name} environment failed "
-                f"({command[3] if len(command) > 3 else command[0]} exited {done.returncode}); "
-                f"see {self.log}"
+                f"({step} exited {done.returncode}); see {self.log}"
             )
 
 
