@@ -35,10 +35,12 @@ setup: $(STAMP)
 # Editable installs in compat mode: each package's folder as a plain path entry (a .pth line),
 # which mypy and the tests that put a changed copy first on PYTHONPATH rely on; the import hooks
 # of the other modes would not give way. Its banner (a transitional mode) is silenced.
+# pip bootstraps uv, which installs the rest (the same editable installs, wheels in parallel
+# from its cache); modules compile on their first import, only those imported (above).
 $(STAMP): $(SOURCES)
 	@$(call timed,setup,$(PYTHON) -m venv $(VENV) \
-		&& $(BIN)/pip install --quiet --upgrade pip \
-		&& PYTHONWARNINGS="ignore:Compat editable installs" $(BIN)/pip install --quiet \
+		&& $(BIN)/pip install --quiet --upgrade pip uv \
+		&& $(BIN)/uv pip install --quiet --python $(BIN)/python \
 			--config-settings editable_mode=compat -e ./proto -e ./agents/runtime -e '.[dev]')
 	touch $@
 
