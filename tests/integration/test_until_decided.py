@@ -238,8 +238,23 @@ def test_a_decided_cell_is_not_measured_again(tmp_path: Path, isolated_store) ->
     assert measured[("fast", 1)] >= baseline
 
 
-def test_the_budget_stops_the_rounds(tmp_path: Path, isolated_store) -> None:
-    out, done = _run(tmp_path, {"fast": {}, "slow": {"FAKE_STEP_SCALE": "1.5"}}, "--budget", "1s")
+def test_the_budget_stops_the_rounds_and_a_verdict_says_the_sides_ran_different_arithmetic(
+    tmp_path: Path, isolated_store
+) -> None:
+    # As on a GPU: JAX multiplies float32 in TF32 by default, PyTorch in float32; both convolve
+    # in TF32. The agents report it in their rows' settings (FAKE_SETTINGS stands for that).
+    out, done = _run(
+        tmp_path,
+        {
+            "fast": {"FAKE_SETTINGS": "float32_matmul=tf32,float32_conv=tf32"},
+            "slow": {
+                "FAKE_STEP_SCALE": "1.5",
+                "FAKE_SETTINGS": "float32_matmul=float32,float32_conv=tf32",
+            },
+        },
+        "--budget",
+        "1s",
+    )
     assert done.returncode == 0, done.stderr
     metadata = json.loads((out / "run.json").read_text())
     decided = metadata["until_decided"]
@@ -257,6 +272,20 @@ def test_the_budget_stops_the_rounds(tmp_path: Path, isolated_store) -> None:
     # At a glance: every line undecided, the budget's reason one note, which the rounds name.
     assert re.search(r"stopped: note \d+", done.stdout) and "\n1: budget: " in done.stdout
     assert "1 round of fresh processes in " in done.stdout  # counted in English
+    # Each verdict, undecided as it is, says the two sides did not do the same arithmetic.
+    said = (
+        "not the same arithmetic: float32 matmul float32 in slow, tf32 in fast "
+        "(--agent-env FWBENCH_TF32=off (or on) gives every agent the same)"
+    )
+    assert [d["arithmetic"] for d in decided["decisions"]] == [said, said], decided
+    printed = re.sub(r"[│\s]+", " ", done.stdout)  # the verdict column, wrapped in its cell
+    assert "not the same arithmetic: float32 matmul float32 in slow" in printed, done.stdout
+    # compare's fixed-level table says it too, next to the other notes of each comparison.
+    run_id = metadata["run_id"]
+    compared = collector("compare", run_id, "--baseline", "fast", "--format", "json", cwd=tmp_path)
+    assert compared.returncode == 0, compared.stderr
+    notes = [c["notes"] for c in json.loads(compared.stdout)["comparisons"]]
+    assert len(notes) == 2 and all(said in n for n in notes), notes
 
 
 def test_bad_until_decided_input_is_refused_before_anything_starts(
@@ -276,37 +305,6 @@ def test_bad_until_decided_input_is_refused_before_anything_starts(
     assert lonely.returncode == 2 and "two or more" in lonely.stderr
     stray = collector("run", "--agents", "torch-cpu", "--margin", "0.1", cwd=tmp_path)
     assert stray.returncode == 2 and "--margin only goes with --until-decided" in stray.stderr
-
-
-def test_a_verdict_says_when_the_two_sides_ran_different_arithmetic(
-    tmp_path: Path, isolated_store
-) -> None:
-    # As on a GPU: JAX multiplies float32 in TF32 by default, PyTorch in float32; both convolve
-    # in TF32. The agents report it in their rows' settings (FAKE_SETTINGS stands for that).
-    out, done = _run(
-        tmp_path,
-        {
-            "fast": {"FAKE_SETTINGS": "float32_matmul=tf32,float32_conv=tf32"},
-            "slow": {"FAKE_SETTINGS": "float32_matmul=float32,float32_conv=tf32"},
-        },
-        "--budget",
-        "1s",
-    )
-    assert done.returncode == 0, done.stderr
-    run_id = json.loads((out / "run.json").read_text())["run_id"]
-    decided = json.loads((out / "run.json").read_text())["until_decided"]["decisions"]
-    said = (
-        "not the same arithmetic: float32 matmul float32 in slow, tf32 in fast "
-        "(--agent-env FWBENCH_TF32=off (or on) gives every agent the same)"
-    )
-    assert [d["arithmetic"] for d in decided] == [said, said], decided
-    printed = re.sub(r"[│\s]+", " ", done.stdout)  # the verdict column, wrapped in its cell
-    assert "not the same arithmetic: float32 matmul float32 in slow" in printed, done.stdout
-    # compare's fixed-level table says it too, next to the other notes of each comparison.
-    compared = collector("compare", run_id, "--baseline", "fast", "--format", "json", cwd=tmp_path)
-    assert compared.returncode == 0, compared.stderr
-    notes = [c["notes"] for c in json.loads(compared.stdout)["comparisons"]]
-    assert len(notes) == 2 and all(said in n for n in notes), notes
 
 
 @pytest.mark.quiet
