@@ -79,36 +79,6 @@ def test_collector_run_measures_and_persists_everything(torch_env, tmp_path, iso
     assert meta["run_id"] in listed.stdout
 
 
-def test_collector_run_attaches_to_running_agent(torch_agent, tmp_path, isolated_store):
-    out = tmp_path / "run"
-    done = collector(
-        "run",
-        "--agents",
-        f"torch-cpu@{torch_agent.address}",
-        "--workloads",
-        "gemm",
-        "--phases",
-        "infer",
-        "--batch-sizes",
-        "1",
-        *SMALL_GEMM,
-        # Half a second of timed work: a few microseconds of gemm may not move the process's
-        # CPU counters (10 ms resolution), which made this test flaky.
-        *QUICK[:-1],
-        "0.5",
-        "--out",
-        str(out),
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    results = pd.read_parquet(out / "results.parquet")
-    assert results.launcher.tolist() == ["attached"]
-    # Its /metrics port comes from Describe: telemetry works for attached agents too.
-    assert results.telemetry_error.isna().all(), results.telemetry_error.tolist()
-    assert (results.cpu_user_percent + results.cpu_system_percent > 0).all()
-    assert torch_agent.alive()  # an attached agent is not ours to stop
-
-
 def test_collector_run_joins_telemetry_over_the_timed_phase(torch_env, tmp_path, isolated_store):
     """CPU, iowait and memory columns from the agent's /metrics, the raw series kept; and none
     with scraping off."""
@@ -275,11 +245,12 @@ def test_collector_describe_prints_agent_report(torch_env, tmp_path):
     assert reply["spec_version"] == SPEC_VERSION
 
 
-def test_collector_sweep_records_out_of_memory_cell_and_goes_on(
+def test_collector_run_attaches_to_running_agent_and_its_sweep_goes_on_past_out_of_memory(
     torch_env, tmp_path, isolated_store, agent_process_starter
 ):
-    """A batch size too large for memory is a RESOURCE_EXHAUSTED row; the sweep continues."""
-    _, port = agent_process_starter(torch_env, tmp_path, f"--memory-limit-bytes={6 * 1024**3}")
+    """An agent the collector did not start is measured, telemetry included, and left running;
+    a batch size too large for its memory is a RESOURCE_EXHAUSTED row; the sweep continues."""
+    agent, port = agent_process_starter(torch_env, tmp_path, f"--memory-limit-bytes={6 * 1024**3}")
     out = tmp_path / "run"
     done = collector(
         "run",
@@ -297,7 +268,10 @@ def test_collector_sweep_records_out_of_memory_cell_and_goes_on(
         "n=2048",
         "--param",
         "k=2048",
-        *QUICK,
+        # Half a second of timed work a cell at least: a few microseconds of gemm may not move
+        # the process's CPU counters (10 ms resolution), which made the attached test flaky.
+        *QUICK[:-1],
+        "0.5",
         "--out",
         str(out),
         cwd=tmp_path,
@@ -308,3 +282,9 @@ def test_collector_sweep_records_out_of_memory_cell_and_goes_on(
     assert list(table["status"]) == ["ok", "failed", "ok"]
     assert table["error_code"].iloc[1] == "RESOURCE_EXHAUSTED"
     assert "out of memory" in table["error"].iloc[1]
+    assert table.launcher.eq("attached").all()
+    # Its /metrics port comes from Describe: telemetry works for attached agents too.
+    measured = table[table.status == "ok"]
+    assert measured.telemetry_error.isna().all(), measured.telemetry_error.tolist()
+    assert (measured.cpu_user_percent + measured.cpu_system_percent > 0).all()
+    assert agent.poll() is None  # an attached agent is not ours to stop
