@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -65,8 +66,12 @@ def _refused(done: subprocess.CompletedProcess[str], *said: str) -> str:
     return line
 
 
-def _stored_run(tmp_path: Path, manifests: Path, store: Path) -> str:
-    """A real two-cell run into `store`; returns its id."""
+@pytest.fixture(scope="module")
+def stored_run(tmp_path_factory: pytest.TempPathFactory, manifests: Path) -> tuple[Path, str]:
+    """A store holding a real two-cell run, and the run's id: one run for every test that
+    damages such a store (each a copy of its own)."""
+    tmp_path = tmp_path_factory.mktemp("stored")
+    store = tmp_path / "store.sqlite"
     done = _collector(
         tmp_path,
         "run",
@@ -85,7 +90,16 @@ def _stored_run(tmp_path: Path, manifests: Path, store: Path) -> str:
         str(tmp_path / "first"),
     )
     assert done.returncode == 0, done.stderr
-    return str(json.loads((tmp_path / "first" / "run.json").read_text())["run_id"])
+    return store, str(json.loads((tmp_path / "first" / "run.json").read_text())["run_id"])
+
+
+def _stored_run(request: pytest.FixtureRequest, store: Path) -> str:
+    """A copy of `stored_run`'s store (made at the first call) at `store`; returns its run's
+    id."""
+    made, run_id = request.getfixturevalue("stored_run")
+    for path in made.parent.glob(f"{made.name}*"):  # with its -wal and -shm, if any
+        shutil.copy(path, store.with_name(store.name + path.name.removeprefix(made.name)))
+    return str(run_id)
 
 
 def _damage(path: Path) -> None:
@@ -110,12 +124,12 @@ STORES: dict[str, tuple[Callable[[Path], object], str]] = {
 
 @pytest.mark.parametrize("kind", [*STORES, "under-a-file", "out-under-a-file"])
 def test_an_unusable_store_or_out_is_refused_before_any_agent_starts(
-    tmp_path: Path, manifests: Path, kind: str
+    tmp_path: Path, manifests: Path, kind: str, request: pytest.FixtureRequest
 ) -> None:
     store, out = tmp_path / "store.sqlite", tmp_path / "run"
     if kind in STORES:
         if kind == "damaged":
-            _stored_run(tmp_path, manifests, store)
+            _stored_run(request, store)
         make, said = STORES[kind]
         make(store)
         said_first = f"--store {store}"
@@ -183,10 +197,10 @@ def test_a_read_only_or_full_file_system_is_refused_before_any_agent_starts(
 
 @pytest.mark.parametrize("kind", ["empty", "garbage", "damaged"])
 def test_reading_a_store_that_cannot_be_read_says_so_in_one_line(
-    tmp_path: Path, manifests: Path, kind: str
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
 ) -> None:
     store = tmp_path / "store.sqlite"
-    run_id = _stored_run(tmp_path, manifests, store) if kind == "damaged" else "20250101-000000-ab"
+    run_id = _stored_run(request, store) if kind == "damaged" else "20250101-000000-ab"
     STORES[kind][0](store)
     commands = [  # side by side: each is mostly the interpreter's start
         _command(tmp_path, *args, "--store", str(store), stdout=PIPE, stderr=PIPE)
