@@ -97,15 +97,22 @@ def _run_and_fill(tmp_path: Path, store: Path, out: Path, disk: Path) -> tuple[i
     return process.returncode, stderr, filler
 
 
-def _unsaved_cell(stderr: str, out: Path, store: Path, run_id: str, cwd: Path) -> Path:
-    """The cell the full store could not save is in the run folder, whole, and named."""
+def _stored_rows(store: Path, run_id: str, cwd: Path) -> list[dict[str, object]]:
+    """The run's rows the store holds (`collector results RUN --json`)."""
+    stored = _collector(store, "results", run_id, "--json", cwd=cwd)
+    assert stored.returncode == 0, stored.stderr
+    return list(json.loads(stored.stdout))
+
+
+def _unsaved_cell(stderr: str, out: Path, stored: list[dict[str, object]]) -> Path:
+    """The cell the full store could not save is in the run folder, whole, and named, and not
+    among the `stored` rows."""
     (unsaved,) = (out / "unsaved").iterdir()
     assert f"writtento{unsaved}instead" in "".join(stderr.split()), stderr  # wrapped lines
     kept = json.loads(unsaved.read_text())
     assert kept["row"]["status"] == "ok" and len(kept["sample_nanoseconds"]) >= 10
     assert "database or disk is full" in kept["why"]
-    stored = _collector(store, "results", run_id, "--json", cwd=cwd)
-    assert kept["row"]["cell"] not in {r["cell"] for r in json.loads(stored.stdout)}
+    assert kept["row"]["cell"] not in {r["cell"] for r in stored}
     return unsaved
 
 
@@ -145,12 +152,10 @@ def test_a_full_disk_under_the_store_stops_the_run_with_its_cause(
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     assert f"--resume {run_id}" in stderr
     filler.unlink()
-    kept = _collector(store, "results", run_id, "--json", cwd=tmp_path)
-    assert kept.returncode == 0, kept.stderr
-    recorded = json.loads(kept.stdout)
+    recorded = _stored_rows(store, run_id, tmp_path)
     assert 1 <= len(recorded) < CELLS and {r["status"] for r in recorded} == {"ok"}
     assert _run_status(store, run_id, tmp_path) in ("failed", "interrupted")  # never ok
-    unsaved = _unsaved_cell(stderr, out, store, run_id, tmp_path)
+    unsaved = _unsaved_cell(stderr, out, recorded)
     assert json.loads((out / "run.json").read_text())["status"] == "failed"
 
     _resumed_with_the_unsaved_cell(unsaved, store, run_id, tmp_path)
@@ -197,7 +202,7 @@ def test_a_full_disk_under_both_keeps_the_unsaved_cell_and_ends_run_json(
     assert metadata["status"] == "failed" and "disk is full" in metadata["error"]
     assert not (out / ".reserve").exists() and not list(out.glob(".*.tmp"))
     run_id = metadata["run_id"]
-    unsaved = _unsaved_cell(stderr, out, store, run_id, tmp_path)
+    unsaved = _unsaved_cell(stderr, out, _stored_rows(store, run_id, tmp_path))
 
     filler.unlink()
     _resumed_with_the_unsaved_cell(unsaved, store, run_id, tmp_path)
