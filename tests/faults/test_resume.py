@@ -84,6 +84,11 @@ def _listed_status(tmp_path: Path, run_id: str) -> str:
 def test_a_killed_collectors_run_is_interrupted_and_resume_measures_only_the_rest(
     tmp_path: Path,
 ) -> None:
+    """A collector killed mid-run: its run is listed interrupted; `--resume` refuses an unknown
+    run, another selection and agents changed since, losing and claiming nothing, then measures
+    only the cells left with a new agent."""
+    unknown = _collector(tmp_path, "run", "--resume", "20250101-000000-dead")
+    assert unknown.returncode == 2 and "there is no such file" in unknown.stderr  # no store yet
     out = tmp_path / "run"
     process = _start(tmp_path, out)
     before = _waitfolder_rows(process, out, 2)
@@ -102,8 +107,20 @@ def test_a_killed_collectors_run_is_interrupted_and_resume_measures_only_the_res
     assert _listed_status(tmp_path, run_id) == "interrupted"
     assert json.loads((out / "run.json").read_text())["status"] == "running"
 
+    unknown = _collector(tmp_path, "run", "--resume", "20250101-000000-dead")
+    assert unknown.returncode == 2 and "no run '20250101-000000-dead'" in unknown.stderr
     wrong = _collector(tmp_path, "run", "--resume", run_id, "--batch-sizes", "7")
     assert wrong.returncode == 2 and "drop --batch-sizes" in wrong.stderr, wrong.stderr
+    # The agent is rebuilt as another variant: its rows would not compare with the kept ones.
+    manifest = tmp_path / "agents" / "manifests" / "steady.toml"
+    built = manifest.read_text()
+    manifest.write_text(built.replace('variant = "cpu"', 'variant = "other"'))
+    changed = _collector(tmp_path, "run", "--resume", run_id)
+    assert changed.returncode == 2, changed.stderr
+    assert "agent steady changed" in changed.stderr and "variant" in changed.stderr
+    pd.testing.assert_frame_equal(folder_rows(out), before)  # nothing lost
+    assert _listed_status(tmp_path, run_id) == "interrupted"  # nothing claimed either
+    manifest.write_text(built)  # the agent as the run measured it: resumed
     resumed = _collector(tmp_path, "run", "--resume", run_id)
     assert resumed.returncode == 0, resumed.stderr
 
@@ -147,24 +164,3 @@ def test_resume_after_ctrl_c_measures_the_cancelled_cell_again(tmp_path: Path) -
     rows = folder_rows(out).sort_values("cell")
     assert rows["cell"].tolist() == list(range(5))
     assert set(rows["status"]) == {"ok"}
-
-
-def test_resume_refuses_unknown_runs_and_runs_of_changed_agents(tmp_path: Path) -> None:
-    unknown = _collector(tmp_path, "run", "--resume", "20250101-000000-dead")
-    assert unknown.returncode == 2 and "there is no such file" in unknown.stderr  # no store yet
-    out = tmp_path / "run"
-    process = _start(tmp_path, out)
-    _waitfolder_rows(process, out, 1)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
-    run_id = json.loads((out / "run.json").read_text())["run_id"]
-    unknown = _collector(tmp_path, "run", "--resume", "20250101-000000-dead")
-    assert unknown.returncode == 2 and "no run '20250101-000000-dead'" in unknown.stderr
-    # The agent is rebuilt as another variant: its rows would not compare with the kept ones.
-    manifest = tmp_path / "agents" / "manifests" / "steady.toml"
-    manifest.write_text(manifest.read_text().replace('variant = "cpu"', 'variant = "other"'))
-    changed = _collector(tmp_path, "run", "--resume", run_id)
-    assert changed.returncode == 2, changed.stderr
-    assert "agent steady changed" in changed.stderr and "variant" in changed.stderr
-    assert len(folder_rows(out)) >= 1  # nothing lost
-    assert _listed_status(tmp_path, run_id) == "interrupted"  # nothing claimed either
