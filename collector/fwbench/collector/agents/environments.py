@@ -24,12 +24,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from filelock import FileLock
 
+from fwbench.collector.agents.agent_sources import copy_sources, sources_key
 from fwbench.collector.agents.env_copies import FAILED, MARKER, copy_twin
 from fwbench.collector.agents.installer import (
     check_command,
@@ -49,7 +50,6 @@ CHECK = Path(__file__).with_name("probes") / "plugin_check.py"
 CHECK_VERSION = 1  # recorded in the marker: the environment passed plugin_check.py
 CHECK_TIMEOUT_SECONDS = 600.0  # a framework's first import on a cold file system can be slow
 _LOCAL = ("--no-build-isolation",)  # the agent's packages build with the environment's setuptools
-_SKIP_PARTS = {"__pycache__", "build", ".egg-info", ".mypy_cache", ".pytest_cache"}
 
 
 class EnvironmentBuildError(RuntimeError):
@@ -92,35 +92,6 @@ def content_key(manifest: AgentManifest, sources: str) -> str:
         [installs, manifest.pip_args, sys.version_info[:2], packages, *_build(manifest)]
     )
     return hashlib.sha256(f"{blob}{sources}".encode()).hexdigest()[:12]
-
-
-def _is_artefact(name: str) -> bool:
-    """A file or folder a build or a tool leaves in a package's folder: not a source."""
-    return name in _SKIP_PARTS or name.endswith(".egg-info")
-
-
-def sources_key(manifest: AgentManifest) -> str:
-    digest = hashlib.sha256()
-    for package in manifest.local_packages:
-        for path in sorted(package.rglob("*")):
-            relative = path.relative_to(package)
-            if path.is_file() and not any(_is_artefact(part) for part in relative.parts):
-                digest.update(str(relative).encode())
-                digest.update(path.read_bytes())
-    return digest.hexdigest()[:12]
-
-
-def copy_sources(packages: Iterable[Path], folder: Path) -> list[Path]:
-    """Copies of local packages' sources (what sources_key counts) in `folder`, for pip to
-    build from: pip builds a local package inside its folder (build/, *.egg-info), where two
-    builds at once (two environments, an image's wheels, a developer's editable install)
-    would meet."""
-    copies = []
-    for index, package in enumerate(packages):
-        copy = folder / f"{index}-{package.name}"
-        shutil.copytree(package, copy, ignore=lambda _, names: list(filter(_is_artefact, names)))
-        copies.append(copy)
-    return copies
 
 
 @dataclass(frozen=True)

@@ -31,12 +31,8 @@ from typing import Any
 from filelock import FileLock
 from packaging.requirements import Requirement
 
-from fwbench.collector.agents.environments import (
-    EnvironmentBuildError,
-    copy_sources,
-    env_root,
-    sources_key,
-)
+from fwbench.collector.agents.agent_sources import copy_sources, sources_key
+from fwbench.collector.agents.environments import EnvironmentBuildError, env_root
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.pythons import run_python, safe_path
 from fwbench.collector.agents.specs import Instance

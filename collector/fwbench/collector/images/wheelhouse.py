@@ -33,7 +33,7 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from fwbench.collector.agents.environments import copy_sources, sources_key
+from fwbench.collector.agents.agent_sources import copy_sources, sources_key
 from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.pythons import run_python, safe_path
