@@ -12,7 +12,8 @@ step is mostly overhead: the NumPy example's 64x64x64 took 0.5 ms, its 932x932x9
 as a power of 0.45 of the FLOPs, which sized its next trial at 16227 a side, a step of well
 over a minute). So the power of the FLOPs that the step time grows with comes from the last two
 trials of at least CLEAN_SECONDS (the work, not the overhead), and is 1 (FLOP-proportional: a
-trial comes out short wherever the time grows slower, as the fake's does) until there are two.
+trial comes out short wherever the time grows slower, as the fake's does) until there are two,
+or where the larger of them was no longer than the smaller (noise).
 Each trial aims at PROBE_SECONDS until one has lasted half that (no prediction then stretches
 more than 16x), then at STEP_SECONDS, twice the measuring stall limit. A trial whose stream was
 silent for longer than LATE_SECONDS (the suite's own freezes left out) fails the check; the
@@ -75,7 +76,10 @@ def _power(trials: list[Trial]) -> float:
         return 1.0
     before, last = clean[-2], clean[-1]
     if last.flops <= before.flops or last.sample <= before.sample:
-        return MIN_POWER
+        # A larger step no longer than a smaller one is the host's noise, not the power: the
+        # smallest power would grow the next step the most (a step of minutes, waited out as
+        # hung, on a loaded 2-vCPU host); FLOP-proportional at worst comes out short.
+        return 1.0
     power = math.log(last.sample / before.sample) / math.log(last.flops / before.flops)
     return min(max(power, MIN_POWER), MAX_POWER)
 
