@@ -5,7 +5,8 @@ line if it still cannot); an environment marked ready by a collector from before
 checked again, kept when it imports its agent (and then marked checked), made again when it does
 not (a pip.py in the caller's folder once left one with nothing installed). Two environments
 build at once, each from its own copy of the agent's packages, leaving their folders as they
-were; an agent whose environment would hold what a ready one holds gets a copy of it.
+were; an agent whose environment would hold what a ready one holds gets a copy of it. A build
+leaves nothing in TMPDIR (uv leaves its build locks in its own, which the collector removes).
 Fake-plugin agents, environments in a folder of the test's own, the real commands."""
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ GEMM = ["--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1", "--min
 def manifests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("FWBENCH_ENV_DIR", str(tmp_path / "envs"))
     monkeypatch.setenv("FWBENCH_STORE", str(tmp_path / "store.sqlite"))
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # the commands': left empty
     folder = write_fake_agents(tmp_path / "agents", {"good": {}, "bogus": {}, "nosuch": {}})
     bogus = folder / "bogus.toml"  # offline: pip fails at once, without asking an index
     bogus.write_text(
@@ -100,6 +103,7 @@ def test_a_failed_install_is_never_ready_and_the_next_command_says_so(
     (line,) = error_lines(done)
     assert "building the bogus environment failed (uv pip install exited 1)" in line
     assert listed(tmp_path, manifests, "bogus")["environment"] == "failed"
+    assert list((tmp_path / "tmp").iterdir()) == []
 
 
 def test_an_install_whose_agent_does_not_import_is_never_ready(
@@ -125,6 +129,7 @@ def test_an_environment_marked_ready_before_the_check_is_checked_again(
     marker = python.parents[1] / "fwbench-env.json"
     record = json.loads(marker.read_text())
     assert record["checked"] == 1
+    assert list((tmp_path / "tmp").iterdir()) == []  # uv's build locks included
     assert listed(tmp_path, manifests, "good")["environment"] == "ready"
 
     # A marker written before the check: a good environment is checked and kept.

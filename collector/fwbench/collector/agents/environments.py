@@ -42,6 +42,7 @@ from fwbench.collector.agents.installer import (
 from fwbench.collector.agents.locks import current_lock
 from fwbench.collector.agents.manifest import AgentManifest
 from fwbench.collector.agents.pythons import isolated, run_python
+from fwbench.collector.agents.scratch import scratch_folder
 from fwbench.collector.places import cache_path
 from fwbench.spec import settings
 
@@ -262,12 +263,17 @@ class AgentEnvironment:
         own folder (with `build_env`: the variables an sdist's build reads)."""
         self.log.parent.mkdir(parents=True, exist_ok=True)
         env = {**uv_variables(pip_configuration()), **(build_env or {})}
+        temporary = scratch_folder("uv")  # uv leaves lock files in its TMPDIR
+        env.update(TMPDIR=str(temporary), TMP=str(temporary), TEMP=str(temporary))
         with self.log.open("a") as log:
             for name, value in (build_env or {}).items():
                 log.write(f"$ export {name}={value!r}\n")
             log.write(f"$ {' '.join(command)}\n")
             log.flush()
-            done = run_python(command, self.path, stdout=log, stderr=subprocess.STDOUT, env=env)
+            try:
+                done = run_python(command, self.path, stdout=log, stderr=subprocess.STDOUT, env=env)
+            finally:
+                shutil.rmtree(temporary, ignore_errors=True)
         if done.returncode != 0:
             step = " ".join(["uv", *command[1 : 3 if command[1] == "pip" else 2]])
             raise EnvironmentBuildError(

@@ -1,9 +1,11 @@
 """The collector's temporary folders: the agents' logs while a command runs (`fwbench-logs-`),
 the ports file an agent writes at start-up (`fwbench-ports-`), the empty working folder of a
-Python the collector starts (`fwbench-cwd-`, pythons.py). Every path of a command removes
-its own (session.py, launchers/local.py, cli/agents.py); their names carry the collector's
-process id, so that the next command removes those of a collector that could not (SIGKILL, a
-power cut): folders of this user whose process no longer runs.
+Python the collector starts (`fwbench-cwd-`, pythons.py), the temporary folder of a uv command
+that builds an environment (`fwbench-uv-`: uv leaves its build locks there, environments.py).
+Every path of a command removes its own (session.py, launchers/local.py, cli/agents.py,
+environments.py); their names carry the collector's process id, so that the next command
+removes those of a collector that could not (SIGKILL, a power cut): folders of this user whose
+process no longer runs.
 
 Agents' logs are the exception: `collector run` moves them into the run folder (move_logs), at
 its end and when an agent fails to start (and names them then); a later command on the same run
@@ -24,9 +26,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-KINDS = ("logs", "ports", "cwd")
+KINDS = ("logs", "ports", "cwd", "uv")
 DESTINATION = ".destination.json"  # in a logs folder: {"target": OUT/logs, "label": ...}
-_NAME = re.compile(r"fwbench-(logs|ports|cwd)-(\d+)-[^/]+")
+_NAME = re.compile(r"fwbench-(logs|ports|cwd|uv)-(\d+)-[^/]+")
 
 
 def scratch_folder(kind: str) -> Path:
