@@ -77,6 +77,10 @@ def one_table(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
             "--param",
             f"target_accuracy_permille={TARGET_PERMILLE}",
             *QUICK,
+            # Two steps under each framework's profiler after the timed loop: the agents that
+            # profile give the time by class, the others say why not (docs/profiling.md).
+            "--profile",
+            "2",
         )
 
 
@@ -102,6 +106,21 @@ def test_every_cpu_agent_gives_one_table(one_table: pd.DataFrame) -> None:
         for agent in ("tf-mkl", "tf-eigen")
     }
     assert onednn == {"tf-mkl": "true", "tf-eigen": "false"}
+
+
+def test_each_agent_profiles_its_cells_or_says_why_not(one_table: pd.DataFrame) -> None:
+    table = one_table[one_table["workload"].isin(WORKLOADS) & (one_table["status"] == "ok")]
+    profiled = table[table["profile_classes"].notna()]
+    assert set(profiled["agent"]) >= {"torch-cpu"}  # the agents with a profiler
+    for _, row in profiled.iterrows():
+        classes = json.loads(row["profile_classes"])
+        assert "unmapped" not in classes, (row["agent"], row["profile_operations"])
+        assert sum(classes.values()) == pytest.approx(row["profile_step_seconds"], rel=0.01)
+        assert row["profile_trace"].startswith("profiles/") and row["profile_steps"] == 2
+    conv = profiled[(profiled["workload"] == "conv2d") & (profiled["phase"] == "train")]
+    assert all(json.loads(c)["convolution"] > 0 for c in conv["profile_classes"])
+    others = table[table["profile_classes"].isna()]
+    assert others["profile_note"].str.len().gt(0).all(), others[["agent", "profile_note"]]
 
 
 def test_every_framework_trains_to_the_target_accuracy(one_table: pd.DataFrame) -> None:

@@ -10,6 +10,7 @@ import mmap
 import os
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from fwbench.runtime.model_files import ModelSignature, reject_unreadable
 from fwbench.runtime.plugin import (
     MODEL_EXPORT,
     MODEL_FILES,
+    PROFILE,
     BuiltStep,
     Capability,
     DeviceInfo,
@@ -30,6 +32,8 @@ from fwbench.runtime.plugin import (
     WorkloadSpec,
     translate_out_of_memory,
 )
+from fwbench.runtime.profiling import OperationSample, ProfiledSteps, RunSteps
+from fwbench.spec import op_classes
 from fwbench.spec.model_files import TensorInfo
 
 # gemm's "m" parameter sets the step duration in microseconds; m above this "runs out of
@@ -83,6 +87,42 @@ class FakePlugin:
             self.optional_capabilities = frozenset({MODEL_FILES, MODEL_EXPORT})
             self.export_formats = exports
         self.synchronized = 0
+        # FAKE_PROFILE=CLASS=SHARE,...: it profiles (capability profile): each profiled step's
+        # time split into operations "fake::CLASS" of those shares, a class the common mapping
+        # lacks left unmapped; FAKE_PROFILE_FAILS: its profiler raises.
+        self.profile_shares = _shares(os.environ.get("FAKE_PROFILE", ""))
+        if self.profile_shares:
+            self.optional_capabilities = self.optional_capabilities | {PROFILE}
+        self.step_seconds = 0.0
+
+    def profiler(self) -> str:
+        return "fake profiler 1.0"
+
+    def profile(self, run_steps: RunSteps, trace_dir: Path | None) -> ProfiledSteps:
+        if os.environ.get("FAKE_PROFILE_FAILS"):
+            raise RuntimeError("the fake profiler failed, as asked")
+        counted: list[int] = []  # the profiled steps: on_step(0) follows the warm-up step
+        run_steps(counted.append)
+        steps = len(counted) - 1
+        known = op_classes.classes()
+        operations = [
+            OperationSample(
+                f"fake::{name}",
+                int(share * self.step_seconds * steps * 1e9),
+                steps,
+                name if name in known else "",
+            )
+            for name, share in self.profile_shares.items()
+        ]
+        if trace_dir is None:
+            return ProfiledSteps(operations)
+        trace = trace_dir / f"fake-{os.getpid()}-{time.monotonic_ns()}.json"
+        events = [
+            {"name": o.name, "ph": "X", "ts": 0, "dur": o.self_nanoseconds / 1e3}
+            for o in operations
+        ]
+        trace.write_text(json.dumps({"traceEvents": events}))
+        return ProfiledSteps(operations, str(trace), "chrome-trace")
 
     def _capabilities(self) -> dict[str, Capability]:
         if self.context.world is not None:  # a rank: "ddp" gemm training, no communication
@@ -229,6 +269,8 @@ class FakePlugin:
         mark_at, _, mark_path = mark.partition(":")
         mark_at = mark_at if int(mark_size) == spec.batch_size else "0"
 
+        self.step_seconds = seconds
+
         def step() -> object:
             steps[0] += 1
             if steps[0] == int(mark_at):
@@ -287,6 +329,14 @@ def _batch_scales(pairs: str) -> dict[int, float]:
     """ "1=10,4=3" -> {1: 10.0, 4: 3.0}."""
     found = (pair.partition("=") for pair in pairs.split(",") if pair)
     return {int(size): float(factor) for size, _, factor in found}
+
+
+def _shares(pairs: str) -> dict[str, float]:
+    found = {}
+    for pair in filter(None, pairs.split(",")):
+        name, _, value = pair.partition("=")
+        found[name] = float(value)
+    return found
 
 
 def _settings(pairs: str) -> dict[str, str]:

@@ -107,3 +107,4 @@ def test_the_collectors_own_settings_do_not_reach_the_agents_it_starts(tmp_path:
     assert done.returncode == 0, done.stderr
     assert "workloads: gemm" in done.stdout
     assert "model files it reads: none; writes (--export): none" in done.stdout
+    assert "profiler (--profile): none (this agent's plugin has no profiler)" in done.stdout

@@ -48,11 +48,13 @@ ACCURACY = "accuracy"
 EQUIVALENCE = "equivalence"
 MODEL_FILES = "model_files"
 MODEL_EXPORT = "model_export"
+PROFILE = "profile"  # profiling.py
 OPTIONAL_CAPABILITIES: Mapping[str, tuple[str, ...]] = {
     ACCURACY: ("canonical_weights", "trainer"),
     EQUIVALENCE: ("canonical_weights", "equivalence"),
     MODEL_FILES: ("inspect_model",),
     MODEL_EXPORT: ("export_model",),
+    PROFILE: ("profiler", "profile"),
 }
 
 P = ParamSpec("P")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.runtime.plugin import Capability, UnsupportedWorkload, WorkloadSpec
+from fwbench.runtime.profiling import MAX_STEPS as MAX_PROFILE_STEPS
 from fwbench.runtime.timing import PROGRESS_SECONDS, WORLD_PROGRESS_SECONDS, LoopPlan
 from fwbench.runtime.world import World
 from fwbench.spec.catalogue import Catalogue, CatalogueError, ParamSpec
@@ -133,4 +134,18 @@ def loop_plan(
             )
     several = world is not None and world.size > 1
     progress = WORLD_PROGRESS_SECONDS if several else PROGRESS_SECONDS
-    return LoopPlan(warmup, min_iterations, min_seconds, max_iterations, progress)
+    profile = request.profile
+    if profile.steps > MAX_PROFILE_STEPS:
+        raise CatalogueError(
+            f"profile.steps={profile.steps} is out of range: allowed 0..{MAX_PROFILE_STEPS}",
+            "profile.steps",
+        )
+    return LoopPlan(
+        warmup,
+        min_iterations,
+        min_seconds,
+        max_iterations,
+        progress,
+        profile_steps=profile.steps,
+        trace_dir=profile.trace_dir if profile.steps else "",
+    )

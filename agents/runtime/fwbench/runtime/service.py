@@ -41,6 +41,7 @@ from fwbench.runtime.plugin import (
     UnsupportedWorkload,
     WorkloadSpec,
 )
+from fwbench.runtime.profiling import no_profiler, profile_steps, profiler_of
 from fwbench.runtime.quiet import idle_grpc_threads
 from fwbench.runtime.reference import AccuracyPlugin
 from fwbench.runtime.requests import loop_plan, workload_spec
@@ -55,6 +56,7 @@ _STAGES = {
     "first_iteration": agent_pb2.STAGE_FIRST_ITERATION,
     "warmup": agent_pb2.STAGE_WARMUP,
     "measure": agent_pb2.STAGE_MEASURE,
+    "profile": agent_pb2.STAGE_PROFILE,
 }
 _DEVICE_KINDS = {"cpu": agent_pb2.DEVICE_KIND_CPU, "gpu": agent_pb2.DEVICE_KIND_GPU}
 
@@ -96,6 +98,9 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             if MODEL_EXPORT in plugin.optional_capabilities
             else ()
         )
+        # The profiler a Run's `profile` uses ("" for none: no_profiler says why, protocol 1.10).
+        self._profiler = profiler_of(plugin)
+        self._no_profiler = "" if self._profiler else no_profiler(self._description)
         # Every device a CPU: the host's memory is the cells' (fits.py checks they fit).
         self._host_memory_only = all(d.kind == "cpu" for d in self._description.devices)
         self._identity = identity
@@ -142,6 +147,8 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
             export_formats=list(self._export_formats),
             model_files=self._model_support(),
             max_upload_bytes=uploads.max_upload_bytes() if self._model_formats else 0,
+            profiler=self._profiler,
+            no_profiler=self._no_profiler,
         )
 
     def _model_support(self) -> agent_pb2.WorkloadSupport | None:
@@ -372,12 +379,29 @@ class AgentServicer(agent_pb2_grpc.AgentServiceServicer):
         if spec.workload.kind != "accuracy":
             build = lambda: _checked(self._plugin.build(spec), spec, self._world)  # noqa: E731
             result = measure(build, self._plugin.synchronize, plan, active.cancel, on_progress)
-            return _result_message(active.run_id, spec, result, self._world)
+            message = _result_message(active.run_id, spec, result, self._world)
+            if plan.profile_steps and not self._profiler:
+                message.profile.not_profiled = self._no_profiler
+            elif plan.profile_steps:  # after the samples, the outputs and the FLOPs
+                profiled = profile_steps(
+                    self._plugin,
+                    self._description.framework,
+                    result.built.step,
+                    plan.profile_steps,
+                    plan.trace_dir,
+                    active.cancel,
+                    on_progress,
+                )
+                message.profile.CopyFrom(profiled)
+            return message
         if ACCURACY not in self._plugin.optional_capabilities:  # capabilities() excludes it
             raise UnsupportedWorkload(f"{spec.workload.name} needs capability {ACCURACY!r}")
         plugin = cast(AccuracyPlugin, self._plugin)  # the registry checked the declaration
         run = train_to_accuracy(plugin, spec, self._plugin.synchronize, active.cancel, on_progress)
-        return _accuracy_message(active.run_id, spec, run)
+        message = _accuracy_message(active.run_id, spec, run)
+        if plan.profile_steps:
+            message.profile.not_profiled = "an accuracy workload's epochs are not profiled"
+        return message
 
     def Cancel(  # noqa: N802
         self, request: agent_pb2.CancelRequest, context: grpc.ServicerContext

@@ -37,6 +37,10 @@ class LoopPlan:
     min_seconds: float
     max_iterations: int
     progress_interval_seconds: float = PROGRESS_SECONDS
+    # After the timed loop: steps under the framework's profiler (0: none), and the folder
+    # its trace goes to ("" for none): RunRequest.profile, profiling.py.
+    profile_steps: int = 0
+    trace_dir: str = ""
 
 
 @dataclass

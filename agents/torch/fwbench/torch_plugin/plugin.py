@@ -16,6 +16,7 @@ import gc
 import os
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import numpy as np
@@ -32,6 +33,7 @@ from fwbench.runtime.plugin import (
     EQUIVALENCE,
     MODEL_EXPORT,
     MODEL_FILES,
+    PROFILE,
     BuiltStep,
     Capability,
     DeviceInfo,
@@ -44,12 +46,14 @@ from fwbench.runtime.plugin import (
     float32_arithmetic,
     translate_out_of_memory,
 )
+from fwbench.runtime.profiling import ProfiledSteps, RunSteps
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec
 from fwbench.torch_plugin import (
     distributed,
     model_export,
     model_file,
     models,
+    profiling,
     reference,
     torchscript,
     transformers,
@@ -225,7 +229,8 @@ class TorchPlugin:
     # Model files: TorchScript on every torch (torchscript.py), programs (model_file.py) where
     # torch has torch.export (2.1 and later).
     optional_capabilities = frozenset(
-        {ACCURACY, EQUIVALENCE, MODEL_FILES} | ({MODEL_EXPORT} if model_export.formats() else set())
+        {ACCURACY, EQUIVALENCE, MODEL_FILES, PROFILE}
+        | ({MODEL_EXPORT} if model_export.formats() else set())
     )
     supports_autocast = True  # FWBENCH_AUTOCAST (registry.py)
     model_formats = ((model_file.FORMAT,) if model_file.available() else ()) + (torchscript.FORMAT,)
@@ -556,6 +561,12 @@ class TorchPlugin:
 
     def export_model(self, path: str, format: str, target: str, dest: str) -> str:
         return model_export.export(path, format, target, dest)
+
+    def profiler(self) -> str:
+        return profiling.PROFILER
+
+    def profile(self, run_steps: RunSteps, trace_dir: Path | None) -> ProfiledSteps:
+        return profiling.profile(run_steps, trace_dir, self.device)
 
     def synchronize(self, output: object) -> None:
         if self.device.type == "cuda":

@@ -32,6 +32,7 @@ from fwbench.runtime.architectures import (
     transformer_config,
 )
 from fwbench.runtime.plugin import GenerationSteps
+from fwbench.torch_plugin.profiling import kv_cache_scope
 
 # The attention op's modes: the fused kernel eager and compiled, and the plain products.
 ATTENTION_MODES = ("eager", "compile", "plain")
@@ -313,8 +314,9 @@ class GPT2Attention(nn.Module):
         """Causal attention over the prompt, whose keys and values fill the cache's start."""
         q, k, v = self._qkv(x)
         length = x.shape[1]
-        keys[:, :, :length] = k
-        values[:, :, :length] = v
+        with kv_cache_scope():
+            keys[:, :, :length] = k
+            values[:, :, :length] = v
         return self.c_proj(_merge_heads(F.scaled_dot_product_attention(q, k, v, is_causal=True)))
 
     def decode(
@@ -330,8 +332,9 @@ class GPT2Attention(nn.Module):
         `filled` (eager), or all of them with the rest masked (`filled` None, static shapes)."""
         q, k, v = self._qkv(x)
         if filled is not None:  # eager: a slice at a Python int (1% faster than index_copy_)
-            keys[:, :, filled - 1 : filled] = k
-            values[:, :, filled - 1 : filled] = v
+            with kv_cache_scope():
+                keys[:, :, filled - 1 : filled] = k
+                values[:, :, filled - 1 : filled] = v
             out = F.scaled_dot_product_attention(q, keys[:, :, :filled], values[:, :, :filled])
         else:  # compiled: the position is a tensor, the shapes never change
             keys.index_copy_(2, position.view(1), k)

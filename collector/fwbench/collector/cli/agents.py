@@ -177,6 +177,7 @@ def describe(
         return
     workloads = reply.pop("workloads", [])
     reads, writes = reply.pop("model_formats", []), reply.pop("export_formats", [])
+    profiler = reply.pop("profiler", "") or f"none ({reply.pop('no_profiler', 'not said why')})"
     console.print_json(json.dumps(reply))
     console.print("workloads: " + ", ".join(w["name"] for w in workloads))
     console.print(
@@ -184,6 +185,7 @@ def describe(
         f"{', '.join(writes) or 'none'}",
         highlight=False,
     )
+    console.print(f"profiler (--profile): {profiler}", highlight=False)
 
 
 def lock(

@@ -32,6 +32,7 @@ RUN_PANELS: Mapping[str, Sequence[str]] = {
         "modes",
         "param",
         "seed",
+        "profile",
     ),
     "How long each cell runs": (
         "warmup",

@@ -114,6 +114,17 @@ def run(
     ] = None,
     max_iterations: Annotated[int, typer.Option(help="Cap on timed iterations (0 = 100000).")] = 0,
     seed: Annotated[int, typer.Option(help="Seed of synthetic inputs and weights.")] = 0,
+    profile: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=1000,
+            metavar="STEPS",
+            help="After each cell's timed loop, run STEPS more under the framework's own "
+            "profiler: rows gain the time by operation class, with the profiler's trace in "
+            "the run folder (docs/profiling.md); 0 = none.",
+        ),
+    ] = 0,
     out: Annotated[
         Path | None, typer.Option(help="Output folder (default fwbench-results/RUN_ID).")
     ] = None,
@@ -250,6 +261,7 @@ def run(
             model_input or [],
             export,
             sample,
+            profile,
         ),
         Limits(cell_timeout or None, start_timeout, hang_timeout or None),
         Telemetry(

@@ -103,6 +103,7 @@ class Measure:
     model_inputs: list[str] = field(default_factory=list)  # --input NAME=SHAPE
     export: bool = False  # --export
     sample: Path | None = None  # --inputs FILE.npz
+    profile_steps: int = 0  # --profile STEPS
 
 
 @dataclass(frozen=True)
@@ -265,6 +266,7 @@ def _selection(
         repeat=repeat,
         fresh_process=measure.fresh_process,
         strategies=strategies,
+        profile_steps=measure.profile_steps,
     )
 
 

@@ -17,7 +17,8 @@ from fwbench.collector.run.liveness import (
     CellWatch,
     sends_heartbeats,
 )
-from fwbench.collector.run.plan import Cell, loop_request
+from fwbench.collector.run.plan import Cell, LoopSettings
+from fwbench.collector.run.profiles import PROFILES, profile_request
 from fwbench.collector.run.validate import ProtocolViolation, check_result
 from fwbench.collector.run.work import AgentWork
 from fwbench.spec.enums import DTYPE_VALUES, PHASE_VALUES
@@ -91,9 +92,26 @@ class CollectorFrozen(RuntimeError):
         )
 
 
-def run_request(cell: Cell, run_id: str, ctx: RunContext) -> agent_pb2.RunRequest:
+def loop_request(loop: LoopSettings) -> dict[str, object]:
+    """RunRequest fields for the measurement loop (unset fields take the agent's defaults)."""
+    fields: dict[str, object] = {
+        "min_iterations": loop.min_iterations,
+        "max_iterations": loop.max_iterations,
+    }
+    if loop.warmup_iterations is not None:
+        fields["warmup_iterations"] = loop.warmup_iterations
+    if loop.min_seconds is not None:
+        fields["min_seconds"] = loop.min_seconds
+    return fields
+
+
+def run_request(
+    cell: Cell, run_id: str, ctx: RunContext, describe: agent_pb2.DescribeResponse
+) -> agent_pb2.RunRequest:
     model = ctx.model_of(cell)
+    steps = ctx.selection.profile_steps
     return agent_pb2.RunRequest(
+        profile=profile_request(steps, describe, ctx.run_folder and ctx.run_folder / PROFILES),
         model=model.model_file(cell.batch_size, cell.agent) if model else None,
         run_id=run_id,
         workload=cell.workload,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import pandas as pd
@@ -57,6 +58,8 @@ class RunContext:
     quiet_host_seconds: float = 0.0
     # --model: the user's model file, prepared (model_file.py); None: the catalogue only.
     model: PreparedModel | None = None
+    # The run's folder: profiles write their traces into its profiles/ (profiles.py).
+    run_folder: Path | None = None
 
     def model_of(self, cell: Cell) -> PreparedModel | None:
         """The prepared model when `cell` measures it."""

@@ -32,6 +32,7 @@ from fwbench.collector.run.interference import (
 )
 from fwbench.collector.run.normalize import failure_row, identity_columns, result_row
 from fwbench.collector.run.plan import Cell
+from fwbench.collector.run.profiles import profile_columns
 from fwbench.collector.run.schedule import stretches
 from fwbench.collector.run.telemetry import Scraper
 from fwbench.collector.run.validate import ERROR_CODE, ProtocolViolation
@@ -216,7 +217,7 @@ def _run_cell(
     def run_id() -> str:
         return f"{ctx.run_id}-{identity['cell']}-{secrets.token_hex(8)}"
 
-    request, handle = run_request(cell, run_id(), ctx), item.handle
+    request, handle = run_request(cell, run_id(), ctx, item.describe), item.handle
     busy_until = time.monotonic() + BUSY_GRACE_SECONDS
     again = True  # measured again once after the collector's own freeze
     while True:
@@ -251,11 +252,19 @@ def _run_cell(
         except CollectorFrozen as error:
             if again:
                 ctx.display.note(handle.name, f"{error}: measuring the cell again")
-                again, request = False, run_request(cell, run_id(), ctx)
+                again, request = False, run_request(cell, run_id(), ctx, item.describe)
                 continue
             why = f"{error}; frozen again while the cell was measured a second time"
             return _failed(identity, ctx, "failed", error.code, why), []
         row = result_row(identity, item.describe, ctx.selection.seed, result, ctx.catalogue)
+        profiled = profile_columns(
+            ctx.selection.profile_steps,
+            item.describe,
+            result,
+            row.get("median_seconds"),
+            ctx.run_folder,
+        )
+        row.update(profiled)
         if model := ctx.model_of(cell):
             row.update(model.columns(cell, result))
         if isinstance(handle, WorldHandle):  # every rank's own figures, too

@@ -60,6 +60,7 @@ STAGE_NAMES: dict[int, str] = {
     agent_pb2.STAGE_FIRST_ITERATION: "first iteration",
     agent_pb2.STAGE_WARMUP: "warm-up",
     agent_pb2.STAGE_MEASURE: "measure",
+    agent_pb2.STAGE_PROFILE: "profile",  # since 1.10: steps under the profiler, after the loop
 }
 
 

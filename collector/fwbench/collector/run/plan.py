@@ -18,6 +18,7 @@ from fwbench.spec.catalogue import DTYPES, PHASES
 from fwbench.spec.model_files import is_model_workload
 
 MAX_REPEAT = 100
+MAX_PROFILE_STEPS = 1000  # RunRequest.profile.steps (agent.proto)
 MAX_SEED = 2**64 - 1  # RunRequest.seed is a uint64
 MAX_THREADS = 4096  # RunRequest.threads is a uint32; no host has more cores than this
 
@@ -51,6 +52,8 @@ class Selection:
     fresh_process: bool = True
     # Distributed strategies of worlds (--strategies): "default", "all" or names (ddp, ...).
     strategies: tuple[str, ...] = ("default",)
+    # Steps each cell runs under its framework's profiler after the timed loop (0: none).
+    profile_steps: int = 0
 
     @property
     def swept(self) -> tuple[str, ...]:
@@ -104,6 +107,7 @@ def build_selection(
     repeat: int = 1,
     fresh_process: bool = True,
     strategies: str = "default",
+    profile_steps: int = 0,
 ) -> Selection:
     """Parses comma-separated CLI values; raises SelectionError on anything invalid."""
     selection = Selection(
@@ -119,7 +123,12 @@ def build_selection(
         repeat=repeat,
         fresh_process=fresh_process,
         strategies=_modes(split_list(strategies), "strategy"),
+        profile_steps=profile_steps,
     )
+    if not 0 <= profile_steps <= MAX_PROFILE_STEPS:
+        raise SelectionError(
+            f"invalid profile steps {profile_steps}: allowed 1..{MAX_PROFILE_STEPS}"
+        )
     if not 1 <= repeat <= MAX_REPEAT:
         raise SelectionError(f"invalid repeat {repeat}: allowed 1..{MAX_REPEAT}")
     if not 0 <= seed <= MAX_SEED:
@@ -191,19 +200,6 @@ def _check_loop(catalogue: Catalogue, loop: LoopSettings) -> None:
             f"--iterations {least} exceeds --max-iterations {most}: the loop could never "
             "reach its minimum"
         )
-
-
-def loop_request(loop: LoopSettings) -> dict[str, object]:
-    """RunRequest fields for the measurement loop (unset fields take the agent's defaults)."""
-    fields: dict[str, object] = {
-        "min_iterations": loop.min_iterations,
-        "max_iterations": loop.max_iterations,
-    }
-    if loop.warmup_iterations is not None:
-        fields["warmup_iterations"] = loop.warmup_iterations
-    if loop.min_seconds is not None:
-        fields["min_seconds"] = loop.min_seconds
-    return fields
 
 
 def plan_cells(

@@ -20,6 +20,7 @@ from rich.progress import (
 )
 
 from fwbench.collector.run.plan import Cell
+from fwbench.collector.run.profiles import profile_text
 
 
 def _cell_label(cell: Cell, swept: Collection[str] = ()) -> str:
@@ -71,7 +72,7 @@ def describe_row(row: dict[str, Any]) -> str:
     gflops = row.get("gflops_per_second")
     if gflops and not math.isnan(gflops):
         text += f", {gflops:.1f} GFLOP/s"
-    text += generation_text(row)
+    text += generation_text(row) + profile_text(row)
     if mismatch := mismatch_text(row):
         text += f"; NOT AS ASKED: {mismatch}"
     if interference := interference_text(row):

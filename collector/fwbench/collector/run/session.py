@@ -270,6 +270,7 @@ def _measure(
         interference_threshold=options.telemetry.interference_threshold,
         quiet_host_seconds=options.telemetry.quiet_host_seconds,
         model=model,
+        run_folder=folder.path,
     )
     interrupted, escaped = False, ""
     try:

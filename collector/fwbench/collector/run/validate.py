@@ -8,12 +8,14 @@ one, no more than the request's max_iterations and at least its min_iterations (
 lower); build and first-iteration times non-negative; the measure window ends
 after it starts and holds the samples (their sum fits in it); accuracy fields in range; a
 generation workload's parts there (and only there), one prefill per sample and the catalogue's
-decode steps per sample, every part positive and a sample's parts within the sample."""
+decode steps per sample, every part positive and a sample's parts within the sample; a profile
+where one was asked, answering it (profiles.py)."""
 
 from __future__ import annotations
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.collector.run.generation import WEIGHT_BYTES_KEY, weight_bytes_per_parameter
+from fwbench.collector.run.profiles import BadProfile, check_profile
 from fwbench.spec import Catalogue, CatalogueError
 
 ERROR_CODE = "PROTOCOL_VIOLATION"
@@ -55,6 +57,10 @@ def check_result(
     if result.HasField("accuracy"):
         _check_accuracy(result.accuracy)
     _check_generation(request, result, catalogue)
+    try:
+        check_profile(request, result)
+    except BadProfile as error:
+        raise ProtocolViolation(error.field, error.why) from None
 
 
 def _check_samples(samples: list[int], empty_allowed: bool) -> None:

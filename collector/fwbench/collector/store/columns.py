@@ -7,6 +7,7 @@ from fwbench.collector.store.columns_base import Column
 from fwbench.collector.store.generation_columns import GENERATION_COLUMNS
 from fwbench.collector.store.interference_columns import INTERFERENCE_COLUMNS
 from fwbench.collector.store.model_columns import MODEL_COLUMNS
+from fwbench.collector.store.profile_columns import PROFILE_COLUMNS
 from fwbench.collector.store.throughput_columns import THROUGHPUT_COLUMNS
 from fwbench.collector.store.world_columns import WORLD_COLUMNS
 
@@ -192,6 +193,7 @@ COLUMNS: tuple[Column, ...] = (
     ),
     *GENERATION_COLUMNS,
     *MODEL_COLUMNS,
+    *PROFILE_COLUMNS,
     Column(
         "cpu_user_percent",
         "Float64",

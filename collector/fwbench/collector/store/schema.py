@@ -12,7 +12,7 @@ from fwbench.collector.store.columns import COLUMNS, Column
 
 # What each version added: CHANGELOG.md ("Results schema"), which a test holds to this number.
 # Rows of an older version load with the newer columns empty.
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 STATUSES = ("ok", "failed", "unsupported", "cancelled")
 __all__ = ["COLUMNS", "COLUMN_NAMES", "SCHEMA_VERSION", "STATUSES", "Column"]
 

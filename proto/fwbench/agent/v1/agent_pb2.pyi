@@ -34,6 +34,7 @@ class Stage(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     STAGE_FIRST_ITERATION: _ClassVar[Stage]
     STAGE_WARMUP: _ClassVar[Stage]
     STAGE_MEASURE: _ClassVar[Stage]
+    STAGE_PROFILE: _ClassVar[Stage]
 PHASE_UNSPECIFIED: Phase
 PHASE_TRAIN: Phase
 PHASE_INFER: Phase
@@ -50,13 +51,14 @@ STAGE_BUILD: Stage
 STAGE_FIRST_ITERATION: Stage
 STAGE_WARMUP: Stage
 STAGE_MEASURE: Stage
+STAGE_PROFILE: Stage
 
 class DescribeRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class DescribeResponse(_message.Message):
-    __slots__ = ("spec_version", "identity", "libraries", "environment", "devices", "host", "threads", "workloads", "metrics_port", "pid", "world", "unsupported_reasons", "model_formats", "export_formats", "model_files", "max_upload_bytes")
+    __slots__ = ("spec_version", "identity", "libraries", "environment", "devices", "host", "threads", "workloads", "metrics_port", "pid", "world", "unsupported_reasons", "model_formats", "export_formats", "model_files", "max_upload_bytes", "profiler", "no_profiler")
     class LibrariesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -94,6 +96,8 @@ class DescribeResponse(_message.Message):
     EXPORT_FORMATS_FIELD_NUMBER: _ClassVar[int]
     MODEL_FILES_FIELD_NUMBER: _ClassVar[int]
     MAX_UPLOAD_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PROFILER_FIELD_NUMBER: _ClassVar[int]
+    NO_PROFILER_FIELD_NUMBER: _ClassVar[int]
     spec_version: str
     identity: AgentIdentity
     libraries: _containers.ScalarMap[str, str]
@@ -110,7 +114,9 @@ class DescribeResponse(_message.Message):
     export_formats: _containers.RepeatedScalarFieldContainer[str]
     model_files: WorkloadSupport
     max_upload_bytes: int
-    def __init__(self, spec_version: _Optional[str] = ..., identity: _Optional[_Union[AgentIdentity, _Mapping]] = ..., libraries: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., host: _Optional[_Union[HostInfo, _Mapping]] = ..., threads: _Optional[_Union[ThreadSettings, _Mapping]] = ..., workloads: _Optional[_Iterable[_Union[WorkloadSupport, _Mapping]]] = ..., metrics_port: _Optional[int] = ..., pid: _Optional[int] = ..., world: _Optional[_Union[WorldInfo, _Mapping]] = ..., unsupported_reasons: _Optional[_Mapping[str, str]] = ..., model_formats: _Optional[_Iterable[str]] = ..., export_formats: _Optional[_Iterable[str]] = ..., model_files: _Optional[_Union[WorkloadSupport, _Mapping]] = ..., max_upload_bytes: _Optional[int] = ...) -> None: ...
+    profiler: str
+    no_profiler: str
+    def __init__(self, spec_version: _Optional[str] = ..., identity: _Optional[_Union[AgentIdentity, _Mapping]] = ..., libraries: _Optional[_Mapping[str, str]] = ..., environment: _Optional[_Mapping[str, str]] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., host: _Optional[_Union[HostInfo, _Mapping]] = ..., threads: _Optional[_Union[ThreadSettings, _Mapping]] = ..., workloads: _Optional[_Iterable[_Union[WorkloadSupport, _Mapping]]] = ..., metrics_port: _Optional[int] = ..., pid: _Optional[int] = ..., world: _Optional[_Union[WorldInfo, _Mapping]] = ..., unsupported_reasons: _Optional[_Mapping[str, str]] = ..., model_formats: _Optional[_Iterable[str]] = ..., export_formats: _Optional[_Iterable[str]] = ..., model_files: _Optional[_Union[WorkloadSupport, _Mapping]] = ..., max_upload_bytes: _Optional[int] = ..., profiler: _Optional[str] = ..., no_profiler: _Optional[str] = ...) -> None: ...
 
 class WorldInfo(_message.Message):
     __slots__ = ("world_size", "rank", "local_rank", "rendezvous", "backend", "local_devices")
@@ -227,7 +233,7 @@ class ParamLimit(_message.Message):
     def __init__(self, name: _Optional[str] = ..., default_value: _Optional[int] = ..., min_value: _Optional[int] = ..., max_value: _Optional[int] = ..., multiple_of: _Optional[int] = ...) -> None: ...
 
 class RunRequest(_message.Message):
-    __slots__ = ("run_id", "workload", "phase", "batch_size", "dtype", "params", "threads", "warmup_iterations", "min_iterations", "min_seconds", "max_iterations", "seed", "mode", "strategy", "model", "count_flops")
+    __slots__ = ("run_id", "workload", "phase", "batch_size", "dtype", "params", "threads", "warmup_iterations", "min_iterations", "min_seconds", "max_iterations", "seed", "mode", "strategy", "model", "count_flops", "profile")
     class ParamsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -251,6 +257,7 @@ class RunRequest(_message.Message):
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     COUNT_FLOPS_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     workload: str
     phase: Phase
@@ -267,7 +274,8 @@ class RunRequest(_message.Message):
     strategy: str
     model: ModelFile
     count_flops: bool
-    def __init__(self, run_id: _Optional[str] = ..., workload: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., batch_size: _Optional[int] = ..., dtype: _Optional[_Union[DType, str]] = ..., params: _Optional[_Mapping[str, int]] = ..., threads: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., min_iterations: _Optional[int] = ..., min_seconds: _Optional[float] = ..., max_iterations: _Optional[int] = ..., seed: _Optional[int] = ..., mode: _Optional[str] = ..., strategy: _Optional[str] = ..., model: _Optional[_Union[ModelFile, _Mapping]] = ..., count_flops: bool = ...) -> None: ...
+    profile: ProfileRequest
+    def __init__(self, run_id: _Optional[str] = ..., workload: _Optional[str] = ..., phase: _Optional[_Union[Phase, str]] = ..., batch_size: _Optional[int] = ..., dtype: _Optional[_Union[DType, str]] = ..., params: _Optional[_Mapping[str, int]] = ..., threads: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., min_iterations: _Optional[int] = ..., min_seconds: _Optional[float] = ..., max_iterations: _Optional[int] = ..., seed: _Optional[int] = ..., mode: _Optional[str] = ..., strategy: _Optional[str] = ..., model: _Optional[_Union[ModelFile, _Mapping]] = ..., count_flops: bool = ..., profile: _Optional[_Union[ProfileRequest, _Mapping]] = ...) -> None: ...
 
 class RunResponse(_message.Message):
     __slots__ = ("progress", "result")
@@ -290,7 +298,7 @@ class Progress(_message.Message):
     def __init__(self, run_id: _Optional[str] = ..., stage: _Optional[_Union[Stage, str]] = ..., iterations_done: _Optional[int] = ..., elapsed_seconds: _Optional[float] = ...) -> None: ...
 
 class RunResult(_message.Message):
-    __slots__ = ("run_id", "sample_nanoseconds", "first_iteration_nanoseconds", "build_nanoseconds", "warmup_iterations", "settings", "measure_started_unix_nanoseconds", "measure_ended_unix_nanoseconds", "items_per_sample", "accuracy", "rank", "generation", "outputs", "flops")
+    __slots__ = ("run_id", "sample_nanoseconds", "first_iteration_nanoseconds", "build_nanoseconds", "warmup_iterations", "settings", "measure_started_unix_nanoseconds", "measure_ended_unix_nanoseconds", "items_per_sample", "accuracy", "rank", "generation", "outputs", "flops", "profile")
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     SAMPLE_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
     FIRST_ITERATION_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
@@ -305,6 +313,7 @@ class RunResult(_message.Message):
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
     FLOPS_FIELD_NUMBER: _ClassVar[int]
+    PROFILE_FIELD_NUMBER: _ClassVar[int]
     run_id: str
     sample_nanoseconds: _containers.RepeatedScalarFieldContainer[int]
     first_iteration_nanoseconds: int
@@ -319,7 +328,46 @@ class RunResult(_message.Message):
     generation: GenerationResult
     outputs: _containers.RepeatedCompositeFieldContainer[Tensor]
     flops: FlopCount
-    def __init__(self, run_id: _Optional[str] = ..., sample_nanoseconds: _Optional[_Iterable[int]] = ..., first_iteration_nanoseconds: _Optional[int] = ..., build_nanoseconds: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., settings: _Optional[_Union[EffectiveSettings, _Mapping]] = ..., measure_started_unix_nanoseconds: _Optional[int] = ..., measure_ended_unix_nanoseconds: _Optional[int] = ..., items_per_sample: _Optional[int] = ..., accuracy: _Optional[_Union[AccuracyResult, _Mapping]] = ..., rank: _Optional[_Union[RankResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., outputs: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., flops: _Optional[_Union[FlopCount, _Mapping]] = ...) -> None: ...
+    profile: ProfileResult
+    def __init__(self, run_id: _Optional[str] = ..., sample_nanoseconds: _Optional[_Iterable[int]] = ..., first_iteration_nanoseconds: _Optional[int] = ..., build_nanoseconds: _Optional[int] = ..., warmup_iterations: _Optional[int] = ..., settings: _Optional[_Union[EffectiveSettings, _Mapping]] = ..., measure_started_unix_nanoseconds: _Optional[int] = ..., measure_ended_unix_nanoseconds: _Optional[int] = ..., items_per_sample: _Optional[int] = ..., accuracy: _Optional[_Union[AccuracyResult, _Mapping]] = ..., rank: _Optional[_Union[RankResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., outputs: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., flops: _Optional[_Union[FlopCount, _Mapping]] = ..., profile: _Optional[_Union[ProfileResult, _Mapping]] = ...) -> None: ...
+
+class ProfileRequest(_message.Message):
+    __slots__ = ("steps", "trace_dir")
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    TRACE_DIR_FIELD_NUMBER: _ClassVar[int]
+    steps: int
+    trace_dir: str
+    def __init__(self, steps: _Optional[int] = ..., trace_dir: _Optional[str] = ...) -> None: ...
+
+class ProfileResult(_message.Message):
+    __slots__ = ("profiler", "steps", "step_nanoseconds", "operations", "trace_file", "trace_format", "not_profiled")
+    PROFILER_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    STEP_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    OPERATIONS_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FILE_FIELD_NUMBER: _ClassVar[int]
+    TRACE_FORMAT_FIELD_NUMBER: _ClassVar[int]
+    NOT_PROFILED_FIELD_NUMBER: _ClassVar[int]
+    profiler: str
+    steps: int
+    step_nanoseconds: int
+    operations: _containers.RepeatedCompositeFieldContainer[OperationTime]
+    trace_file: str
+    trace_format: str
+    not_profiled: str
+    def __init__(self, profiler: _Optional[str] = ..., steps: _Optional[int] = ..., step_nanoseconds: _Optional[int] = ..., operations: _Optional[_Iterable[_Union[OperationTime, _Mapping]]] = ..., trace_file: _Optional[str] = ..., trace_format: _Optional[str] = ..., not_profiled: _Optional[str] = ...) -> None: ...
+
+class OperationTime(_message.Message):
+    __slots__ = ("name", "op_class", "self_nanoseconds", "calls")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    OP_CLASS_FIELD_NUMBER: _ClassVar[int]
+    SELF_NANOSECONDS_FIELD_NUMBER: _ClassVar[int]
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    op_class: str
+    self_nanoseconds: int
+    calls: float
+    def __init__(self, name: _Optional[str] = ..., op_class: _Optional[str] = ..., self_nanoseconds: _Optional[int] = ..., calls: _Optional[float] = ...) -> None: ...
 
 class FlopCount(_message.Message):
     __slots__ = ("forward_flops", "counter", "not_counted")

@@ -1,0 +1,81 @@
+"""A cell's steps under PyTorch's profiler (torch.profiler, protocol 1.10's RunRequest.profile):
+every operation's self time on the CPU, and on a GPU its kernels' device time too, with the
+profiler's own Chrome trace kept beside the run.
+
+Operations the optimizer runs (its step and zero_grad are record_function ranges named
+"Optimizer.step#SGD.step") are named under that range, "Optimizer.step#SGD.step/aten::add_":
+they update the weights, and the mapping (fwbench/spec/op_classes.toml) classes them so; the
+same aten::add_ in the model's own step stays elementwise. Eager generation's writes into its
+KV cache are named under "fwbench::kv_cache_update" the same way, while the profiler runs
+only (`kv_cache_scope`: outside a profile the timed steps run no range at all)."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+from torch.autograd.profiler_util import FunctionEvent
+
+from fwbench.runtime.profiling import OperationSample, ProfiledSteps, RunSteps
+
+PROFILER = f"torch.profiler (torch {torch.__version__})"
+# record_function ranges whose operations are named under them
+_CONTEXTS = ("Optimizer.", "fwbench::kv_cache")
+_ACTIVE = [False]  # whether a profile is on (kv_cache_scope)
+_EVERY_STEP = 1 << 30  # the schedule's active steps: all of them, until the profiler stops
+
+
+def profile(run_steps: RunSteps, trace_dir: Path | None, device: torch.device) -> ProfiledSteps:
+    """The profiled steps recorded, the warm-up step before them not (torch.profiler's
+    schedule: one warm-up step, then every step until the profiler stops)."""
+    from torch.profiler import ProfilerActivity, schedule
+    from torch.profiler import profile as profiler
+
+    activities = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    steps = schedule(wait=0, warmup=1, active=_EVERY_STEP, repeat=1)
+    with profiler(activities=activities, schedule=steps) as found:
+        _ACTIVE[0] = True
+        try:
+            run_steps(lambda _: found.step())
+        finally:
+            _ACTIVE[0] = False
+    operations = list(_operations(found.events(), device.type == "cuda"))
+    if trace_dir is None:
+        return ProfiledSteps(operations)
+    trace = trace_dir / f"torch-{secrets.token_hex(4)}.json"
+    found.export_chrome_trace(str(trace))
+    return ProfiledSteps(operations, str(trace), "chrome-trace")
+
+
+def kv_cache_scope() -> contextlib.AbstractContextManager[object]:
+    """Around a write into a generation's KV cache: a profiler range while a profile is on,
+    nothing otherwise, and nothing in a compiled step (which the range would recompile)."""
+    if torch.compiler.is_compiling() or not _ACTIVE[0]:
+        return contextlib.nullcontext()
+    return torch.profiler.record_function("fwbench::kv_cache_update")
+
+
+def _operations(events: Iterable[FunctionEvent], cuda: bool) -> Iterable[OperationSample]:
+    """One sample per event (the runtime adds them up by name). On a GPU an operation's time
+    is its kernels' self time on the device where it has any, else its CPU self time."""
+    for event in events:
+        if event.name.startswith("ProfilerStep"):  # the schedule's step ranges: their self
+            continue  # time is the step's outside every operation, the collector's "outside"
+        microseconds = event.self_cpu_time_total
+        if cuda and event.self_device_time_total > 0:
+            microseconds = event.self_device_time_total
+        yield OperationSample(_name(event), int(microseconds * 1000), 1)
+
+
+def _name(event: FunctionEvent) -> str:
+    parent = event.cpu_parent
+    while parent is not None:
+        if parent.name.startswith(_CONTEXTS):
+            return f"{parent.name}/{event.name}"
+        parent = parent.cpu_parent
+    return str(event.name)

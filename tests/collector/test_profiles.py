@@ -1,0 +1,153 @@
+"""A cell's profile on the collector's side (run/profiles.py): what an agent sends is checked
+before a row is made of it (none where one was asked, other steps, a name twice, a negative
+time, a class the mapping lacks: each a protocol violation naming its field), and the row's
+columns add up: the classes' seconds per step and the time outside every operation make the
+step, coverage leaves out what is unmapped, and an agent of an older protocol is said to be
+one. The common mapping itself classes PyTorch's names as docs/profiling.md says."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.run.profiles import (
+    BadProfile,
+    check_profile,
+    profile_columns,
+    profile_request,
+    profile_text,
+)
+from fwbench.spec import op_classes
+
+DESCRIBE = agent_pb2.DescribeResponse(spec_version="1.10", profiler="p 1")
+MS = 1_000_000
+
+
+def _result(**profile: object) -> agent_pb2.RunResult:
+    operations = [
+        agent_pb2.OperationTime(
+            name="aten::mm", op_class="matmul", self_nanoseconds=5 * MS, calls=2
+        ),
+        agent_pb2.OperationTime(
+            name="aten::relu", op_class="elementwise", self_nanoseconds=2 * MS, calls=1
+        ),
+        agent_pb2.OperationTime(name="odd::op", op_class="", self_nanoseconds=1 * MS, calls=1),
+    ]
+    fields: dict[str, object] = {"profiler": "p 1", "steps": 3, "step_nanoseconds": 10 * MS}
+    fields["operations"] = operations
+    fields.update(profile)
+    return agent_pb2.RunResult(profile=agent_pb2.ProfileResult(**fields))  # type: ignore[arg-type]
+
+
+REQUEST = agent_pb2.RunRequest(profile=agent_pb2.ProfileRequest(steps=3))
+
+
+def test_a_profile_that_answers_its_request_makes_the_columns(tmp_path: Path) -> None:
+    result = _result(trace_file=str(tmp_path / "profiles" / "t.json"), trace_format="chrome-trace")
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / "profiles" / "t.json").write_text("{}")
+    check_profile(REQUEST, result)
+    row = profile_columns(3, DESCRIBE, result, 0.008, tmp_path)
+    classes = json.loads(row["profile_classes"])
+    assert classes == pytest.approx(
+        {"matmul": 0.005, "elementwise": 0.002, "unmapped": 0.001, "outside": 0.002}
+    )
+    assert sum(classes.values()) == pytest.approx(row["profile_step_seconds"])
+    assert row["profile_coverage"] == pytest.approx(0.7)  # 7 of 10 ms classed
+    assert row["profile_effect"] == pytest.approx(0.010 / 0.008)
+    assert row["profile_trace"] == "profiles/t.json" and row["profile_note"] == ""
+    first = json.loads(row["profile_operations"])[0]
+    assert first == ["aten::mm", "matmul", 0.005, 2.0]
+    said = profile_text(row)
+    shares = "matmul 50%, elementwise 20%, outside 20% of a step"
+    assert said == f"; profile: {shares} (3 steps, 1.25x the timed one)"
+
+
+def test_what_was_not_profiled_says_why(tmp_path: Path) -> None:
+    assert profile_columns(0, DESCRIBE, _result(), 0.01, tmp_path) == {}
+    old = agent_pb2.DescribeResponse(spec_version="1.9")
+    assert profile_request(3, old, tmp_path) is None
+    said = profile_columns(3, old, agent_pb2.RunResult(), 0.01, tmp_path)
+    assert said == {"profile_note": "the agent speaks protocol 1.9: profiles came with 1.10"}
+    refused = _result(not_profiled="no profiler here", operations=[])
+    assert (
+        profile_columns(3, DESCRIBE, refused, 0.01, tmp_path)["profile_note"] == "no profiler here"
+    )
+    away = _result(trace_file="/in/a/container/t.json", trace_format="chrome-trace")
+    row = profile_columns(3, DESCRIBE, away, 0.01, tmp_path)
+    assert row["profile_trace"] is None
+    assert (
+        row["profile_note"] == "the trace stayed where the agent wrote it: /in/a/container/t.json"
+    )
+
+
+@pytest.mark.parametrize(
+    ("result", "field", "why"),
+    [
+        (agent_pb2.RunResult(), "profile", "3 profiled steps were asked; the result has none"),
+        (_result(steps=2), "profile.steps", "2 steps profiled, 3 asked"),
+        (_result(step_nanoseconds=0), "profile.step_nanoseconds", "not positive (0)"),
+        (
+            _result(
+                operations=[agent_pb2.OperationTime(name="a"), agent_pb2.OperationTime(name="a")]
+            ),
+            "profile.operations",
+            "a name empty or sent twice: profile.operations['a']",
+        ),
+        (
+            _result(operations=[agent_pb2.OperationTime(name="a", self_nanoseconds=-1)]),
+            "profile.operations['a']",
+            "negative self time (-1)",
+        ),
+        (
+            _result(operations=[agent_pb2.OperationTime(name="a", calls=float("nan"))]),
+            "profile.operations['a']",
+            "calls nan is no count",
+        ),
+        (
+            _result(operations=[agent_pb2.OperationTime(name="a", op_class="gemm")]),
+            "profile.operations['a']",
+            "class 'gemm' is not a common class",
+        ),
+        (
+            _result(trace_file="/t", trace_format="svg"),
+            "profile.trace_format",
+            "'svg' is no trace format",
+        ),
+    ],
+)
+def test_a_profile_that_breaks_the_protocol_names_its_field(result, field, why) -> None:
+    with pytest.raises(BadProfile) as broken:
+        check_profile(REQUEST, result)
+    assert (broken.value.field, broken.value.why) == (field, why)
+
+
+def test_the_mapping_classes_pytorchs_names() -> None:
+    expected = {
+        "aten::mkldnn_convolution": "convolution",
+        "aten::convolution_backward": "convolution",
+        "aten::addmm": "matmul",
+        "aten::_scaled_dot_product_flash_attention_for_cpu": "attention",
+        "aten::native_batch_norm": "normalization",
+        "aten::max_pool2d_with_indices": "reduction",
+        "aten::add_": "elementwise",
+        "aten::copy_": "data_movement",
+        "Optimizer.step#SGD.step/aten::add_": "optimizer",
+        "autograd::engine::evaluate_function: AddmmBackward0": "framework",
+        "AddmmBackward0": "framework",
+        "aten::no_such_op": "",
+    }
+    assert {name: op_classes.classify("torch", name) for name in expected} == expected
+    assert op_classes.classify("no-such-framework", "aten::mm") == ""
+    assert "outside" not in op_classes.classes()  # the collector's, never an operation's
+
+
+def test_the_documented_classes_are_the_mappings() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "profiling.md").read_text("utf-8")
+    section = page.split("## Common classes")[1].split("\n## ")[0]
+    documented = re.findall(r"^\| `(\w+)` \|", section, re.M)
+    assert documented == [*op_classes.classes(), op_classes.OUTSIDE]
