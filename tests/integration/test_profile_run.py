@@ -1,9 +1,11 @@
-"""`collector run --profile STEPS` end to end (docs/profiling.md), with fake-plugin agents whose
-profiler splits each step into operations of shares the test chooses: the profiled agent's
-row carries its time by common class (the shares, the unmapped name and the time outside
-every operation making up the step), its operations, the profiler's trace in the run folder;
-an agent without a profiler keeps its samples and says why; the timed loop is the same as
-without --profile."""
+"""`collector run --profile STEPS` and `collector explain` end to end (docs/profiling.md), with
+fake-plugin agents whose profiler splits each step into operations of shares the test chooses:
+a profiled row carries its time by common class (the shares, the unmapped name and the time
+outside every operation making up the step), its operations, the profiler's trace in the run
+folder; an agent without a profiler keeps its samples and says why. An agent whose steps take
+2 ms more, all of it in matrix multiplies, is decided slower and explain puts the gap in
+matmul; its twin, not decided different, is never attributed; the agent without a profile
+says why it is not."""
 
 from __future__ import annotations
 
@@ -15,32 +17,56 @@ import pytest
 from collector_cli import collector
 from fake_agent import write_fake_agents
 
+pytestmark = pytest.mark.timing  # the verdicts explain needs come from measured times
+
+BASE = "matmul=0.5,convolution=0.25,fake_thing=0.125"  # of a 4 ms step
 AGENTS = {
-    "profiled": {"FAKE_PROFILE": "matmul=0.5,convolution=0.25,fake_thing=0.125"},
+    "profiled": {"FAKE_PROFILE": BASE},
+    # 6 ms: matmul 4 ms (2 more), convolution 1 ms, fake_thing 0.5 ms, as the baseline's
+    "slower": {
+        "FAKE_PROFILE": "matmul=0.6667,convolution=0.16667,fake_thing=0.08333",
+        "FAKE_STEP_SCALE": "1.5",
+    },
+    "twin": {"FAKE_PROFILE": BASE},
     "plain": {"FAKE_UNSUPPORTED": "*/profile=this build has no profiler"},
 }
 
 
-def test_a_profiled_run_gives_each_row_its_time_by_class(tmp_path: Path, isolated_store) -> None:
+@pytest.fixture(scope="module")
+def profiled_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, dict[str, str]]:
+    tmp_path = tmp_path_factory.mktemp("profiles")
     manifests = write_fake_agents(tmp_path / "agents", AGENTS)
     out = tmp_path / "run"
-    done = collector(
-        "run",
-        "--manifests",
-        str(manifests),
-        "--agents",
-        ",".join(AGENTS),
-        *("--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1"),
-        *("--param", "m=4000", "--iterations", "5", "--max-iterations", "5"),
-        *("--min-seconds", "0", "--scrape-interval", "0", "--profile", "4"),
-        "--out",
-        str(out),
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    rows = pd.read_parquet(out / "results.parquet").set_index("agent")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FWBENCH_STORE", str(tmp_path / "store.sqlite"))
+        done = collector(
+            "run",
+            "--manifests",
+            str(manifests),
+            "--agents",
+            ",".join(AGENTS),
+            *("--workloads", "gemm", "--phases", "infer", "--batch-sizes", "1"),
+            *("--param", "m=4000", "--iterations", "5", "--max-iterations", "5"),
+            *("--min-seconds", "0", "--scrape-interval", "0", "--repeat", "3"),
+            # The steps sleep: what else the host runs does not change them.
+            *("--interference-threshold", "100", "--profile", "4"),
+            "--out",
+            str(out),
+            cwd=tmp_path,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        explained = collector("explain", str(out), "--baseline", "profiled", "--json", cwd=tmp_path)
+        assert explained.returncode == 0, explained.stderr
+        shown = collector("explain", str(out), "--baseline", "profiled", cwd=tmp_path)
+        assert shown.returncode == 0, shown.stderr
+    return out, done.stdout + done.stderr, {"json": explained.stdout, "table": shown.stdout}
+
+
+def test_a_profiled_run_gives_each_row_its_time_by_class(profiled_run) -> None:
+    out, said, _ = profiled_run
+    rows = pd.read_parquet(out / "results.parquet")
     assert (rows["status"] == "ok").all() and (rows["n"] == 5).all()  # the loop as asked
-    row = rows.loc["profiled"]
+    row = rows[rows["agent"] == "profiled"].iloc[0]
     assert row["profiler"] == "fake profiler 1.0" and row["profile_steps"] == 4
     step = row["profile_step_seconds"]
     assert step >= 0.004  # each profiled step sleeps 4 ms, as the timed ones
@@ -56,9 +82,31 @@ def test_a_profiled_run_gives_each_row_its_time_by_class(tmp_path: Path, isolate
     assert names == ["fake::matmul", "fake::convolution", "fake::fake_thing"]
     trace = out / row["profile_trace"]
     assert trace.parent == out / "profiles" and json.loads(trace.read_text())["traceEvents"]
-    said = done.stdout + done.stderr  # each cell's line says where its time went
-    assert "; profile: matmul " in said
+    assert "; profile: matmul " in said  # each cell's line says where its time went
     assert "; not profiled: this build has no profiler" in said
-    plain = rows.loc["plain"]
-    assert plain["profile_note"] == "this build has no profiler"
-    assert pd.isna(plain["profile_classes"]) and plain["n"] == 5
+    plain = rows[rows["agent"] == "plain"]
+    assert (plain["profile_note"] == "this build has no profiler").all()
+    assert plain["profile_classes"].isna().all() and (plain["n"] == 5).all()
+
+
+def test_explain_puts_a_decided_gap_where_it_was_made(profiled_run) -> None:
+    _, _, explained = profiled_run
+    found = {a["agent"]: a for a in json.loads(explained["json"])}
+    slower = found["slower"]
+    assert slower["verdict"] == "slower" and not slower["not_attributed"], slower
+    parts = {part["class"]: part for part in slower["classes"]}
+    assert slower["classes"][0]["class"] == "matmul"  # holds most of the gap
+    assert parts["matmul"]["share_of_gap"] > 0.8, parts
+    assert parts["matmul"]["gap_seconds"] == pytest.approx(0.002, rel=0.2)
+    assert sum(p["share_of_gap"] for p in parts.values()) == pytest.approx(1)
+    assert sum(p["gap_seconds"] for p in parts.values()) == pytest.approx(slower["gap_seconds"])
+    twin = found["twin"]  # the same steps: never called different, so never attributed
+    assert twin["verdict"] not in ("faster", "slower") and not twin["classes"]
+    assert twin["not_attributed"].startswith(f"the comparison is {twin['verdict']}")
+    plain = found["plain"]
+    if plain["verdict"] in ("faster", "slower"):
+        said = "plain has no profile here: this build has no profiler"
+        assert plain["not_attributed"] == said
+    table = explained["table"]
+    assert "share of gap" in table and "twin against profiled" in table
+    assert "not attributed: the comparison is" in table

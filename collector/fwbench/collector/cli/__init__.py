@@ -13,7 +13,16 @@ from typing import Annotated
 import typer
 
 from fwbench.collector import __version__
-from fwbench.collector.cli import agents, analysis, calibrate, conformance, doctor, results, run
+from fwbench.collector.cli import (
+    agents,
+    analysis,
+    calibrate,
+    conformance,
+    doctor,
+    explain,
+    results,
+    run,
+)
 from fwbench.collector.cli.images import images_app
 from fwbench.collector.cli.k8s import k8s_app
 from fwbench.collector.cli.panels import RUN_PANELS, in_panels
@@ -53,6 +62,7 @@ app.command()(conformance.conformance)
 app.command()(results.results)
 app.command()(analysis.compare)
 app.command()(analysis.report)
+app.command()(explain.explain)
 app.add_typer(images_app, name="images")
 app.add_typer(k8s_app, name="k8s")
 app.command()(results.schema)

@@ -30,11 +30,7 @@ from fwbench.collector.run.model_prepare import plan_all
 from fwbench.collector.run.model_prepared import PreparedModel
 from fwbench.collector.run.normalize import RunCeilings
 from fwbench.collector.run.options import RunOptions, options_record
-from fwbench.collector.run.plan import (
-    Selection,
-    SelectionError,
-    check_offered,
-)
+from fwbench.collector.run.plan import Selection, SelectionError, check_offered
 from fwbench.collector.run.progress import RichDisplay
 from fwbench.collector.run.prometheus_targets import TargetsFile
 from fwbench.collector.run.recording import Recorder, finish_run, keep_logs, run_status
