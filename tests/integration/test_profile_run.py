@@ -28,7 +28,7 @@ AGENTS = {
         "FAKE_STEP_SCALE": "1.5",
     },
     "twin": {"FAKE_PROFILE": BASE},
-    "plain": {"FAKE_UNSUPPORTED": "*/profile=this build has no profiler"},
+    "plain": {"FAKE_NO_PROFILER": "this build has no profiler"},
 }
 
 

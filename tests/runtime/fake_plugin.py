@@ -89,7 +89,8 @@ class FakePlugin:
         self.synchronized = 0
         # FAKE_PROFILE=CLASS=SHARE,...: it profiles (capability profile): each profiled step's
         # time split into operations "fake::CLASS" of those shares, a class the common mapping
-        # lacks left unmapped; FAKE_PROFILE_FAILS: its profiler raises.
+        # lacks left unmapped; FAKE_PROFILE_FAILS: its profiler raises. Without it, FAKE_NO_PROFILER
+        # says why it has none.
         self.profile_shares = _shares(os.environ.get("FAKE_PROFILE", ""))
         if self.profile_shares:
             self.optional_capabilities = self.optional_capabilities | {PROFILE}
@@ -143,6 +144,7 @@ class FakePlugin:
             family=os.environ.get("FAKE_FAMILY", ""),
             family_version=os.environ.get("FAKE_FAMILY_VERSION", ""),
             unsupported_reasons=dict(r.split("=", 1) for r in reasons.split(";") if r),
+            no_profiler=os.environ.get("FAKE_NO_PROFILER", ""),
             framework_version="1.2.3",
             plugin_version="0.0.1",
             libraries={"blas": "none"},

@@ -1,4 +1,4 @@
-"""PyTorch's profiles (torch_plugin/profiling.py, protocol 1.10) on real cells, through the
+"""PyTorch's profiles (runtime/torch_profile.py, protocol 1.10) on real cells, through the
 runtime as an agent profiles them: every operation of a CNN's training step and of GPT-2's
 generation is one the common mapping classes (nothing unmapped), the classes are the ones
 those steps do (convolutions, matrix multiplies, the optimizer's update under its own name,

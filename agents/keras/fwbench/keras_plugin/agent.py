@@ -99,6 +99,7 @@ class KerasAgent:
             family=name,
             family_version=self.backend.version(),
             unsupported_reasons=UNSUPPORTED_REASONS,
+            no_profiler=_no_profiler(name),
         )
 
     # ---------------------------------------------------------------------------- build
@@ -270,6 +271,14 @@ class KerasAgent:
     def equivalence(self, case: EquivalenceCase) -> EquivalenceResult:
         with self.backend.scope():
             return reference.equivalence(case, self.backend)
+
+
+def _no_profiler(backend: str) -> str:
+    """Why `--profile` gets nothing on this backend (PyTorch's profiler serves the torch one:
+    plugin.py)."""
+    if backend == "torch":
+        return ""
+    return f"Keras on {backend}: its profiler is not wired into fwbench yet"
 
 
 def _synthetic_batch(name: str, spec: WorkloadSpec, item: tuple[int, ...]) -> tuple[Any, Any]:

@@ -15,6 +15,7 @@ line (InvalidContext)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -26,12 +27,14 @@ from fwbench.runtime.plugin import (
     EQUIVALENCE,
     MODEL_EXPORT,
     MODEL_FILES,
+    PROFILE,
     BuiltStep,
     Capability,
     PluginContext,
     PluginDescription,
     WorkloadSpec,
 )
+from fwbench.runtime.profiling import ProfiledSteps, RunSteps
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult
 
 if TYPE_CHECKING:
@@ -54,6 +57,21 @@ class KerasPlugin:
         self.export_formats = model_export.formats(backend)
         if self.export_formats:
             self.optional_capabilities = KerasPlugin.optional_capabilities | {MODEL_EXPORT}
+        # On PyTorch, PyTorch's profiler: Keras' layers run as torch's operations.
+        if backend == "torch":
+            self.optional_capabilities = self.optional_capabilities | {PROFILE}
+
+    def profiler(self) -> str:
+        from fwbench.runtime import torch_profile
+
+        return torch_profile.PROFILER
+
+    def profile(self, run_steps: RunSteps, trace_dir: Path | None) -> ProfiledSteps:
+        import torch
+
+        from fwbench.runtime import torch_profile
+
+        return torch_profile.profile(run_steps, trace_dir, torch.device(self._agent.backend.device))
 
     @property
     def model_capability(self) -> Capability:

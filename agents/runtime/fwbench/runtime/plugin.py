@@ -320,6 +320,9 @@ class PluginDescription:
     # Why something is not offered, one line each, keyed "WORKLOAD", "WORKLOAD/PHASE" or
     # "*/PHASE"; the collector records it on the cell's unsupported row.
     unsupported_reasons: Mapping[str, str] = field(default_factory=dict)
+    # Why a plugin without the capability "profile" profiles nothing (Describe.no_profiler);
+    # "" says only that it has no profiler.
+    no_profiler: str = ""
 
 
 @runtime_checkable

@@ -53,6 +53,9 @@ class ProfiledSteps:
     operations: Sequence[OperationSample]
     trace_file: str = ""  # a path in trace_dir, "" when none was written
     trace_format: str = ""  # one of TRACE_FORMATS when trace_file is set
+    # Whose names the operations' are (a framework of fwbench/spec/op_classes.toml): "" for
+    # the plugin's own; Keras on PyTorch gives "torch".
+    names: str = ""
 
 
 OnStep = Callable[[int], None]  # after the warm-up step (0) and after each profiled step (1..)
@@ -105,17 +108,16 @@ def profile_steps(
         profiler=name,
         steps=steps,
         step_nanoseconds=profiling.wall_ns // steps,
-        operations=_per_step(profiled.operations, steps, framework),
+        operations=_per_step(profiled.operations, steps, profiled.names or framework),
         trace_file=profiled.trace_file,
         trace_format=profiled.trace_format if profiled.trace_file else "",
     )
 
 
 def no_profiler(description: PluginDescription) -> str:
-    """Describe.no_profiler of a plugin without the capability: its own reason
-    (unsupported_reasons["*/profile"]), or the plain fact."""
-    reason = description.unsupported_reasons.get("*/profile", "")
-    return reason or "this agent's plugin has no profiler"
+    """Describe.no_profiler of a plugin without the capability: its own reason, or the plain
+    fact."""
+    return description.no_profiler or "this agent's plugin has no profiler"
 
 
 class _Steps:

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from fwbench.runtime import torch_profile
 from fwbench.runtime.architectures import TRANSFORMER_NAMES
 from fwbench.runtime.blas import require_expected
 from fwbench.runtime.device_timing import EventTimer
@@ -53,7 +54,6 @@ from fwbench.torch_plugin import (
     model_export,
     model_file,
     models,
-    profiling,
     reference,
     torchscript,
     transformers,
@@ -563,10 +563,10 @@ class TorchPlugin:
         return model_export.export(path, format, target, dest)
 
     def profiler(self) -> str:
-        return profiling.PROFILER
+        return torch_profile.PROFILER
 
     def profile(self, run_steps: RunSteps, trace_dir: Path | None) -> ProfiledSteps:
-        return profiling.profile(run_steps, trace_dir, self.device)
+        return torch_profile.profile(run_steps, trace_dir, self.device)
 
     def synchronize(self, output: object) -> None:
         if self.device.type == "cuda":

@@ -32,7 +32,7 @@ from fwbench.runtime.architectures import (
     transformer_config,
 )
 from fwbench.runtime.plugin import GenerationSteps
-from fwbench.torch_plugin.profiling import kv_cache_scope
+from fwbench.runtime.torch_profile import kv_cache_scope
 
 # The attention op's modes: the fused kernel eager and compiled, and the plain products.
 ATTENTION_MODES = ("eager", "compile", "plain")

@@ -1,6 +1,7 @@
-"""A cell's steps under PyTorch's profiler (torch.profiler, protocol 1.10's RunRequest.profile):
-every operation's self time on the CPU, and on a GPU its kernels' device time too, with the
-profiler's own Chrome trace kept beside the run.
+"""A cell's steps under PyTorch's profiler (torch.profiler, protocol 1.10's RunRequest.profile),
+for the plugins that run on PyTorch (torch's, Keras' on its torch backend): every operation's
+self time on the CPU, and on a GPU its kernels' device time, with the profiler's own Chrome
+trace kept beside the run. Imported only by those plugins: it imports torch.
 
 Operations the optimizer runs (its step and zero_grad are record_function ranges named
 "Optimizer.step#SGD.step") are named under that range, "Optimizer.step#SGD.step/aten::add_":
@@ -46,10 +47,10 @@ def profile(run_steps: RunSteps, trace_dir: Path | None, device: torch.device) -
             _ACTIVE[0] = False
     operations = list(_operations(found.events(), device.type == "cuda"))
     if trace_dir is None:
-        return ProfiledSteps(operations)
+        return ProfiledSteps(operations, names="torch")
     trace = trace_dir / f"torch-{secrets.token_hex(4)}.json"
     found.export_chrome_trace(str(trace))
-    return ProfiledSteps(operations, str(trace), "chrome-trace")
+    return ProfiledSteps(operations, str(trace), "chrome-trace", names="torch")
 
 
 def kv_cache_scope() -> contextlib.AbstractContextManager[object]:
@@ -57,7 +58,9 @@ def kv_cache_scope() -> contextlib.AbstractContextManager[object]:
     nothing otherwise, and nothing in a compiled step (which the range would recompile)."""
     if torch.compiler.is_compiling() or not _ACTIVE[0]:
         return contextlib.nullcontext()
-    return torch.profiler.record_function("fwbench::kv_cache_update")
+    scope: contextlib.AbstractContextManager[object]
+    scope = torch.profiler.record_function("fwbench::kv_cache_update")
+    return scope
 
 
 def _operations(events: Iterable[FunctionEvent], cuda: bool) -> Iterable[OperationSample]:
