@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import numpy as np
@@ -33,6 +34,7 @@ from fwbench.onnxruntime_plugin import (
     model_file,
     models,
     onnx_file,
+    profiling,
     session,
     transformer_equivalence,
 )
@@ -46,6 +48,7 @@ from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
     EQUIVALENCE,
     MODEL_FILES,
+    PROFILE,
     BuiltStep,
     Capability,
     DeviceInfo,
@@ -59,6 +62,7 @@ from fwbench.runtime.plugin import (
     float32_arithmetic,
     translate_out_of_memory,
 )
+from fwbench.runtime.profiling import ProfiledSteps, RunSteps
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, param_count
 
 DTYPES = ("float32",)
@@ -127,13 +131,14 @@ def _self_check(device: Device) -> Device:
 
 
 class OnnxRuntimePlugin:
-    optional_capabilities = frozenset({EQUIVALENCE, MODEL_FILES})
+    optional_capabilities = frozenset({EQUIVALENCE, MODEL_FILES, PROFILE})
     model_formats = (onnx_file.FORMAT,)
     model_capability = Capability(phases=("infer",), dtypes=DTYPES, modes=MODES)
     equivalence_models = frozenset((*models.MODELS, *arch.TRANSFORMER_NAMES))
     equivalence_trains = False
 
     def __init__(self, context: PluginContext) -> None:
+        self._profilable: profiling.Profilable | None = None
         if context.world is not None:
             raise StartupRefused("the onnxruntime plugin runs alone: it has no distributed mode")
         device = _select_device(context.device, context.tf32)
@@ -218,6 +223,7 @@ class OnnxRuntimePlugin:
         return _translated(self._build)(spec)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
+        self._profilable = None  # set by a graph cell only: what profile() profiles
         if spec.model is not None:
             return self._build_file(spec)
         name = spec.workload.name
@@ -231,6 +237,17 @@ class OnnxRuntimePlugin:
         intra = spec.threads or self.threads
         sess = session.create(graph.serialized, self.device, spec.mode, intra, self.interop_threads)
         bound = session.BoundRun(sess, self.device, inputs, graph.output, shape)
+        self._profilable = profiling.Profilable(
+            bound,
+            lambda prefix: session.create(
+                graph.serialized,
+                self.device,
+                spec.mode,
+                intra,
+                self.interop_threads,
+                profile_prefix=prefix,
+            ),
+        )
         layout = "" if transformer or name in ("gemm", "lstm") else "NCHW"
         settings = self._settings(spec, sess, intra, layout)
         extra = {**settings.extra, **models.describe_graph()}
@@ -294,6 +311,12 @@ class OnnxRuntimePlugin:
 
     def synchronize(self, output: object) -> None:
         _translated(session.synchronize)(output, self.device)
+
+    def profiler(self) -> str:
+        return profiling.PROFILER
+
+    def profile(self, run_steps: RunSteps, trace_dir: Path | None) -> ProfiledSteps:
+        return profiling.profile(self._profilable, run_steps, trace_dir)
 
     # ---------------------------------------------------------------------- equivalence
 

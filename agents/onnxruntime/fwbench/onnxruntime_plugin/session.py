@@ -9,8 +9,9 @@ On the CPU the run is synchronous; on CUDA the binding's `synchronize_outputs` w
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,12 +87,16 @@ def create(
     intra_op_threads: int = 0,
     inter_op_threads: int = 0,
     optimized_model_path: str = "",
+    profile_prefix: str = "",
 ) -> ort.InferenceSession:
     """A session on `device` over a serialised graph or a file's path; `optimized_model_path`
-    asks ORT to write the graph it runs."""
+    asks ORT to write the graph it runs, `profile_prefix` to profile it (profiling.py)."""
     so = options(mode, intra_op_threads, inter_op_threads)
     if optimized_model_path:
         so.optimized_model_filepath = optimized_model_path
+    if profile_prefix:
+        so.enable_profiling = True
+        so.profile_file_prefix = profile_prefix
     providers: list[str | tuple[str, dict[str, str]]] = [
         (name, dict(device.cuda_options)) if name == CUDA_PROVIDER else name
         for name in device.providers
@@ -124,10 +129,26 @@ class BoundRun:
             list(output_shape), np.float32, device.ort_device, device.index
         )
         self.binding.bind_ortvalue_output(output, self.output)
+        self._output_name = output
 
     def step(self) -> ort.IOBinding:
         self.session.run_with_iobinding(self.binding)
         return self.binding
+
+    @contextlib.contextmanager
+    def running_on(self, other: ort.InferenceSession) -> Iterator[None]:
+        """The step runs `other` (a session of the same graph), on the same inputs and output,
+        until the block ends."""
+        kept = self.session, self.binding
+        binding = other.io_binding()
+        for name, value in self._values.items():
+            binding.bind_ortvalue_input(name, value)
+        binding.bind_ortvalue_output(self._output_name, self.output)
+        self.session, self.binding = other, binding
+        try:
+            yield
+        finally:
+            self.session, self.binding = kept
 
 
 def synchronize(output: object, device: Device) -> None:
