@@ -57,7 +57,7 @@ def test_a_profile_that_answers_its_request_makes_the_columns(tmp_path: Path) ->
         {"matmul": 0.005, "elementwise": 0.002, "unmapped": 0.001, "outside": 0.002}
     )
     assert sum(classes.values()) == pytest.approx(row["profile_step_seconds"])
-    assert row["profile_coverage"] == pytest.approx(0.7)  # 7 of 10 ms classed
+    assert row["profile_coverage"] == pytest.approx(0.9)  # all but the unmapped 1 of 10 ms
     assert row["profile_effect"] == pytest.approx(0.010 / 0.008)
     assert row["profile_trace"] == "profiles/t.json" and row["profile_note"] == ""
     first = json.loads(row["profile_operations"])[0]

@@ -8,7 +8,7 @@ A plugin that profiles declares the optional capability "profile" and implements
 `run_steps(on_step)` once. The runtime runs one warm-up step (a profiler's first step carries
 its own start-up: PyTorch's took 100x a LeNet step), calls `on_step(0)`, then runs the profiled
 steps, each synchronized, timed together, calling `on_step(i)` after step i: a profiler
-records from on_step(0) on (torch.profiler's schedule with one warm-up step does). The plugin
+counts only what runs after on_step(0) (torch_profile.py marks it with a range). The plugin
 stops its profiler and returns every operation's self time summed over the profiled steps,
 with the trace it wrote into `trace_dir` (None: no trace asked). The runtime divides by the
 steps, and sends the operations by name (each once), classed, with the step's wall time. An

@@ -1,20 +1,23 @@
 """Where a decided gap lives (`collector explain`, docs/profiling.md): two agents' profiles of
 the same cell, in the common classes of operations, turned into the difference of their timed
-medians split over those classes.
+medians split over the classes.
 
 Each side's timed median is split by its profile's shares (a class's seconds per profiled step
 over the profiled step, "outside" and "unmapped" included, so the shares sum to 1); a class's
 part of the gap is the agent's part less the baseline's, and the parts add up to the gap
-exactly. Nothing is attributed that the comparison did not decide (faster or slower), nor where
-profiling stretched a side's step beyond MAX_EFFECT, nor where the classes cover less than
-MIN_COVERAGE of a side's profiled step: each such comparison says why instead."""
+exactly. The profiler's own time is in the profiled steps (profile_effect, the profiled step
+over the timed median): spread over a side's classes, it can shift at most (1 - 1/effect) of
+that side's median between them, so `distortion`, both sides' such shift over the gap, bounds
+how far the attribution can be off. Nothing is attributed that the comparison did not decide
+(faster or slower), nor where the distortion passes MAX_DISTORTION, nor where the classes
+cover less than MIN_COVERAGE of a side's profiled step: each such comparison says why."""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -23,7 +26,7 @@ from fwbench.collector.analysis.comparison import Comparison
 from fwbench.collector.analysis.contenders import Contender, RunData
 
 DECIDED = ("faster", "slower")
-MAX_EFFECT = 1.5  # a profiled step at most this many times the timed median (or its inverse)
+MAX_DISTORTION = 0.5  # the profiler's own time may move at most half the gap between classes
 MIN_COVERAGE = 0.5  # of each side's profiled step, in classed operations
 TOP_OPERATIONS = 3  # named on each side
 
@@ -51,7 +54,7 @@ class Attribution:
     effect: tuple[float, float] = (math.nan, math.nan)
     top: tuple[tuple[Any, ...], tuple[Any, ...]] = ((), ())  # [name, class, seconds] each side
     profilers: tuple[str, str] = ("", "")
-    extra: dict[str, Any] = field(default_factory=dict)
+    distortion: float = math.nan  # how much of the gap the profiler's own time could move
 
     @property
     def gap_seconds(self) -> float:
@@ -96,25 +99,30 @@ def _attribute(
     effect = tuple(float(rows["profile_effect"].mean()) for rows in sides)
     coverage = tuple(float(rows["profile_coverage"].mean()) for rows in sides)
     profilers = tuple(str(rows["profiler"].iloc[0]) for rows in sides)
-    said = {
+    said: dict[str, Any] = {
         "coverage": (coverage[0], coverage[1]),
         "effect": (effect[0], effect[1]),
         "profilers": (profilers[0], profilers[1]),
         "top": (_top(sides[0]), _top(sides[1])),
     }
     names = (comparison.baseline, comparison.agent)
-    for name, stretch in zip(names, effect, strict=True):
-        if not 1 / MAX_EFFECT <= stretch <= MAX_EFFECT:
-            why = f"profiling changed {name}'s step {stretch:.2f}x (more than {MAX_EFFECT:g}x)"
-            return Attribution(comparison, not_attributed=why, **said)  # type: ignore[arg-type]
+    medians = (comparison.baseline_median_seconds, comparison.median_seconds)
+    gap = medians[1] - medians[0]
+    moved = sum(abs(1 - 1 / e) * m for e, m in zip(effect, medians, strict=True))
+    said["distortion"] = moved / abs(gap)
+    if said["distortion"] > MAX_DISTORTION:
+        why = (
+            f"profiling took {effect[0]:.2f}x and {effect[1]:.2f}x the timed steps: its own "
+            f"time could move {said['distortion']:.0%} of the gap between classes (more than "
+            f"{MAX_DISTORTION:.0%})"
+        )
+        return Attribution(comparison, not_attributed=why, **said)
     for name, covered in zip(names, coverage, strict=True):
         if covered < MIN_COVERAGE:
             why = f"the classes cover {covered:.0%} of {name}'s profiled step (under "
             why += f"{MIN_COVERAGE:.0%})"
-            return Attribution(comparison, not_attributed=why, **said)  # type: ignore[arg-type]
+            return Attribution(comparison, not_attributed=why, **said)
     shares = [_shares(rows) for rows in sides]
-    medians = (comparison.baseline_median_seconds, comparison.median_seconds)
-    gap = medians[1] - medians[0]
     classes = []
     for op_class in dict.fromkeys([*shares[0], *shares[1]]):
         parts = [
@@ -122,7 +130,7 @@ def _attribute(
         ]
         classes.append(ClassGap(op_class, parts[0], parts[1], (parts[1] - parts[0]) / gap))
     classes.sort(key=lambda c: -c.share_of_gap)
-    return Attribution(comparison, tuple(classes), **said)  # type: ignore[arg-type]
+    return Attribution(comparison, tuple(classes), **said)
 
 
 def _profiled(results: pd.DataFrame, contender: Contender) -> pd.DataFrame:

@@ -72,9 +72,8 @@ def _show(attribution: Attribution) -> None:
         console.print(f"{_title(attribution)}: not attributed: {attribution.not_attributed}")
         return
     gap = attribution.gap_seconds
-    table = Table(
-        title=f"{_title(attribution)}; the gap {seconds_text(abs(gap))}", title_justify="left"
-    )
+    console.print(f"{_title(attribution)}; the gap {seconds_text(abs(gap))}", highlight=False)
+    table = Table()
     for header in ("class", c.baseline, c.agent, "gap", "share of gap"):
         table.add_column(header, justify="left" if header == "class" else "right")
     for part in attribution.classes:
@@ -86,16 +85,22 @@ def _show(attribution: Attribution) -> None:
             f"{part.share_of_gap:.0%}",
         )
     console.print(table)
-    covered = " and ".join(f"{x:.0%}" for x in attribution.coverage)
+    sides = (c.baseline, c.agent)
+    covered = ", ".join(
+        f"{name} {x:.0%}" for name, x in zip(sides, attribution.coverage, strict=True)
+    )
     stretched = " and ".join(f"{x:.2f}x" for x in attribution.effect)
+    console.print(f"  classed: {covered} of the profiled steps", highlight=False)
     console.print(
-        f"  classes cover {covered} of the profiled steps ({c.baseline}, {c.agent}), which "
-        f"took {stretched} the timed medians",
+        f"  profiled steps took {stretched} the timed medians: the profiler's own time could "
+        f"move at most {attribution.distortion:.0%} of the gap between classes",
         highlight=False,
     )
     for name, top in ((c.baseline, attribution.top[0]), (c.agent, attribution.top[1])):
         largest = ", ".join(f"{op[0]} ({op[1] or 'unmapped'}) {seconds_text(op[2])}" for op in top)
-        console.print(f"  {name}'s largest operations: {largest}", highlight=False)
+        console.print(
+            f"  {name}'s largest operations, per profiled step: {largest}", highlight=False
+        )
 
 
 def _record(attribution: Attribution) -> dict[str, Any]:
@@ -111,6 +116,9 @@ def _record(attribution: Attribution) -> dict[str, Any]:
         "coverage": [x if x == x else None for x in attribution.coverage],  # NaN: none
         "effect": [x if x == x else None for x in attribution.effect],
         "profilers": list(attribution.profilers),
+        "distortion": attribution.distortion
+        if attribution.distortion == attribution.distortion
+        else None,
         "classes": [
             {
                 "class": part.op_class,

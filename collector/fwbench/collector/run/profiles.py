@@ -112,7 +112,8 @@ def profile_columns(
         "profile_steps": profile.steps,
         "profile_step_seconds": step,
         "profile_effect": step / median_seconds if median_seconds else None,
-        "profile_coverage": (inside - classes.get(UNMAPPED, 0.0)) / step,
+        # Classed, outside every operation included: what is not unmapped.
+        "profile_coverage": 1 - classes.get(UNMAPPED, 0.0) / sum(classes.values()),
         "profile_classes": json.dumps(classes),
         "profile_operations": json.dumps(
             [

@@ -28,8 +28,8 @@ PROFILE_COLUMNS: tuple[Column, ...] = (
     Column(
         "profile_coverage",
         "Float64",
-        "Profile: the share of the profiled step inside operations the mapping classes (neither "
-        "outside every operation nor unmapped)",
+        "Profile: the share of the profiled step that is classed, the time outside every "
+        "operation included: all but the unmapped operations' time",
     ),
     Column(
         "profile_classes",
