@@ -3,17 +3,22 @@ before a row is made of it (none where one was asked, other steps, a name twice,
 time, a class the mapping lacks: each a protocol violation naming its field), and the row's
 columns add up: the classes' seconds per step and the time outside every operation make the
 step, coverage leaves out what is unmapped, and an agent of an older protocol is said to be
-one. The common mapping itself classes PyTorch's names as docs/profiling.md says."""
+one; a comparison not decided is never attributed. The common mapping classes PyTorch's names
+as docs/profiling.md says."""
 
 from __future__ import annotations
 
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.analysis.attribution import attribute
+from fwbench.collector.analysis.contenders import RunData
 from fwbench.collector.run.profiles import (
     BadProfile,
     check_profile,
@@ -151,3 +156,13 @@ def test_the_documented_classes_are_the_mappings() -> None:
     section = page.split("## Common classes")[1].split("\n## ")[0]
     documented = re.findall(r"^\| `(\w+)` \|", section, re.M)
     assert documented == [*op_classes.classes(), op_classes.OUTSIDE]
+
+
+def test_a_gap_not_decided_is_never_attributed() -> None:
+    run = RunData("r", pd.DataFrame(), pd.DataFrame())
+    for verdict in ("undecided", "equivalent"):
+        asked = SimpleNamespace(verdict=verdict, agent="a", mode="", key=None, baseline="b")
+        asked.baseline_mode = ""
+        (found,) = attribute(run, [asked], [])  # type: ignore[list-item]
+        said = f"the comparison is {verdict}: only a decided gap is attributed"
+        assert found.not_attributed == said and found.classes == ()

@@ -91,7 +91,7 @@ def _attribute(
         return Attribution(comparison, not_attributed=why)
     sides = []
     for name, contender in ((comparison.baseline, base), (comparison.agent, agent)):
-        rows = pd.DataFrame() if contender is None else _profiled(results, contender)
+        rows = pd.DataFrame() if contender is None else profiled_rows(results, contender)
         if rows.empty:
             note = _note(results, contender)
             return Attribution(comparison, not_attributed=f"{name} has no profile here{note}")
@@ -122,7 +122,7 @@ def _attribute(
             why = f"the classes cover {covered:.0%} of {name}'s profiled step (under "
             why += f"{MIN_COVERAGE:.0%})"
             return Attribution(comparison, not_attributed=why, **said)
-    shares = [_shares(rows) for rows in sides]
+    shares = [class_shares(rows) for rows in sides]
     classes = []
     for op_class in dict.fromkeys([*shares[0], *shares[1]]):
         parts = [
@@ -133,7 +133,8 @@ def _attribute(
     return Attribution(comparison, tuple(classes), **said)
 
 
-def _profiled(results: pd.DataFrame, contender: Contender) -> pd.DataFrame:
+def profiled_rows(results: pd.DataFrame, contender: Contender) -> pd.DataFrame:
+    """The contender's ok rows that carry a profile."""
     rows = results[results["cell"].isin(contender.cells)]
     if "profile_classes" not in rows:
         return rows.iloc[0:0]
@@ -148,7 +149,7 @@ def _note(results: pd.DataFrame, contender: Contender | None) -> str:
     return f": {notes[0]}" if notes else " (run it with --profile STEPS)"
 
 
-def _shares(rows: pd.DataFrame) -> dict[str, float]:
+def class_shares(rows: pd.DataFrame) -> dict[str, float]:
     """Each class's mean share of the profiled step over the side's profiled processes."""
     total: dict[str, float] = {}
     for classes, step in zip(rows["profile_classes"], rows["profile_step_seconds"], strict=True):

@@ -42,6 +42,7 @@ from fwbench.collector.analysis.report import data, figures
 from fwbench.collector.analysis.report.distributed import distributed_section, scaling_plot
 from fwbench.collector.analysis.report.generation import generation_plots
 from fwbench.collector.analysis.report.model_outputs import model_section
+from fwbench.collector.analysis.report.profiles import profile_plot
 from fwbench.collector.analysis.report.roofline import roofline
 from fwbench.collector.analysis.report.statistics import STATISTICS_HEADERS, statistics_rows
 from fwbench.collector.stats.samples import MIN_SAMPLES, NOISY_CV, TUKEY_K
@@ -93,6 +94,7 @@ def _plots(run: RunData, result: ComparisonSet, baseline: str) -> list[figures.P
         figures.time_to_accuracy(run, palette),
         *generation_plots(run, palette),
         scaling_plot(run),
+        profile_plot(run),
     ]
 
 
