@@ -105,6 +105,8 @@ ADDED_LATER = (
     "decode_step_samples_ns",
     "others_cpu_percent",
     "interfered",
+    "profile_classes",
+    "profile_note",
 )
 
 
@@ -151,8 +153,8 @@ def old_store(tmp_path: Path) -> ResultStore:
     return db
 
 
-def test_schema_version_is_14() -> None:
-    assert SCHEMA_VERSION == 14
+def test_schema_version_is_15() -> None:
+    assert SCHEMA_VERSION == 15
 
 
 @pytest.mark.parametrize("version", [1, 2])

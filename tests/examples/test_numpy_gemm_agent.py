@@ -88,7 +88,9 @@ def test_describe_and_a_run_the_collector_accepts(address: str) -> None:
         assert described.threads.fixed_at_startup and described.threads.intra_op_threads == 1
         assert described.environment["NUMPY_GEMM_CHECK"] == "1"
         assert [w.name for w in described.workloads] == ["gemm"]
-        request = _request()
+        assert not described.profiler and described.no_profiler  # 1.10: none, and why
+        # A profile asked for (1.10) is answered with why there is none, as checked below.
+        request = _request(profile=agent_pb2.ProfileRequest(steps=2))
         events = list(client.run(request, timeout_seconds=60))
     finally:
         client.close()
@@ -102,6 +104,7 @@ def test_describe_and_a_run_the_collector_accepts(address: str) -> None:
     assert len(result.sample_nanoseconds) == 4 and result.warmup_iterations == 2
     assert result.settings.dtype == agent_pb2.DTYPE_FLOAT64
     assert dict(result.settings.params) == {"m": 32, "n": 16, "k": 8}
+    assert result.profile.not_profiled == "NumPy has no profiler of its own"
 
 
 def test_on_a_host_it_listens_on_loopback_alone(address: str) -> None:
@@ -134,6 +137,7 @@ def test_on_a_host_it_listens_on_loopback_alone(address: str) -> None:
         ({"threads": 1025}, grpc.StatusCode.INVALID_ARGUMENT),
         ({"min_iterations": 5, "max_iterations": 4}, grpc.StatusCode.INVALID_ARGUMENT),
         ({"strategy": "ddp"}, grpc.StatusCode.UNIMPLEMENTED),
+        ({"profile": agent_pb2.ProfileRequest(steps=1001)}, grpc.StatusCode.INVALID_ARGUMENT),
     ],
 )
 def test_refusals_carry_the_status_agent_proto_prescribes(

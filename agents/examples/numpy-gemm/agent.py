@@ -35,7 +35,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # noqa: E402
 NAME = "numpy-gemm"  # the name in the image's fwbench.manifest label: they must agree
 VARIANT = "example"
 VERSION = "1.0"
-SPEC_VERSION = "1.9"  # the protocol version this agent speaks (heartbeats included)
+SPEC_VERSION = "1.10"  # the protocol version this agent speaks (heartbeats included)
 HEARTBEAT_SECONDS = 1.0  # the protocol asks for a Progress at least every 2 s during a run
 PROGRESS_SECONDS = 0.5  # how often a warm-up or measure loop reports its growing count
 # From the catalogue (proto/fwbench/spec/workloads.toml): gemm's limits and the run defaults.
@@ -78,6 +78,8 @@ CATALOGUE_WORKLOADS = frozenset(
 # The catalogue's [run] limits of the loop fields.
 LOOP_LIMITS = {"warmup_iterations": (0, 10000), "min_iterations": (1, 1000000)}
 LOOP_LIMITS |= {"max_iterations": (1, 10000000)}
+MAX_PROFILE_STEPS = 1000  # RunRequest.profile.steps (1.10)
+NO_PROFILER = "NumPy has no profiler of its own"
 MAX_MIN_SECONDS = 3600.0
 
 
@@ -164,6 +166,11 @@ def _check_loop(request: agent_pb2.RunRequest) -> None:
         raise Refused(
             invalid,
             f"min_seconds={request.min_seconds} is out of range: allowed 0..{MAX_MIN_SECONDS}",
+        )
+    steps = request.profile.steps  # 1.10: checked, though nothing profiles here
+    if steps > MAX_PROFILE_STEPS:
+        raise Refused(
+            invalid, f"profile.steps={steps} is out of range: allowed 0..{MAX_PROFILE_STEPS}"
         )
     least = request.min_iterations or MIN_ITERATIONS
     if request.max_iterations and request.max_iterations < least:
@@ -287,6 +294,7 @@ class Agent(agent_pb2_grpc.AgentServiceServicer):
             ],
             metrics_port=0,  # no /metrics (the label says so too)
             pid=os.getpid(),
+            no_profiler=NO_PROFILER,  # 1.10: profiler left empty, and why
         )
 
     def Run(self, request, context):  # noqa: N802
@@ -394,6 +402,10 @@ class Agent(agent_pb2_grpc.AgentServiceServicer):
                 ),
                 measure_started_unix_nanoseconds=window_start,
                 measure_ended_unix_nanoseconds=window_end,
+                # 1.10: a profile asked for is answered, with why there is none
+                profile=agent_pb2.ProfileResult(not_profiled=NO_PROFILER)
+                if request.profile.steps
+                else None,
             )
         except BaseException as error:  # noqa: BLE001 (sent to the client as a status)
             outcome = error
