@@ -7,12 +7,12 @@ import itertools
 import pytest
 
 from fwbench.agent.v1 import agent_pb2
+from fwbench.collector.run.call import loop_request
 from fwbench.collector.run.plan import (
     LoopSettings,
     Selection,
     SelectionError,
     build_selection,
-    loop_request,
     plan_cells,
 )
 from fwbench.spec import Catalogue, load_catalogue
