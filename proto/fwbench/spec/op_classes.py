@@ -17,6 +17,8 @@ from importlib import resources
 _FILE = "op_classes.toml"
 OUTSIDE = "outside"  # the step's wall time less its operations' self times (the collector's)
 UNMAPPED = ""  # OperationTime.op_class of a name no expression matches
+MAX_PROFILE_STEPS = 1000  # RunRequest.profile.steps: 0 (no profile) to this (agent.proto)
+TRACE_FORMATS = ("chrome-trace", "xplane")  # ProfileResult.trace_format
 
 
 @functools.cache

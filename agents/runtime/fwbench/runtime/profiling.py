@@ -29,11 +29,6 @@ from fwbench.runtime.plugin import PROFILE, FrameworkPlugin, PluginDescription
 from fwbench.runtime.timing import RunCancelled
 from fwbench.spec import op_classes
 
-# RunRequest.profile.steps: 1..MAX_STEPS (0 asks for nothing).
-MAX_STEPS = 1000
-# Trace formats a ProfileResult names (agent.proto).
-TRACE_FORMATS = ("chrome-trace", "xplane")
-
 
 @dataclass(frozen=True)
 class OperationSample:
@@ -52,7 +47,7 @@ class OperationSample:
 class ProfiledSteps:
     operations: Sequence[OperationSample]
     trace_file: str = ""  # a path in trace_dir, "" when none was written
-    trace_format: str = ""  # one of TRACE_FORMATS when trace_file is set
+    trace_format: str = ""  # one of op_classes.TRACE_FORMATS when trace_file is set
     # Whose names the operations' are (a framework of fwbench/spec/op_classes.toml): "" for
     # the plugin's own; Keras on PyTorch gives "torch".
     names: str = ""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from fwbench.agent.v1 import agent_pb2
 from fwbench.runtime.plugin import Capability, UnsupportedWorkload, WorkloadSpec
-from fwbench.runtime.profiling import MAX_STEPS as MAX_PROFILE_STEPS
 from fwbench.runtime.timing import PROGRESS_SECONDS, WORLD_PROGRESS_SECONDS, LoopPlan
 from fwbench.runtime.world import World
 from fwbench.spec.catalogue import Catalogue, CatalogueError, ParamSpec
 from fwbench.spec.enums import DTYPE_NAMES, PHASE_NAMES
+from fwbench.spec.op_classes import MAX_PROFILE_STEPS
 
 MAX_THREADS = 1024
 

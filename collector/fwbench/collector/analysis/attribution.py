@@ -61,11 +61,6 @@ class Attribution:
         c = self.comparison
         return c.median_seconds - c.baseline_median_seconds
 
-    @property
-    def holds_most(self) -> ClassGap | None:
-        """The class with the largest part of the gap, in the gap's direction."""
-        return self.classes[0] if self.classes else None
-
 
 def attribute(
     run: RunData, comparisons: Sequence[Comparison], cells: Sequence[Contender]

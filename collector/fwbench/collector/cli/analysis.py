@@ -59,6 +59,26 @@ def _margins(db: ResultStore, runs: list[RunData], wanted: bool) -> list[HostHis
     return margin_histories(db, runs) if wanted else None
 
 
+def baseline_comparisons(
+    db: ResultStore,
+    run: RunData,
+    baseline: str,
+    noise_floor: float = DEFAULT_NOISE_FLOOR,
+    margin: float | None = None,
+    use_history: bool = True,
+) -> ComparisonSet:
+    """One run's agents against `baseline`, as `compare` and `explain` both make them: the
+    host's history leaned on and the margins taken from it unless told otherwise; raises
+    ComparisonError."""
+    from fwbench.collector.analysis.compare import compare_to_baseline
+
+    history = _history(db, run, use_history)
+    margins = _margins(db, [run], use_history and margin is None)
+    return compare_to_baseline(
+        run, baseline, noise_floor, margin, history, margins[0] if margins else None
+    )
+
+
 @reads_store
 def compare(
     runs: Annotated[
@@ -115,7 +135,7 @@ def compare(
     numbered notes under the table (--verbose: every figure and note)."""
     from fwbench.collector.analysis import formats
     from fwbench.collector.analysis.answers import rich_answers, with_decisions
-    from fwbench.collector.analysis.compare import compare_runs, compare_to_baseline
+    from fwbench.collector.analysis.compare import compare_runs
     from fwbench.collector.analysis.contenders import ComparisonError
     from fwbench.collector.analysis.decisions import SEQUENTIAL_NOTE, stored_decisions
     from fwbench.collector.analysis.efficiency import one_replica_world
@@ -138,11 +158,7 @@ def compare(
                 baseline = one_replica_world(loaded[0].results)
             if baseline is None:
                 fail(f"one run needs --baseline AGENT; agents in {runs[0]}: {', '.join(named)}")
-            history = _history(db, loaded[0], use_history)
-            margins = _margins(db, loaded, use_history and margin is None)
-            result = compare_to_baseline(
-                loaded[0], baseline, noise_floor, margin, history, margins[0] if margins else None
-            )
+            result = baseline_comparisons(db, loaded[0], baseline, noise_floor, margin, use_history)
         elif len(loaded) == 2:
             if baseline is not None:
                 fail("--baseline compares agents within one run; give one run")

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from fwbench.collector.cli.analysis import baseline_comparisons
 from fwbench.collector.cli.common import StorePath, console, fail, fail_with, reads_store
-from fwbench.collector.stats.defaults import DEFAULT_NOISE_FLOOR
 
 if TYPE_CHECKING:
     from fwbench.collector.analysis.attribution import Attribution
@@ -30,7 +30,6 @@ def explain(
     and the largest operations; a comparison not decided is never attributed."""
     from fwbench.collector.analysis.answers import with_decisions
     from fwbench.collector.analysis.attribution import attribute
-    from fwbench.collector.analysis.compare import compare_to_baseline
     from fwbench.collector.analysis.contenders import ComparisonError, contenders, load_run
     from fwbench.collector.analysis.decisions import stored_decisions
     from fwbench.collector.run.plan import split_list
@@ -39,7 +38,7 @@ def explain(
     db = ResultStore(store or default_store_path(), create=False)
     try:
         run = load_run(db, run_id)
-        result = compare_to_baseline(run, baseline, DEFAULT_NOISE_FLOOR)
+        result = baseline_comparisons(db, run, baseline)  # what `compare` says of the run
     except ComparisonError as error:
         fail_with(error)
     result = with_decisions(result, stored_decisions(run.metadata))

@@ -16,9 +16,9 @@ from fwbench.collector.store.cell_key import CellKey, params_text
 from fwbench.spec import Catalogue, CatalogueError
 from fwbench.spec.catalogue import DTYPES, PHASES
 from fwbench.spec.model_files import is_model_workload
+from fwbench.spec.op_classes import MAX_PROFILE_STEPS
 
 MAX_REPEAT = 100
-MAX_PROFILE_STEPS = 1000  # RunRequest.profile.steps (agent.proto)
 MAX_SEED = 2**64 - 1  # RunRequest.seed is a uint64
 MAX_THREADS = 4096  # RunRequest.threads is a uint32; no host has more cores than this
 
@@ -127,7 +127,7 @@ def build_selection(
     )
     if not 0 <= profile_steps <= MAX_PROFILE_STEPS:
         raise SelectionError(
-            f"invalid profile steps {profile_steps}: allowed 1..{MAX_PROFILE_STEPS}"
+            f"invalid profile steps {profile_steps}: allowed 0..{MAX_PROFILE_STEPS}"
         )
     if not 1 <= repeat <= MAX_REPEAT:
         raise SelectionError(f"invalid repeat {repeat}: allowed 1..{MAX_REPEAT}")

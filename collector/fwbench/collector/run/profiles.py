@@ -20,7 +20,6 @@ from fwbench.agent.v1 import agent_pb2
 from fwbench.spec import op_classes
 
 PROFILES_SINCE = (1, 10)  # the protocol version that brought RunRequest.profile
-TRACE_FORMATS = ("chrome-trace", "xplane")
 UNMAPPED = "unmapped"  # the class column's name for names the mapping lacks
 PROFILES = "profiles"  # the run folder's folder the agents write their traces into
 
@@ -77,7 +76,7 @@ def check_profile(request: agent_pb2.RunRequest, result: agent_pb2.RunResult) ->
             raise BadProfile(where, f"calls {operation.calls} is no count")
         if operation.op_class and operation.op_class not in known:
             raise BadProfile(where, f"class {operation.op_class!r} is not a common class")
-    if profile.trace_file and profile.trace_format not in TRACE_FORMATS:
+    if profile.trace_file and profile.trace_format not in op_classes.TRACE_FORMATS:
         raise BadProfile("profile.trace_format", f"{profile.trace_format!r} is no trace format")
 
 
