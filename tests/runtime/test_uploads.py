@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,18 +84,30 @@ def test_a_file_comes_in_chunks_is_kept_by_digest_and_runs(agent, kept, tmp_path
 
 
 def test_what_the_agent_holds_is_answered_before_the_rest_is_sent(agent, tmp_path):
+    """The sender holds every data piece back until the reply has come: an agent that waited
+    for the rest before answering "held" would leave the call without a reply, and fail it."""
     path = _model(tmp_path, padding=3 * CHUNK_BYTES)
     _upload(agent, uploads.chunks(path))
+    replied = threading.Event()
     pulled = []
 
-    def counted() -> Iterator[agent_pb2.ModelChunk]:
-        for chunk in uploads.chunks(path):
-            pulled.append(chunk)
-            yield chunk
+    def held_back() -> Iterator[agent_pb2.ModelChunk]:
+        header, *pieces = uploads.chunks(path)
+        pulled.append(header)
+        yield header
+        replied.wait(timeout=60)
+        for piece in pieces:
+            pulled.append(piece)
+            yield piece
 
-    reply = agent.UploadModel(counted(), timeout=30)
+    call = agent.UploadModel.future(held_back(), timeout=30)
+    try:
+        reply = call.result(timeout=30)
+        sent_before_reply = len(pulled)
+    finally:
+        replied.set()
     assert reply.held and reply.received_bytes == 0
-    assert len(pulled) < 4  # the header, and what gRPC read ahead: not the file's 4 pieces
+    assert sent_before_reply == 1  # the header alone: none of the file's 4 pieces
 
 
 def test_a_folder_comes_with_its_files_and_its_digest(agent, kept, tmp_path):
