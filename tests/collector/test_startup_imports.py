@@ -180,3 +180,34 @@ def test_the_run_machinery_of_local_agents_loads_no_docker_sdk() -> None:
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_the_verdicts_statistics_load_no_scipy_stats() -> None:
+    """Every run ends with its comparisons; scipy.stats costs about a second of CPU to import
+    (about 0.2 s for scipy.special), which the suite's hundreds of runs and every user's run
+    paid for three numbers. Each of the verdicts' methods runs here: repetitions a side,
+    a prior from history, one process a side (Mann-Whitney, exact and with ties), the
+    equivalence test and the sequential interval."""
+    program = """
+import sys
+import numpy as np
+from fwbench.collector.stats import sequential, significance
+rng = np.random.default_rng(1)
+two = [rng.lognormal(0, 0.1, 20) for _ in range(2)]
+one = [rng.lognormal(0, 0.1, 20)]
+prior = (significance.ProcessSpread(0.05, 4.0), significance.ProcessSpread(0.05, 4.0))
+significance.estimate_speedup(two, two[::-1])
+significance.estimate_speedup(one, [one[0] * 1.1], prior)
+significance.estimate_speedup(one, [one[0] * 1.1])
+significance.estimate_speedup([np.arange(5.0)], [np.arange(5.0) + 2.5])
+significance.estimate_speedup([np.round(one[0], 1)], [np.round(one[0] * 1.2, 1)])
+significance.equivalence_p(two, two[::-1], 1.05)
+significance.equivalence_p(one, [one[0]], 1.05, prior)
+sequential.look([*two, one[0]], [*two[::-1], one[0] * 1.1], 0.01, 0.01, 0.03, 0.05)
+print(sequential.__name__, sorted(m for m in sys.modules if m.startswith("scipy.stats")))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[1:] == ["[]"], done.stdout

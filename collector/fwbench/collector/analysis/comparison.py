@@ -11,6 +11,7 @@ from typing import Any
 from fwbench.collector.analysis import hosts
 from fwbench.collector.analysis.efficiency import SCALING_VERDICTS
 from fwbench.collector.analysis.noise import NoiseMeasurement
+from fwbench.collector.stats.classical import t_ppf
 from fwbench.collector.stats.failures import (
     DIFFERED_NOTE,
     FAILED_NOTE,
@@ -132,9 +133,7 @@ def how_to_decide(comparison: Comparison) -> str:
         # With --repeat the processes are the evidence: Welch's interval at 2 a side if they
         # differ as the priors say, not the prior's heavy-tailed one (its few degrees of
         # freedom say how much days differ, not how much processes of one run will).
-        from scipy.stats import t as student_t  # scipy when a figure is computed: a light start
-
-        half = float(student_t.ppf(1 - ALPHA / 2, 2)) * comparison.prior_sd / math.sqrt(2)
+        half = t_ppf(1 - ALPHA / 2, 2) * comparison.prior_sd / math.sqrt(2)
         centre = math.log(estimate.speedup)
         low, high = math.exp(centre - half), math.exp(centre + half)
         estimate = replace(estimate, ci_low=low, ci_high=high)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 
+from fwbench.collector.stats.classical import t_ppf
 from fwbench.collector.stats.significance import DEFAULT_MARGIN, RatioEstimate
 
 # The most repetitions a side a sentence suggests: 100 rounds of a minute each is most of a
@@ -53,17 +54,11 @@ def repetitions_needed(
     target = max(targets)
     if level is None or repetitions < 2:
         return max(repetitions + 1, math.ceil(repetitions * (half / target) ** 2))
-    from scipy.stats import t as student_t  # scipy when a figure is computed: a light start
-
     quantile = 1 - (1 - level) / 2
-    standard_error = half / float(student_t.ppf(quantile, 2 * (repetitions - 1)))
+    standard_error = half / t_ppf(quantile, 2 * (repetitions - 1))
 
     def half_at(n: int) -> float:
-        return (
-            float(student_t.ppf(quantile, 2 * (n - 1)))
-            * standard_error
-            * math.sqrt(repetitions / n)
-        )
+        return t_ppf(quantile, 2 * (n - 1)) * standard_error * math.sqrt(repetitions / n)
 
     low, high = repetitions, repetitions + 1  # half_at(low) > target throughout
     while half_at(high) > target:

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fwbench.collector.stats.bootstrap import FloatArray
+from fwbench.collector.stats.classical import t_ppf
 from fwbench.collector.stats.defaults import MAX_HISTORY_MARGIN as MAX_HISTORY_MARGIN
 from fwbench.collector.stats.judgement import judge
 from fwbench.collector.stats.significance import (
@@ -230,9 +231,5 @@ def _interval(scaled: tuple[float, float, float], alpha: float) -> tuple[float, 
     difference, scale, df = scaled
     if scale == 0:
         return difference, difference
-    # Student's t quantile: scipy.stats.t.ppf's own function, without the distribution
-    # object's argument checks (a hundred times its cost; scipy when a figure is computed).
-    from scipy.special import stdtrit
-
-    half = float(stdtrit(df, 1 - alpha / 2)) * scale
+    half = t_ppf(1 - alpha / 2, df) * scale
     return difference - half, difference + half

@@ -17,7 +17,7 @@
     processes differ as much as the host's earlier ones did.
   - Otherwise: one process a side can only speak for those processes. The interval comes from
     the bootstrap of the samples (bootstrap.py; two levels where one side has repetitions),
-    the p-value from a two-sided Mann-Whitney U on the pooled samples (scipy).
+    the p-value from a two-sided Mann-Whitney U on the pooled samples (classical.py).
   Either p-value is adjusted with Holm's step-down method over every comparison shown
   together, which holds the chance of any false "significant" among them to ALPHA.
 - Noise floor f: a speedup within [1 / (1 + f), 1 + f] is never called a difference. f is
@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fwbench.collector.stats.bootstrap import FloatArray, ratio_interval, ratio_replicates
+from fwbench.collector.stats.classical import mann_whitney_p, t_ppf, t_sf, welch_t
 from fwbench.collector.stats.defaults import DEFAULT_MARGIN as DEFAULT_MARGIN
 from fwbench.collector.stats.defaults import DEFAULT_NOISE_FLOOR as DEFAULT_NOISE_FLOOR
 from fwbench.collector.stats.judgement import EQUIVALENT as EQUIVALENT
@@ -101,9 +102,6 @@ def estimate_speedup(
     """Speedup of `contender` over `baseline`, each given as its repetitions' samples; the
     prior is used only where a side has one repetition. Raises ValueError when either side
     has no samples."""
-    from scipy.stats import mannwhitneyu  # scipy when a figure is computed: a light start
-    from scipy.stats import t as student_t
-
     baseline, contender = _nonempty(baseline), _nonempty(contender)
     pooled_base, pooled_other = np.concatenate(baseline), np.concatenate(contender)
     speedup = float(np.median(pooled_base) / np.median(pooled_other))
@@ -112,9 +110,9 @@ def estimate_speedup(
         return RatioEstimate(speedup, low, high, p_value, PROCESSES)
     if prior is not None:
         scale, df = prior_scale(len(baseline), len(contender), prior)
-        half = float(student_t.ppf(1 - ALPHA / 2, df)) * scale
+        half = t_ppf(1 - ALPHA / 2, df) * scale
         centre = math.log(speedup)
-        p_value = float(2 * student_t.sf(abs(centre) / scale, df))
+        p_value = 2 * t_sf(abs(centre) / scale, df)
         return RatioEstimate(
             speedup, math.exp(centre - half), math.exp(centre + half), p_value, HISTORY
         )
@@ -122,26 +120,24 @@ def estimate_speedup(
     if np.ptp(np.concatenate([pooled_base, pooled_other])) == 0:
         p_value = 1.0  # every value tied: U is undefined, and there is nothing to find
     else:
-        p_value = float(mannwhitneyu(pooled_base, pooled_other, alternative="two-sided").pvalue)
+        p_value = mann_whitney_p(pooled_base, pooled_other)
     return RatioEstimate(speedup, low, high, p_value)
 
 
 def _between_processes(
     baseline: Sequence[FloatArray], contender: Sequence[FloatArray], speedup: float
 ) -> tuple[float, float, float]:
-    """Welch's t (scipy) on log(repetition medians): (interval low, high, p), the interval's
+    """Welch's t on log(repetition medians): (interval low, high, p), the interval's
     half-width from Welch's, centred on log(speedup)."""
     base = np.log([np.median(g) for g in baseline])
     other = np.log([np.median(g) for g in contender])
     if base.var(ddof=1) + other.var(ddof=1) == 0:  # every repetition's median identical
         return speedup, speedup, 1.0 if base.mean() == other.mean() else 0.0
-    from scipy.stats import ttest_ind  # scipy when a figure is computed: a light start
-
-    test = ttest_ind(base, other, equal_var=False)
-    low, high = test.confidence_interval(1 - ALPHA)
-    half = float(high - low) / 2
+    test = welch_t(base, other)
+    low, high = test.interval(1 - ALPHA)
+    half = (high - low) / 2
     centre = math.log(speedup)
-    return math.exp(centre - half), math.exp(centre + half), float(test.pvalue)
+    return math.exp(centre - half), math.exp(centre + half), test.p_value
 
 
 def _nonempty(groups: Sequence[FloatArray]) -> list[FloatArray]:
@@ -201,12 +197,10 @@ def equivalence_p(
 
 
 def _tost(centre: float, edge: float, scale: float, df: float) -> float:
-    from scipy.stats import t as student_t  # scipy when a figure is computed: a light start
-
     if scale == 0:
         return 0.0 if abs(centre) < edge else 1.0
-    above_low = float(student_t.sf((centre + edge) / scale, df))  # H0: speedup <= 1 / bound
-    below_high = float(student_t.cdf((centre - edge) / scale, df))  # H0: speedup >= bound
+    above_low = t_sf((centre + edge) / scale, df)  # H0: speedup <= 1 / bound
+    below_high = t_sf(-(centre - edge) / scale, df)  # H0: speedup >= bound
     return max(above_low, below_high)
 
 
