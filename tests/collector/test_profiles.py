@@ -17,7 +17,10 @@ import pandas as pd
 import pytest
 
 from fwbench.agent.v1 import agent_pb2
-from fwbench.collector.analysis.attribution import attribute
+from fwbench.collector.analysis import attribution as attribution_module
+from fwbench.collector.analysis import contenders as contenders_module
+from fwbench.collector.analysis.answers.gaps import gap_namer
+from fwbench.collector.analysis.attribution import Attribution, ClassGap, attribute
 from fwbench.collector.analysis.contenders import RunData
 from fwbench.collector.run.profiles import (
     BadProfile,
@@ -166,3 +169,44 @@ def test_a_gap_not_decided_is_never_attributed() -> None:
         (found,) = attribute(run, [asked], [])  # type: ignore[list-item]
         said = f"the comparison is {verdict}: only a decided gap is attributed"
         assert found.not_attributed == said and found.classes == ()
+
+
+def _namer(monkeypatch: pytest.MonkeyPatch, attribution: Attribution):
+    """gap_namer over a profiled run whose one comparison attributes as given."""
+    monkeypatch.setattr(attribution_module, "attribute", lambda run, asked, cells: [attribution])
+    monkeypatch.setattr(contenders_module, "contenders", lambda run: [])
+    run = RunData("r", pd.DataFrame({"profile_classes": ['{"matmul": 0.001}']}), pd.DataFrame())
+    return gap_namer(run, [attribution.comparison])
+
+
+def _compared(verdict: str = "slower") -> SimpleNamespace:
+    asked = SimpleNamespace(verdict=verdict, agent="a", mode="", key="k", baseline="b")
+    asked.baseline_mode, asked.median_seconds, asked.baseline_median_seconds = "", 0.0075, 0.002
+    return asked
+
+
+def test_an_answer_names_the_class_holding_most_of_a_decided_gap(monkeypatch) -> None:
+    asked = _compared()
+    parts = (
+        ClassGap("matmul", 0.001, 0.005, 0.4 / 0.55),
+        ClassGap("outside", 0.001, 0.0025, 0.15 / 0.55),
+    )
+    name = _namer(monkeypatch, Attribution(asked, parts))  # type: ignore[arg-type]
+    assert name(asked) == "most of the gap in matmul: 4 of 5.5 ms (73%; collector explain)"
+    spread = (ClassGap("outside", 0.0, 0.002, 0.4), ClassGap("matmul", 0.0, 0.0015, 0.3))
+    name = _namer(monkeypatch, Attribution(asked, spread))  # type: ignore[arg-type]
+    assert name(asked).startswith("the largest part of the gap outside operations: 2 of 5.5 ms")
+
+
+def test_an_answer_says_why_its_gap_is_not_attributed_and_an_unprofiled_run_nothing(
+    monkeypatch,
+) -> None:
+    asked = _compared()
+    why = "profiling took 3.00x and 1.00x the timed steps: ..."
+    name = _namer(monkeypatch, Attribution(asked, not_attributed=why))  # type: ignore[arg-type]
+    assert name(asked) == f"gap not attributed: {why}"
+    equivalent = _compared("equivalent")
+    name = _namer(monkeypatch, Attribution(equivalent, not_attributed="the comparison is ..."))  # type: ignore[arg-type]
+    assert name(equivalent) == ""
+    plain = RunData("r", pd.DataFrame({"median_seconds": [0.001]}), pd.DataFrame())
+    assert gap_namer(plain, [asked])(asked) == ""  # type: ignore[list-item]

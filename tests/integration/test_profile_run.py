@@ -6,7 +6,8 @@ folder; an agent without a profiler keeps its samples and says why. An agent who
 4 ms more, all of it in matrix multiplies, is decided slower and explain puts most of the gap
 in matmul; its twin, when not decided different (nearly always), is not attributed (that no
 undecided gap is ever attributed: tests/collector/test_profiles.py); the agent without a profile
-says why it is not; the report draws each profiled agent's step split over the classes."""
+says why it is not; the run's answers and the report's name the class holding most of the
+decided gap; the report draws each profiled agent's step split over the classes."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def test_a_profiled_run_gives_each_row_its_time_by_class(profiled_run) -> None:
 
 
 def test_explain_puts_a_decided_gap_where_it_was_made(profiled_run) -> None:
-    out, _, explained = profiled_run
+    out, printed, explained = profiled_run
     found = {a["agent"]: a for a in json.loads(explained["json"])}
     slower = found["slower"]
     assert slower["verdict"] == "slower" and not slower["not_attributed"], slower
@@ -114,7 +115,11 @@ def test_explain_puts_a_decided_gap_where_it_was_made(profiled_run) -> None:
     if plain["verdict"] in ("faster", "slower"):
         said = "plain has no profile here: this build has no profiler"
         assert plain["not_attributed"] == said
+    # The run's own answers name the class holding most of the gap, as the report's do.
+    (line,) = [x for x in printed.splitlines() if "slower is slower than profiled" in x]
+    assert "; most of the gap in matmul: " in line and line.endswith("; collector explain)")
     page = (out / "report" / "report.md").read_text()
+    assert "; most of the gap in matmul: " in page
     section = page.split("## Where each step's time goes")[1].split("\n## ")[0]
     assert "figures/profiles.png" in section
     assert (out / "report" / "figures" / "profiles.png").stat().st_size > 0

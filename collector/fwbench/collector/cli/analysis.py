@@ -216,7 +216,7 @@ def _answers(
         return answers(result, title, runs=pair)
     run = loaded[0]
     title = answers_title(run.run_id, baseline or "", decided)
-    return answers(result, title, decided, str(run.metadata.get("command") or ""))
+    return answers(result, title, decided, str(run.metadata.get("command") or ""), run=run)
 
 
 def show_findings(found: Findings) -> None:

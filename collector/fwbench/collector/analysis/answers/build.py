@@ -19,10 +19,11 @@ from fwbench.collector.analysis.answers.found import (
     Found,
     answers_title,
 )
+from fwbench.collector.analysis.answers.gaps import GapNamer, gap_namer
 from fwbench.collector.analysis.answers.reasons import Groups, comparison_reason, decision_reason
 from fwbench.collector.analysis.compare import compare_to_baseline
 from fwbench.collector.analysis.comparison import Comparison, ComparisonSet
-from fwbench.collector.analysis.contenders import ComparisonError, contenders, load_run
+from fwbench.collector.analysis.contenders import ComparisonError, RunData, contenders, load_run
 from fwbench.collector.analysis.decisions import decision_note, stored_decisions
 from fwbench.collector.analysis.efficiency import percent_interval
 from fwbench.collector.analysis.history import host_history, margin_histories
@@ -76,11 +77,13 @@ def answers(
     decided: DecidedRun | None = None,
     command: str = "",
     runs: tuple[str, str] | None = None,
+    run: RunData | None = None,
 ) -> Answers:
     """What `result` found (after with_decisions, for a run measured until decided: then
     every decision is an answer, the comparisons it does not cover follow, labelled).
     `command`: the run's own (run.json), from which the commands that would decide the
-    undecided are made; `runs`: (before, after) when `result` compares two runs."""
+    undecided are made; `runs`: (before, after) when `result` compares two runs; `run`: the
+    one run `result` compares within, whose profiles say where each decided gap lives."""
     questions = list(decided.decisions) if decided is not None else []
     cell = cell_namer([c.key for c in result.comparisons] + [q.cell_key for q in questions])
     modes: dict[str, set[str]] = {}
@@ -90,9 +93,14 @@ def answers(
     # A run measured until decided answers with its decisions alone: the comparisons it did
     # not ask (an A/A twin against the baseline) stay in the tables, labelled fixed-level.
     rest = [] if decided is not None else list(result.comparisons)
-    found = [_decided_line(q, decided, cell) for q in questions if q.decided and decided]
+    gap = gap_namer(run, result.comparisons)
+    found = [
+        _with_gap(_decided_line(q, decided, cell), gap, _covered(q, result.comparisons))
+        for q in questions
+        if q.decided and decided
+    ]
     found += [
-        _comparison_line(c, cell, runs, len(modes[c.agent]) > 1)
+        _with_gap(_comparison_line(c, cell, runs, len(modes[c.agent]) > 1), gap, c)
         for c in rest
         if c.verdict != UNDECIDED
     ]
@@ -104,6 +112,16 @@ def answers(
         if comparison.verdict == UNDECIDED:
             groups.add(*comparison_reason(comparison, command, runs), comparison)
     return Answers(title, found, groups.said(decided, command))
+
+
+def _with_gap(found: Found, gap: GapNamer, comparison: Comparison | None) -> Found:
+    said = gap(comparison) if comparison is not None else ""
+    return replace(found, text=f"{found.text}; {said}", gap=said) if said else found
+
+
+def _covered(q: Decision, comparisons: Sequence[Comparison]) -> Comparison | None:
+    """The comparison a decision answers, if the run has it."""
+    return next((c for c in comparisons if decision_for(c, [q]) is not None), None)
 
 
 def _decided_line(q: Decision, decided: DecidedRun, cell: _Namer) -> Found:
@@ -188,7 +206,7 @@ def run_comparisons(
         return None
     result = with_decisions(result, decided)
     command = str(run.metadata.get("command") or "")
-    found = answers(result, answers_title(run_id, baseline, decided), decided, command)
+    found = answers(result, answers_title(run_id, baseline, decided), decided, command, run=run)
     return result, found, decided
 
 

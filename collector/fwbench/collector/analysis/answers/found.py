@@ -33,6 +33,7 @@ class Found:
     ci_low: float | None
     ci_high: float | None
     verdict_from: str = ""  # SEQUENTIAL, FIXED_LEVEL, or "" (a run of fixed repetitions)
+    gap: str = ""  # where the gap lives, in a profiled run (gaps.py); also the text's end
 
 
 @dataclass(frozen=True)

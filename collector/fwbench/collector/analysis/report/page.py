@@ -166,7 +166,7 @@ def _context(
         title = f"What run {run.run_id} found"
         nothing = f"Nothing to compare: {alone.agent} is the only agent in this run; "
         nothing += to_compare(alone.agent) + "."
-    found = answers(result, title, decided, str(metadata.get("command") or ""))
+    found = answers(result, title, decided, str(metadata.get("command") or ""), run=run)
     opening = [f"## {title}", "", nothing] if nothing else markdown_answers(found)
     notes, said = footnoted([row[-1] for row in comparison_rows], repeated_phrases(decided))
     comparison_rows = [[*row[:-1], note] for row, note in zip(comparison_rows, notes, strict=True)]
