@@ -303,7 +303,7 @@ def test_lstm_equals_a_numpy_reference(plugin):
 def test_plugin_keeps_the_contract_and_declares_its_optional_capabilities(plugin):
     assert isinstance(plugin, FrameworkPlugin)
     # model_files where jax's serialization loads (flatbuffers, which the agent's lock has)
-    assert plugin.optional_capabilities == {"accuracy", "equivalence", "model_files"}
+    assert plugin.optional_capabilities == {"accuracy", "equivalence", "model_files", "profile"}
 
 
 def test_describe_reports_jax_threads_and_every_op_and_model(plugin):

@@ -1,30 +1,46 @@
-"""Profiles of Keras' cells (protocol 1.10, docs/profiling.md): on its torch backend Keras'
-layers run as PyTorch's operations, profiled by PyTorch's profiler and classed by PyTorch's
-names (nothing unmapped); on the other backends the plugin declares no profiler and says why."""
+"""Profiles of Keras' cells (protocol 1.10, docs/profiling.md), on whichever backend
+KERAS_BACKEND names: Keras' layers run as the backend's operations, profiled by its profiler
+(PyTorch's, TensorFlow's, JAX's) and classed by its names (torch, tensorflow, xla): a CNN's
+training step and a small GPT's generation leave nothing unmapped, the warm-up step is left
+out, and the trace is the backend's own."""
 
 from __future__ import annotations
 
-import threading
+import sys
+from pathlib import Path
 
-from fwbench.runtime.plugin import PROFILE, WorkloadSpec
-from fwbench.runtime.profiling import profile_steps
+import pytest
+
+from fwbench.runtime.plugin import PROFILE
+
+sys.path.insert(0, str(Path(__file__).parents[1]))  # profiled_cells
+
+from profiled_cells import calls, check_classed, profile_cell
+
+PROFILERS = {"torch": "torch.profiler", "tensorflow": "tf.profiler", "jax": "jax.profiler"}
+TRACES = {"torch": "chrome-trace", "tensorflow": "xplane", "jax": "xplane"}
+MODE = {"torch": "eager", "tensorflow": "function", "jax": "jit"}
 
 
-def test_the_torch_backend_profiles_and_the_others_say_why(plugin, backend, catalogue):
-    reason = plugin.describe().no_profiler
-    if backend != "torch":
-        assert PROFILE not in plugin.optional_capabilities
-        assert reason == f"Keras on {backend}: its profiler is not wired into fwbench yet"
-        return
-    assert PROFILE in plugin.optional_capabilities and not reason
-    assert plugin.profiler().startswith("torch.profiler (torch ")
-    gemm = catalogue.get("gemm")
-    params = gemm.resolve_params({"m": 64, "n": 64, "k": 64})
-    built = plugin.build(WorkloadSpec(gemm, "train", 1, "float32", params, 0, 0, "eager"))
-    plugin.synchronize(built.step())
-    result = profile_steps(
-        plugin, "keras", built.step, 2, "", threading.Event(), lambda stage, done: None
-    )
-    assert not result.not_profiled and result.steps == 2, result.not_profiled
-    assert [o.name for o in result.operations if not o.op_class] == []
-    assert "matmul" in {o.op_class for o in result.operations}
+@pytest.mark.parametrize(
+    ("name", "phase", "expected"),
+    [
+        ("lenet", "train", {"convolution", "matmul", "reduction", "elementwise"}),
+        ("generate", "infer", {"matmul", "elementwise"}),
+    ],
+)
+def test_the_backends_profiler_classes_every_operation(
+    plugin, backend, name, phase, expected, tmp_path
+):
+    assert PROFILE in plugin.optional_capabilities and not plugin.describe().no_profiler
+    assert plugin.profiler().startswith(f"{PROFILERS[backend]} (")
+    cell = (name, phase, MODE[backend])
+    result = profile_cell(plugin, "keras", cell, trace=tmp_path)
+    check_classed(result, expected, TRACES[backend])
+
+
+def test_the_warm_up_step_is_left_out(plugin, backend) -> None:
+    cell = ("lenet", "train", MODE[backend])
+    two, four = (profile_cell(plugin, "keras", cell, steps) for steps in (2, 4))
+    kernels = {"convolution", "matmul"}
+    assert calls(two, kernels) == calls(four, kernels) and calls(two, kernels)

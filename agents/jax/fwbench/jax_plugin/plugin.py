@@ -13,6 +13,7 @@ import dataclasses
 import importlib.metadata
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import jax
@@ -24,6 +25,7 @@ from fwbench.jax_plugin import distributed, model_file, models, ops, reference, 
 from fwbench.jax_plugin.attention import ATTENTION_MODES, LAYOUT, build_attention
 from fwbench.jax_plugin.threads import limit_cpu_threads
 from fwbench.jax_plugin.training import MODES, TrainLoop, compile_fn, make_infer_fn, sgd
+from fwbench.runtime import jax_profile, xplane
 from fwbench.runtime.architectures import TRANSFORMER_NAMES
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.model_files import ModelSignature
@@ -31,6 +33,7 @@ from fwbench.runtime.plugin import (
     ACCURACY,
     EQUIVALENCE,
     MODEL_FILES,
+    PROFILE,
     THREADS_VARIABLE,
     BuiltStep,
     Capability,
@@ -44,6 +47,7 @@ from fwbench.runtime.plugin import (
     float32_arithmetic,
     translate_out_of_memory,
 )
+from fwbench.runtime.profiling import ProfiledSteps, RunSteps
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
 
 PLUGIN_VERSION = "0.1.0"
@@ -187,6 +191,9 @@ class JaxPlugin:
         )
         if context.tf32 is not None:  # FWBENCH_TF32; unset keeps XLA's default
             jax.config.update("jax_default_matmul_precision", _TF32_PRECISION[context.tf32])
+        self.no_profiler = xplane.no_profiler("JAX's profiler", self._gpu, self.world is not None)
+        if not self.no_profiler:
+            self.optional_capabilities = JaxPlugin.optional_capabilities | {PROFILE}
 
     # ----------------------------------------------------------------------- FrameworkPlugin
 
@@ -221,7 +228,14 @@ class JaxPlugin:
                 else distributed.capabilities(capability, self.world)
             ),
             threads_fixed_at_startup=True,
+            no_profiler=self.no_profiler,
         )
+
+    def profiler(self) -> str:
+        return jax_profile.PROFILER
+
+    def profile(self, run_steps: RunSteps, trace_dir: Path | None) -> ProfiledSteps:
+        return jax_profile.profile(run_steps, trace_dir)
 
     def _devices(self) -> tuple[DeviceInfo, ...]:
         import psutil

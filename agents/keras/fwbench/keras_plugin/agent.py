@@ -99,7 +99,7 @@ class KerasAgent:
             family=name,
             family_version=self.backend.version(),
             unsupported_reasons=UNSUPPORTED_REASONS,
-            no_profiler=_no_profiler(name),
+            no_profiler=no_profiler(name, self.backend.device),
         )
 
     # ---------------------------------------------------------------------------- build
@@ -273,12 +273,12 @@ class KerasAgent:
             return reference.equivalence(case, self.backend)
 
 
-def _no_profiler(backend: str) -> str:
-    """Why `--profile` gets nothing on this backend (PyTorch's profiler serves the torch one:
-    plugin.py)."""
-    if backend == "torch":
+def no_profiler(backend: str, device: str) -> str:
+    """Why `--profile` gets nothing on this backend and device, "" where it profiles: PyTorch's
+    profiler on torch, TensorFlow's and JAX's on the CPU (plugin.py)."""
+    if backend == "torch" or "cpu" in device.lower():
         return ""
-    return f"Keras on {backend}: its profiler is not wired into fwbench yet"
+    return f"Keras on {backend}: its profiler is read on the CPU only, not on {device}"
 
 
 def _synthetic_batch(name: str, spec: WorkloadSpec, item: tuple[int, ...]) -> tuple[Any, Any]:

@@ -49,7 +49,7 @@ class KerasPlugin:
 
     def __init__(self, context: PluginContext) -> None:
         backend, threads = environment.start(context)
-        from fwbench.keras_plugin.agent import KerasAgent  # imports Keras: after the check
+        from fwbench.keras_plugin.agent import KerasAgent, no_profiler  # imports Keras: now
 
         self._agent: KerasAgent = KerasAgent(context, backend, threads)
         from fwbench.keras_plugin import model_export
@@ -57,16 +57,34 @@ class KerasPlugin:
         self.export_formats = model_export.formats(backend)
         if self.export_formats:
             self.optional_capabilities = KerasPlugin.optional_capabilities | {MODEL_EXPORT}
-        # On PyTorch, PyTorch's profiler: Keras' layers run as torch's operations.
-        if backend == "torch":
+        # The backend's own profiler: Keras' layers run as its operations (on tensorflow and
+        # jax, on the CPU only: agent.no_profiler says why not elsewhere).
+        self._backend = backend
+        if not no_profiler(backend, self._agent.backend.device):
             self.optional_capabilities = self.optional_capabilities | {PROFILE}
 
     def profiler(self) -> str:
+        if self._backend == "tensorflow":
+            from fwbench.runtime import tf_profile
+
+            return tf_profile.PROFILER
+        if self._backend == "jax":
+            from fwbench.runtime import jax_profile
+
+            return jax_profile.PROFILER
         from fwbench.runtime import torch_profile
 
         return torch_profile.PROFILER
 
     def profile(self, run_steps: RunSteps, trace_dir: Path | None) -> ProfiledSteps:
+        if self._backend == "tensorflow":
+            from fwbench.runtime import tf_profile
+
+            return tf_profile.profile(run_steps, trace_dir)
+        if self._backend == "jax":
+            from fwbench.runtime import jax_profile
+
+            return jax_profile.profile(run_steps, trace_dir)
         import torch
 
         from fwbench.runtime import torch_profile

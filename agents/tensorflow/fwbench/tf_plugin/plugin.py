@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import keras
@@ -16,12 +17,14 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.python.util import _pywrap_util_port
 
+from fwbench.runtime import tf_profile, xplane
 from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
     ACCURACY,
     EQUIVALENCE,
     MODEL_FILES,
+    PROFILE,
     THREADS_VARIABLE,
     BuiltStep,
     Capability,
@@ -35,6 +38,7 @@ from fwbench.runtime.plugin import (
     float32_arithmetic,
     translate_out_of_memory,
 )
+from fwbench.runtime.profiling import ProfiledSteps, RunSteps
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
 from fwbench.tf_plugin import distributed, environment, generation, model_file, models, reference
 from fwbench.tf_plugin import transformers as tfm
@@ -121,6 +125,11 @@ class TensorFlowPlugin:
         self.on_gpu = self.device.startswith("/GPU")
         self.dtypes = _GPU_DTYPES if self.on_gpu else _CPU_DTYPES
         self.saved_models = model_file.ModelCache(self.device)
+        self.no_profiler = xplane.no_profiler(
+            "TensorFlow's profiler", self.on_gpu, self.rank is not None
+        )
+        if not self.no_profiler:
+            self.optional_capabilities = TensorFlowPlugin.optional_capabilities | {PROFILE}
 
     # ------------------------------------------------------------------ FrameworkPlugin
 
@@ -147,7 +156,14 @@ class TensorFlowPlugin:
                 else distributed.capabilities(self.dtypes, self.rank)
             ),
             threads_fixed_at_startup=True,
+            no_profiler=self.no_profiler,
         )
+
+    def profiler(self) -> str:
+        return tf_profile.PROFILER
+
+    def profile(self, run_steps: RunSteps, trace_dir: Path | None) -> ProfiledSteps:
+        return tf_profile.profile(run_steps, trace_dir)
 
     def _libraries(self) -> dict[str, str]:
         build = tf.sysconfig.get_build_info()
