@@ -11,12 +11,20 @@ synchronize waits for nothing."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import numpy as np
 import paddle
 
-from fwbench.paddle_plugin import environment, generation, language_model, models, reference
+from fwbench.paddle_plugin import (
+    environment,
+    generation,
+    language_model,
+    models,
+    profiling,
+    reference,
+)
 from fwbench.paddle_plugin import transformers as pdt
 from fwbench.paddle_plugin.attention import ATTENTION_MODES, build_attention, sdpa_kernel
 from fwbench.paddle_plugin.ops import build_conv2d, build_gemm
@@ -33,6 +41,7 @@ from fwbench.runtime.hostinfo import cpu_model
 from fwbench.runtime.plugin import (
     ACCURACY,
     EQUIVALENCE,
+    PROFILE,
     BuiltStep,
     Capability,
     DeviceInfo,
@@ -44,6 +53,7 @@ from fwbench.runtime.plugin import (
     WorkloadSpec,
     translate_out_of_memory,
 )
+from fwbench.runtime.profiling import ProfiledSteps, RunSteps
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, OptimizerSpec, Weights
 
 PLUGIN_VERSION = "0.1.0"
@@ -68,7 +78,7 @@ def _translated(function: Callable[P, T]) -> Callable[P, T]:
 
 
 class PaddlePlugin:
-    optional_capabilities = frozenset({ACCURACY, EQUIVALENCE})
+    optional_capabilities = frozenset({ACCURACY, EQUIVALENCE, PROFILE})
     # every image and sequence model, and the transformers
     equivalence_models = frozenset((*models.MODEL_NAMES, *TRANSFORMER_NAMES))
     equivalence_trains = True
@@ -226,6 +236,12 @@ class PaddlePlugin:
 
     def synchronize(self, output: object) -> None:
         """Paddle's CPU kernels return when done, in dygraph and static programs alike."""
+
+    def profiler(self) -> str:
+        return profiling.PROFILER
+
+    def profile(self, run_steps: RunSteps, trace_dir: Path | None) -> ProfiledSteps:
+        return profiling.profile(run_steps, trace_dir)
 
     # --------------------------------------------------------------- optional capabilities
 

@@ -27,6 +27,7 @@ from paddle import nn
 from paddle.nn import functional
 
 from fwbench.paddle_plugin.attention import sdpa
+from fwbench.paddle_plugin.profiling import kv_cache_scope
 from fwbench.runtime.architectures import BERT_TOKEN_TYPES, TransformerConfig, transformer_config
 from fwbench.spec import load_catalogue
 
@@ -164,8 +165,9 @@ class KVCache(nn.Layer):
     def write(self, layer: int, k: paddle.Tensor, v: paddle.Tensor, start: int) -> None:
         """Keys and values (batch, n, heads, head_dim) into positions start..start+n-1."""
         end = start + int(k.shape[1])
-        self.keys(layer)[:, start:end] = k
-        self.values(layer)[:, start:end] = v
+        with kv_cache_scope():  # a profiler range while a profile is on, else nothing
+            self.keys(layer)[:, start:end] = k
+            self.values(layer)[:, start:end] = v
 
     def write_at(
         self, layer: int, k: paddle.Tensor, v: paddle.Tensor, position: paddle.Tensor
