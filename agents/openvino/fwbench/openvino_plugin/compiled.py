@@ -12,9 +12,10 @@ step)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -74,14 +75,20 @@ def reshape(model: ov.Model, shapes: Mapping[str, tuple[int, ...]]) -> None:
     model.reshape({name: ov.PartialShape(list(shape)) for name, shape in shapes.items()})
 
 
-def compile_for(model: ov.Model, mode: str, threads: int) -> ov.CompiledModel:
+def compile_for(
+    model: ov.Model, mode: str, threads: int, profiling: bool = False
+) -> ov.CompiledModel:
     """`model` compiled on the CPU device with the mode's hint, float32 inference and
-    `threads` (0: OpenVINO's default, one per core it may use)."""
-    config = {
+    `threads` (0: OpenVINO's default, one per core it may use); with `profiling`, its
+    requests keep performance counters (PERF_COUNT: a profile's own compilation, never the
+    timed one's)."""
+    config: dict[str, Any] = {
         "PERFORMANCE_HINT": HINTS[mode],
         "INFERENCE_PRECISION_HINT": PRECISION,
         "INFERENCE_NUM_THREADS": threads,
     }
+    if profiling:
+        config["PERF_COUNT"] = True
     return core().compile_model(model, DEVICE, config)
 
 
@@ -104,6 +111,18 @@ class BoundRequest:
     def step(self) -> ov.InferRequest:
         self.request.infer(share_outputs=True)
         return self.request
+
+    @contextlib.contextmanager
+    def running_on(self, other: ov.InferRequest) -> Iterator[None]:
+        """The step runs `other` (a request of another compilation of the same model), on
+        the same input arrays, until the block ends."""
+        for name, array in self._arrays.items():
+            other.set_tensor(name, ov.Tensor(array, shared_memory=True))
+        kept, self.request = self.request, other
+        try:
+            yield
+        finally:
+            self.request = kept
 
     def outputs(self) -> dict[str, np.ndarray]:
         """One inference, then each output by its ONNX name, copied out of the request."""

@@ -65,6 +65,21 @@ def build(spec: WorkloadSpec, threads: int) -> compiled.BoundRequest:
     assert model_request is not None  # the plugin calls it for model cells only
     if spec.phase != "infer":
         raise UnsupportedWorkload(f"phase {spec.phase} for {spec.workload.name}: {TRAIN_REASON}")
+    model = reshaped(spec)
+    try:
+        program = compiled.compile_for(model, spec.mode, threads)
+    except Exception as error:
+        if compiled.is_out_of_memory(error):
+            raise
+        raise reject_unreadable(model_request.path, FORMAT, error) from None
+    return compiled.BoundRequest(program, model_request.arrays(spec.seed))
+
+
+def reshaped(spec: WorkloadSpec) -> ov.Model:
+    """The cell's file as OpenVINO reads it, reshaped to the cell's inputs (ModelRejected,
+    one line, when it cannot be)."""
+    model_request = spec.model
+    assert model_request is not None
     model = read(model_request.path)
     shapes: Mapping[str, tuple[int, ...]] = {
         t.name: tuple(int(d) for d in t.shape if d is not None) for t in model_request.inputs
@@ -77,10 +92,4 @@ def build(spec: WorkloadSpec, threads: int) -> compiled.BoundRequest:
         raise ModelRejected(
             f"model: OpenVINO cannot reshape the inputs to {asked}: {text}"
         ) from None
-    try:
-        program = compiled.compile_for(model, spec.mode, threads)
-    except Exception as error:
-        if compiled.is_out_of_memory(error):
-            raise
-        raise reject_unreadable(model_request.path, FORMAT, error) from None
-    return compiled.BoundRequest(program, model_request.arrays(spec.seed))
+    return model

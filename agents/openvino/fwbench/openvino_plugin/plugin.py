@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import numpy as np
@@ -30,7 +31,7 @@ import psutil
 from fwbench.onnxruntime_plugin import greedy_loop, models, onnx_file, transformer_equivalence
 from fwbench.onnxruntime_plugin import transformer_graphs as tg
 from fwbench.onnxruntime_plugin.graphs import OPSET
-from fwbench.openvino_plugin import compiled, generation, model_file
+from fwbench.openvino_plugin import compiled, generation, model_file, profiling
 from fwbench.openvino_plugin.compiled import MODES
 from fwbench.runtime import architectures as arch
 from fwbench.runtime import onnx_flops
@@ -39,6 +40,7 @@ from fwbench.runtime.model_files import ModelSignature
 from fwbench.runtime.plugin import (
     EQUIVALENCE,
     MODEL_FILES,
+    PROFILE,
     BuiltStep,
     Capability,
     DeviceInfo,
@@ -51,6 +53,7 @@ from fwbench.runtime.plugin import (
     WorkloadSpec,
     translate_out_of_memory,
 )
+from fwbench.runtime.profiling import ProfiledSteps, RunSteps
 from fwbench.runtime.reference import EquivalenceCase, EquivalenceResult, param_count
 
 PLUGIN_VERSION = "0.1.0"
@@ -78,11 +81,16 @@ def _first_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {text[0] if text else ''}"
 
 
+def _reshaped(graph: models.Graph, inputs: Mapping[str, np.ndarray]) -> ov.Model:
+    model = compiled.read(graph.serialized)
+    compiled.reshape(model, {name: array.shape for name, array in inputs.items()})
+    return model
+
+
 def _compile_graph(
     graph: models.Graph, inputs: Mapping[str, np.ndarray], mode: str, threads: int
 ) -> compiled.BoundRequest:
-    model = compiled.read(graph.serialized)
-    compiled.reshape(model, {name: array.shape for name, array in inputs.items()})
+    model = _reshaped(graph, inputs)
     return compiled.BoundRequest(compiled.compile_for(model, mode, threads), inputs)
 
 
@@ -103,7 +111,7 @@ def _self_check(threads: int) -> int:
 
 
 class OpenVinoPlugin:
-    optional_capabilities = frozenset({EQUIVALENCE, MODEL_FILES})
+    optional_capabilities = frozenset({EQUIVALENCE, MODEL_FILES, PROFILE})
     model_formats = (onnx_file.FORMAT,)
     model_capability = Capability(phases=("infer",), dtypes=DTYPES, modes=MODES)
     equivalence_models = frozenset((*models.MODELS, *arch.TRANSFORMER_NAMES))
@@ -119,6 +127,7 @@ class OpenVinoPlugin:
             )
         self.threads = context.threads
         self.default_threads = _self_check(context.threads)
+        self._profilable: profiling.Profilable | None = None
 
     # ----------------------------------------------------------------------- FrameworkPlugin
 
@@ -174,9 +183,13 @@ class OpenVinoPlugin:
         return _translated(self._build)(spec)
 
     def _build(self, spec: WorkloadSpec) -> BuiltStep:
+        self._profilable = None  # set by a graph cell or a model file: what profile() runs
         threads = spec.threads or self.threads
         if spec.model is not None:
             bound = model_file.build(spec, threads)
+            self._profilable = profiling.Profilable(
+                bound, lambda: model_file.reshaped(spec), spec.mode, threads
+            )
             settings = self._settings(spec, bound.compiled, threads, "")
             model = spec.model
             return BuiltStep(
@@ -193,6 +206,9 @@ class OpenVinoPlugin:
         graph = cell_graph(name, spec.params, spec.batch_size, spec.seed)
         inputs = models.synthetic_inputs(graph, spec.batch_size, spec.seed)
         bound = _compile_graph(graph, inputs, spec.mode, threads)
+        self._profilable = profiling.Profilable(
+            bound, lambda: _reshaped(graph, inputs), spec.mode, threads
+        )
         layout = "" if transformer or name in ("gemm", "lstm") else "NCHW"
         settings = self._settings(spec, bound.compiled, threads, layout)
         extra = {**settings.extra, **models.describe_graph()}
@@ -238,6 +254,12 @@ class OpenVinoPlugin:
 
     def synchronize(self, output: object) -> None:
         """request.infer() returns when the inference is done: nothing to wait for."""
+
+    def profiler(self) -> str:
+        return profiling.PROFILER
+
+    def profile(self, run_steps: RunSteps, trace_dir: Path | None) -> ProfiledSteps:
+        return profiling.profile(self._profilable, run_steps, trace_dir)
 
     # ---------------------------------------------------------------------- equivalence
 
