@@ -1,12 +1,13 @@
 """The openvino plugin's capability "model_files" (protocol 1.7), in the openvino-cpu
 environment, on ONNX files this test writes with onnx.helper: the signature OpenVINO reads
 (open axes None, as InspectModel sends them: -1), a cell reshaped to its input shapes whose
-outputs are numpy's computation of the same graph, the ONNX graph's output names, and a
-truncated file rejected in one line."""
+outputs are numpy's computation of the same graph, the ONNX graph's output names, a
+truncated file rejected in one line, and a profile of a file's cell."""
 
 from __future__ import annotations
 
 import hashlib
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from fwbench.openvino_plugin.plugin import OpenVinoPlugin
 from fwbench.runtime import model_files
 from fwbench.runtime.model_files import ModelRejected, ModelRequest
 from fwbench.runtime.plugin import PluginContext, UnsupportedWorkload, WorkloadSpec
+from fwbench.runtime.profiling import profile_steps
 from fwbench.spec.catalogue import WorkloadDef
 from fwbench.spec.model_files import MAX_BATCH_SIZE, TensorInfo
 
@@ -168,3 +170,19 @@ def test_a_truncated_file_is_rejected_in_one_line(plugin, conv_file, tmp_path):
 def test_a_model_file_is_not_trained(plugin, conv_file):
     with pytest.raises(UnsupportedWorkload, match="no backward pass"):
         plugin.build(_spec(conv_file, (2, 1, 8, 8), phase="train"))
+
+
+def test_a_model_file_cell_profiles_on_its_own_compilation(plugin, conv_file):
+    """The profile (protocol 1.10) runs a second compilation of the file, reshaped as the
+    cell's; the cell's own request computes the same outputs afterwards."""
+    spec = _spec(conv_file, (2, 1, 8, 8))
+    built = plugin.build(spec)
+    assert built.outputs is not None
+    before = built.outputs()["y"]
+    result = profile_steps(
+        plugin, "openvino", built.step, 2, "", threading.Event(), lambda *_: None
+    )
+    assert not result.not_profiled, result.not_profiled
+    classes = {o.name: o.op_class for o in result.operations}
+    assert classes.get("Convolution") == "convolution" and "" not in classes.values(), classes
+    np.testing.assert_array_equal(built.outputs()["y"], before)
