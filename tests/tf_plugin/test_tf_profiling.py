@@ -19,7 +19,7 @@ _MODEL = {"convolution", "matmul", "optimizer", "reduction", "elementwise", "fra
 
 @pytest.fixture(scope="module")
 def plugin() -> TensorFlowPlugin:
-    return TensorFlowPlugin(PluginContext(device="cpu", threads=1))
+    return TensorFlowPlugin(PluginContext(device="cpu"))
 
 
 @pytest.mark.parametrize(
