@@ -47,6 +47,19 @@ def run_table(tmp_path: Path, *args: str) -> pd.DataFrame:
 # once: their start-up (importing the framework) is most of this test's time, not the steps.
 WORKLOADS = ("gemm", "conv2d", "lenet")
 TARGET_PERMILLE = 900
+# The agents whose framework's profiler is wired in (docs/profiling.md), each with its trace.
+PROFILED = {
+    "torch-cpu": "chrome-trace",
+    "keras-torch": "chrome-trace",
+    "onnxruntime-cpu": "chrome-trace",
+    "paddle-cpu": "chrome-trace",
+    "tf-mkl": "xplane",
+    "tf-eigen": "xplane",
+    "keras-tf": "xplane",
+    "jax-cpu": "xplane",
+    "keras-jax": "xplane",
+    "openvino-cpu": "no trace",
+}
 
 
 @pytest.fixture(scope="module")
@@ -111,12 +124,20 @@ def test_every_cpu_agent_gives_one_table(one_table: pd.DataFrame) -> None:
 def test_each_agent_profiles_its_cells_or_says_why_not(one_table: pd.DataFrame) -> None:
     table = one_table[one_table["workload"].isin(WORKLOADS) & (one_table["status"] == "ok")]
     profiled = table[table["profile_classes"].notna()]
-    assert set(profiled["agent"]) >= {"torch-cpu"}  # the agents with a profiler
+    assert set(profiled["agent"]) >= set(PROFILED) & set(TABLE_AGENTS)
     for _, row in profiled.iterrows():
         classes = json.loads(row["profile_classes"])
         assert "unmapped" not in classes, (row["agent"], row["profile_operations"])
-        assert sum(classes.values()) == pytest.approx(row["profile_step_seconds"], rel=0.01)
-        assert row["profile_trace"].startswith("profiles/") and row["profile_steps"] == 2
+        # The classes make up the step: its operations and the time outside them, or more where
+        # operations ran at once on several threads (TensorFlow's executor runs a training
+        # step's independent gradients side by side): then nothing is outside.
+        step, total = row["profile_step_seconds"], sum(classes.values())
+        assert total == pytest.approx(step, rel=0.01) or (total > step and not classes["outside"])
+        assert row["profile_steps"] == 2
+        # The profiler's own trace, where it writes one (OpenVINO's counters have none).
+        trace = row["profile_trace"]
+        traced = isinstance(trace, str) and trace.startswith("profiles/")
+        assert traced == (PROFILED.get(row["agent"]) != "no trace"), row["profile_trace"]
     conv = profiled[(profiled["workload"] == "conv2d") & (profiled["phase"] == "train")]
     assert all(json.loads(c)["convolution"] > 0 for c in conv["profile_classes"])
     others = table[table["profile_classes"].isna()]
