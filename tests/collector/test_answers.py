@@ -12,6 +12,7 @@ import io
 import json
 import re
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -340,3 +341,14 @@ def test_a_command_that_would_decide_replaces_options_and_drops_the_folder() -> 
         "collector run --agents a,b --until-decided"
     )
     assert rerun("", ["--until-decided"]) == ""
+
+
+def test_an_agents_modes_against_each_other_name_both(decided: RunData) -> None:
+    """`--modes function,xla` of one agent: its xla rows against its function rows, each side
+    named with its mode (it said "tf-eigen is faster than tf-eigen")."""
+    result = compare_to_baseline(decided, "fast")
+    compared = next(c for c in result.comparisons if c.agent == "slow")
+    own = replace(compared, agent="fast", mode="xla", baseline_mode="function", verdict=SLOWER)
+    (line,) = answers(replace(result, comparisons=[own]), "title").decided
+    assert line.text.startswith("fast (xla) is slower than fast (function) in conv2d train")
+    assert (line.agent, line.against) == ("fast (xla)", "fast (function)")

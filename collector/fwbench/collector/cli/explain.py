@@ -58,7 +58,10 @@ def explain(
 def _title(attribution: Attribution) -> str:
     c = attribution.comparison
     ratio = f"{c.speedup:.3g}x [{c.ci_low:.3g}, {c.ci_high:.3g}]"
-    return f"{c.key.label()}: {c.agent} against {c.baseline}: {c.verdict}, {ratio}"
+    agent, against = c.agent, c.baseline
+    if agent == against:  # an agent's modes against each other
+        agent, against = f"{agent} ({c.mode})", f"{against} ({c.baseline_mode})"
+    return f"{c.key.label()}: {agent} against {against}: {c.verdict}, {ratio}"
 
 
 def _show(attribution: Attribution) -> None:

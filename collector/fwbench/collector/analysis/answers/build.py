@@ -138,8 +138,12 @@ def _decided_line(q: Decision, decided: DecidedRun, cell: _Namer) -> Found:
 def _comparison_line(
     comparison: Comparison, cell: _Namer, runs: tuple[str, str] | None, modes: bool
 ) -> Found:
-    """A decided fixed-level comparison's one line; `modes`: its agent ran in several."""
-    agent = comparison.agent + (f" ({comparison.mode})" if modes else "")
+    """A decided fixed-level comparison's one line; `modes`: its agent ran in several (an
+    agent's modes against each other name both)."""
+    c = comparison
+    own = c.agent == c.baseline and c.mode != c.baseline_mode and not c.is_scaling
+    agent = c.agent + (f" ({c.mode})" if modes or own else "")
+    against = c.baseline + (f" ({c.baseline_mode})" if own else "")
     where = cell(comparison.key)
     within = max(comparison.margin, comparison.noise_floor)
     if comparison.is_scaling:  # one agent's worlds: efficiency, per replica
@@ -148,7 +152,7 @@ def _comparison_line(
             comparison.speedup, comparison.ci_low, comparison.ci_high
         )
     else:
-        text = _sentence(agent, comparison.baseline, comparison.verdict, where, within, runs)
+        text = _sentence(agent, against, comparison.verdict, where, within, runs)
         text += ": " + _ratio(comparison.speedup, comparison.ci_low, comparison.ci_high)
     if any(reason.startswith(UNKNOWN) for reason in comparison.reasons):
         text += f" ({UNKNOWN})"
@@ -158,7 +162,7 @@ def _comparison_line(
         comparison.verdict,
         text,
         agent,
-        comparison.baseline,
+        against,
         where,
         comparison.speedup,
         comparison.ci_low,
