@@ -22,6 +22,7 @@ from fwbench.collector.analysis import contenders as contenders_module
 from fwbench.collector.analysis.answers.gaps import gap_namer
 from fwbench.collector.analysis.attribution import Attribution, ClassGap, attribute
 from fwbench.collector.analysis.contenders import RunData
+from fwbench.collector.analysis.report.profiles import class_colors
 from fwbench.collector.run.profiles import (
     BadProfile,
     check_profile,
@@ -210,3 +211,9 @@ def test_an_answer_says_why_its_gap_is_not_attributed_and_an_unprofiled_run_noth
     assert name(equivalent) == ""
     plain = RunData("r", pd.DataFrame({"median_seconds": [0.001]}), pd.DataFrame())
     assert gap_namer(plain, [asked])(asked) == ""  # type: ignore[list-item]
+
+
+def test_each_class_has_its_own_colour_in_the_report() -> None:
+    colors = class_colors()
+    assert set(colors) == {*op_classes.classes(), op_classes.OUTSIDE, "unmapped"}
+    assert len(set(colors.values())) == len(colors)  # eleven classes: none shares a colour

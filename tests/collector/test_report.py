@@ -11,10 +11,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
+from matplotlib.figure import Figure
 from matplotlib.image import imread
 
 from fwbench.collector.analysis.contenders import RunData, load_run
+from fwbench.collector.analysis.report import figures as report_figures
 from fwbench.collector.analysis.report import write_report
 from fwbench.collector.analysis.report.data import cell_summary, environments, row_statistics
 from fwbench.collector.store.database import ResultStore
@@ -220,3 +223,28 @@ def test_a_run_measured_until_decided_states_its_rounds_not_one_repetition() -> 
     }
     said = _repetitions(metadata)
     assert said.startswith("until decided, 9 rounds") and said != "1"
+
+
+def test_an_agents_modes_draw_lines_of_their_own_colour(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--modes function,xla` of one agent: two lines, two colours (both were the agent's)."""
+    drawn: list[Figure] = []
+    monkeypatch.setattr(report_figures, "png", lambda figure: drawn.append(figure) or b"")
+    summary = pd.DataFrame(
+        {
+            "kind": "step",
+            "workload": "generate",
+            "phase": "infer",
+            "agent": "tf-eigen",
+            "label": ["tf-eigen (function)", "tf-eigen (xla)"],
+            "batch_size": [1, 1],
+            "median_seconds": [0.2, 0.13],
+            "ci_low_seconds": [0.19, 0.12],
+            "ci_high_seconds": [0.23, 0.14],
+            "items_per_second": [5.0, 7.7],
+        }
+    )
+    for what in ("latency", "throughput"):
+        report_figures.versus_batch(summary, {"tf-eigen": "#1f77b4"}, what)
+        (ax,) = drawn.pop().axes
+        colours = [line.get_color() for line in ax.get_lines() if line.get_marker() == "o"]
+        assert len(colours) == 2 and colours[0] != colours[1], colours

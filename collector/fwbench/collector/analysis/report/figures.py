@@ -145,12 +145,16 @@ def versus_batch(summary: pd.DataFrame, palette: dict[str, str], what: str) -> P
     if summary.empty:
         return Plot(name, title, caption, note="no step-time cells in this run")
     panels = list(dict.fromkeys(zip(summary["workload"], summary["phase"], strict=True)))
+    # An agent in several modes draws a line each: a colour per line, not per agent.
+    by_line = summary["label"].nunique() > summary["agent"].nunique()
+    line_colors = colors([str(label) for label in summary["label"]]) if by_line else {}
     figure, axes = grid(len(panels))
     for ax, (workload, phase) in zip(axes, panels, strict=True):
         part = summary[(summary["workload"] == workload) & (summary["phase"] == phase)]
         for label, lines in part.groupby("label", sort=False):
             lines = lines.sort_values("batch_size")
-            color = palette.get(str(lines["agent"].iloc[0]), "#888888")
+            agent = str(lines["agent"].iloc[0])
+            color = line_colors.get(str(label)) or palette.get(agent, "#888888")
             x = lines["batch_size"].astype(float)
             if latency:
                 y = lines["median_seconds"] * 1e3

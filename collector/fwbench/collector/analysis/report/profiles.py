@@ -17,8 +17,13 @@ CLASSES = (*op_classes.classes(), op_classes.OUTSIDE, "unmapped")
 MOST_CELLS = 8  # panels drawn; the rest are named in the caption
 
 
+# One colour a class, none grey or black (outside's and unmapped's): the report's palette less
+# its grey, and two more (it has ten colours; there are eleven classes).
+CLASS_PALETTE = (*(c for c in PALETTE if c != "#7f7f7f"), "#393b79", "#e7ba52")
+
+
 def class_colors() -> dict[str, str]:
-    colors = dict(zip(CLASSES, PALETTE * 2, strict=False))
+    colors = dict(zip(CLASSES, CLASS_PALETTE, strict=False))
     colors[op_classes.OUTSIDE], colors["unmapped"] = "#bbbbbb", "#000000"
     return colors
 
