@@ -217,3 +217,11 @@ def test_each_class_has_its_own_colour_in_the_report() -> None:
     colors = class_colors()
     assert set(colors) == {*op_classes.classes(), op_classes.OUTSIDE, "unmapped"}
     assert len(set(colors.values())) == len(colors)  # eleven classes: none shares a colour
+
+
+def test_the_trace_folder_sent_is_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--out run` (relative): a local agent runs in a folder of its own, so a relative trace
+    folder put its traces in the agent's environment, and the row said they stayed there."""
+    monkeypatch.chdir(tmp_path)
+    asked = profile_request(3, DESCRIBE, Path("run") / "profiles")
+    assert asked is not None and asked.trace_dir == str(tmp_path / "run" / "profiles")

@@ -46,12 +46,14 @@ def plan_all(
     agent's model cells settled."""
     model = None
     asked, timeout = options.model, options.limits.cell_timeout_seconds
+    # Absolute: the agents write there, each in a working folder of its own.
+    models = (out_dir / "models").absolute()
     if asked is not None:
         resting = [item for item in work if item.idle]  # given back: woken for the model
-        model = prepare(asked, work, selection, timeout, out_dir / "models", say)
+        model = prepare(asked, work, selection, timeout, models, say)
         model.exporters = exporters(model, work)
         if asked.export:
-            export_all(model, work, selection, timeout, out_dir / "models", say)
+            export_all(model, work, selection, timeout, models, say)
         for item in resting:
             item.rest()  # holds nothing again while the others measure
     for item in work:

@@ -41,10 +41,11 @@ def profile_request(
     steps: int, describe: agent_pb2.DescribeResponse, folder: Path | None
 ) -> agent_pb2.ProfileRequest | None:
     """RunRequest.profile for an agent: None when nothing is asked, or the agent's protocol
-    has no profiles (its row says so: profile_columns)."""
+    has no profiles (its row says so: profile_columns). The trace folder is absolute: a local
+    agent runs in a folder of its own, where a relative `--out` would put the trace."""
     if not steps or not speaks_profiles(describe):
         return None
-    return agent_pb2.ProfileRequest(steps=steps, trace_dir=str(folder) if folder else "")
+    return agent_pb2.ProfileRequest(steps=steps, trace_dir=str(folder.resolve()) if folder else "")
 
 
 def check_profile(request: agent_pb2.RunRequest, result: agent_pb2.RunResult) -> None:
