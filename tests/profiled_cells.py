@@ -1,11 +1,13 @@
 """Real cells profiled through the runtime as an agent profiles them (protocol 1.10), for the
-plugins' profiling tests (tests/tf_plugin, tests/jax_plugin, tests/keras_plugin): the cell
+plugins' profiling tests (tests/tf_plugin, tests/jax_plugin, tests/keras_plugin,
+tests/paddle_plugin): the cell
 built with small transformer sizes, its timed loop's first step run, then `steps` steps
 through fwbench.runtime.profiling.profile_steps."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from fwbench.agent.v1 import agent_pb2
@@ -26,16 +28,33 @@ def profile_cell(
 ) -> agent_pb2.ProfileResult:
     """Cell (workload, phase, mode) at batch 2, profiled for `steps` steps; checks the
     profile was taken."""
+    return profile_built(plugin, framework, build_cell(plugin, cell), steps, trace)
+
+
+def build_cell(plugin: FrameworkPlugin, cell: tuple[str, str, str]) -> Callable[[], object]:
+    """Cell (workload, phase, mode) at batch 2, its first step run; its step."""
     name, phase, mode = cell
     definition = CATALOGUE.get(name)
     params = definition.resolve_params({k: v for k, v in SMALL.items() if k in definition.params})
     built = plugin.build(WorkloadSpec(definition, phase, 2, "float32", params, 0, 0, mode))
     plugin.synchronize(built.step())  # the timed loop's steps come first
+    return built.step
+
+
+def profile_built(
+    plugin: FrameworkPlugin,
+    framework: str,
+    step: Callable[[], object],
+    steps: int = 2,
+    trace: Path | None = None,
+) -> agent_pb2.ProfileResult:
+    """A built cell's `steps` steps through the runtime's profile_steps; checks the profile
+    was taken."""
     stages: list[tuple[str, int]] = []
     result = profile_steps(
         plugin,
         framework,
-        built.step,
+        step,
         steps,
         str(trace or ""),
         threading.Event(),

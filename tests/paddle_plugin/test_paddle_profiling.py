@@ -9,44 +9,25 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 from pathlib import Path
 
 import pytest
+from profiled_cells import build_cell, profile_built
 
 from fwbench.paddle_plugin import profiling
 from fwbench.paddle_plugin.plugin import PaddlePlugin
-from fwbench.runtime.plugin import PluginContext, WorkloadSpec
-from fwbench.runtime.profiling import profile_steps
-from fwbench.spec import load_catalogue
+from fwbench.runtime.plugin import PluginContext
 
-CATALOGUE = load_catalogue()
-SMALL = {"layers": 2, "hidden": 64, "heads": 4, "vocab": 500, "prompt_len": 8, "new_tokens": 4}
 TRAIN = {"convolution", "matmul", "optimizer", "reduction", "elementwise", "data_movement"}
 
 
 def _built(name: str, phase: str, mode: str):
     plugin = PaddlePlugin(PluginContext(device="cpu", threads=1))
-    definition = CATALOGUE.get(name)
-    params = definition.resolve_params({k: v for k, v in SMALL.items() if k in definition.params})
-    built = plugin.build(WorkloadSpec(definition, phase, 2, "float32", params, 0, 0, mode))
-    plugin.synchronize(built.step())  # the timed loop's steps come first
-    return plugin, built.step
+    return plugin, build_cell(plugin, (name, phase, mode))
 
 
 def _profile(plugin, step, steps: int, trace: Path | None):
-    stages: list[tuple[str, int]] = []
-    result = profile_steps(
-        plugin,
-        "paddle",
-        step,
-        steps,
-        str(trace or ""),
-        threading.Event(),
-        lambda stage, done: stages.append((stage, done)),
-    )
-    assert not result.not_profiled, result.not_profiled
-    assert result.steps == steps and stages[-1] == ("profile", steps)
+    result = profile_built(plugin, "paddle", step, steps, trace)
     assert result.profiler.startswith("paddle.profiler (paddle ")
     return result
 
